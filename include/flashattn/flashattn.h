@@ -1,0 +1,68 @@
+// flashattn: exact attention without materialising the score matrix.
+//
+// Layouts follow flash_attn 2.x:
+//   fixed length:    q (batch, seqlen_q, nheads_q, headdim), k/v (batch, seqlen_k, nheads_kv, headdim),
+//                    lse (batch, nheads_q, seqlen_q) float32
+//   variable length: q (total_q, nheads_q, headdim), k/v (total_k, nheads_kv, headdim),
+//                    cu_seqlens_q/k int32 (batch + 1), lse (nheads_q, total_q) float32
+// The last dimension must be contiguous; every other stride is free.
+//
+// Scores: s = scale * q.k; with softcap c > 0, s = c * tanh(s / c); with ALiBi, s -= slope * |i + sk - sq - j|.
+// Masks are aligned to the bottom-right corner: query i sees key j when
+//   j <= i + (sk - sq) + window_right   (causal means window_right = 0)
+//   j >= i + (sk - sq) - window_left
+// where a window side of -1 is unbounded. A query row that sees no key gets output 0 and lse = -inf.
+#pragma once
+
+#include "flashattn/types.h"
+
+namespace flashattn {
+
+enum class Backend : int {
+  kAuto = 0,          // CUDA when the tensors live on a GPU, else CPU flash
+  kCPU = 1,           // CPU FlashAttention-2 (tiled, online softmax)
+  kCPUReference = 2,  // CPU naive materialised softmax in float64: the oracle
+  kCUDA = 3,
+};
+
+const char* backend_name(Backend backend);
+
+struct AttentionParams {
+  float softmax_scale = 0.0f;  // 0 means 1 / sqrt(headdim)
+  bool causal = false;
+  int window_left = -1;   // -1: unbounded
+  int window_right = -1;  // -1: unbounded
+  float softcap = 0.0f;   // 0: off
+  TensorView alibi_slopes;  // optional float32 (nheads_q) or (batch, nheads_q)
+
+  // Variable length batches: both given or neither.
+  TensorView cu_seqlens_q;  // int32 (batch + 1)
+  TensorView cu_seqlens_k;  // int32 (batch + 1)
+  int max_seqlen_q = 0;
+  int max_seqlen_k = 0;
+
+  bool deterministic = false;  // backward: bitwise reproducible gradients
+  Backend backend = Backend::kAuto;
+  int num_threads = 0;      // CPU: 0 means all hardware threads
+  void* stream = nullptr;   // CUDA: a cudaStream_t; null is the default stream
+};
+
+struct ForwardArgs {
+  TensorView q, k, v;
+  TensorView out;  // same shape and dtype as q
+  TensorView lse;  // float32; optional (may be left undefined)
+};
+
+struct BackwardArgs {
+  TensorView q, k, v, out, dout;
+  TensorView lse;         // float32, as written by forward
+  TensorView dq, dk, dv;  // shapes of q, k, v; dtype of q
+};
+
+Status forward(const ForwardArgs& args, const AttentionParams& params);
+Status backward(const BackwardArgs& args, const AttentionParams& params);
+
+// True when a CUDA device is usable by this build.
+bool cuda_available();
+
+}  // namespace flashattn

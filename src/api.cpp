@@ -1,0 +1,444 @@
+// The one place where arguments are validated and a backend is chosen. Every message names the
+// argument, the value seen and what is allowed.
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends.h"
+#include "flashattn/flashattn.h"
+
+namespace flashattn {
+namespace {
+
+std::string shape_str(const TensorView& t) {
+  std::ostringstream os;
+  os << "(";
+  for (int d = 0; d < t.ndim; ++d) os << (d ? ", " : "") << t.shape[d];
+  os << ")";
+  return os.str();
+}
+
+std::string dims_str(std::initializer_list<int64_t> dims) {
+  std::ostringstream os;
+  os << "(";
+  int d = 0;
+  for (int64_t v : dims) os << (d++ ? ", " : "") << v;
+  os << ")";
+  return os.str();
+}
+
+const char* device_name(Device d) { return d == Device::kCUDA ? "cuda" : "cpu"; }
+
+Status invalid(const char* arg, const std::string& what) {
+  return Status::Invalid(std::string("argument '") + arg + "': " + what);
+}
+
+bool is_float_dtype(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
+
+// Structural checks that hold for every tensor argument.
+Status check_tensor(const char* arg, const TensorView& t, int expected_ndim) {
+  if (!t.defined()) return invalid(arg, "is missing (ndim 0)");
+  if (t.ndim != expected_ndim) {
+    return invalid(arg, "has " + std::to_string(t.ndim) + " dimensions " + shape_str(t) + "; expected " +
+                            std::to_string(expected_ndim));
+  }
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] < 0) return invalid(arg, "has a negative size in shape " + shape_str(t));
+  }
+  if (t.numel() == 0) return Status::Ok();  // empty tensors are valid no-ops; data may be null
+  if (t.data == nullptr) return invalid(arg, "data pointer is null for shape " + shape_str(t));
+  if (t.stride[t.ndim - 1] != 1 && t.shape[t.ndim - 1] != 1) {
+    return invalid(arg, "last-dimension stride is " + std::to_string(t.stride[t.ndim - 1]) +
+                            "; expected 1 (the last dimension must be contiguous)");
+  }
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.stride[d] < 0) return invalid(arg, "stride " + std::to_string(t.stride[d]) + " of dimension " +
+                                                 std::to_string(d) + " is negative; expected >= 0");
+  }
+  const auto addr = reinterpret_cast<uintptr_t>(t.data);
+  if (addr % dtype_size(t.dtype) != 0) {
+    return invalid(arg, "data pointer is not aligned to its element size " +
+                            std::to_string(dtype_size(t.dtype)) + " bytes");
+  }
+  return Status::Ok();
+}
+
+// The GPU kernels move 16 bytes at a time along rows.
+Status check_vector_alignment(const char* arg, const TensorView& t) {
+  if (t.numel() == 0) return Status::Ok();
+  const auto addr = reinterpret_cast<uintptr_t>(t.data);
+  if (addr % 16 != 0) {
+    std::ostringstream os;
+    os << "data pointer " << t.data << " is not aligned to 16 bytes, which the CUDA backend requires";
+    return invalid(arg, os.str());
+  }
+  for (int d = 0; d + 1 < t.ndim; ++d) {
+    if (t.shape[d] > 1 && (t.stride[d] * dtype_size(t.dtype)) % 16 != 0) {
+      return invalid(arg, "stride " + std::to_string(t.stride[d]) + " of dimension " + std::to_string(d) +
+                              " is not a multiple of 16 bytes, which the CUDA backend requires");
+    }
+  }
+  return Status::Ok();
+}
+
+Status check_same_shape(const char* arg, const TensorView& t, const char* ref_arg, const TensorView& ref) {
+  bool same = t.ndim == ref.ndim;
+  for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == ref.shape[d];
+  if (!same) {
+    return invalid(arg, "shape " + shape_str(t) + " does not match " + ref_arg + " shape " + shape_str(ref));
+  }
+  return Status::Ok();
+}
+
+Status check_dtype(const char* arg, const TensorView& t, DType expected, const char* why) {
+  if (t.dtype != expected) {
+    return invalid(arg, std::string("dtype is ") + dtype_name(t.dtype) + "; expected " + dtype_name(expected) +
+                            " (" + why + ")");
+  }
+  return Status::Ok();
+}
+
+struct NamedTensor {
+  const char* name;
+  const TensorView* t;
+};
+
+Status check_devices(const std::vector<NamedTensor>& tensors) {
+  const NamedTensor& first = tensors.front();
+  for (const NamedTensor& nt : tensors) {
+    if (!nt.t->defined()) continue;
+    if (nt.t->device != first.t->device || nt.t->device_index != first.t->device_index) {
+      return invalid(nt.name, std::string("is on ") + device_name(nt.t->device) + ":" +
+                                  std::to_string(nt.t->device_index) + " but '" + first.name + "' is on " +
+                                  device_name(first.t->device) + ":" + std::to_string(first.t->device_index) +
+                                  "; all tensors must be on one device");
+    }
+  }
+  return Status::Ok();
+}
+
+// For the CUDA backend the tags of the views are checked against what the driver knows, so that
+// a host pointer tagged as device memory is refused instead of faulting in a kernel.
+Status check_device_tags(const std::vector<NamedTensor>& tensors) {
+  for (const NamedTensor& nt : tensors) {
+    if (!nt.t->defined() || nt.t->numel() == 0) continue;
+    Device actual;
+    int index = 0;
+    Status s = cuda_pointer_device(nt.t->data, &actual, &index);
+    if (!s.ok()) return s;
+    if (actual != nt.t->device || (actual == Device::kCUDA && index != nt.t->device_index)) {
+      return invalid(nt.name, std::string("is tagged ") + device_name(nt.t->device) + ":" +
+                                  std::to_string(nt.t->device_index) + " but its memory belongs to " +
+                                  device_name(actual) + ":" + std::to_string(index));
+    }
+  }
+  return Status::Ok();
+}
+
+Status read_cu_seqlens(const char* arg, const TensorView& t, std::vector<int32_t>* out) {
+  out->resize(static_cast<size_t>(t.shape[0]));
+  const size_t bytes = out->size() * sizeof(int32_t);
+  if (t.device == Device::kCPU) {
+    for (size_t i = 0; i < out->size(); ++i) (*out)[i] = static_cast<const int32_t*>(t.data)[i * t.stride[0]];
+    return Status::Ok();
+  }
+  if (t.stride[0] != 1) return invalid(arg, "must be contiguous on the GPU; stride is " + std::to_string(t.stride[0]));
+  return cuda_copy_to_host(t.data, out->data(), bytes, nullptr);
+}
+
+Status check_cu_seqlens(const char* arg, const TensorView& t, int batch, int64_t total_rows, int* max_len) {
+  std::vector<int32_t> cu;
+  Status s = read_cu_seqlens(arg, t, &cu);
+  if (!s.ok()) return s;
+  if (cu[0] < 0) return invalid(arg, "entry 0 is " + std::to_string(cu[0]) + "; expected >= 0");
+  int longest = 0;
+  for (int b = 0; b < batch; ++b) {
+    if (cu[b + 1] < cu[b]) {
+      return invalid(arg, "is not non-decreasing: entry " + std::to_string(b + 1) + " is " +
+                              std::to_string(cu[b + 1]) + " after " + std::to_string(cu[b]));
+    }
+    longest = std::max(longest, cu[b + 1] - cu[b]);
+  }
+  if (cu[batch] > total_rows) {
+    return invalid(arg, "last entry " + std::to_string(cu[batch]) + " is past the tensor, which has " +
+                            std::to_string(total_rows) + " rows");
+  }
+  *max_len = longest;
+  return Status::Ok();
+}
+
+void set_operand(Operand* op, const TensorView& t, bool varlen) {
+  op->data = t.data;
+  if (varlen) {
+    op->batch_stride = 0;
+    op->row_stride = t.stride[0];
+    op->head_stride = t.stride[1];
+  } else {
+    op->batch_stride = t.stride[0];
+    op->row_stride = t.stride[1];
+    op->head_stride = t.stride[2];
+  }
+}
+
+// Checks shared by forward and backward; fills the problem's shape, options and q/k/v/out.
+Status build_problem(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                     const TensorView& lse, bool lse_required, const AttentionParams& params,
+                     AttentionProblem* p) {
+  const bool varlen = params.cu_seqlens_q.defined() || params.cu_seqlens_k.defined();
+  if (varlen && !(params.cu_seqlens_q.defined() && params.cu_seqlens_k.defined())) {
+    return invalid(params.cu_seqlens_q.defined() ? "cu_seqlens_k" : "cu_seqlens_q",
+                   "is missing; variable length needs both cu_seqlens_q and cu_seqlens_k");
+  }
+  const int nd = varlen ? 3 : 4;
+  Status s;
+  if (!(s = check_tensor("q", q, nd)).ok()) return s;
+  if (!(s = check_tensor("k", k, nd)).ok()) return s;
+  if (!(s = check_tensor("v", v, nd)).ok()) return s;
+  if (!(s = check_tensor("out", out, nd)).ok()) return s;
+
+  if (!is_float_dtype(q.dtype)) {
+    return invalid("q", std::string("dtype is ") + dtype_name(q.dtype) + "; expected float32, float16 or bfloat16");
+  }
+  if (!(s = check_dtype("k", k, q.dtype, "must match q")).ok()) return s;
+  if (!(s = check_dtype("v", v, q.dtype, "must match q")).ok()) return s;
+  if (!(s = check_dtype("out", out, q.dtype, "must match q")).ok()) return s;
+
+  const int hd = nd - 1, hq = nd - 2;
+  const int64_t headdim = q.shape[hd];
+  if (headdim % 8 != 0 || headdim < 8 || headdim > 256) {
+    return invalid("q", "head dimension " + std::to_string(headdim) + " is not allowed; expected a multiple of 8 in [8, 256]");
+  }
+  if (k.shape[hd] != headdim) return invalid("k", "head dimension " + std::to_string(k.shape[hd]) + " does not match q's " + std::to_string(headdim));
+  if (!(s = check_same_shape("v", v, "k", k)).ok()) return s;
+  if (!(s = check_same_shape("out", out, "q", q)).ok()) return s;
+  const int64_t nheads_q = q.shape[hq], nheads_kv = k.shape[hq];
+  if (nheads_q < 1) return invalid("q", "number of heads is " + std::to_string(nheads_q) + "; expected >= 1");
+  if (nheads_kv < 1) return invalid("k", "number of heads is " + std::to_string(nheads_kv) + "; expected >= 1");
+  if (nheads_q % nheads_kv != 0) {
+    return invalid("k", "number of heads " + std::to_string(nheads_kv) + " does not divide q's " +
+                            std::to_string(nheads_q) + " (GQA/MQA needs nheads_q to be a multiple of nheads_kv)");
+  }
+  if (!varlen && k.shape[0] != q.shape[0]) {
+    return invalid("k", "batch " + std::to_string(k.shape[0]) + " does not match q's batch " + std::to_string(q.shape[0]));
+  }
+
+  if (params.window_left < -1) return invalid("window_left", "is " + std::to_string(params.window_left) + "; expected -1 (unbounded) or >= 0");
+  if (params.window_right < -1) return invalid("window_right", "is " + std::to_string(params.window_right) + "; expected -1 (unbounded) or >= 0");
+  if (!(params.softcap >= 0.0f) || std::isinf(params.softcap)) {
+    return invalid("softcap", "is " + std::to_string(params.softcap) + "; expected a finite value >= 0 (0 turns it off)");
+  }
+  if (!std::isfinite(params.softmax_scale)) {
+    return invalid("softmax_scale", "is " + std::to_string(params.softmax_scale) + "; expected a finite value (0 means 1/sqrt(headdim))");
+  }
+  if (params.num_threads < 0) return invalid("num_threads", "is " + std::to_string(params.num_threads) + "; expected >= 0 (0 means all)");
+
+  std::vector<NamedTensor> tensors = {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}};
+  if (lse.defined()) tensors.push_back({"lse", &lse});
+  if (params.alibi_slopes.defined()) tensors.push_back({"alibi_slopes", &params.alibi_slopes});
+  if (varlen) {
+    tensors.push_back({"cu_seqlens_q", &params.cu_seqlens_q});
+    tensors.push_back({"cu_seqlens_k", &params.cu_seqlens_k});
+  }
+  if (!(s = check_devices(tensors)).ok()) return s;
+
+  p->dtype = q.dtype;
+  p->device = q.device;
+  p->device_index = q.device_index;
+  p->nheads_q = static_cast<int>(nheads_q);
+  p->nheads_kv = static_cast<int>(nheads_kv);
+  p->headdim = static_cast<int>(headdim);
+
+  if (varlen) {
+    const TensorView& cq = params.cu_seqlens_q;
+    const TensorView& ck = params.cu_seqlens_k;
+    if (!(s = check_tensor("cu_seqlens_q", cq, 1)).ok()) return s;
+    if (!(s = check_tensor("cu_seqlens_k", ck, 1)).ok()) return s;
+    if (!(s = check_dtype("cu_seqlens_q", cq, DType::kInt32, "prefix sums of sequence lengths")).ok()) return s;
+    if (!(s = check_dtype("cu_seqlens_k", ck, DType::kInt32, "prefix sums of sequence lengths")).ok()) return s;
+    if (cq.shape[0] < 1) return invalid("cu_seqlens_q", "has 0 entries; expected batch + 1 >= 1");
+    if (ck.shape[0] != cq.shape[0]) {
+      return invalid("cu_seqlens_k", "has " + std::to_string(ck.shape[0]) + " entries but cu_seqlens_q has " +
+                                         std::to_string(cq.shape[0]) + "; both hold batch + 1");
+    }
+    if (params.max_seqlen_q < 0) return invalid("max_seqlen_q", "is " + std::to_string(params.max_seqlen_q) + "; expected >= 0");
+    if (params.max_seqlen_k < 0) return invalid("max_seqlen_k", "is " + std::to_string(params.max_seqlen_k) + "; expected >= 0");
+    p->batch = static_cast<int>(cq.shape[0] - 1);
+    p->total_q = q.shape[0];
+    p->total_k = k.shape[0];
+    int longest_q = 0, longest_k = 0;
+    if (!(s = check_cu_seqlens("cu_seqlens_q", cq, p->batch, p->total_q, &longest_q)).ok()) return s;
+    if (!(s = check_cu_seqlens("cu_seqlens_k", ck, p->batch, p->total_k, &longest_k)).ok()) return s;
+    if (params.max_seqlen_q > 0 && params.max_seqlen_q < longest_q) {
+      return invalid("max_seqlen_q", "is " + std::to_string(params.max_seqlen_q) + " but cu_seqlens_q holds a sequence of " +
+                                         std::to_string(longest_q) + "; expected >= the longest (or 0 to derive it)");
+    }
+    if (params.max_seqlen_k > 0 && params.max_seqlen_k < longest_k) {
+      return invalid("max_seqlen_k", "is " + std::to_string(params.max_seqlen_k) + " but cu_seqlens_k holds a sequence of " +
+                                         std::to_string(longest_k) + "; expected >= the longest (or 0 to derive it)");
+    }
+    p->seqlen_q = longest_q;
+    p->seqlen_k = longest_k;
+    p->cu_seqlens_q = static_cast<const int32_t*>(cq.data);
+    p->cu_seqlens_k = static_cast<const int32_t*>(ck.data);
+  } else {
+    p->batch = static_cast<int>(q.shape[0]);
+    p->seqlen_q = static_cast<int>(q.shape[1]);
+    p->seqlen_k = static_cast<int>(k.shape[1]);
+    p->total_q = q.shape[0] * q.shape[1];
+    p->total_k = k.shape[0] * k.shape[1];
+    if (q.shape[1] > INT32_MAX || k.shape[1] > INT32_MAX) return invalid("q", "sequence length exceeds 2^31 - 1");
+  }
+  set_operand(&p->q, q, varlen);
+  set_operand(&p->k, k, varlen);
+  set_operand(&p->v, v, varlen);
+  set_operand(&p->out, out, varlen);
+
+  if (lse.defined() || lse_required) {
+    const auto lse_shape = varlen ? dims_str({nheads_q, p->total_q}) : dims_str({p->batch, nheads_q, p->seqlen_q});
+    if (!lse.defined()) return invalid("lse", "is missing; expected float32 " + lse_shape);
+    if (!(s = check_tensor("lse", lse, varlen ? 2 : 3)).ok()) return s;
+    if (!(s = check_dtype("lse", lse, DType::kFloat32, "the row logsumexp is float32")).ok()) return s;
+    const bool shape_ok = varlen ? (lse.shape[0] == nheads_q && lse.shape[1] == p->total_q)
+                                 : (lse.shape[0] == p->batch && lse.shape[1] == nheads_q && lse.shape[2] == p->seqlen_q);
+    if (!shape_ok) return invalid("lse", "shape " + shape_str(lse) + " does not match; expected " + lse_shape);
+    p->lse = static_cast<float*>(lse.data);
+    if (varlen) {
+      p->lse_batch_stride = 0;
+      p->lse_head_stride = lse.stride[0];
+      p->lse_row_stride = lse.stride[1];
+    } else {
+      p->lse_batch_stride = lse.stride[0];
+      p->lse_head_stride = lse.stride[1];
+      p->lse_row_stride = lse.stride[2];
+    }
+  }
+
+  if (params.alibi_slopes.defined()) {
+    const TensorView& a = params.alibi_slopes;
+    if (!(s = check_dtype("alibi_slopes", a, DType::kFloat32, "one slope per head")).ok()) return s;
+    const bool per_head = a.ndim == 1 && a.shape[0] == nheads_q;
+    const bool per_batch_head = a.ndim == 2 && a.shape[0] == p->batch && a.shape[1] == nheads_q;
+    if (!per_head && !per_batch_head) {
+      return invalid("alibi_slopes", "shape " + shape_str(a) + " does not match; expected " + dims_str({nheads_q}) +
+                                         " or " + dims_str({p->batch, nheads_q}));
+    }
+    if (!(s = check_tensor("alibi_slopes", a, a.ndim)).ok()) return s;
+    p->alibi_slopes = static_cast<const float*>(a.data);
+    p->alibi_batch_stride = per_batch_head ? a.stride[0] : 0;
+  }
+
+  const float scale = params.softmax_scale != 0.0f ? params.softmax_scale : 1.0f / std::sqrt(static_cast<float>(headdim));
+  p->score.scale = scale;
+  p->score.softcap = params.softcap;
+  p->mask.window_left = params.window_left;
+  p->mask.window_right = params.causal ? 0 : params.window_right;
+  if (params.causal && params.window_right > 0) p->mask.window_right = 0;
+  p->deterministic = params.deterministic;
+  p->num_threads = params.num_threads;
+  p->stream = params.stream;
+  return Status::Ok();
+}
+
+Backend choose_backend(const AttentionProblem& p, Backend requested) {
+  if (requested != Backend::kAuto) return requested;
+  return p.device == Device::kCUDA ? Backend::kCUDA : Backend::kCPU;
+}
+
+Status check_backend_device(Backend backend, const AttentionProblem& p, const std::vector<NamedTensor>& tensors,
+                            bool forward) {
+  if (backend == Backend::kCUDA) {
+    if (!cuda_backend_compiled()) {
+      return invalid("backend", "is cuda but this build of flashattn has no CUDA backend (FLASHATTN_CUDA=OFF or no nvcc)");
+    }
+    if (p.device != Device::kCUDA) {
+      return invalid("backend", "is cuda but the tensors are on the cpu; move them to a GPU or choose backend cpu");
+    }
+    Status s = check_device_tags(tensors);
+    if (!s.ok()) return s;
+    for (const NamedTensor& nt : tensors) {
+      if (nt.t->defined() && nt.t->dtype != DType::kInt32 && nt.t->dtype != DType::kFloat32) {
+        if (!(s = check_vector_alignment(nt.name, *nt.t)).ok()) return s;
+      }
+    }
+    return forward ? cuda_supports_forward(p) : cuda_supports_backward(p);
+  }
+  if (p.device != Device::kCPU) {
+    return invalid("backend", std::string("is ") + backend_name(backend) + " but the tensors are on cuda; choose backend cuda or auto");
+  }
+  return Status::Ok();
+}
+
+bool problem_is_empty(const AttentionProblem& p) { return p.batch == 0 || p.total_q == 0; }
+
+}  // namespace
+
+Status forward(const ForwardArgs& args, const AttentionParams& params) {
+  AttentionProblem p;
+  Status s = build_problem(args.q, args.k, args.v, args.out, args.lse, false, params, &p);
+  if (!s.ok()) return s;
+  const Backend backend = choose_backend(p, params.backend);
+  std::vector<NamedTensor> tensors = {{"q", &args.q}, {"k", &args.k}, {"v", &args.v}, {"out", &args.out}, {"lse", &args.lse}};
+  if (!(s = check_backend_device(backend, p, tensors, true)).ok()) return s;
+  if (problem_is_empty(p)) return Status::Ok();
+  try {
+    switch (backend) {
+      case Backend::kCPUReference: return cpu_reference_forward(p);
+      case Backend::kCPU: return cpu_flash_forward(p);
+      case Backend::kCUDA: return cuda_forward(p);
+      case Backend::kAuto: break;
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::Runtime("out of host memory");
+  }
+  return Status::Runtime("no backend chosen");
+}
+
+Status backward(const BackwardArgs& args, const AttentionParams& params) {
+  AttentionProblem p;
+  Status s = build_problem(args.q, args.k, args.v, args.out, args.lse, true, params, &p);
+  if (!s.ok()) return s;
+  const bool varlen = p.varlen();
+  const int nd = varlen ? 3 : 4;
+  if (!(s = check_tensor("dout", args.dout, nd)).ok()) return s;
+  if (!(s = check_tensor("dq", args.dq, nd)).ok()) return s;
+  if (!(s = check_tensor("dk", args.dk, nd)).ok()) return s;
+  if (!(s = check_tensor("dv", args.dv, nd)).ok()) return s;
+  if (!(s = check_dtype("dout", args.dout, p.dtype, "must match q")).ok()) return s;
+  if (!(s = check_dtype("dq", args.dq, p.dtype, "must match q")).ok()) return s;
+  if (!(s = check_dtype("dk", args.dk, p.dtype, "must match q")).ok()) return s;
+  if (!(s = check_dtype("dv", args.dv, p.dtype, "must match q")).ok()) return s;
+  if (!(s = check_same_shape("dout", args.dout, "q", args.q)).ok()) return s;
+  if (!(s = check_same_shape("dq", args.dq, "q", args.q)).ok()) return s;
+  if (!(s = check_same_shape("dk", args.dk, "k", args.k)).ok()) return s;
+  if (!(s = check_same_shape("dv", args.dv, "v", args.v)).ok()) return s;
+  std::vector<NamedTensor> tensors = {{"q", &args.q},       {"k", &args.k},   {"v", &args.v},
+                                      {"out", &args.out},   {"lse", &args.lse}, {"dout", &args.dout},
+                                      {"dq", &args.dq},     {"dk", &args.dk}, {"dv", &args.dv}};
+  if (!(s = check_devices(tensors)).ok()) return s;
+  set_operand(&p.dout, args.dout, varlen);
+  set_operand(&p.dq, args.dq, varlen);
+  set_operand(&p.dk, args.dk, varlen);
+  set_operand(&p.dv, args.dv, varlen);
+  const Backend backend = choose_backend(p, params.backend);
+  if (!(s = check_backend_device(backend, p, tensors, false)).ok()) return s;
+  if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return Status::Ok();
+  try {
+    switch (backend) {
+      case Backend::kCPUReference: return cpu_reference_backward(p);
+      case Backend::kCPU: return cpu_flash_backward(p);
+      case Backend::kCUDA: return cuda_backward(p);
+      case Backend::kAuto: break;
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::Runtime("out of host memory");
+  }
+  return Status::Runtime("no backend chosen");
+}
+
+bool cuda_available() { return cuda_backend_compiled() && cuda_device_present(); }
+
+}  // namespace flashattn

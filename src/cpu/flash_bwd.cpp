@@ -1,0 +1,208 @@
+// FlashAttention-2 backward on the CPU (seed 000, section 3.1.2). P is recomputed from the stored
+// logsumexp, D = rowsum(dO * O), dS = P * (dP - D). Work is split by K/V column tiles, so dK and dV
+// are private to a task; dQ partial sums go to per-chunk float32 buffers that are added in a fixed
+// order afterwards, which keeps the gradients bitwise reproducible.
+//
+// The tile products are computed transposed (rows are keys, columns are queries) so that the
+// per-query L and D broadcast along vector lanes and P^T, dS^T feed dV and dK without a transpose.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends.h"
+#include "cpu/simd/kernels.h"
+#include "cpu/threads.h"
+#include "cpu/workspace.h"
+
+namespace flashattn {
+namespace {
+
+constexpr int kBlockK = 64;
+constexpr int kBlockQ = 64;
+
+const void* at(const Operand& op, DType dtype, int b, int64_t row0, int64_t i, int h) {
+  return static_cast<const char*>(op.data) + element_offset(op, b, row0, i, h) * dtype_size(dtype);
+}
+void* at_mut(const Operand& op, DType dtype, int b, int64_t row0, int64_t i, int h) {
+  return static_cast<char*>(op.data) + element_offset(op, b, row0, i, h) * dtype_size(dtype);
+}
+
+// Row of the dQ accumulators and of D: queries of every sequence laid end to end.
+int64_t global_q_row(const AttentionProblem& p, int b, const SequenceSpan& seq, int64_t i) {
+  return p.varlen() ? seq.q_row0 + i : static_cast<int64_t>(b) * p.seqlen_q + i;
+}
+
+// D = rowsum(dO * O), one float per (head, query row).
+std::vector<float> compute_delta(const AttentionProblem& p) {
+  std::vector<float> delta(static_cast<size_t>(p.nheads_q) * p.total_q, 0.0f);
+  parallel_for(static_cast<int64_t>(p.batch) * p.nheads_q, p.num_threads, [&](int64_t t) {
+    const cpu::Kernels& K = cpu::kernels();
+    const int b = static_cast<int>(t / p.nheads_q), h = static_cast<int>(t % p.nheads_q);
+    const SequenceSpan seq = host_sequence(p, b);
+    thread_local AlignedBuffer o_row, do_row;
+    float* o = o_row.get(p.headdim);
+    float* d = do_row.get(p.headdim);
+    for (int64_t i = 0; i < seq.len_q; ++i) {
+      K.load_rows(at(p.out, p.dtype, b, seq.q_row0, i, h), p.dtype, 1, p.headdim, 0, 1.0f, o, p.headdim);
+      K.load_rows(at(p.dout, p.dtype, b, seq.q_row0, i, h), p.dtype, 1, p.headdim, 0, 1.0f, d, p.headdim);
+      delta[static_cast<size_t>(h) * p.total_q + global_q_row(p, b, seq, i)] = K.dot_row(o, d, p.headdim);
+    }
+  });
+  return delta;
+}
+
+struct Workspace {
+  AlignedBuffer kf, vf, kp, dk, dv, qt, dot, qp, dop, st, dpt, ds, capped, lse, delta;
+};
+
+struct KeyChunk {
+  int b, hk;
+  int chunk;
+  int64_t k_begin, k_end;
+};
+
+void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vector<float>& delta_all,
+                    float* dq_acc, int64_t dq_chunk_stride, Workspace& ws) {
+  const cpu::Kernels& K = cpu::kernels();
+  const int NR = K.nr;
+  const int D = p.headdim, Dp = round_up(D, NR);
+  const SequenceSpan seq = host_sequence(p, c.b);
+  const int64_t off = seq.diag_offset();
+  const int group = p.heads_per_kv();
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const bool softcap = p.score.softcap > 0.0f;
+
+  float* kf = ws.kf.get(static_cast<size_t>(kBlockK) * D);
+  float* vf = ws.vf.get(static_cast<size_t>(kBlockK) * D);
+  float* kp = ws.kp.get(static_cast<size_t>(kBlockK) * Dp);
+  float* qt = ws.qt.get(static_cast<size_t>(D) * kBlockQ);
+  float* dot = ws.dot.get(static_cast<size_t>(D) * kBlockQ);
+  float* qp = ws.qp.get(static_cast<size_t>(kBlockQ) * Dp);
+  float* dop = ws.dop.get(static_cast<size_t>(kBlockQ) * Dp);
+  float* st = ws.st.get(static_cast<size_t>(kBlockK) * kBlockQ);
+  float* dpt = ws.dpt.get(static_cast<size_t>(kBlockK) * kBlockQ);
+  float* ds = ws.ds.get(static_cast<size_t>(kBlockQ) * round_up(kBlockK, NR));
+  float* capped = ws.capped.get(static_cast<size_t>(kBlockK) * kBlockQ);
+  float* lse = ws.lse.get(kBlockQ);
+  float* delta = ws.delta.get(kBlockQ);
+
+  for (int64_t k0 = c.k_begin; k0 < c.k_end; k0 += kBlockK) {
+    const int nk = static_cast<int>(std::min<int64_t>(kBlockK, c.k_end - k0));
+    const int nk_pad = round_up(nk, NR);
+    float* dk = ws.dk.zeros(static_cast<size_t>(nk) * Dp);
+    float* dv = ws.dv.zeros(static_cast<size_t>(nk) * Dp);
+    K.load_rows(at(p.k, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, nk, D, p.k.row_stride, 1.0f, kf, D);
+    K.load_rows(at(p.v, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, nk, D, p.v.row_stride, 1.0f, vf, D);
+    K.pack_b(at(p.k, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, nk, D, p.k.row_stride, kp);
+
+    // Queries that see at least one key of [k0, k0 + nk).
+    const int64_t q_lo = p.mask.window_right < 0 ? 0 : std::max<int64_t>(0, k0 - off - p.mask.window_right);
+    const int64_t q_hi = p.mask.window_left < 0
+                             ? seq.len_q
+                             : std::min<int64_t>(seq.len_q, k0 + nk - 1 - off + p.mask.window_left + 1);
+
+    for (int h = c.hk * group; h < (c.hk + 1) * group; ++h) {
+      const float slope = alibi_slope(p, c.b, h);
+      const float* delta_h = delta_all.data() + static_cast<size_t>(h) * p.total_q;
+      float* dq_h = dq_acc + c.chunk * dq_chunk_stride + static_cast<int64_t>(h) * p.total_q * Dp;
+      for (int64_t i0 = q_lo; i0 < q_hi; i0 += kBlockQ) {
+        const int nq = static_cast<int>(std::min<int64_t>(kBlockQ, q_hi - i0));
+        const int nq_pad = round_up(nq, NR);
+        const void* q_src = at(p.q, p.dtype, c.b, seq.q_row0, i0, h);
+        const void* do_src = at(p.dout, p.dtype, c.b, seq.q_row0, i0, h);
+        K.pack_bt(q_src, p.dtype, nq, D, p.q.row_stride, qt);
+        K.pack_bt(do_src, p.dtype, nq, D, p.dout.row_stride, dot);
+        K.pack_b(q_src, p.dtype, nq, D, p.q.row_stride, qp);
+        K.pack_b(do_src, p.dtype, nq, D, p.dout.row_stride, dop);
+        const int64_t g0 = global_q_row(p, c.b, seq, i0);
+        for (int r = 0; r < nq_pad; ++r) {
+          lse[r] = r < nq ? p.lse[lse_offset(p, c.b, seq.q_row0, i0 + r, h)] : neg_inf;
+          delta[r] = r < nq ? delta_h[g0 + r] : 0.0f;
+        }
+
+        // P^T = exp(S^T - L), dP^T = V dO^T, dS^T = P^T * (dP^T - D) * dscore.
+        K.gemm(nk, nq_pad, D, kf, D, qt, st, nq_pad, false);
+        K.gemm(nk, nq_pad, D, vf, D, dot, dpt, nq_pad, false);
+        for (int r = 0; r < nk; ++r) {
+          float* srow = st + static_cast<int64_t>(r) * nq_pad;
+          float* crow = capped + static_cast<int64_t>(r) * nq_pad;
+          cpu::ScoreRow geom;
+          geom.n_valid = nq;
+          geom.dist0 = static_cast<float>(i0 + off - (k0 + r));
+          geom.dist_step = 1.0f;
+          geom.window_left = p.mask.window_left;
+          geom.window_right = p.mask.window_right;
+          geom.scale = p.score.scale;
+          geom.softcap = p.score.softcap;
+          geom.alibi_slope = slope;
+          K.score_row(srow, nq_pad, geom, softcap ? crow : nullptr);
+          K.exp_row_lse(srow, nq_pad, lse);
+          K.ds_row(dpt + static_cast<int64_t>(r) * nq_pad, srow, nq_pad, delta, softcap ? crow : nullptr,
+                   p.score.scale, p.score.softcap);
+        }
+        K.gemm(nk, Dp, nq, st, nq_pad, dop, dv, Dp, true);
+        K.gemm(nk, Dp, nq, dpt, nq_pad, qp, dk, Dp, true);
+        // dQ += dS K: transpose dS^T into query-major rows (zero past nk) for the product.
+        for (int qi = 0; qi < nq; ++qi) {
+          float* drow = ds + static_cast<int64_t>(qi) * nk_pad;
+          for (int r = 0; r < nk; ++r) drow[r] = dpt[static_cast<int64_t>(r) * nq_pad + qi];
+          for (int r = nk; r < nk_pad; ++r) drow[r] = 0.0f;
+        }
+        K.gemm(nq, Dp, nk, ds, nk_pad, kp, dq_h + g0 * Dp, Dp, true);
+      }
+    }
+    K.store_rows(dk, Dp, nk, D, nullptr, at_mut(p.dk, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, p.dk.row_stride);
+    K.store_rows(dv, Dp, nk, D, nullptr, at_mut(p.dv, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, p.dv.row_stride);
+  }
+}
+
+}  // namespace
+
+Status cpu_flash_backward(const AttentionProblem& p) {
+  const int NR = cpu::kernels().nr;
+  const int Dp = round_up(p.headdim, NR);
+  const int threads = resolve_threads(p.num_threads);
+  const std::vector<float> delta = compute_delta(p);
+
+  // Enough chunks per (batch, kv head) to feed every thread; each chunk has its own dQ buffer.
+  const int64_t jobs = static_cast<int64_t>(p.batch) * p.nheads_kv;
+  const int64_t max_tiles = std::max<int64_t>(1, (p.seqlen_k + kBlockK - 1) / kBlockK);
+  const int chunks = static_cast<int>(std::min<int64_t>(max_tiles, std::max<int64_t>(1, (2 * threads + jobs - 1) / jobs)));
+  std::vector<KeyChunk> work;
+  for (int b = 0; b < p.batch; ++b) {
+    const SequenceSpan seq = host_sequence(p, b);
+    const int64_t tiles = (seq.len_k + kBlockK - 1) / kBlockK;
+    for (int hk = 0; hk < p.nheads_kv; ++hk) {
+      for (int ch = 0; ch < chunks; ++ch) {
+        const int64_t t0 = tiles * ch / chunks, t1 = tiles * (ch + 1) / chunks;
+        if (t0 == t1) continue;
+        work.push_back({b, hk, ch, t0 * kBlockK, std::min<int64_t>(seq.len_k, t1 * kBlockK)});
+      }
+    }
+  }
+  const int64_t chunk_stride = static_cast<int64_t>(p.nheads_q) * p.total_q * Dp;
+  std::vector<float> dq_acc(static_cast<size_t>(chunks * chunk_stride), 0.0f);
+  parallel_for(static_cast<int64_t>(work.size()), p.num_threads, [&](int64_t t) {
+    thread_local Workspace ws;
+    backward_chunk(p, work[static_cast<size_t>(t)], delta, dq_acc.data(), chunk_stride, ws);
+  });
+
+  // dQ = the chunk partial sums in chunk order.
+  parallel_for(static_cast<int64_t>(p.batch) * p.nheads_q, p.num_threads, [&](int64_t t) {
+    const cpu::Kernels& K = cpu::kernels();
+    const int b = static_cast<int>(t / p.nheads_q), h = static_cast<int>(t % p.nheads_q);
+    const SequenceSpan seq = host_sequence(p, b);
+    if (seq.len_q == 0) return;
+    float* base = dq_acc.data() + (static_cast<int64_t>(h) * p.total_q + global_q_row(p, b, seq, 0)) * Dp;
+    for (int ch = 1; ch < chunks; ++ch) {
+      const float* part = base + ch * chunk_stride;
+      for (int64_t e = 0; e < seq.len_q * Dp; ++e) base[e] += part[e];
+    }
+    K.store_rows(base, Dp, static_cast<int>(seq.len_q), p.headdim, nullptr,
+                 at_mut(p.dq, p.dtype, b, seq.q_row0, 0, h), p.dtype, p.dq.row_stride);
+  });
+  return Status::Ok();
+}
+
+}  // namespace flashattn

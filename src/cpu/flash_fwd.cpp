@@ -1,0 +1,138 @@
+// FlashAttention-2 forward on the CPU (seed 000, section 3.1.1): Q tiles against K/V tiles with an
+// online softmax. The accumulator stays unscaled (rescaled only when the row max moves) and is
+// divided by the row sum once at the end; only the logsumexp L = m + log(l) is stored.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends.h"
+#include "cpu/simd/kernels.h"
+#include "cpu/threads.h"
+#include "cpu/workspace.h"
+
+namespace flashattn {
+namespace {
+
+// A task owns kBlockQ query rows of one (batch, head). Each K/V tile is converted and packed once
+// per task and then serves kSubQ-row slices, so packing costs 1/kBlockQ of the arithmetic while
+// the score slice (kSubQ x kBlockK floats) stays in L1/L2.
+constexpr int kBlockQ = 256;
+constexpr int kSubQ = 64;
+constexpr int kBlockK = 128;
+
+struct QueryBlock {
+  int b, h;
+  int64_t q0;
+};
+
+std::vector<QueryBlock> query_blocks(const AttentionProblem& p) {
+  std::vector<QueryBlock> blocks;
+  for (int b = 0; b < p.batch; ++b) {
+    const SequenceSpan seq = host_sequence(p, b);
+    for (int h = 0; h < p.nheads_q; ++h) {
+      for (int64_t q0 = 0; q0 < seq.len_q; q0 += kBlockQ) blocks.push_back({b, h, q0});
+    }
+  }
+  return blocks;
+}
+
+const void* at(const Operand& op, DType dtype, int b, int64_t row0, int64_t i, int h) {
+  return static_cast<const char*>(op.data) + element_offset(op, b, row0, i, h) * dtype_size(dtype);
+}
+
+struct Workspace {
+  AlignedBuffer q, kt, v, s, o, row_max, row_sum;
+};
+
+void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& ws) {
+  const cpu::Kernels& K = cpu::kernels();
+  const int NR = K.nr;
+  const int D = p.headdim;
+  const int Dp = round_up(D, NR);
+  const SequenceSpan seq = host_sequence(p, blk.b);
+  const int64_t off = seq.diag_offset();
+  const int rows = static_cast<int>(std::min<int64_t>(kBlockQ, seq.len_q - blk.q0));
+  const int hk = blk.h / p.heads_per_kv();
+  const float slope = alibi_slope(p, blk.b, blk.h);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+
+  float* q = ws.q.get(static_cast<size_t>(rows) * D);
+  float* o = ws.o.zeros(static_cast<size_t>(rows) * Dp);
+  float* m = ws.row_max.get(rows);
+  float* l = ws.row_sum.get(rows);
+  std::fill(m, m + rows, neg_inf);
+  std::fill(l, l + rows, 0.0f);
+  K.load_rows(at(p.q, p.dtype, blk.b, seq.q_row0, blk.q0, blk.h), p.dtype, rows, D, p.q.row_stride, 1.0f, q, D);
+
+  const int64_t key_lo = std::max<int64_t>(0, p.mask.key_begin(blk.q0, off));
+  const int64_t key_hi = std::min<int64_t>(seq.len_k, p.mask.key_end(blk.q0 + rows - 1, off, seq.len_k));
+  float* kt = ws.kt.get(static_cast<size_t>(D) * kBlockK);
+  float* v = ws.v.get(static_cast<size_t>(kBlockK) * Dp);
+  float* s = ws.s.get(static_cast<size_t>(kSubQ) * kBlockK);
+
+  for (int64_t k0 = key_lo; k0 < key_hi; k0 += kBlockK) {
+    const int nk = static_cast<int>(std::min<int64_t>(kBlockK, key_hi - k0));
+    const int nk_pad = round_up(nk, NR);
+    K.pack_bt(at(p.k, p.dtype, blk.b, seq.k_row0, k0, hk), p.dtype, nk, D, p.k.row_stride, kt);
+    K.pack_b(at(p.v, p.dtype, blk.b, seq.k_row0, k0, hk), p.dtype, nk, D, p.v.row_stride, v);
+
+    for (int r0 = 0; r0 < rows; r0 += kSubQ) {
+      const int sr = std::min(kSubQ, rows - r0);
+      const int64_t i0 = blk.q0 + r0;
+      // Slices that the mask hides from this whole tile cost nothing (causal's upper triangle).
+      if (p.mask.key_begin(i0, off) >= k0 + nk || p.mask.key_end(i0 + sr - 1, off, seq.len_k) <= k0) continue;
+      K.gemm(sr, nk_pad, D, q + static_cast<int64_t>(r0) * D, D, kt, s, nk_pad, false);
+      for (int r = 0; r < sr; ++r) {
+        const int row = r0 + r;
+        float* srow = s + static_cast<int64_t>(r) * nk_pad;
+        cpu::ScoreRow geom;
+        geom.n_valid = nk;
+        geom.dist0 = static_cast<float>(i0 + r + off - k0);
+        geom.dist_step = -1.0f;
+        geom.window_left = p.mask.window_left;
+        geom.window_right = p.mask.window_right;
+        geom.scale = p.score.scale;
+        geom.softcap = p.score.softcap;
+        geom.alibi_slope = slope;
+        const float tile_max = K.score_row(srow, nk_pad, geom, nullptr);
+        const float m_new = std::max(m[row], tile_max);
+        const float row_sum = K.exp_row(srow, nk_pad, m_new);
+        if (m_new == neg_inf) continue;  // nothing visible yet: o and l stay 0
+        if (m[row] != m_new) {
+          const float alpha = m[row] == neg_inf ? 0.0f : std::exp(m[row] - m_new);
+          l[row] *= alpha;
+          K.scale_row(o + static_cast<int64_t>(row) * Dp, Dp, alpha);
+          m[row] = m_new;
+        }
+        l[row] += row_sum;
+      }
+      K.gemm(sr, Dp, nk, s, nk_pad, v, o + static_cast<int64_t>(r0) * Dp, Dp, true);
+    }
+  }
+
+  // The single final normalisation; rows that saw no key keep o = 0 and get lse = -inf.
+  for (int r = 0; r < rows; ++r) {
+    const bool empty = l[r] == 0.0f;
+    if (p.lse) {
+      p.lse[lse_offset(p, blk.b, seq.q_row0, blk.q0 + r, blk.h)] = empty ? neg_inf : m[r] + std::log(l[r]);
+    }
+    l[r] = empty ? 0.0f : 1.0f / l[r];
+  }
+  void* out = static_cast<char*>(p.out.data) +
+              element_offset(p.out, blk.b, seq.q_row0, blk.q0, blk.h) * dtype_size(p.dtype);
+  K.store_rows(o, Dp, rows, D, l, out, p.dtype, p.out.row_stride);
+}
+
+}  // namespace
+
+Status cpu_flash_forward(const AttentionProblem& p) {
+  const std::vector<QueryBlock> blocks = query_blocks(p);
+  parallel_for(static_cast<int64_t>(blocks.size()), p.num_threads, [&](int64_t t) {
+    thread_local Workspace ws;
+    forward_block(p, blocks[static_cast<size_t>(t)], ws);
+  });
+  return Status::Ok();
+}
+
+}  // namespace flashattn

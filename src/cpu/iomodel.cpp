@@ -1,0 +1,1 @@
+// Placeholder until the IO model lands.

@@ -1,0 +1,351 @@
+// The body of the CPU inner loops, written once with GCC vector extensions and included by one
+// translation unit per instruction set. The includer defines:
+//   FA_SIMD_NS     namespace of this flavour (generic, avx2, avx512)
+//   FA_SIMD_WIDTH  floats per vector register
+//   FA_SIMD_MR     rows of the micro-kernel (accumulators = 2 * MR vector registers)
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "cpu/convert.h"
+#include "cpu/simd/kernels.h"
+
+namespace flashattn {
+namespace cpu {
+namespace FA_SIMD_NS {
+
+constexpr int W = FA_SIMD_WIDTH;
+constexpr int NR = 2 * W;
+constexpr int MR = FA_SIMD_MR;
+
+typedef float vf __attribute__((vector_size(W * 4)));
+typedef float vfu __attribute__((vector_size(W * 4), aligned(4)));
+typedef int32_t vi __attribute__((vector_size(W * 4)));
+typedef uint32_t vu __attribute__((vector_size(W * 4)));
+typedef uint16_t vh __attribute__((vector_size(W * 2)));
+typedef uint16_t vhu __attribute__((vector_size(W * 2), aligned(2)));
+
+static inline vf load(const float* p) { return *reinterpret_cast<const vfu*>(p); }
+static inline void store(float* p, vf v) { *reinterpret_cast<vfu*>(p) = v; }
+static inline vf splat(float x) { return vf{} + x; }
+static inline vf iota() {
+  vf v;
+  for (int i = 0; i < W; ++i) v[i] = static_cast<float>(i);
+  return v;
+}
+static inline vf vmax(vf a, vf b) { return a > b ? a : b; }
+static inline vf vmin(vf a, vf b) { return a < b ? a : b; }
+static inline vf vabs(vf a) { return a < 0.0f ? -a : a; }
+static inline float hmax(vf v) {
+  float m = v[0];
+  for (int i = 1; i < W; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+static inline float hsum(vf v) {
+  float s = 0.0f;
+  for (int i = 0; i < W; ++i) s += v[i];
+  return s;
+}
+
+// exp(x) through 2^n * 2^f with a degree-7 Taylor polynomial on |f| <= 1/2 (relative error
+// below 1e-8 before rounding); inputs under -87.3 give exactly 0 so masked scores vanish.
+static inline vf vexp(vf x) {
+  const vf xc = vmin(vmax(x, splat(-87.3f)), splat(88.3f));
+  const vf t = xc * 1.44269504088896341f;
+  const vf n = (t + 12582912.0f) - 12582912.0f;
+  const vf f = (t - n) * 0.693147180559945309f;
+  vf p = splat(1.0f / 5040.0f);
+  p = p * f + 1.0f / 720.0f;
+  p = p * f + 1.0f / 120.0f;
+  p = p * f + 1.0f / 24.0f;
+  p = p * f + 1.0f / 6.0f;
+  p = p * f + 0.5f;
+  p = p * f + 1.0f;
+  p = p * f + 1.0f;
+  const vi ni = __builtin_convertvector(n, vi);
+  const vi bits = (ni + 127) << 23;
+  vf scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return x < -87.3f ? splat(0.0f) : p * scale;
+}
+
+// tanh through exp of the magnitude, so large inputs saturate instead of overflowing.
+static inline vf vtanh(vf x) {
+  const vf e = vexp(vmin(vabs(x) * 2.0f, splat(80.0f)));
+  const vf t = 1.0f - 2.0f / (e + 1.0f);
+  return x < 0.0f ? -t : t;
+}
+
+// ---- conversions ----------------------------------------------------------------------------
+
+static inline vf bf16_vec(const uint16_t* p) {
+  const vh h = *reinterpret_cast<const vhu*>(p);
+  const vu u = __builtin_convertvector(h, vu) << 16;
+  vf f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+static inline void store_bf16_vec(uint16_t* p, vf f) {
+  vu u;
+  std::memcpy(&u, &f, sizeof(u));
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  *reinterpret_cast<vhu*>(p) = __builtin_convertvector(u, vh);
+}
+
+static inline vf fp16_vec(const uint16_t* p) {
+#if FA_SIMD_WIDTH == 16
+  vf f;
+  __m512 r = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  std::memcpy(&f, &r, sizeof(f));
+  return f;
+#elif FA_SIMD_WIDTH == 8
+  vf f;
+  __m256 r = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  std::memcpy(&f, &r, sizeof(f));
+  return f;
+#else
+  vf f;
+  for (int i = 0; i < W; ++i) f[i] = fp16_to_float(p[i]);
+  return f;
+#endif
+}
+
+static inline void store_fp16_vec(uint16_t* p, vf f) {
+#if FA_SIMD_WIDTH == 16
+  __m512 r;
+  std::memcpy(&r, &f, sizeof(r));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+#elif FA_SIMD_WIDTH == 8
+  __m256 r;
+  std::memcpy(&r, &f, sizeof(r));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+#else
+  for (int i = 0; i < W; ++i) p[i] = float_to_fp16(f[i]);
+#endif
+}
+
+// n elements of storage dtype -> float32, times `scale`.
+static inline void convert_span(const void* src, DType dtype, int n, float scale, float* dst) {
+  int c = 0;
+  if (dtype == DType::kFloat32) {
+    const float* s = static_cast<const float*>(src);
+    for (; c + W <= n; c += W) store(dst + c, load(s + c) * scale);
+    for (; c < n; ++c) dst[c] = s[c] * scale;
+  } else if (dtype == DType::kBFloat16) {
+    const uint16_t* s = static_cast<const uint16_t*>(src);
+    for (; c + W <= n; c += W) store(dst + c, bf16_vec(s + c) * scale);
+    for (; c < n; ++c) dst[c] = bf16_to_float(s[c]) * scale;
+  } else {
+    const uint16_t* s = static_cast<const uint16_t*>(src);
+    for (; c + W <= n; c += W) store(dst + c, fp16_vec(s + c) * scale);
+    for (; c < n; ++c) dst[c] = fp16_to_float(s[c]) * scale;
+  }
+}
+
+static inline const void* row_address(const void* base, DType dtype, int64_t offset) {
+  return static_cast<const char*>(base) + offset * dtype_size(dtype);
+}
+
+// ---- products -------------------------------------------------------------------------------
+
+template <int R>
+static inline void micro(int K, const float* A, int64_t lda, const float* B, float* C, int64_t ldc, bool acc) {
+  vf c0[R], c1[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    c0[r] = acc ? load(C + r * ldc) : splat(0.0f);
+    c1[r] = acc ? load(C + r * ldc + W) : splat(0.0f);
+  }
+  for (int p = 0; p < K; ++p) {
+    const vf b0 = load(B);
+    const vf b1 = load(B + W);
+    B += NR;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const float a = A[r * lda + p];
+      c0[r] += a * b0;
+      c1[r] += a * b1;
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    store(C + r * ldc, c0[r]);
+    store(C + r * ldc + W, c1[r]);
+  }
+}
+
+template <int R>
+static inline void micro_tail(int rows, int K, const float* A, int64_t lda, const float* B, float* C, int64_t ldc,
+                              bool acc) {
+  if constexpr (R > 0) {
+    if (rows == R) return micro<R>(K, A, lda, B, C, ldc, acc);
+    return micro_tail<R - 1>(rows, K, A, lda, B, C, ldc, acc);
+  }
+}
+
+static void gemm(int M, int N, int K, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc,
+                 bool accumulate) {
+  for (int pn = 0; pn < N / NR; ++pn) {
+    const float* panel = Bp + static_cast<int64_t>(pn) * K * NR;
+    float* c_col = C + pn * NR;
+    int m = 0;
+    for (; m + MR <= M; m += MR) micro<MR>(K, A + m * lda, lda, panel, c_col + m * ldc, ldc, accumulate);
+    if (m < M) micro_tail<MR - 1>(M - m, K, A + m * lda, lda, panel, c_col + m * ldc, ldc, accumulate);
+  }
+}
+
+static void pack_b(const void* src, DType dtype, int rows, int cols, int64_t ld, float* dst) {
+  const int panels = (cols + NR - 1) / NR;
+  alignas(64) float row[256 + NR];
+  for (int r = 0; r < rows; ++r) {
+    convert_span(row_address(src, dtype, r * ld), dtype, cols, 1.0f, row);
+    for (int c = cols; c < panels * NR; ++c) row[c] = 0.0f;
+    for (int pn = 0; pn < panels; ++pn) {
+      float* d = dst + (static_cast<int64_t>(pn) * rows + r) * NR;
+      store(d, load(row + pn * NR));
+      store(d + W, load(row + pn * NR + W));
+    }
+  }
+}
+
+static void pack_bt(const void* src, DType dtype, int rows, int cols, int64_t ld, float* dst) {
+  const int panels = (rows + NR - 1) / NR;
+  alignas(64) float row[256 + NR];
+  for (int pn = 0; pn < panels; ++pn) {
+    float* d = dst + static_cast<int64_t>(pn) * cols * NR;
+    for (int c = 0; c < NR; ++c) {
+      const int r = pn * NR + c;
+      if (r < rows) {
+        convert_span(row_address(src, dtype, r * ld), dtype, cols, 1.0f, row);
+        for (int k = 0; k < cols; ++k) d[k * NR + c] = row[k];
+      } else {
+        for (int k = 0; k < cols; ++k) d[k * NR + c] = 0.0f;
+      }
+    }
+  }
+}
+
+static void load_rows(const void* src, DType dtype, int rows, int cols, int64_t ld, float scale, float* dst,
+                      int64_t ldd) {
+  for (int r = 0; r < rows; ++r) {
+    convert_span(row_address(src, dtype, r * ld), dtype, cols, scale, dst + r * ldd);
+    for (int64_t c = cols; c < ldd; ++c) dst[r * ldd + c] = 0.0f;
+  }
+}
+
+static void store_rows(const float* src, int64_t lds, int rows, int cols, const float* row_scale, void* dst,
+                       DType dtype, int64_t ld) {
+  for (int r = 0; r < rows; ++r) {
+    const float a = row_scale ? row_scale[r] : 1.0f;
+    const float* s = src + r * lds;
+    int c = 0;
+    if (dtype == DType::kFloat32) {
+      float* d = static_cast<float*>(dst) + r * ld;
+      for (; c + W <= cols; c += W) store(d + c, load(s + c) * a);
+      for (; c < cols; ++c) d[c] = s[c] * a;
+    } else if (dtype == DType::kBFloat16) {
+      uint16_t* d = static_cast<uint16_t*>(dst) + r * ld;
+      for (; c + W <= cols; c += W) store_bf16_vec(d + c, load(s + c) * a);
+      for (; c < cols; ++c) d[c] = float_to_bf16(s[c] * a);
+    } else {
+      uint16_t* d = static_cast<uint16_t*>(dst) + r * ld;
+      for (; c + W <= cols; c += W) store_fp16_vec(d + c, load(s + c) * a);
+      for (; c < cols; ++c) d[c] = float_to_fp16(s[c] * a);
+    }
+  }
+}
+
+// ---- softmax pieces ---------------------------------------------------------------------------
+
+static float score_row(float* s, int n, const ScoreRow& row, float* capped) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  vf running_max = splat(neg_inf);
+  const vf lane = iota();
+  const bool has_left = row.window_left >= 0, has_right = row.window_right >= 0;
+  const float left = static_cast<float>(row.window_left), right = -static_cast<float>(row.window_right);
+  for (int c = 0; c < n; c += W) {
+    vf x = load(s + c) * row.scale;
+    if (row.softcap > 0.0f) {
+      x = vtanh(x * (1.0f / row.softcap)) * row.softcap;
+      if (capped) store(capped + c, x);
+    }
+    const vf col = lane + static_cast<float>(c);
+    const vf dist = row.dist0 + row.dist_step * col;
+    if (row.alibi_slope != 0.0f) x -= row.alibi_slope * vabs(dist);
+    vi visible = col < static_cast<float>(row.n_valid);
+    if (has_left) visible &= dist <= left;
+    if (has_right) visible &= dist >= right;
+    x = visible ? x : splat(neg_inf);
+    running_max = vmax(running_max, x);
+    store(s + c, x);
+  }
+  return hmax(running_max);
+}
+
+static float exp_row(float* s, int n, float m) {
+  if (m == -std::numeric_limits<float>::infinity()) {
+    for (int c = 0; c < n; ++c) s[c] = 0.0f;
+    return 0.0f;
+  }
+  vf sum = splat(0.0f);
+  for (int c = 0; c < n; c += W) {
+    const vf p = vexp(load(s + c) - m);
+    sum += p;
+    store(s + c, p);
+  }
+  return hsum(sum);
+}
+
+static void exp_row_lse(float* s, int n, const float* lse) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int c = 0; c < n; c += W) {
+    const vf l = load(lse + c);
+    const vf p = vexp(load(s + c) - l);
+    store(s + c, l == neg_inf ? splat(0.0f) : p);
+  }
+}
+
+static void ds_row(float* ds, const float* p, int n, const float* delta, const float* capped, float scale,
+                   float softcap) {
+  const float inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
+  for (int c = 0; c < n; c += W) {
+    vf g = load(p + c) * (load(ds + c) - load(delta + c));
+    if (softcap > 0.0f) {
+      const vf t = load(capped + c) * inv_cap;
+      g *= scale * (1.0f - t * t);
+    } else {
+      g *= scale;
+    }
+    store(ds + c, g);
+  }
+}
+
+static void scale_row(float* x, int n, float a) {
+  int c = 0;
+  for (; c + W <= n; c += W) store(x + c, load(x + c) * a);
+  for (; c < n; ++c) x[c] *= a;
+}
+
+static float dot_row(const float* a, const float* b, int n) {
+  vf acc = splat(0.0f);
+  int c = 0;
+  for (; c + W <= n; c += W) acc += load(a + c) * load(b + c);
+  float s = hsum(acc);
+  for (; c < n; ++c) s += a[c] * b[c];
+  return s;
+}
+
+static const Kernels kTable = {FA_SIMD_NAME, NR,      gemm,      pack_b,  pack_bt, load_rows, store_rows,
+                               score_row,    exp_row, exp_row_lse, ds_row, scale_row, dot_row};
+
+}  // namespace FA_SIMD_NS
+}  // namespace cpu
+}  // namespace flashattn

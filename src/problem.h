@@ -1,0 +1,94 @@
+// The validated, normalised description of one attention call that every backend receives.
+// Built in one place (api.cpp); backends assume it is valid.
+#pragma once
+
+#include <cstdint>
+
+#include "flashattn/flashattn.h"
+#include "variants/variant.h"
+
+namespace flashattn {
+
+// Element offset of (batch b, row i of that sequence, head h) is
+//   b * batch_stride + (row_begin(b) + i) * row_stride + h * head_stride
+// where row_begin(b) is cu_seqlens[b] for variable length and 0 otherwise.
+struct Operand {
+  void* data = nullptr;
+  int64_t batch_stride = 0;
+  int64_t row_stride = 0;
+  int64_t head_stride = 0;
+};
+
+struct AttentionProblem {
+  DType dtype = DType::kFloat32;
+  Device device = Device::kCPU;
+  int device_index = 0;
+  int batch = 0;
+  int nheads_q = 0;
+  int nheads_kv = 0;
+  int headdim = 0;
+  int seqlen_q = 0;  // fixed: the length; varlen: max_seqlen_q
+  int seqlen_k = 0;
+  int64_t total_q = 0;  // rows of q (varlen) or batch * seqlen_q
+  int64_t total_k = 0;
+  // Variable length: prefix sums in the memory of `device` (null for fixed length).
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+
+  Operand q, k, v, out;
+  Operand dout, dq, dk, dv;  // backward only
+  float* lse = nullptr;      // may be null in forward
+  int64_t lse_batch_stride = 0, lse_head_stride = 0, lse_row_stride = 0;
+
+  ScoreTransform score;
+  MaskPolicy mask;
+  const float* alibi_slopes = nullptr;  // slope of (b, h) at b * alibi_batch_stride + h
+  int64_t alibi_batch_stride = 0;
+
+  bool deterministic = false;
+  int num_threads = 0;
+  void* stream = nullptr;
+
+  bool varlen() const { return cu_seqlens_q != nullptr; }
+  int heads_per_kv() const { return nheads_q / nheads_kv; }
+};
+
+}  // namespace flashattn
+
+namespace flashattn {
+
+// Rows of one sequence of the batch, for code that can read cu_seqlens directly (CPU memory).
+struct SequenceSpan {
+  int64_t q_row0 = 0, k_row0 = 0;  // first row in the tensors (varlen) or 0 (fixed)
+  int64_t len_q = 0, len_k = 0;
+  int64_t diag_offset() const { return len_k - len_q; }
+};
+
+inline SequenceSpan host_sequence(const AttentionProblem& p, int b) {
+  SequenceSpan s;
+  if (p.varlen()) {
+    s.q_row0 = p.cu_seqlens_q[b];
+    s.k_row0 = p.cu_seqlens_k[b];
+    s.len_q = p.cu_seqlens_q[b + 1] - s.q_row0;
+    s.len_k = p.cu_seqlens_k[b + 1] - s.k_row0;
+  } else {
+    s.len_q = p.seqlen_q;
+    s.len_k = p.seqlen_k;
+  }
+  return s;
+}
+
+// Element offset of row i (counted inside the sequence) of head h of batch b.
+inline int64_t element_offset(const Operand& op, int b, int64_t row0, int64_t i, int h) {
+  return b * op.batch_stride + (row0 + i) * op.row_stride + h * op.head_stride;
+}
+
+inline int64_t lse_offset(const AttentionProblem& p, int b, int64_t row0, int64_t i, int h) {
+  return b * p.lse_batch_stride + h * p.lse_head_stride + (row0 + i) * p.lse_row_stride;
+}
+
+inline float alibi_slope(const AttentionProblem& p, int b, int h) {
+  return p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.0f;
+}
+
+}  // namespace flashattn
