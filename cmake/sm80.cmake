@@ -1,0 +1,1 @@
+# sm80 kernel sources (owned by the sm80 kernel work)

@@ -1,0 +1,1 @@
+# sm90 kernel sources (owned by the sm90 kernel work)
