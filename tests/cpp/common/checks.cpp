@@ -1,0 +1,89 @@
+#include "common/checks.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace fa_test {
+namespace {
+
+using Role = AttnCase::Role;
+
+int64_t count_nan(const HostTensor& t) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) n += std::isnan(t.get(i)) ? 1 : 0;
+  return n;
+}
+
+// Appends a complaint about `t` to `os` when some element is not finite or a stray write hit padding.
+bool tensor_written(const char* name, const HostTensor& used, const HostTensor& whole, bool allow_neg_inf,
+                    std::ostream& os) {
+  bool ok = true;
+  const int64_t bad = allow_neg_inf ? count_nan(used) : used.count_nonfinite();
+  if (bad != 0) {
+    os << name << ": " << bad << " of " << used.numel() << " elements not written or not finite; ";
+    ok = false;
+  }
+  if (allow_neg_inf) {
+    for (int64_t i = 0; i < used.numel(); ++i) {
+      if (std::isinf(used.get(i)) && used.get(i) > 0) {
+        os << name << ": +inf at " << i << "; ";
+        ok = false;
+        break;
+      }
+    }
+  }
+  if (!whole.padding_intact()) {
+    os << name << ": a write landed outside the view (padding changed); ";
+    ok = false;
+  }
+  return ok;
+}
+
+}  // namespace
+
+::testing::AssertionResult forward_written(const AttnCase& c, const ForwardResult& r) {
+  if (!r.status.ok()) return ::testing::AssertionFailure() << "forward failed: " << r.status.message;
+  std::ostringstream os;
+  bool ok = tensor_written("out", c.used_part(r.out, Role::kQ), r.out, false, os);
+  if (r.lse.defined()) ok &= tensor_written("lse", c.used_part(r.lse, Role::kLse), r.lse, true, os);
+  return ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << os.str();
+}
+
+::testing::AssertionResult backward_written(const AttnCase& c, const BackwardResult& r) {
+  if (!r.status.ok()) return ::testing::AssertionFailure() << "backward failed: " << r.status.message;
+  std::ostringstream os;
+  bool ok = tensor_written("dq", c.used_part(r.dq, Role::kQ), r.dq, false, os);
+  ok &= tensor_written("dk", c.used_part(r.dk, Role::kK), r.dk, false, os);
+  ok &= tensor_written("dv", c.used_part(r.dv, Role::kK), r.dv, false, os);
+  return ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << os.str();
+}
+
+::testing::AssertionResult forward_close(const AttnCase& c, const ForwardResult& got, const ForwardResult& ref,
+                                         Tolerance tol) {
+  ::testing::AssertionResult written = forward_written(c, got);
+  if (!written) return written;
+  if (!ref.status.ok()) return ::testing::AssertionFailure() << "oracle failed: " << ref.status.message;
+  const double e_out = rel_l2(c.used_part(got.out, Role::kQ), c.used_part(ref.out, Role::kQ));
+  double e_lse = 0.0;
+  if (got.lse.defined() && ref.lse.defined()) {
+    e_lse = lse_error(c.used_part(got.lse, Role::kLse), c.used_part(ref.lse, Role::kLse));
+  }
+  if (e_out <= tol.out && e_lse <= tol.lse) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "out rel_l2 " << e_out << " (tol " << tol.out << "), lse error " << e_lse
+                                       << " (tol " << tol.lse << ")";
+}
+
+::testing::AssertionResult backward_close(const AttnCase& c, const BackwardResult& got, const BackwardResult& ref,
+                                          double tol) {
+  ::testing::AssertionResult written = backward_written(c, got);
+  if (!written) return written;
+  if (!ref.status.ok()) return ::testing::AssertionFailure() << "oracle failed: " << ref.status.message;
+  const double e_dq = rel_l2(c.used_part(got.dq, Role::kQ), c.used_part(ref.dq, Role::kQ));
+  const double e_dk = rel_l2(c.used_part(got.dk, Role::kK), c.used_part(ref.dk, Role::kK));
+  const double e_dv = rel_l2(c.used_part(got.dv, Role::kK), c.used_part(ref.dv, Role::kK));
+  if (e_dq <= tol && e_dk <= tol && e_dv <= tol) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "rel_l2 dq " << e_dq << " dk " << e_dk << " dv " << e_dv << " (tol " << tol
+                                       << ")";
+}
+
+}  // namespace fa_test

@@ -1,0 +1,28 @@
+// GoogleTest assertions over whole attention results, shared by the CPU and GPU suites. Each
+// returns an AssertionResult whose message carries the measured errors; callers add the case's
+// describe() so that a failure names the seed and shape.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "common/attn_case.h"
+
+namespace fa_test {
+
+struct Tolerance {
+  double out = 1e-5;   // relative L2 of O (and of dQ, dK, dV in backward)
+  double lse = 1e-5;   // max |a - b| / (1 + |b|) of the logsumexp
+};
+
+// The call succeeded, every output element inside a sequence was written (no NaN poison left; lse
+// may be -inf only on rows that see no key) and nothing outside the views changed.
+::testing::AssertionResult forward_written(const AttnCase& c, const ForwardResult& r);
+::testing::AssertionResult backward_written(const AttnCase& c, const BackwardResult& r);
+
+// Written, and within `tol` of `ref` (usually the fp64 reference).
+::testing::AssertionResult forward_close(const AttnCase& c, const ForwardResult& got, const ForwardResult& ref,
+                                         Tolerance tol = {});
+::testing::AssertionResult backward_close(const AttnCase& c, const BackwardResult& got, const BackwardResult& ref,
+                                          double tol = 1e-5);
+
+}  // namespace fa_test
