@@ -1,0 +1,14 @@
+"""The compiled extension, imported in one place so that its absence gives one clear error."""
+
+try:
+    from flashattn import _C
+except ImportError as err:  # pragma: no cover - only on a broken install
+    raise ImportError(
+        "flashattn's compiled extension (flashattn._C) is missing; install the package with "
+        "`pip install .` from the repository root instead of importing python/flashattn directly"
+    ) from err
+
+Backend = _C.Backend
+forward = _C.forward
+backward = _C.backward
+cuda_available = _C.cuda_available
