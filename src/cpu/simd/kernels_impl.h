@@ -55,9 +55,11 @@ static inline float hsum(vf v) {
 }
 
 // exp(x) through 2^n * 2^f with a degree-7 Taylor polynomial on |f| <= 1/2 (relative error
-// below 1e-8 before rounding); inputs under -87.3 give exactly 0 so masked scores vanish.
+// below 1e-8 before rounding). Inputs under -86 give exactly 0 (so masked scores vanish), and the
+// clamp keeps every intermediate a normal float: a subnormal product costs a microcode assist of
+// ~100 cycles per lane, which made causal tiles (half -inf) slower than full ones.
 static inline vf vexp(vf x) {
-  const vf xc = vmin(vmax(x, splat(-87.3f)), splat(88.3f));
+  const vf xc = vmin(vmax(x, splat(-86.0f)), splat(88.3f));
   const vf t = xc * 1.44269504088896341f;
   const vf n = (t + 12582912.0f) - 12582912.0f;
   const vf f = (t - n) * 0.693147180559945309f;
@@ -73,7 +75,7 @@ static inline vf vexp(vf x) {
   const vi bits = (ni + 127) << 23;
   vf scale;
   std::memcpy(&scale, &bits, sizeof(scale));
-  return x < -87.3f ? splat(0.0f) : p * scale;
+  return x < -86.0f ? splat(0.0f) : p * scale;
 }
 
 // tanh through exp of the magnitude, so large inputs saturate instead of overflowing.
