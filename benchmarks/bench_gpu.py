@@ -1,0 +1,217 @@
+"""Side-by-side GPU benchmark (../shared/docs/benchmark-protocol.md).
+
+Times flashattn and the peers (PyTorch SDPA with its FLASH and CUDNN backends) on the same inputs in
+one process, and reports TFLOP/s and the ratio ours / best peer. Also measures the two ceilings
+(a large bf16 matmul and a device copy) in the same run.
+
+    python3 benchmarks/bench_gpu.py --out results.json [--dtype bf16] [--quick] [--png-dir DIR]
+"""
+import argparse
+import datetime
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+import flashattn
+
+TOKENS = 16384
+WIDTH = 2048
+SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
+HEADDIMS = [64, 128, 256]
+
+
+def attention_flops(batch, nheads, seqlen_q, seqlen_k, headdim, causal):
+    """Forward FLOPs, counting only unmasked entries for causal (bottom-right aligned)."""
+    if not causal:
+        pairs = seqlen_q * seqlen_k
+    else:
+        offset = seqlen_k - seqlen_q
+        pairs = sum(max(0, min(seqlen_k, i + offset + 1)) for i in range(seqlen_q))
+    return 4.0 * batch * nheads * pairs * headdim
+
+
+def median_ms(fn):
+    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def ceilings():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    mm_ms = median_ms(lambda: a @ b)
+    src = torch.randn(1 << 30, device="cuda", dtype=torch.bfloat16)  # 2 GiB
+    dst = torch.empty_like(src)
+    copy_ms = median_ms(lambda: dst.copy_(src))
+    return {
+        "bf16_mm_tflops": 2 * 8192**3 / mm_ms / 1e9,
+        "copy_TBps": 2 * src.numel() * src.element_size() / copy_ms / 1e9,
+    }
+
+
+def ours_fwd(q, k, v, causal):
+    return flashattn.flash_attn_func(q, k, v, causal=causal)
+
+
+def sdpa_fwd(backend):
+    def run(q, k, v, causal):
+        with sdpa_kernel(backend):
+            out = F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal,
+                enable_gqa=q.shape[2] != k.shape[2])
+        return out.transpose(1, 2)
+    return run
+
+
+IMPLS = {
+    "flashattn": ours_fwd,
+    "fa2": sdpa_fwd(SDPBackend.FLASH_ATTENTION),
+    "cudnn": sdpa_fwd(SDPBackend.CUDNN_ATTENTION),
+}
+
+
+def time_impl(fn, q, k, v, causal, do):
+    """Returns (forward ms, backward ms); backward = (forward + backward) - forward."""
+    try:
+        fn(q, k, v, causal)
+    except Exception as e:  # a peer may not support a shape (e.g. FA2 at head dim 256 backward)
+        return None, None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    fwd = median_ms(lambda: fn(q, k, v, causal))
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+
+    def fwd_bwd():
+        out = fn(qg, kg, vg, causal)
+        out.backward(do)
+        qg.grad = kg.grad = vg.grad = None
+    try:
+        total = median_ms(fwd_bwd)
+        return fwd, total - fwd, None
+    except Exception as e:
+        return fwd, None, f"backward: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+
+
+def shapes(quick):
+    seqlens = [512, 2048, 8192] if quick else SEQLENS
+    for headdim in HEADDIMS:
+        for seqlen in seqlens:
+            for causal in (False, True):
+                nheads = WIDTH // headdim
+                yield dict(batch=TOKENS // seqlen, nheads=nheads, nheads_kv=nheads, seqlen=seqlen,
+                           headdim=headdim, causal=causal)
+    for seqlen in (2048, 8192):  # GQA rows of the protocol
+        yield dict(batch=TOKENS // seqlen, nheads=32, nheads_kv=8, seqlen=seqlen, headdim=128, causal=True)
+
+
+def check_close(q, k, v, causal):
+    """Ours vs SDPA's math backend in fp32 on the same inputs: a guard that we time a correct kernel."""
+    ref = F.scaled_dot_product_attention(q.float().transpose(1, 2), k.float().transpose(1, 2),
+                                         v.float().transpose(1, 2), is_causal=causal,
+                                         enable_gqa=q.shape[2] != k.shape[2]).transpose(1, 2)
+    out = ours_fwd(q, k, v, causal).float()
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--png-dir", default=None)
+    args = ap.parse_args()
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    torch.manual_seed(0)
+    props = torch.cuda.get_device_properties(0)
+    header = {
+        "gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(), "dtype": args.dtype,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "ceilings": ceilings(),
+    }
+    rows = []
+    for s in shapes(args.quick):
+        b, h, hk, n, d, causal = s["batch"], s["nheads"], s["nheads_kv"], s["seqlen"], s["headdim"], s["causal"]
+        q = torch.randn(b, n, h, d, device="cuda", dtype=dtype)
+        k = torch.randn(b, n, hk, d, device="cuda", dtype=dtype)
+        v = torch.randn(b, n, hk, d, device="cuda", dtype=dtype)
+        do = torch.randn(b, n, h, d, device="cuda", dtype=dtype)
+        flops = attention_flops(b, h, n, n, d, causal)
+        row = dict(s, dtype=args.dtype, rel_error=check_close(q[:1], k[:1], v[:1], causal))
+        for name, fn in IMPLS.items():
+            fwd, bwd, err = time_impl(fn, q, k, v, causal, do)
+            row[f"{name}_fwd_tflops"] = flops / fwd / 1e9 if fwd else None
+            row[f"{name}_bwd_tflops"] = 2.5 * flops / bwd / 1e9 if bwd else None
+            if err:
+                row[f"{name}_error"] = err
+        for direction in ("fwd", "bwd"):
+            peers = [row[f"{p}_{direction}_tflops"] for p in ("fa2", "cudnn") if row.get(f"{p}_{direction}_tflops")]
+            ours = row[f"flashattn_{direction}_tflops"]
+            row[f"ratio_{direction}"] = ours / max(peers) if ours and peers else None
+            row[f"ratio_{direction}_vs_fa2"] = (ours / row["fa2_" + direction + "_tflops"]
+                                                if ours and row.get(f"fa2_{direction}_tflops") else None)
+        rows.append(row)
+        print(format_row(row), file=sys.stderr, flush=True)
+        del q, k, v, do
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"header": header, "rows": rows}, f, indent=1)
+    if args.png_dir:
+        plot(rows, args.png_dir, args.dtype)
+    print(json.dumps(header["ceilings"]))
+    print(table(rows))
+
+
+def fmt(x, spec="6.1f"):
+    return format(x, spec) if isinstance(x, (int, float)) and not (isinstance(x, float) and math.isnan(x)) else "   -  "
+
+
+def format_row(r):
+    return (f"d={r['headdim']:3d} n={r['seqlen']:5d} h={r['nheads']}/{r['nheads_kv']} causal={int(r['causal'])} "
+            f"err={r['rel_error']:.1e} fwd: ours {fmt(r['flashattn_fwd_tflops'])} fa2 {fmt(r['fa2_fwd_tflops'])} "
+            f"cudnn {fmt(r['cudnn_fwd_tflops'])} x{fmt(r['ratio_fwd'], '.2f')} | bwd: ours {fmt(r['flashattn_bwd_tflops'])} "
+            f"fa2 {fmt(r['fa2_bwd_tflops'])} cudnn {fmt(r['cudnn_bwd_tflops'])} x{fmt(r['ratio_bwd'], '.2f')}")
+
+
+def table(rows):
+    lines = ["TFLOP/s (ratio = ours / best peer; vs fa2 in brackets)",
+             f"{'hdim':>4} {'seqlen':>6} {'heads':>6} {'causal':>6} | {'ours':>6} {'fa2':>6} {'cudnn':>6} {'ratio':>12} |"
+             f" {'ours':>6} {'fa2':>6} {'cudnn':>6} {'ratio':>12}",
+             f"{'':>27} | {'forward':^35} | {'backward':^35}"]
+    for r in rows:
+        lines.append(
+            f"{r['headdim']:>4} {r['seqlen']:>6} {str(r['nheads']) + '/' + str(r['nheads_kv']):>6} {str(r['causal']):>6} | "
+            f"{fmt(r['flashattn_fwd_tflops'])} {fmt(r['fa2_fwd_tflops'])} {fmt(r['cudnn_fwd_tflops'])} "
+            f"{fmt(r['ratio_fwd'], '5.2f')} [{fmt(r['ratio_fwd_vs_fa2'], '4.2f')}] | "
+            f"{fmt(r['flashattn_bwd_tflops'])} {fmt(r['fa2_bwd_tflops'])} {fmt(r['cudnn_bwd_tflops'])} "
+            f"{fmt(r['ratio_bwd'], '5.2f')} [{fmt(r['ratio_bwd_vs_fa2'], '4.2f')}]")
+    return "\n".join(lines)
+
+
+def plot(rows, out_dir, dtype):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    for d in HEADDIMS:
+        fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+        for row_axes, direction in zip(axes, ("fwd", "bwd")):
+            for ax, causal in zip(row_axes, (False, True)):
+                sel = [r for r in rows if r["headdim"] == d and r["causal"] == causal and r["nheads"] == r["nheads_kv"]]
+                xs = range(len(sel))
+                for i, name in enumerate(IMPLS):
+                    vals = [r.get(f"{name}_{direction}_tflops") or 0 for r in sel]
+                    bars = ax.bar([x + (i - 1) * 0.27 for x in xs], vals, 0.27, label=name)
+                    ax.bar_label(bars, fmt="%.0f", fontsize=7)
+                ax.set_xticks(list(xs), [f"{r['seqlen'] // 1024}k" if r["seqlen"] >= 1024 else str(r["seqlen"]) for r in sel])
+                ax.set_title(f"{'backward' if direction == 'bwd' else 'forward'}, {'causal' if causal else 'non-causal'}, "
+                             f"head dim {d}, {dtype}")
+                ax.set_xlabel("sequence length")
+                ax.set_ylabel("TFLOP/s")
+                ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(f"{out_dir}/hdim{d}_{dtype}.png", dpi=80)
+        plt.close(fig)
+
+if __name__ == "__main__":
+    main()
