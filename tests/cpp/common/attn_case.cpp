@@ -204,7 +204,7 @@ bool key_visible(const CaseSpec& s, int64_t i, int64_t j, int64_t len_q, int64_t
   return true;
 }
 
-NaiveResult naive_attention(const AttnCase& c, DType rounding, bool with_backward) {
+NaiveResult naive_attention(const AttnCase& c, DType rounding, bool with_backward, bool with_magnitudes) {
   const CaseSpec& s = c.spec;
   auto R = [rounding](float x) { return round_to_dtype(rounding, x); };
   const std::vector<float> q = c.q.to_float(), k = c.k.to_float(), v = c.v.to_float(), dout = c.dout.to_float();
@@ -216,11 +216,17 @@ NaiveResult naive_attention(const AttnCase& c, DType rounding, bool with_backwar
   r.lse = HostTensor(DType::kFloat32, c.lse_shape());
   std::vector<float> out(static_cast<size_t>(r.out.numel()), 0.0f);
   std::vector<float> lse(static_cast<size_t>(r.lse.numel()), 0.0f);
-  std::vector<float> dq, dk, dv;
+  std::vector<float> dq, dk, dv, dq_mag, dk_mag, dv_mag;
+  with_backward = with_backward || with_magnitudes;
   if (with_backward) {
     dq.assign(q.size(), 0.0f);
     dk.assign(k.size(), 0.0f);
     dv.assign(v.size(), 0.0f);
+  }
+  if (with_magnitudes) {
+    dq_mag.assign(q.size(), 0.0f);
+    dk_mag.assign(k.size(), 0.0f);
+    dv_mag.assign(v.size(), 0.0f);
   }
   // Rows past the last sequence belong to no sequence: the library leaves them alone, and so
   // the comparisons only read rows inside sequences. Zero here keeps the tensors finite.
@@ -298,6 +304,14 @@ NaiveResult naive_attention(const AttnCase& c, DType rounding, bool with_backwar
             dk[static_cast<size_t>(c.k_index(b, j, hk, d))] += ds * qi[d];
             dv[static_cast<size_t>(c.k_index(b, j, hk, d))] += p[j] * doi[d];
           }
+          if (with_magnitudes) {
+            const float ds_mag = p[j] * (std::fabs(dp[j]) + std::fabs(delta)) * std::fabs(scale);
+            for (int d = 0; d < D; ++d) {
+              dq_mag[static_cast<size_t>(c.q_index(b, i, h, d))] += ds_mag * std::fabs(kj[d]);
+              dk_mag[static_cast<size_t>(c.k_index(b, j, hk, d))] += ds_mag * std::fabs(qi[d]);
+              dv_mag[static_cast<size_t>(c.k_index(b, j, hk, d))] += p[j] * std::fabs(doi[d]);
+            }
+          }
         }
         for (int d = 0; d < D; ++d) dq[static_cast<size_t>(c.q_index(b, i, h, d))] = R(dq_row[d]);
       }
@@ -314,6 +328,14 @@ NaiveResult naive_attention(const AttnCase& c, DType rounding, bool with_backwar
     r.dq.from_float(dq);
     r.dk.from_float(dk);
     r.dv.from_float(dv);
+  }
+  if (with_magnitudes) {
+    r.dq_mag = HostTensor(DType::kFloat32, c.q.shape());
+    r.dk_mag = HostTensor(DType::kFloat32, c.k.shape());
+    r.dv_mag = HostTensor(DType::kFloat32, c.v.shape());
+    r.dq_mag.from_float(dq_mag);
+    r.dk_mag.from_float(dk_mag);
+    r.dv_mag.from_float(dv_mag);
   }
   return r;
 }

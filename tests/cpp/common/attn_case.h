@@ -100,10 +100,14 @@ BackwardResult run_backward(const AttnCase& c, Backend backend, const ForwardRes
 // probabilities, products) rounded to `rounding` as a same-dtype framework implementation would
 // (float32: no rounding beyond float arithmetic). Outputs are float32 tensors of the library's
 // shapes. Used as the fp16/bf16 error baseline and as a second, independent check of the oracle.
+// With `with_magnitudes`, dq_mag, dk_mag and dv_mag hold the same sums over absolute values of
+// every term (dS taken as P * (|dP| + |D|)): the scale that rounding errors are relative to
+// when the exact gradient cancels to almost nothing.
 struct NaiveResult {
   HostTensor out, lse, dq, dk, dv;
+  HostTensor dq_mag, dk_mag, dv_mag;
 };
-NaiveResult naive_attention(const AttnCase& c, DType rounding, bool with_backward);
+NaiveResult naive_attention(const AttnCase& c, DType rounding, bool with_backward, bool with_magnitudes = false);
 
 // Whether query row i sees key j, from the comment at the top of flashattn.h.
 bool key_visible(const CaseSpec& s, int64_t i, int64_t j, int64_t len_q, int64_t len_k);

@@ -22,6 +22,10 @@ struct Tolerance {
 // Written, and within `tol` of `ref` (usually the fp64 reference).
 ::testing::AssertionResult forward_close(const AttnCase& c, const ForwardResult& got, const ForwardResult& ref,
                                          Tolerance tol = {});
+// Relative L2 per gradient. Where the exact gradient cancels to almost nothing (dQ and dK when
+// every query sees a single key: dP - D = 0), its own norm says nothing about rounding, so the
+// error is then measured against the norm of the same sums over absolute terms
+// (naive_attention's magnitudes), computed only when the plain relative error fails.
 ::testing::AssertionResult backward_close(const AttnCase& c, const BackwardResult& got, const BackwardResult& ref,
                                           double tol = 1e-5);
 
