@@ -4,8 +4,8 @@ try:
     from flashattn import _C
 except ImportError as err:  # pragma: no cover - only on a broken install
     raise ImportError(
-        "flashattn's compiled extension (flashattn._C) is missing; install the package with "
-        "`pip install .` from the repository root instead of importing python/flashattn directly"
+        f"flashattn's compiled extension (flashattn._C) could not be loaded ({err}); install the "
+        "package with `pip install .` from the repository root instead of importing python/flashattn"
     ) from err
 
 Backend = _C.Backend

@@ -1,0 +1,154 @@
+"""Drop-in replacements for flash_attn 2.x's functional API (flash_attn.flash_attn_interface).
+
+Names, argument order, defaults, tensor shapes and return conventions follow flash_attn 2.x, so a
+program written for flash_attn runs after changing only its import. Differences:
+  * dropout_p > 0 raises ValueError (no flashattn kernel implements dropout yet);
+  * return_attn_probs=True returns (out, softmax_lse, None): the probabilities are never formed;
+  * tensors may live on the CPU (CPU backend) as well as on CUDA devices;
+  * head dimensions must be multiples of 8 up to 256; nothing is padded behind the caller's back.
+
+Masks follow flash_attn: causal and sliding windows are aligned to the bottom-right corner of the
+score matrix, and a query row that sees no key gets output 0.
+"""
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from flashattn import ops
+
+__all__ = [
+    "flash_attn_func",
+    "flash_attn_qkvpacked_func",
+    "flash_attn_kvpacked_func",
+    "flash_attn_varlen_func",
+    "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_varlen_kvpacked_func",
+]
+
+
+def _check_dropout(dropout_p: float) -> None:
+    if dropout_p != 0.0:
+        raise ValueError(
+            f"argument 'dropout_p': is {dropout_p}; flashattn has no dropout kernel yet, so only "
+            "dropout_p=0.0 is supported (use 0.0 at evaluation time or apply dropout elsewhere)")
+
+
+def _scale(softmax_scale: Optional[float], q: Tensor) -> float:
+    if softmax_scale is None:
+        return 1.0 / math.sqrt(q.shape[-1])
+    return float(softmax_scale)
+
+
+def _window(window_size: Tuple[int, int]) -> Tuple[int, int]:
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
+    return int(left), int(right)
+
+
+def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+               softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+               return_attn_probs):
+    _check_dropout(dropout_p)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
+    left, right = _window(window_size)
+    out, lse = ops.fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                       _scale(softmax_scale, q), bool(causal), left, right, float(softcap),
+                       alibi_slopes, bool(deterministic))
+    return (out, lse, None) if return_attn_probs else out
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                    softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """Attention over fixed-length batches.
+
+    Arguments:
+        q: (batch_size, seqlen_q, nheads, headdim)
+        k, v: (batch_size, seqlen_k, nheads_k, headdim); nheads must be a multiple of nheads_k
+            (MQA/GQA: query head h reads key/value head h // (nheads // nheads_k)).
+        dropout_p: must be 0.0.
+        softmax_scale: scaling of QK^T before the softmax; default 1 / sqrt(headdim).
+        causal: causal mask aligned to the bottom-right corner.
+        window_size: (left, right); query i sees keys in
+            [i + seqlen_k - seqlen_q - left, i + seqlen_k - seqlen_q + right]; -1 is unbounded.
+        softcap: > 0 replaces scores s by softcap * tanh(s / softcap).
+        alibi_slopes: (nheads,) or (batch_size, nheads) float32; adds
+            -slope * |i + seqlen_k - seqlen_q - j| to the score of query i and key j.
+        deterministic: bitwise reproducible backward pass.
+        return_attn_probs: also return softmax_lse (batch_size, nheads, seqlen_q) and None.
+    Return:
+        out: (batch_size, seqlen_q, nheads, headdim), or (out, softmax_lse, None).
+    """
+    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                      softcap, alibi_slopes, deterministic, return_attn_probs)
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
+                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                              deterministic=False, return_attn_probs=False):
+    """flash_attn_func with qkv: (batch_size, seqlen, 3, nheads, headdim) stacked.
+
+    The three slices are passed as strided views; nothing is copied. Return as flash_attn_func.
+    """
+    q, k, v = qkv.unbind(dim=2)
+    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                      softcap, alibi_slopes, deterministic, return_attn_probs)
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
+                             window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                             deterministic=False, return_attn_probs=False):
+    """flash_attn_func with kv: (batch_size, seqlen_k, 2, nheads_k, headdim) stacked."""
+    k, v = kv.unbind(dim=2)
+    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                      softcap, alibi_slopes, deterministic, return_attn_probs)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                           softcap=0.0, alibi_slopes=None, deterministic=False,
+                           return_attn_probs=False, block_table=None):
+    """Attention over variable-length batches packed along the token axis.
+
+    Arguments:
+        q: (total_q, nheads, headdim); k, v: (total_k, nheads_k, headdim).
+        cu_seqlens_q, cu_seqlens_k: (batch_size + 1,) int32 prefix sums of the sequence lengths.
+        max_seqlen_q, max_seqlen_k: the longest query / key sequence in the batch.
+        block_table: paged KV caches are not supported; must be None.
+        Other arguments as flash_attn_func; masks are aligned per sequence.
+    Return:
+        out: (total_q, nheads, headdim), or (out, softmax_lse (nheads, total_q), None).
+    """
+    if block_table is not None:
+        raise NotImplementedError("argument 'block_table': paged KV caches are not supported by flashattn")
+    return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                      return_attn_probs)
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None,
+                                     causal=False, window_size=(-1, -1), softcap=0.0,
+                                     alibi_slopes=None, deterministic=False,
+                                     return_attn_probs=False):
+    """flash_attn_varlen_func with qkv: (total, 3, nheads, headdim) and one cu_seqlens."""
+    q, k, v = qkv.unbind(dim=1)
+    return _attention(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
+                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                      return_attn_probs)
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                    dropout_p=0.0, softmax_scale=None, causal=False,
+                                    window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                                    deterministic=False, return_attn_probs=False):
+    """flash_attn_varlen_func with kv: (total_k, 2, nheads_k, headdim) stacked."""
+    k, v = kv.unbind(dim=1)
+    return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                      return_attn_probs)

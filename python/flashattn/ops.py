@@ -1,0 +1,128 @@
+"""The two torch.library custom ops every torch entry point is built on.
+
+``flashattn::fwd`` and ``flashattn::bwd`` cover fixed-length (4-D) and variable-length (3-D with
+cu_seqlens) batches. Each has a fake implementation, so torch.compile traces through them with
+fullgraph=True, and ``fwd`` has a registered backward. Outputs are allocated here, in torch, and
+the C++ library writes into them on the caller's current CUDA stream.
+"""
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from flashattn import _ext
+from flashattn._torch_util import kernel_ready, launch_options
+
+__all__ = ["fwd", "bwd", "lse_shape"]
+
+
+def lse_shape(q: Tensor, varlen: bool) -> Tuple[int, ...]:
+    """flash_attn's softmax_lse layout: (batch, nheads, seqlen) or (nheads, total_q) for varlen."""
+    if varlen:
+        return (q.shape[1], q.shape[0])
+    return (q.shape[0], q.shape[2], q.shape[1])
+
+
+@torch.library.custom_op("flashattn::fwd", mutates_args=())
+def fwd(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    alibi_slopes: Optional[Tensor],
+    deterministic: bool,
+) -> Tuple[Tensor, Tensor]:
+    """Attention output (shape and dtype of q) and row logsumexp (float32)."""
+    varlen = cu_seqlens_q is not None
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32, device=q.device)
+    _ext.forward(
+        kernel_ready(q), kernel_ready(k), kernel_ready(v), out, lse,
+        cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
+        causal=causal, window=(window_left, window_right), softcap=softcap,
+        alibi_slopes=kernel_ready(alibi_slopes), **launch_options(q),
+    )
+    return out, lse
+
+
+@fwd.register_fake
+def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+              window_left, window_right, softcap, alibi_slopes, deterministic):
+    out = q.new_empty(q.shape)
+    lse = q.new_empty(lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
+    return out, lse
+
+
+@torch.library.custom_op("flashattn::bwd", mutates_args=())
+def bwd(
+    dout: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Tensor,
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    alibi_slopes: Optional[Tensor],
+    deterministic: bool,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """Gradients of q, k, v given the forward's out and lse."""
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    _ext.backward(
+        kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v), kernel_ready(out),
+        kernel_ready(lse), dq, dk, dv,
+        cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
+        causal=causal, window=(window_left, window_right), softcap=softcap,
+        alibi_slopes=kernel_ready(alibi_slopes), deterministic=deterministic, **launch_options(q),
+    )
+    return dq, dk, dv
+
+
+@bwd.register_fake
+def _bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+     window_left, window_right, softcap, alibi_slopes, deterministic) = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes)
+    ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
+                   softcap)
+    ctx.deterministic = deterministic
+    # lse is returned for inspection (return_attn_probs); like flash_attn, no gradient flows into it.
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, dout, _dlse):
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes = ctx.saved_tensors
+    max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap = ctx.options
+    dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+                     ctx.deterministic)
+    return (dq, dk, dv) + (None,) * 11
+
+
+fwd.register_autograd(_backward, setup_context=_setup_context)
