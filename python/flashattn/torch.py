@@ -1,0 +1,77 @@
+"""Run every F.scaled_dot_product_attention that picks the flash backend on flashattn.
+
+    import flashattn.torch
+    handle = flashattn.torch.activate()   # or: with flashattn.torch.activate(): ...
+    ...                                   # SDPA (flash backend) now runs on flashattn
+    handle.remove()                       # PyTorch's own kernels again (same as deactivate())
+
+flashattn registers itself as impl "flashattn" in torch.nn.attention's flash-attention registry
+(the mechanism FA3/FA4 use) when this module is imported; activate() selects it. It overrides
+aten::_flash_attention_forward/_backward and aten::_scaled_dot_product_flash_attention/_backward
+on CUDA, and aten::_scaled_dot_product_flash_attention_for_cpu/_backward on the CPU. Inputs it
+cannot take (dropout, attention masks on CPU, unsupported head dims or dtypes) go to the kernel
+PyTorch had registered before activation.
+"""
+
+from torch.library import Library, get_kernel
+from torch.nn import attention as _nn_attention
+
+from flashattn import _sdpa_kernels
+
+__all__ = ["IMPL_NAME", "activate", "deactivate", "is_active", "stats"]
+
+IMPL_NAME = "flashattn"
+
+# How often each aten operator ran on flashattn or fell back ("<op>:fallback").
+stats = _sdpa_kernels.stats
+
+
+class _Registration:
+    """The dispatcher overrides; remove() puts PyTorch's kernels back."""
+
+    def __init__(self):
+        self._libraries = []
+        for dispatch_key, kernels in _sdpa_kernels.KERNELS.items():
+            library = Library("aten", "IMPL", dispatch_key)  # noqa: TOR901
+            for op_name, kernel in kernels.items():
+                _sdpa_kernels.originals[op_name] = get_kernel(f"aten::{op_name}", dispatch_key)
+                library.impl(op_name, kernel, dispatch_key, with_keyset=True)
+            self._libraries.append(library)
+
+    def remove(self) -> None:
+        for library in self._libraries:
+            library._destroy()
+        self._libraries = []
+
+
+class ActiveHandle:
+    """Returned by activate(): remove() (or leaving a with block) restores PyTorch's kernels."""
+
+    def remove(self) -> None:
+        deactivate()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+
+def activate() -> ActiveHandle:
+    """Make flashattn the flash-attention implementation behind F.scaled_dot_product_attention."""
+    _nn_attention.activate_flash_attention_impl(IMPL_NAME)
+    return ActiveHandle()
+
+
+def deactivate() -> None:
+    """Restore PyTorch's own flash-attention kernels if flashattn is the active implementation."""
+    if is_active():
+        _nn_attention.restore_flash_attention_impl()
+
+
+def is_active() -> bool:
+    return _nn_attention.current_flash_attention_impl() == IMPL_NAME
+
+
+_nn_attention.register_flash_attention_impl(IMPL_NAME, register_fn=_Registration)
