@@ -13,6 +13,8 @@ cannot take (dropout, attention masks on CPU, unsupported head dims or dtypes) g
 PyTorch had registered before activation.
 """
 
+import warnings
+
 from torch.library import Library, get_kernel
 from torch.nn import attention as _nn_attention
 
@@ -35,7 +37,10 @@ class _Registration:
             library = Library("aten", "IMPL", dispatch_key)  # noqa: TOR901
             for op_name, kernel in kernels.items():
                 _sdpa_kernels.originals[op_name] = get_kernel(f"aten::{op_name}", dispatch_key)
-                library.impl(op_name, kernel, dispatch_key, with_keyset=True)
+                with warnings.catch_warnings():
+                    # Overriding aten's kernel is the point; the dispatcher warns about it regardless.
+                    warnings.filterwarnings("ignore", message=".*Overriding a previously registered kernel")
+                    library.impl(op_name, kernel, dispatch_key, with_keyset=True)
             self._libraries.append(library)
 
     def remove(self) -> None:
