@@ -29,4 +29,7 @@ struct Tolerance {
 ::testing::AssertionResult backward_close(const AttnCase& c, const BackwardResult& got, const BackwardResult& ref,
                                           double tol = 1e-5);
 
+// ||a - ref|| / ||ref||, or / ||magnitude|| where ||ref|| < 1e-3 ||magnitude|| (a cancelled sum).
+double rel_l2_or_magnitude(const HostTensor& a, const HostTensor& ref, const HostTensor& magnitude);
+
 }  // namespace fa_test
