@@ -1,0 +1,183 @@
+"""flash_attn-compatible functions on CPU tensors against the float64 reference."""
+
+import pytest
+import torch
+
+import flashattn
+from flashattn import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
+                       flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
+                       flash_attn_varlen_qkvpacked_func)
+from reference import alibi_slopes, assert_close_to_reference, attention, cu_seqlens, varlen_attention
+
+# Each case changes a few options of a (batch 2, seqlen 45/45, 4 heads, headdim 32) problem.
+CASES = {
+    "plain": {},
+    "causal": dict(causal=True),
+    "causal_sq<sk": dict(causal=True, seqlen_q=29, seqlen_k=61),
+    "causal_sq>sk_empty_rows": dict(causal=True, seqlen_q=61, seqlen_k=29),
+    "window_left": dict(window=(8, 0)),
+    "window_both_rect": dict(window=(5, 3), seqlen_q=40, seqlen_k=50),
+    "causal_window": dict(causal=True, window=(7, -1)),
+    "softcap": dict(softcap=5.0),
+    "alibi_heads_causal": dict(alibi="head", causal=True),
+    "alibi_batch_heads": dict(alibi="batch"),
+    "mqa": dict(nheads_k=1),
+    "gqa_everything": dict(nheads_k=2, causal=True, softcap=3.0, window=(10, 2), alibi="head"),
+    "headdim128": dict(headdim=128, seqlen_q=20, seqlen_k=24),
+    "headdim8": dict(headdim=8),
+    "scale": dict(scale=0.3),
+    "single_query": dict(seqlen_q=1, seqlen_k=50, causal=True),
+}
+
+
+def make_inputs(seqlen_q=45, seqlen_k=45, nheads=4, nheads_k=4, headdim=32, batch=2, dtype=torch.float32,
+                alibi=None, **options):
+    q = torch.randn(batch, seqlen_q, nheads, headdim, dtype=dtype, requires_grad=True)
+    k = torch.randn(batch, seqlen_k, nheads_k, headdim, dtype=dtype, requires_grad=True)
+    v = torch.randn(batch, seqlen_k, nheads_k, headdim, dtype=dtype, requires_grad=True)
+    slopes = {None: None, "head": alibi_slopes(nheads), "batch": alibi_slopes(nheads, batch)}[alibi]
+    return q, k, v, slopes, options
+
+
+def flash_kwargs(options, slopes):
+    kw = dict(causal=options.get("causal", False), window_size=options.get("window", (-1, -1)),
+              softcap=options.get("softcap", 0.0), softmax_scale=options.get("scale"))
+    return dict(kw, alibi_slopes=slopes)
+
+
+def reference_kwargs(options, slopes):
+    return dict(causal=options.get("causal", False), window=options.get("window", (-1, -1)),
+                softcap=options.get("softcap", 0.0), scale=options.get("scale"), alibi=slopes)
+
+
+def grads(out, inputs, dout):
+    return torch.autograd.grad(out, inputs, dout)
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_forward_backward_matches_reference(case):
+    q, k, v, slopes, options = make_inputs(**case)
+    out, lse, probs = flash_attn_func(q, k, v, return_attn_probs=True, **flash_kwargs(options, slopes))
+    assert probs is None and out.shape == q.shape and out.dtype == q.dtype
+    ref_out, ref_lse = attention(q, k, v, **reference_kwargs(options, slopes))
+    assert_close_to_reference(out, ref_out, name="out")
+    assert_close_to_reference(lse, ref_lse, name="lse")
+    dout = torch.randn_like(out)
+    for name, actual, expected in zip("qkv", grads(out, (q, k, v), dout), grads(ref_out, (q, k, v), dout.double())):
+        assert_close_to_reference(actual, expected, atol=1e-4, rtol=1e-4, name="d" + name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision(dtype):
+    q, k, v, slopes, options = make_inputs(dtype=dtype, nheads_k=2, causal=True)
+    out = flash_attn_func(q, k, v, causal=True)
+    ref_out, _ = attention(q, k, v, causal=True)
+    assert out.dtype == dtype
+    assert_close_to_reference(out, ref_out, atol=2e-2, rtol=0, name="out")
+    dout = torch.randn_like(out)
+    for name, actual, expected in zip("qkv", grads(out, (q, k, v), dout), grads(ref_out, (q, k, v), dout.double())):
+        assert_close_to_reference(actual, expected, atol=5e-2, rtol=2e-2, name="d" + name)
+
+
+def test_strided_views_are_accepted_without_copies_changing_results():
+    base = torch.randn(2, 4, 45, 32, requires_grad=True)  # (B, H, S, D), as SDPA users hold them
+    q = k = v = base.transpose(1, 2)
+    out = flash_attn_func(q, k, v, causal=True)
+    ref, _ = attention(q, k, v, causal=True)
+    assert_close_to_reference(out, ref, name="out")
+    (g,) = torch.autograd.grad(out.sum(), base)  # expanded dout: stride 0 everywhere
+    (g_ref,) = torch.autograd.grad(ref.sum(), base)
+    assert_close_to_reference(g, g_ref, atol=1e-4, name="dbase")
+
+
+def test_qkvpacked_matches_unpacked():
+    qkv = torch.randn(2, 33, 3, 4, 32, requires_grad=True)
+    out = flash_attn_qkvpacked_func(qkv, causal=True, window_size=(6, 0))
+    ref, _ = attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], causal=True, window=(6, 0))
+    assert_close_to_reference(out, ref, name="out")
+    dout = torch.randn_like(out)
+    assert_close_to_reference(grads(out, qkv, dout)[0], grads(ref, qkv, dout.double())[0], atol=1e-4, name="dqkv")
+
+
+def test_kvpacked_gqa():
+    q = torch.randn(2, 20, 6, 64, requires_grad=True)
+    kv = torch.randn(2, 28, 2, 3, 64, requires_grad=True)
+    out, lse, _ = flash_attn_kvpacked_func(q, kv, causal=True, softcap=4.0, return_attn_probs=True)
+    ref, ref_lse = attention(q, kv[:, :, 0], kv[:, :, 1], causal=True, softcap=4.0)
+    assert_close_to_reference(out, ref, name="out")
+    assert_close_to_reference(lse, ref_lse, name="lse")
+    dout = torch.randn_like(out)
+    for actual, expected in zip(grads(out, (q, kv), dout), grads(ref, (q, kv), dout.double())):
+        assert_close_to_reference(actual, expected, atol=1e-4)
+
+
+VARLEN_CASES = {
+    "plain": {},
+    "causal": dict(causal=True),
+    "window_softcap": dict(window=(4, 2), softcap=2.0),
+    "alibi_batch_causal": dict(causal=True, alibi="batch"),
+}
+
+
+@pytest.mark.parametrize("case", VARLEN_CASES.values(), ids=VARLEN_CASES.keys())
+def test_varlen_matches_per_sequence_reference(case):
+    case = dict(case)
+    lengths_q, lengths_k = [5, 0, 17, 33], [9, 4, 17, 20]
+    nheads, nheads_k, headdim = 4, 2, 32
+    q = torch.randn(sum(lengths_q), nheads, headdim, requires_grad=True)
+    k = torch.randn(sum(lengths_k), nheads_k, headdim, requires_grad=True)
+    v = torch.randn(sum(lengths_k), nheads_k, headdim, requires_grad=True)
+    cu_q, cu_k = cu_seqlens(lengths_q), cu_seqlens(lengths_k)
+    alibi = case.pop("alibi", None)
+    slopes = alibi_slopes(nheads, len(lengths_q)) if alibi == "batch" else None
+    out, lse, _ = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k),
+                                         return_attn_probs=True, **flash_kwargs(case, slopes))
+    ref, ref_lse = varlen_attention(q, k, v, cu_q, cu_k, **reference_kwargs(case, slopes))
+    assert lse.shape == (nheads, sum(lengths_q))
+    assert_close_to_reference(out, ref, name="out")
+    assert_close_to_reference(lse, ref_lse, name="lse")
+    dout = torch.randn_like(out)
+    for name, actual, expected in zip("qkv", grads(out, (q, k, v), dout), grads(ref, (q, k, v), dout.double())):
+        assert_close_to_reference(actual, expected, atol=1e-4, name="d" + name)
+
+
+def test_varlen_qkvpacked_and_kvpacked():
+    lengths = [7, 30, 12]
+    cu = cu_seqlens(lengths)
+    qkv = torch.randn(sum(lengths), 3, 4, 32, requires_grad=True)
+    out = flash_attn_varlen_qkvpacked_func(qkv, cu, max(lengths), causal=True)
+    ref, _ = varlen_attention(qkv[:, 0], qkv[:, 1], qkv[:, 2], cu, cu, causal=True)
+    assert_close_to_reference(out, ref, name="qkvpacked out")
+    dout = torch.randn_like(out)
+    assert_close_to_reference(grads(out, qkv, dout)[0], grads(ref, qkv, dout.double())[0], atol=1e-4, name="dqkv")
+
+    q = qkv[:, 0].detach().clone().requires_grad_()
+    kv = qkv[:, 1:].detach().clone().requires_grad_()
+    out = flash_attn_varlen_kvpacked_func(q, kv, cu, cu, max(lengths), max(lengths), causal=True)
+    assert_close_to_reference(out, ref, name="kvpacked out")
+
+
+def test_deterministic_backward_is_bitwise_reproducible():
+    q, k, v, _, _ = make_inputs(nheads_k=2)
+    dout = torch.randn_like(q)
+    first = grads(flash_attn_func(q, k, v, causal=True, deterministic=True), (q, k, v), dout)
+    second = grads(flash_attn_func(q, k, v, causal=True, deterministic=True), (q, k, v), dout)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+
+
+def test_gradcheck_against_finite_differences():
+    # The library computes in float32 at most; gradcheck runs in float64 through a casting wrapper,
+    # with tolerances that float32 rounding of the finite differences allows.
+    q, k, v = (torch.randn(1, 6, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+
+    def fn(q, k, v):
+        return flash_attn_func(q.float(), k.float(), v.float(), causal=True, softcap=2.0).double()
+
+    assert torch.autograd.gradcheck(fn, (q, k, v), eps=1e-2, atol=5e-3, rtol=5e-3)
+
+
+def test_module_alias_and_exports():
+    from flashattn.flash_attn_interface import flash_attn_func as aliased
+
+    assert aliased is flashattn.flash_attn_func
+    assert flashattn.cuda_available() in (True, False)
