@@ -1,0 +1,445 @@
+// Every bad input of issue 2 part 3 returns a status naming the argument, and runs nothing: the
+// poisoned outputs are still poisoned afterwards. Empty problems are valid no-ops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "common/attn_case.h"
+
+namespace fa_test {
+namespace {
+
+using flashattn::BackwardArgs;
+using flashattn::ForwardArgs;
+using flashattn::StatusCode;
+
+constexpr int64_t B = 2, S = 16, Hq = 4, Hk = 2, D = 32;
+
+// A valid fixed-length problem whose views each test breaks in one way.
+struct Problem {
+  HostTensor q{DType::kFloat32, {B, S, Hq, D}}, k{DType::kFloat32, {B, S, Hk, D}}, v{DType::kFloat32, {B, S, Hk, D}};
+  HostTensor out{DType::kFloat32, {B, S, Hq, D}}, lse{DType::kFloat32, {B, Hq, S}};
+  HostTensor dout{DType::kFloat32, {B, S, Hq, D}}, dq{DType::kFloat32, {B, S, Hq, D}};
+  HostTensor dk{DType::kFloat32, {B, S, Hk, D}}, dv{DType::kFloat32, {B, S, Hk, D}};
+  // Spare memory for views that need more room than their shape (strides of 2, odd offsets).
+  HostTensor spare{DType::kFloat32, {2 * B * S * Hq * 512}};
+  ForwardArgs fwd;
+  BackwardArgs bwd;
+  AttentionParams params;
+
+  Problem() {
+    for (HostTensor* t : {&q, &k, &v, &dout, &lse}) {
+      for (int64_t i = 0; i < t->numel(); ++i) t->set(i, 0.25f * static_cast<float>(i % 7) - 0.5f);
+    }
+    for (HostTensor* t : {&out, &dq, &dk, &dv}) t->poison();
+    fwd = ForwardArgs{q.view(), k.view(), v.view(), out.view(), lse.view()};
+    bwd = BackwardArgs{q.view(), k.view(), v.view(), out.view(), dout.view(), lse.view(), dq.view(), dk.view(), dv.view()};
+    params.backend = Backend::kCPU;
+  }
+  bool untouched() const {
+    return out.count_nonfinite() == out.numel() && dq.count_nonfinite() == dq.numel() &&
+           dk.count_nonfinite() == dk.numel() && dv.count_nonfinite() == dv.numel();
+  }
+};
+
+TensorView with_dtype(TensorView t, DType dtype) {
+  t.dtype = dtype;
+  return t;
+}
+
+TensorView with_shape(TensorView t, int dim, int64_t size) {
+  t.shape[dim] = size;
+  int64_t stride = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    t.stride[d] = stride;
+    stride *= t.shape[d];
+  }
+  return t;
+}
+
+::testing::AssertionResult rejected(const Status& s, const std::string& arg, const Problem& p,
+                                    const std::string& also = "") {
+  if (s.ok()) return ::testing::AssertionFailure() << "accepted; expected an error naming '" << arg << "'";
+  if (s.code != StatusCode::kInvalidArgument && s.code != StatusCode::kUnsupported) {
+    return ::testing::AssertionFailure() << "code " << static_cast<int>(s.code) << ": " << s.message;
+  }
+  if (s.message.find(arg) == std::string::npos) {
+    return ::testing::AssertionFailure() << "message does not name '" << arg << "': " << s.message;
+  }
+  if (!also.empty() && s.message.find(also) == std::string::npos) {
+    return ::testing::AssertionFailure() << "message lacks '" << also << "': " << s.message;
+  }
+  if (!p.untouched()) return ::testing::AssertionFailure() << "an output was written despite the error";
+  return ::testing::AssertionSuccess() << s.message;
+}
+
+TEST(Validation, BaselineIsValid) {
+  Problem p;
+  const Status f = flashattn::forward(p.fwd, p.params);
+  ASSERT_TRUE(f.ok()) << f.message;
+  const Status b = flashattn::backward(p.bwd, p.params);
+  ASSERT_TRUE(b.ok()) << b.message;
+}
+
+TEST(Validation, DtypeMix) {
+  for (const char* arg : {"k", "v", "out"}) {
+    Problem p;
+    TensorView* t = std::string(arg) == "k" ? &p.fwd.k : std::string(arg) == "v" ? &p.fwd.v : &p.fwd.out;
+    *t = with_dtype(*t, DType::kFloat16);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), std::string("'") + arg + "'", p, "float16"));
+  }
+  Problem p;
+  p.fwd.q = with_dtype(p.fwd.q, DType::kInt32);
+  EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'q'", p, "int32"));
+  Problem p2;
+  p2.fwd.lse = with_dtype(p2.fwd.lse, DType::kBFloat16);
+  EXPECT_TRUE(rejected(flashattn::forward(p2.fwd, p2.params), "'lse'", p2));
+  Problem p3;
+  p3.bwd.dout = with_dtype(p3.bwd.dout, DType::kFloat16);
+  EXPECT_TRUE(rejected(flashattn::backward(p3.bwd, p3.params), "'dout'", p3));
+  Problem p4;
+  p4.bwd.dk = with_dtype(p4.bwd.dk, DType::kBFloat16);
+  EXPECT_TRUE(rejected(flashattn::backward(p4.bwd, p4.params), "'dk'", p4));
+}
+
+TEST(Validation, ShapeMismatch) {
+  {
+    Problem p;
+    p.fwd.k = with_shape(p.fwd.k, 3, 16);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'k'", p));
+  }
+  {
+    Problem p;
+    p.fwd.v = with_shape(p.fwd.v, 1, S - 1);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'v'", p));
+  }
+  {
+    Problem p;
+    p.fwd.out = with_shape(p.fwd.out, 2, Hq - 1);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'out'", p));
+  }
+  {
+    Problem p;
+    p.fwd.k = with_shape(p.fwd.k, 0, 1);
+    p.fwd.v = with_shape(p.fwd.v, 0, 1);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'k'", p, "batch"));
+  }
+  {
+    Problem p;
+    p.fwd.q.ndim = 3;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'q'", p));
+  }
+  {
+    Problem p;
+    p.fwd.lse = with_shape(p.fwd.lse, 2, S + 1);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'lse'", p));
+  }
+}
+
+TEST(Validation, HeadDim) {
+  for (int64_t d : {4, 12, 36, 264, 512}) {
+    Problem p;
+    p.fwd.q = with_shape(p.fwd.q, 3, d);
+    p.fwd.k = with_shape(p.fwd.k, 3, d);
+    p.fwd.v = with_shape(p.fwd.v, 3, d);
+    p.fwd.out = with_shape(p.fwd.out, 3, d);
+    p.fwd.q.data = p.fwd.k.data = p.fwd.v.data = p.spare.storage();
+    p.fwd.out.data = p.out.storage();
+    HostTensor big_out(DType::kFloat32, {B, S, Hq, d});
+    big_out.poison();
+    p.fwd.out.data = big_out.storage();
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'q'", p, std::to_string(d))) << "headdim " << d;
+  }
+}
+
+TEST(Validation, LastDimStride) {
+  for (int which = 0; which < 4; ++which) {
+    Problem p;
+    TensorView* t[] = {&p.fwd.q, &p.fwd.k, &p.fwd.v, &p.fwd.out};
+    const char* names[] = {"'q'", "'k'", "'v'", "'out'"};
+    t[which]->data = p.spare.storage();
+    t[which]->stride[3] = 2;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), names[which], p, "stride"));
+  }
+  Problem p;
+  p.bwd.dq.stride[3] = 2;
+  p.bwd.dq.data = p.spare.storage();
+  EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dq'", p, "stride"));
+}
+
+TEST(Validation, MisalignedPointers) {
+  for (int which = 0; which < 3; ++which) {
+    Problem p;
+    TensorView* t[] = {&p.fwd.q, &p.fwd.k, &p.fwd.out};
+    const char* names[] = {"'q'", "'k'", "'out'"};
+    t[which]->data = static_cast<char*>(p.spare.storage()) + 1;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), names[which], p, "align"));
+  }
+  HostTensor h16(DType::kFloat16, {4 * B * S * Hq * D});
+  Problem p;
+  for (TensorView* t : {&p.fwd.q, &p.fwd.k, &p.fwd.v, &p.fwd.out}) {
+    t->dtype = DType::kFloat16;
+    t->data = h16.storage();
+  }
+  p.fwd.v.data = static_cast<char*>(h16.storage()) + 1;
+  EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'v'", p, "align"));
+}
+
+TEST(Validation, HeadsNotDivisible) {
+  Problem p;
+  p.fwd.k = with_shape(p.fwd.k, 2, 3);
+  p.fwd.v = with_shape(p.fwd.v, 2, 3);
+  p.fwd.k.data = p.fwd.v.data = p.spare.storage();
+  EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'k'", p, "3"));
+}
+
+// Variable-length problems: total rows 20 of q and 24 of k, batch 2.
+struct VarlenProblem : Problem {
+  HostTensor vq{DType::kFloat32, {20, Hq, D}}, vk{DType::kFloat32, {24, Hk, D}}, vv{DType::kFloat32, {24, Hk, D}};
+  HostTensor vout{DType::kFloat32, {20, Hq, D}}, vlse{DType::kFloat32, {Hq, 20}};
+  HostTensor cu_q = int32_tensor({0, 8, 20}), cu_k = int32_tensor({0, 10, 24});
+  VarlenProblem() {
+    for (HostTensor* t : {&vq, &vk, &vv}) {
+      for (int64_t i = 0; i < t->numel(); ++i) t->set(i, 0.1f * static_cast<float>(i % 5));
+    }
+    vout.poison();
+    fwd = ForwardArgs{vq.view(), vk.view(), vv.view(), vout.view(), vlse.view()};
+    params.cu_seqlens_q = cu_q.view();
+    params.cu_seqlens_k = cu_k.view();
+    params.max_seqlen_q = 12;
+    params.max_seqlen_k = 14;
+  }
+};
+
+TEST(Validation, CuSeqlens) {
+  {
+    VarlenProblem p;
+    const Status s = flashattn::forward(p.fwd, p.params);
+    ASSERT_TRUE(s.ok()) << s.message;
+  }
+  {
+    VarlenProblem p;
+    p.cu_q.set(1, 21);  // 0, 21, 20: decreasing
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'cu_seqlens_q'", p, "21"));
+  }
+  {
+    VarlenProblem p;
+    p.cu_k.set(2, 25);  // past the 24 rows of k
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'cu_seqlens_k'", p, "25"));
+  }
+  {
+    VarlenProblem p;
+    p.cu_q.set(0, -1);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'cu_seqlens_q'", p));
+  }
+  {
+    VarlenProblem p;
+    p.params.cu_seqlens_k = TensorView();
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'cu_seqlens_k'", p));
+  }
+  {
+    VarlenProblem p;
+    p.params.cu_seqlens_q = with_dtype(p.params.cu_seqlens_q, DType::kFloat32);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'cu_seqlens_q'", p, "int32"));
+  }
+  {
+    VarlenProblem p;
+    p.params.cu_seqlens_k.shape[0] = 2;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'cu_seqlens_k'", p));
+  }
+  {
+    VarlenProblem p;
+    p.params.max_seqlen_q = 5;  // the second sequence has 12 queries
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'max_seqlen_q'", p, "12"));
+  }
+  {
+    VarlenProblem p;
+    p.fwd.lse = with_shape(p.fwd.lse, 1, 19);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'lse'", p));
+  }
+}
+
+TEST(Validation, WindowSoftcapScaleThreads) {
+  struct Bad {
+    const char* arg;
+    void (*apply)(AttentionParams&);
+  };
+  const Bad bads[] = {
+      {"'window_left'", [](AttentionParams& a) { a.window_left = -2; }},
+      {"'window_right'", [](AttentionParams& a) { a.window_right = -7; }},
+      {"'softcap'", [](AttentionParams& a) { a.softcap = -1.0f; }},
+      {"'softcap'", [](AttentionParams& a) { a.softcap = std::numeric_limits<float>::quiet_NaN(); }},
+      {"'softcap'", [](AttentionParams& a) { a.softcap = std::numeric_limits<float>::infinity(); }},
+      {"'softmax_scale'", [](AttentionParams& a) { a.softmax_scale = std::numeric_limits<float>::quiet_NaN(); }},
+      {"'num_threads'", [](AttentionParams& a) { a.num_threads = -1; }},
+  };
+  for (const Bad& bad : bads) {
+    Problem p;
+    bad.apply(p.params);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), bad.arg, p));
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), bad.arg, p));
+  }
+}
+
+TEST(Validation, AlibiSlopes) {
+  {
+    Problem p;
+    HostTensor slopes(DType::kFloat32, {Hq + 1});
+    p.params.alibi_slopes = slopes.view();
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'alibi_slopes'", p));
+  }
+  {
+    Problem p;
+    HostTensor slopes(DType::kFloat32, {B + 1, Hq});
+    p.params.alibi_slopes = slopes.view();
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'alibi_slopes'", p));
+  }
+  {
+    Problem p;
+    HostTensor slopes(DType::kFloat16, {Hq});
+    p.params.alibi_slopes = slopes.view();
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'alibi_slopes'", p));
+  }
+  {
+    Problem p;
+    HostTensor slopes(DType::kFloat32, {Hq});
+    p.params.alibi_slopes = slopes.view();
+    p.params.alibi_slopes.data = nullptr;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'alibi_slopes'", p, "null"));
+  }
+}
+
+TEST(Validation, NullPointers) {
+  for (int which = 0; which < 5; ++which) {
+    Problem p;
+    TensorView* t[] = {&p.fwd.q, &p.fwd.k, &p.fwd.v, &p.fwd.out, &p.fwd.lse};
+    const char* names[] = {"'q'", "'k'", "'v'", "'out'", "'lse'"};
+    t[which]->data = nullptr;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), names[which], p, "null"));
+  }
+  for (int which = 0; which < 4; ++which) {
+    Problem p;
+    TensorView* t[] = {&p.bwd.dout, &p.bwd.dq, &p.bwd.dk, &p.bwd.dv};
+    const char* names[] = {"'dout'", "'dq'", "'dk'", "'dv'"};
+    t[which]->data = nullptr;
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), names[which], p, "null"));
+  }
+}
+
+TEST(Validation, DeviceMismatch) {
+  {
+    Problem p;
+    p.fwd.k.device = Device::kCUDA;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'k'", p, "cuda"));
+  }
+  {
+    Problem p;
+    p.bwd.dv.device = Device::kCUDA;
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dv'", p, "cuda"));
+  }
+  {
+    Problem p;
+    p.fwd.out.device_index = 1;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'out'", p));
+  }
+  {
+    // Every tensor tagged CUDA but the CPU backend asked for.
+    Problem p;
+    for (TensorView* t : {&p.fwd.q, &p.fwd.k, &p.fwd.v, &p.fwd.out, &p.fwd.lse}) t->device = Device::kCUDA;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "backend", p));
+  }
+}
+
+// CUDA asked for with host tensors: refused in a CPU-only build (no backend) and in a CUDA build
+// (tensors not on the GPU); either way the message names the backend option.
+TEST(Validation, BackendLacksOption) {
+  Problem p;
+  p.params.backend = Backend::kCUDA;
+  EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "backend", p, "cuda"));
+  EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "backend", p, "cuda"));
+}
+
+TEST(Validation, BackwardArguments) {
+  {
+    Problem p;
+    p.bwd.lse = TensorView();
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'lse'", p, "missing"));
+  }
+  {
+    Problem p;
+    p.bwd.dq = with_shape(p.bwd.dq, 1, S - 2);
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dq'", p));
+  }
+  {
+    Problem p;
+    p.bwd.dk = with_shape(p.bwd.dk, 2, Hq);  // q's head count instead of k's
+    p.bwd.dk.data = p.spare.storage();
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dk'", p));
+  }
+  {
+    Problem p;
+    p.bwd.dv = with_shape(p.bwd.dv, 3, D / 2);
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dv'", p));
+  }
+  {
+    Problem p;
+    p.bwd.dout = with_shape(p.bwd.dout, 0, 1);
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dout'", p));
+  }
+  {
+    Problem p;
+    p.bwd.dq = TensorView();
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dq'", p, "missing"));
+  }
+}
+
+// ---- empty problems are valid no-ops --------------------------------------------------------------
+
+TEST(Validation, EmptyBatchIsNoOp) {
+  for (Backend backend : {Backend::kCPU, Backend::kCPUReference, Backend::kAuto}) {
+    Problem p;
+    p.params.backend = backend;
+    for (TensorView* t : {&p.fwd.q, &p.fwd.k, &p.fwd.v, &p.fwd.out, &p.fwd.lse, &p.bwd.q, &p.bwd.k, &p.bwd.v,
+                          &p.bwd.out, &p.bwd.lse, &p.bwd.dout, &p.bwd.dq, &p.bwd.dk, &p.bwd.dv}) {
+      t->shape[0] = 0;
+      t->data = nullptr;
+    }
+    Status s = flashattn::forward(p.fwd, p.params);
+    EXPECT_TRUE(s.ok()) << s.message;
+    s = flashattn::backward(p.bwd, p.params);
+    EXPECT_TRUE(s.ok()) << s.message;
+  }
+  VarlenProblem v;
+  v.fwd.q.shape[0] = v.fwd.k.shape[0] = v.fwd.v.shape[0] = v.fwd.out.shape[0] = v.fwd.lse.shape[1] = 0;
+  HostTensor cu = int32_tensor({0});
+  v.params.cu_seqlens_q = v.params.cu_seqlens_k = cu.view();
+  v.params.max_seqlen_q = v.params.max_seqlen_k = 0;
+  const Status s = flashattn::forward(v.fwd, v.params);
+  EXPECT_TRUE(s.ok()) << s.message;
+}
+
+TEST(Validation, ZeroLengthSequencesAreNoOps) {
+  {
+    Problem p;
+    for (TensorView* t : {&p.fwd.q, &p.fwd.out}) *t = with_shape(*t, 1, 0);
+    p.fwd.lse = with_shape(p.fwd.lse, 2, 0);
+    Status s = flashattn::forward(p.fwd, p.params);
+    EXPECT_TRUE(s.ok()) << s.message;
+    EXPECT_TRUE(p.untouched());
+  }
+  {
+    // Every sequence empty on both sides.
+    VarlenProblem v;
+    HostTensor cu = int32_tensor({0, 0, 0});
+    v.params.cu_seqlens_q = v.params.cu_seqlens_k = cu.view();
+    v.params.max_seqlen_q = v.params.max_seqlen_k = 0;
+    const Status s = flashattn::forward(v.fwd, v.params);
+    EXPECT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(v.vout.count_nonfinite(), v.vout.numel());
+  }
+}
+
+}  // namespace
+}  // namespace fa_test
