@@ -62,7 +62,10 @@ BenchRow make_row(const BenchShape& shape, const BenchOptions& o, const char* di
   r.flops = flops;
   r.time_ms = t.median_ms;
   r.reps = t.reps;
-  if (!t.status.ok()) r.error = t.status.message;
+  if (!t.status.ok()) {
+    r.error = t.status.message;
+    r.unsupported = t.status.code == StatusCode::kUnsupported;
+  }
   return r;
 }
 

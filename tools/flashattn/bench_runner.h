@@ -28,6 +28,7 @@ struct BenchRow {
   double flops = 0.0;     // of one call
   double rel_error = 0.0; // O (fwd) or dQ (bwd) on the sample vs the fp64 reference
   std::string error;      // non-empty when the backend refused or failed
+  bool unsupported = false;  // refused: an option or shape this backend lacks, not a failure
   double flops_per_s() const { return time_ms > 0.0 ? flops / (time_ms * 1e-3) : 0.0; }
 };
 

@@ -15,13 +15,13 @@ struct SweepScale {
   std::vector<int> gqa_seqlens;
 };
 
-// The CPU runs ~1/1000 of an H200's rate, so the CPU sweep keeps the protocol's structure (fixed
-// tokens and width, every head dim, causal and not) at a fraction of its size: 1/4 of the tokens,
-// sequences to 2k. Quick mode is for smoke runs: one small head count and two lengths.
+// Two CPU cores run ~1/2000 of an H200's rate, so the CPU sweep keeps the protocol's structure
+// (fixed tokens and width, every head dim, causal and not, GQA) at 1/8 of its tokens with
+// sequences to 2k: about a minute on 2 idle cores. Quick mode is for smoke runs.
 SweepScale scale_of(SweepSize size) {
   switch (size) {
     case SweepSize::kGPU: return {16384, 2048, {512, 1024, 2048, 4096, 8192, 16384}, {64, 128, 256}, {2048, 8192}};
-    case SweepSize::kCPU: return {4096, 2048, {512, 1024, 2048}, {64, 128, 256}, {2048}};
+    case SweepSize::kCPU: return {2048, 2048, {512, 1024, 2048}, {64, 128, 256}, {2048}};
     case SweepSize::kQuick: return {1024, 512, {256, 512}, {64, 128}, {}};
   }
   return {};
