@@ -1,1 +1,25 @@
-# sm90 kernel sources (owned by the sm90 kernel work)
+# sm90 kernel sources (owned by the sm90 kernel work): the FlashAttention-3 forward for sm_90a.
+# One generated instantiation per (dtype, head dim) that FLASHATTN_DTYPES x FLASHATTN_HDIMS selects;
+# sm90_forward.cu learns which exist through FLASHATTN_SM90_<DTYPE>_HDIM<D> definitions.
+set(FLASHATTN_SM90_SOURCES src/cuda/sm90/sm90_forward.cu src/cuda/sm90/tensor_map.cu)
+set(FLASHATTN_SM90_DEFINITIONS "")
+foreach(dtype IN ITEMS bf16 fp16)
+  if(NOT dtype IN_LIST FLASHATTN_DTYPES)
+    continue()
+  endif()
+  foreach(hdim IN ITEMS 64 128 192 256)
+    if(hdim IN_LIST FLASHATTN_HDIMS)
+      list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_${dtype}_hdim${hdim}.cu)
+      string(TOUPPER "FLASHATTN_SM90_${dtype}_HDIM${hdim}" definition)
+      list(APPEND FLASHATTN_SM90_DEFINITIONS ${definition}=1)
+    endif()
+  endforeach()
+endforeach()
+flashattn_add_cuda_sources(90a ${FLASHATTN_SM90_SOURCES})
+set_source_files_properties(src/cuda/sm90/sm90_forward.cu PROPERTIES COMPILE_DEFINITIONS "${FLASHATTN_SM90_DEFINITIONS}")
+
+# Side-by-side timing of the sm90 forward (benchmarks/cpp/sm90_bench.cpp), run by scripts/device_sm90.sh.
+if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_bench.cpp)
+  add_executable(flashattn_sm90_bench ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_bench.cpp)
+  target_link_libraries(flashattn_sm90_bench PRIVATE flashattn CUDA::cudart)
+endif()

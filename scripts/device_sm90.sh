@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One call on the GPU machine for the sm90 forward: tests, compute-sanitizer on a small set, and
+# timing side by side with PyTorch SDPA (cuDNN and FlashAttention-2 backends) in the same run.
+# Expects binaries built on the development machine in .sm90-device/ (carried; see docs/perf-sm90.md);
+# builds here instead when they are missing or do not start. Logs and JSON go to $OUT; table last.
+# Usage: scripts/device_sm90.sh [tests|bench|all]   (default all)
+set -u
+what=${1:-all}
+OUT=${OUT:-/tmp/sm90-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+BIN=.sm90-device
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:$PWD/$BIN/lib
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+
+if ! "$BIN/flashattn_gpu_tests" --gtest_list_tests > /dev/null 2>&1; then
+  echo "carried binaries do not start here; building" | tee "$OUT/build.log"
+  cmake -B build-device -G Ninja -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=90a -DFLASHATTN_BUILD_TOOLS=OFF \
+    -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" >> "$OUT/build.log" 2>&1 &&
+    cmake --build build-device -j16 >> "$OUT/build.log" 2>&1
+  mkdir -p "$BIN"
+  cp build-device/tests/cpp/gpu/flashattn_gpu_tests build-device/flashattn_sm90_bench "$BIN/" 2>/dev/null
+  tail -5 "$OUT/build.log"
+fi
+
+if [ "$what" != bench ]; then
+  timeout 240 "$BIN/flashattn_gpu_tests" --gtest_filter='*Sm90*' > "$OUT/tests.log" 2>&1
+  echo "tests exit $?"
+  grep -E "^\[  (FAILED|PASSED) |Failure|error|Expected|Which is|relative|logsumexp|NaN|outside" "$OUT/tests.log" | head -60
+  small='*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*'
+  for tool in memcheck racecheck synccheck; do
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/flashattn_gpu_tests" --gtest_filter="$small" \
+      > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY|Error' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
+  done
+fi
+
+if [ "$what" != tests ]; then
+  timeout 200 "$BIN/flashattn_sm90_bench" 20 > "$OUT/ours.jsonl" 2> "$OUT/ours.err"
+  echo "bench exit $?"; tail -3 "$OUT/ours.err"
+  PYTHONUNBUFFERED=1 timeout 240 python3 benchmarks/cpp/sm90_peers.py "$OUT/ours.jsonl" "$OUT/results.json"
+fi

@@ -1,0 +1,67 @@
+// Where a query tile lives and which key blocks it must visit, from the mask policy of
+// include/flashattn/flashattn.h (bottom-right aligned diagonal, window sides -1 = unbounded).
+#pragma once
+
+#include "cuda/sm90/config.h"
+#include "cuda/sm90/params.h"
+
+namespace flashattn {
+namespace sm90 {
+
+struct SequenceInfo {
+  int q_row0 = 0, k_row0 = 0;  // first row in the packed tensors (varlen), else 0
+  int len_q = 0, len_k = 0;
+  __device__ __forceinline__ int diag() const { return len_k - len_q; }
+};
+
+__device__ __forceinline__ SequenceInfo sequence_info(const KernelParams& p, int batch) {
+  SequenceInfo s;
+  if (p.cu_seqlens_q != nullptr) {
+    s.q_row0 = p.cu_seqlens_q[batch];
+    s.k_row0 = p.cu_seqlens_k[batch];
+    s.len_q = p.cu_seqlens_q[batch + 1] - s.q_row0;
+    s.len_k = p.cu_seqlens_k[batch + 1] - s.k_row0;
+  } else {
+    s.len_q = p.seqlen_q;
+    s.len_k = p.seqlen_k;
+  }
+  return s;
+}
+
+// Key blocks [n_begin, n_end) that hold at least one key visible from some row of the tile.
+template <int kBlockN>
+struct BlockRange {
+  int n_begin = 0, n_end = 0;
+  __device__ __forceinline__ bool empty() const { return n_end <= n_begin; }
+};
+
+template <int kBlockN>
+__device__ __forceinline__ BlockRange<kBlockN> key_block_range(const KernelParams& p, const SequenceInfo& s,
+                                                               int m_block) {
+  const int m_first = m_block * kBlockM;
+  const int m_last = min(m_first + kBlockM, s.len_q) - 1;
+  int hi = s.len_k;
+  if (p.window_right >= 0) hi = min(hi, m_last + s.diag() + p.window_right + 1);
+  int lo = 0;
+  if (p.window_left >= 0) lo = max(0, m_first + s.diag() - p.window_left);
+  BlockRange<kBlockN> r;
+  r.n_begin = lo / kBlockN;
+  r.n_end = hi <= lo ? r.n_begin : (hi + kBlockN - 1) / kBlockN;
+  return r;
+}
+
+// True when some key of block n is invisible from some row of the tile: only those blocks pay
+// for the per-element mask.
+template <int kBlockN>
+__device__ __forceinline__ bool block_needs_mask(const KernelParams& p, const SequenceInfo& s, int m_block,
+                                                 int n_block) {
+  const int n_first = n_block * kBlockN, n_last = n_first + kBlockN - 1;
+  const int m_first = m_block * kBlockM, m_last = m_first + kBlockM - 1;
+  if (n_last >= s.len_k) return true;
+  if (p.window_right >= 0 && n_last > m_first + s.diag() + p.window_right) return true;
+  if (p.window_left >= 0 && n_first < m_last + s.diag() - p.window_left) return true;
+  return false;
+}
+
+}  // namespace sm90
+}  // namespace flashattn

@@ -1,0 +1,86 @@
+// Every compile-time constant of the sm90 forward kernel: thread roles, register budget, tile
+// shapes and the shared-memory layout. Nothing else in sm90/ hard-codes a size.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace flashattn {
+namespace sm90 {
+
+// Warpgroup 0 produces (one thread issues TMA); warpgroups 1 and 2 consume (wgmma + softmax).
+constexpr int kWarpgroupThreads = 128;
+constexpr int kConsumerWarpgroups = 2;
+constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
+// 128 * 24 + 256 * 240 = 64512 of the 65536 registers: the producer needs almost none, the
+// consumers hold S, P and O of a 64-row slice at once (intra-warpgroup overlap).
+constexpr int kProducerRegisters = 24;
+constexpr int kConsumerRegisters = 240;
+
+// One wgmma covers 64 rows, so each consumer warpgroup owns 64 rows of the query tile.
+constexpr int kRowsPerConsumer = 64;
+constexpr int kBlockM = kRowsPerConsumer * kConsumerWarpgroups;
+
+// Shared-memory tiles are stored as columns of 64 16-bit elements: one row of a column is one
+// 128-byte line, the widest swizzle that both TMA and wgmma understand (bank-conflict free).
+constexpr int kColumnElems = 64;
+constexpr int kLineBytes = 128;
+constexpr int kSwizzleAtomBytes = 8 * kLineBytes;  // 8 lines: the period of the 128B swizzle
+
+// Named barriers (id 0 is __syncthreads): the ping-pong pair, then one per consumer warpgroup.
+constexpr int kSchedulerBarrier0 = 1;
+constexpr int kEpilogueBarrier0 = 1 + kConsumerWarpgroups;
+
+// Key-block width and K/V ring depth per head dim: the largest that fits 227 KB of shared
+// memory with the register budget above (S is kBlockN/2, O is HeadDim/2 floats per thread).
+template <int HeadDim>
+struct TileShape;
+template <>
+struct TileShape<64> {
+  static constexpr int kBlockN = 128, kStages = 4;
+};
+template <>
+struct TileShape<128> {
+  static constexpr int kBlockN = 128, kStages = 2;
+};
+template <>
+struct TileShape<192> {
+  static constexpr int kBlockN = 112, kStages = 2;
+};
+template <>
+struct TileShape<256> {
+  static constexpr int kBlockN = 80, kStages = 2;
+};
+
+template <int HeadDim_, typename Element_>
+struct KernelConfig {
+  using Element = Element_;
+  static constexpr int kHeadDim = HeadDim_;
+  static constexpr int kBlockN = TileShape<HeadDim_>::kBlockN;
+  static constexpr int kStages = TileShape<HeadDim_>::kStages;
+  static constexpr int kColumns = kHeadDim / kColumnElems;
+  static_assert(kHeadDim % kColumnElems == 0, "head dim must be a multiple of 64");
+  static_assert(kBlockN % 16 == 0, "P V consumes keys 16 at a time");
+  static_assert(sizeof(Element) == 2, "16-bit elements only");
+
+  // Bytes of one column of a tile, and of whole tiles.
+  static constexpr int kQColumnBytes = kBlockM * kLineBytes;
+  static constexpr int kKVColumnBytes = kBlockN * kLineBytes;
+  static constexpr int kQBytes = kQColumnBytes * kColumns;
+  static constexpr int kKVStageBytes = kKVColumnBytes * kColumns;
+
+  // Layout: Q | K ring | V ring | mbarriers. Every tile starts on a swizzle atom.
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQOffset + kQBytes;
+  static constexpr int kVOffset = kKOffset + kStages * kKVStageBytes;
+  static constexpr int kBarrierOffset = kVOffset + kStages * kKVStageBytes;
+  static constexpr int kBarrierCount = 2 + 4 * kStages;
+  static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarrierCount + kSwizzleAtomBytes;  // + alignment slack
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm90 limit");
+  static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");
+};
+
+}  // namespace sm90
+}  // namespace flashattn

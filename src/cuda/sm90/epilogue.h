@@ -1,0 +1,120 @@
+// Writes a consumer warpgroup's 64 rows of O and their logsumexp. O is staged in the warpgroup's
+// own rows of the Q tile (its last wgmma reading them has retired), in the same swizzled layout
+// TMA uses. Fixed length: one TMA store per 64-column box; the TMA unit clips rows past the
+// sequence. Variable length: a box would spill into the next sequence, so the warpgroup copies
+// its rows out with predicated 16-byte stores instead.
+#pragma once
+
+#include <cmath>
+
+#include "cuda/sm90/block_range.h"
+#include "cuda/sm90/fragment.h"
+#include "cuda/sm90/pipeline.h"
+#include "cuda/sm90/tile_scheduler.h"
+
+namespace flashattn {
+namespace sm90 {
+
+template <class Cfg>
+struct Epilogue {
+  using Element = typename Cfg::Element;
+  static constexpr int kOAccum = Cfg::kHeadDim / 2;
+  static constexpr int kChunksPerRow = Cfg::kHeadDim / 8;  // 16-byte chunks
+
+  const KernelParams& p;
+  SharedTiles<Cfg> tiles;
+  SharedBarriers<Cfg> bars;
+  int wg, thread;
+
+  __device__ __forceinline__ int64_t out_offset(const SequenceInfo& seq, const TileCoord& t, int row) const {
+    return t.batch * p.out_batch_stride + int64_t(seq.q_row0 + row) * p.out_row_stride + t.head * p.out_head_stride;
+  }
+
+  __device__ __forceinline__ void store_lse(const SequenceInfo& seq, const TileCoord& t, const float (&lse)[2]) const {
+    const FragmentPosition pos = FragmentPosition::of_thread(thread);
+    if (p.lse == nullptr || pos.col0 != 0) return;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
+      if (row < seq.len_q) {
+        p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride] =
+            lse[h];
+      }
+    }
+  }
+
+  // Address of the 16-byte chunk `chunk` (of kChunksPerRow) of row `row` of the staged tile.
+  __device__ __forceinline__ uint32_t staged_chunk(int row, int chunk) const {
+    const int column = chunk / 8, in_line = chunk % 8;
+    return tiles.q_column(column) + row * kLineBytes + ((in_line ^ (row % 8)) * 16);
+  }
+
+  __device__ void store(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
+                        const TileCoord& t) const {
+    const FragmentPosition pos = FragmentPosition::of_thread(thread);
+    const int warpgroup_row0 = wg * kRowsPerConsumer;
+#pragma unroll
+    for (int i = 0; i < kOAccum / 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warpgroup_row0 + pos.row0 + 8 * h;
+        const uint32_t addr = staged_chunk(row, i) + pos.col0 * 2;
+        const uint32_t pair = pack_pair<Element>(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(pair) : "memory");
+      }
+    }
+    store_lse(seq, t, lse);
+    // The TMA unit reads what ordinary stores wrote, and later TMA loads overwrite what ordinary
+    // loads read: both directions need the proxy fence before the barrier.
+    fence_proxy_async_smem();
+    named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+    const int tile_row = t.m_block * kBlockM + warpgroup_row0;
+    if (p.cu_seqlens_q == nullptr) {
+      if (thread == 0) {
+#pragma unroll
+        for (int c = 0; c < Cfg::kColumns; ++c) {
+          tma_store_4d(&p.tma_o, tiles.q_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, tile_row, t.head,
+                       t.batch);
+        }
+        bulk_commit_group();
+        bulk_wait_read_all();
+        mbarrier_arrive(bars.q_empty());
+      }
+      return;
+    }
+    char* out = static_cast<char*>(p.out);
+    for (int idx = thread; idx < kRowsPerConsumer * kChunksPerRow; idx += kWarpgroupThreads) {
+      const int r = idx / kChunksPerRow, chunk = idx % kChunksPerRow;
+      if (tile_row + r >= seq.len_q) break;
+      uint4 v;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "r"(staged_chunk(warpgroup_row0 + r, chunk)));
+      *reinterpret_cast<uint4*>(out + (out_offset(seq, t, tile_row + r) + chunk * 8) * sizeof(Element)) = v;
+    }
+    fence_proxy_async_smem();
+    named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+    if (thread == 0) mbarrier_arrive(bars.q_empty());
+  }
+
+  // A tile whose rows see no key at all: O = 0 and lse = -inf, straight from registers (the Q
+  // tile was never loaded for it, so shared memory is not ours to use).
+  __device__ void store_empty(const SequenceInfo& seq, const TileCoord& t) const {
+    const FragmentPosition pos = FragmentPosition::of_thread(thread);
+    char* out = static_cast<char*>(p.out);
+    float lse[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      lse[h] = -INFINITY;
+      const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
+      if (row >= seq.len_q) continue;
+      for (int i = 0; i < kOAccum / 4; ++i) {
+        *reinterpret_cast<uint32_t*>(out + (out_offset(seq, t, row) + 8 * i + pos.col0) * sizeof(Element)) = 0u;
+      }
+    }
+    store_lse(seq, t, lse);
+  }
+};
+
+}  // namespace sm90
+}  // namespace flashattn

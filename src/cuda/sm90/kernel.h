@@ -1,0 +1,65 @@
+// The persistent forward kernel: warpgroup 0 gives its registers away and one of its threads runs
+// the TMA producer; warpgroups 1 and 2 take the registers and run mainloop + epilogue per tile.
+#pragma once
+
+#include "cuda/sm90/epilogue.h"
+#include "cuda/sm90/mainloop_load.h"
+#include "cuda/sm90/mainloop_mma.h"
+
+namespace flashattn {
+namespace sm90 {
+
+template <class Cfg>
+__device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, SharedBarriers<Cfg> bars, int wg) {
+  const int thread = threadIdx.x % kWarpgroupThreads;
+  const MainloopMma<Cfg> mma{p, tiles, bars, wg, thread};
+  const Epilogue<Cfg> epilogue{p, tiles, bars, wg, thread};
+  // Warpgroup 0 issues first; from then on the turns alternate (see mainloop_mma.h).
+  if (wg == 1) named_barrier_arrive(kSchedulerBarrier0, 2 * kWarpgroupThreads);
+
+  PipelineState<Cfg::kStages> k_state, v_state;
+  uint32_t q_phase = 0;
+  for (int index = blockIdx.x; index < p.num_tiles; index += gridDim.x) {
+    const TileCoord t = tile_coord(p, index);
+    const SequenceInfo seq = sequence_info(p, t.batch);
+    if (t.m_block * kBlockM >= seq.len_q) continue;
+    const BlockRange<Cfg::kBlockN> range = key_block_range<Cfg::kBlockN>(p, seq, t.m_block);
+    if (range.empty()) {
+      epilogue.store_empty(seq, t);
+      continue;
+    }
+    mbarrier_wait(bars.q_full(), q_phase);
+    q_phase ^= 1;
+    float o[MainloopMma<Cfg>::kOAccum];
+    OnlineSoftmax<Cfg::kBlockN> softmax;
+    mma.compute_tile(seq, t, range, o, softmax, k_state, v_state);
+    float lse[2];
+    softmax.finalize(o, p.score_log2, lse);
+    epilogue.store(o, lse, seq, t);
+  }
+  // Takes the last turn warpgroup 1 handed over, so no named-barrier arrival outlives the CTA.
+  if (wg == 0) named_barrier_sync(kSchedulerBarrier0, 2 * kWarpgroupThreads);
+  if (thread == 0) bulk_wait_all();
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_constant__ KernelParams p) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const uint32_t base = (smem_address(smem_raw) + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1);
+  const SharedTiles<Cfg> tiles{base};
+  const SharedBarriers<Cfg> bars{base + Cfg::kBarrierOffset};
+  if (threadIdx.x == 0) bars.init();
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  if (warpgroup == 0) {
+    setmaxnreg_decrease<kProducerRegisters>();
+    if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();
+  } else {
+    setmaxnreg_increase<kConsumerRegisters>();
+    consumer_loop<Cfg>(p, tiles, bars, warpgroup - 1);
+  }
+}
+
+}  // namespace sm90
+}  // namespace flashattn

@@ -1,0 +1,74 @@
+// Host launch of one kernel configuration: fills KernelParams from the problem, encodes the tensor
+// maps and starts a persistent grid of at most one CTA per SM. Included only by the generated
+// instantiation files (one per dtype and head dim).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "cuda/sm90/kernel.h"
+#include "cuda/sm90/tensor_map.h"
+
+namespace flashattn {
+namespace sm90 {
+
+template <class Cfg>
+Status launch_forward(const AttentionProblem& pb) {
+  const bool varlen = pb.varlen();
+  KernelParams kp;
+  const int64_t rows_q = varlen ? pb.total_q : pb.seqlen_q;
+  const int64_t rows_k = varlen ? pb.total_k : pb.seqlen_k;
+  Status s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, kBlockM);
+  if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch, varlen, Cfg::kBlockN);
+  if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch, varlen, Cfg::kBlockN);
+  if (s.ok()) s = encode_operand_map(&kp.tma_o, pb.out, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, kRowsPerConsumer);
+  if (!s.ok()) return s;
+
+  kp.out = pb.out.data;
+  kp.out_batch_stride = pb.out.batch_stride;
+  kp.out_row_stride = pb.out.row_stride;
+  kp.out_head_stride = pb.out.head_stride;
+  kp.lse = pb.lse;
+  kp.lse_batch_stride = pb.lse_batch_stride;
+  kp.lse_head_stride = pb.lse_head_stride;
+  kp.lse_row_stride = pb.lse_row_stride;
+  kp.cu_seqlens_q = pb.cu_seqlens_q;
+  kp.cu_seqlens_k = pb.cu_seqlens_k;
+  kp.batch = pb.batch;
+  kp.nheads_q = pb.nheads_q;
+  kp.heads_per_kv = pb.heads_per_kv();
+  kp.seqlen_q = pb.seqlen_q;
+  kp.seqlen_k = pb.seqlen_k;
+  kp.num_m_blocks = (pb.seqlen_q + kBlockM - 1) / kBlockM;
+  kp.num_tiles = kp.num_m_blocks * pb.batch * pb.nheads_q;
+  kp.longest_first = pb.mask.window_right >= 0 && pb.mask.window_left < 0;
+  constexpr float kLog2e = 1.4426950408889634f;
+  if (pb.score.softcap > 0.0f) {
+    kp.score_pre = pb.score.scale / pb.score.softcap;
+    kp.score_log2 = pb.score.softcap * kLog2e;
+  } else {
+    kp.score_pre = 0.0f;
+    kp.score_log2 = pb.score.scale * kLog2e;
+  }
+  kp.window_left = pb.mask.window_left;
+  kp.window_right = pb.mask.window_right;
+  if (kp.num_tiles == 0) return Status::Ok();
+
+  int sms = 0;
+  cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, pb.device_index);
+  if (err != cudaSuccess) return Status::Runtime(std::string("cudaDeviceGetAttribute: ") + cudaGetErrorString(err));
+  auto kernel = forward_kernel<Cfg>;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
+  const int grid = std::min(kp.num_tiles, sms);
+  kernel<<<grid, kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(kp);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return Status::Runtime(std::string("sm90 forward launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+}  // namespace sm90
+}  // namespace flashattn

@@ -1,0 +1,145 @@
+// A consumer warpgroup's work on one query tile: its 64 rows of S = Q K^T per key block, the
+// online softmax, and O += P V with P kept in registers.
+//
+// Two overlaps hide the softmax behind the tensor cores:
+//  - ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers
+//    kSchedulerBarrier0 + wg), so one warpgroup's softmax runs while the other's GEMMs execute;
+//  - intra-warpgroup: S of block j+1 is issued together with P_j V_j, and the softmax of block
+//    j+1 runs while P_j V_j is still executing. O is rescaled only after that GEMM has retired.
+#pragma once
+
+#include "cuda/sm90/block_range.h"
+#include "cuda/sm90/fragment.h"
+#include "cuda/sm90/pipeline.h"
+#include "cuda/sm90/smem_descriptor.h"
+#include "cuda/sm90/softmax.h"
+#include "cuda/sm90/tile_scheduler.h"
+#include "cuda/sm90/wgmma_ops.h"
+
+namespace flashattn {
+namespace sm90 {
+
+template <class Cfg>
+struct MainloopMma {
+  using Element = typename Cfg::Element;
+  static constexpr int kSAccum = Cfg::kBlockN / 2;
+  static constexpr int kOAccum = Cfg::kHeadDim / 2;
+  static constexpr int kPairThreads = 2 * kWarpgroupThreads;
+
+  const KernelParams& p;
+  SharedTiles<Cfg> tiles;
+  SharedBarriers<Cfg> bars;
+  int wg;      // which consumer warpgroup: 0 or 1
+  int thread;  // index inside the warpgroup
+
+  __device__ __forceinline__ void wait_turn() const { named_barrier_sync(kSchedulerBarrier0 + wg, kPairThreads); }
+  __device__ __forceinline__ void pass_turn() const {
+    named_barrier_arrive(kSchedulerBarrier0 + (1 - wg), kPairThreads);
+  }
+  // One arrival per warp, after the warp's wait on the wgmma that read the stage.
+  __device__ __forceinline__ void release(uint32_t empty_bar) const {
+    if (thread % 32 == 0) mbarrier_arrive(empty_bar);
+  }
+
+  __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage) const {
+    const uint64_t q = k_major_descriptor(tiles.q_column(0) + wg * kRowsPerConsumer * kLineBytes);
+    const uint64_t k = k_major_descriptor(tiles.k_column(stage, 0));
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
+      const int column = kk / 4, step_bytes = (kk % 4) * 32;
+      WgmmaSS<Element, Cfg::kBlockN>::run(s, advance_descriptor(q, column * Cfg::kQColumnBytes + step_bytes),
+                                          advance_descriptor(k, column * Cfg::kKVColumnBytes + step_bytes), kk > 0);
+    }
+  }
+
+  __device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const uint32_t (&prob)[kSAccum / 2], int stage) const {
+    const uint64_t v = mn_major_descriptor(tiles.v_column(stage, 0), Cfg::kKVColumnBytes);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+      const uint32_t a[4] = {prob[4 * kk], prob[4 * kk + 1], prob[4 * kk + 2], prob[4 * kk + 3]};
+      WgmmaRS<Element, Cfg::kHeadDim>::run(o, a, advance_descriptor(v, kk * 16 * kLineBytes), 1);
+    }
+  }
+
+  __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], OnlineSoftmax<Cfg::kBlockN>& softmax,
+                                                          const SequenceInfo& seq, const TileCoord& t,
+                                                          int n_block) const {
+    if (p.score_pre != 0.0f) OnlineSoftmax<Cfg::kBlockN>::apply_softcap(s, p.score_pre);
+    if (block_needs_mask<Cfg::kBlockN>(p, seq, t.m_block, n_block)) {
+      OnlineSoftmax<Cfg::kBlockN>::apply_mask(s, p, seq, t.m_block * kBlockM + wg * kRowsPerConsumer, n_block,
+                                              FragmentPosition::of_thread(thread));
+    }
+    softmax.update(s, p.score_log2);
+  }
+
+  // Leaves O (unnormalised) and the softmax state of the tile's rows of this warpgroup.
+  __device__ __forceinline__ void compute_tile(const SequenceInfo& seq, const TileCoord& t,
+                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
+                                               OnlineSoftmax<Cfg::kBlockN>& softmax,
+                                               PipelineState<Cfg::kStages>& k_state,
+                                               PipelineState<Cfg::kStages>& v_state) const {
+    float s[kSAccum];
+    uint32_t prob[kSAccum / 2];
+#pragma unroll
+    for (int i = 0; i < kOAccum; ++i) o[i] = 0.0f;
+    softmax.reset();
+
+    int n = range.n_end - 1;
+    mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
+    wait_turn();
+    pin_registers(s);
+    wgmma_fence();
+    issue_qk(s, k_state.stage);
+    wgmma_commit_group();
+    pass_turn();
+    wgmma_wait_group<0>();
+    pin_registers(s);
+    release(bars.k_empty(k_state.stage));
+    k_state.advance();
+    scores_to_probabilities(s, softmax, seq, t, n);
+    accumulator_to_operand<Element>(s, prob);
+
+    for (--n; n >= range.n_begin; --n) {
+      mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
+      mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+      wait_turn();
+      pin_registers(s);
+      pin_registers(o);
+      pin_registers(prob);
+      wgmma_fence();
+      issue_qk(s, k_state.stage);
+      wgmma_commit_group();
+      issue_pv(o, prob, v_state.stage);
+      wgmma_commit_group();
+      pass_turn();
+      wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
+      pin_registers(s);
+      release(bars.k_empty(k_state.stage));
+      k_state.advance();
+      scores_to_probabilities(s, softmax, seq, t, n);
+      wgmma_wait_group<0>();
+      pin_registers(o);
+      pin_registers(prob);
+      release(bars.v_empty(v_state.stage));
+      v_state.advance();
+      softmax.rescale_output(o);
+      accumulator_to_operand<Element>(s, prob);
+    }
+
+    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    wait_turn();
+    pin_registers(o);
+    pin_registers(prob);
+    wgmma_fence();
+    issue_pv(o, prob, v_state.stage);
+    wgmma_commit_group();
+    pass_turn();
+    wgmma_wait_group<0>();
+    pin_registers(o);
+    release(bars.v_empty(v_state.stage));
+    v_state.advance();
+  }
+};
+
+}  // namespace sm90
+}  // namespace flashattn

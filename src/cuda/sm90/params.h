@@ -1,0 +1,37 @@
+// What the kernel receives, by value as a __grid_constant__ parameter (the tensor maps must live
+// in parameter or constant space for TMA to read them).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>
+
+namespace flashattn {
+namespace sm90 {
+
+struct KernelParams {
+  // Fixed length: 4-D maps (dim, row, head, batch). Variable length: 3-D maps (dim, row, head)
+  // over the packed rows, addressed at cu_seqlens[b] + row.
+  CUtensorMap tma_q, tma_k, tma_v, tma_o;
+
+  void* out = nullptr;  // the predicated (variable-length) epilogue writes through this
+  int64_t out_batch_stride = 0, out_row_stride = 0, out_head_stride = 0;
+  float* lse = nullptr;  // may be null
+  int64_t lse_batch_stride = 0, lse_head_stride = 0, lse_row_stride = 0;
+
+  const int32_t* cu_seqlens_q = nullptr;  // null for fixed length
+  const int32_t* cu_seqlens_k = nullptr;
+  int batch = 0, nheads_q = 0, heads_per_kv = 1;
+  int seqlen_q = 0, seqlen_k = 0;  // fixed: the lengths; varlen: the longest
+
+  int num_m_blocks = 0, num_tiles = 0;
+  int longest_first = 0;  // schedule tiles with the most key blocks first (causal)
+
+  // Softmax in base 2: logit * log2(e) = score_pre ? tanh(dot * score_pre) * score_log2 : dot * score_log2.
+  float score_log2 = 0.0f;
+  float score_pre = 0.0f;  // scale / softcap when the soft cap is on, else 0
+  int window_left = -1, window_right = -1;
+};
+
+}  // namespace sm90
+}  // namespace flashattn

@@ -1,0 +1,64 @@
+// The shared-memory handshakes of the kernel. Each K/V stage has a "full" mbarrier (the producer's
+// expect-tx arrival plus the TMA bytes) and an "empty" one (one arrival per consumer warp once its
+// wgmma reading the stage has completed). Q has the same pair, the empty side arriving once per
+// consumer warpgroup after its epilogue has stopped using the Q tile (the output is staged there).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/sm90/config.h"
+#include "cuda/sm90/ptx.h"
+
+namespace flashattn {
+namespace sm90 {
+
+constexpr int kConsumerWarps = kConsumerWarpgroups * kWarpgroupThreads / 32;
+
+// Position in a ring of kStages slots; the phase bit flips each time the ring wraps.
+template <int kStages>
+struct PipelineState {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) stage = 0, phase ^= 1;
+  }
+};
+
+template <class Cfg>
+struct SharedBarriers {
+  uint32_t base;  // shared address of the first mbarrier
+  __device__ __forceinline__ uint32_t q_full() const { return base; }
+  __device__ __forceinline__ uint32_t q_empty() const { return base + 8; }
+  __device__ __forceinline__ uint32_t k_full(int s) const { return base + 16 + 8 * s; }
+  __device__ __forceinline__ uint32_t k_empty(int s) const { return base + 16 + 8 * (Cfg::kStages + s); }
+  __device__ __forceinline__ uint32_t v_full(int s) const { return base + 16 + 8 * (2 * Cfg::kStages + s); }
+  __device__ __forceinline__ uint32_t v_empty(int s) const { return base + 16 + 8 * (3 * Cfg::kStages + s); }
+
+  __device__ __forceinline__ void init() const {
+    mbarrier_init(q_full(), 1);
+    mbarrier_init(q_empty(), kConsumerWarpgroups);
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(k_full(s), 1);
+      mbarrier_init(k_empty(s), kConsumerWarps);
+      mbarrier_init(v_full(s), 1);
+      mbarrier_init(v_empty(s), kConsumerWarps);
+    }
+    fence_barrier_init();
+  }
+};
+
+// Shared-memory addresses of the tiles (all 1024-byte aligned, see config.h).
+template <class Cfg>
+struct SharedTiles {
+  uint32_t base;
+  __device__ __forceinline__ uint32_t q_column(int c) const { return base + Cfg::kQOffset + c * Cfg::kQColumnBytes; }
+  __device__ __forceinline__ uint32_t k_column(int stage, int c) const {
+    return base + Cfg::kKOffset + stage * Cfg::kKVStageBytes + c * Cfg::kKVColumnBytes;
+  }
+  __device__ __forceinline__ uint32_t v_column(int stage, int c) const {
+    return base + Cfg::kVOffset + stage * Cfg::kKVStageBytes + c * Cfg::kKVColumnBytes;
+  }
+};
+
+}  // namespace sm90
+}  // namespace flashattn

@@ -1,0 +1,105 @@
+// The sm90 kernel set's entry points: which problems the FlashAttention-3 forward takes, and the
+// switch from run-time dtype / head dim to a compiled configuration. cmake/sm90.cmake defines
+// FLASHATTN_SM90_<DTYPE>_HDIM<D> for each instantiation it builds.
+#include <string>
+
+#include "cuda/kernel_sets.h"
+#include "cuda/sm90/config.h"
+
+namespace flashattn {
+namespace sm90 {
+template <class Cfg>
+Status launch_forward(const AttentionProblem& p);
+}  // namespace sm90
+
+namespace {
+
+template <typename Element>
+Status dispatch_head_dim(const AttentionProblem& p, bool run) {
+  constexpr bool kBf16 = std::is_same<Element, __nv_bfloat16>::value;
+  (void)kBf16;
+#define FLASHATTN_SM90_CASE(DT, HD)                                                                    \
+  if (p.headdim == HD && kBf16 == std::is_same<__nv_bfloat16, DT>::value) {                           \
+    return run ? sm90::launch_forward<sm90::KernelConfig<HD, DT>>(p) : Status::Ok();                  \
+  }
+#if defined(FLASHATTN_SM90_BF16_HDIM64)
+  FLASHATTN_SM90_CASE(__nv_bfloat16, 64)
+#endif
+#if defined(FLASHATTN_SM90_BF16_HDIM128)
+  FLASHATTN_SM90_CASE(__nv_bfloat16, 128)
+#endif
+#if defined(FLASHATTN_SM90_BF16_HDIM192)
+  FLASHATTN_SM90_CASE(__nv_bfloat16, 192)
+#endif
+#if defined(FLASHATTN_SM90_BF16_HDIM256)
+  FLASHATTN_SM90_CASE(__nv_bfloat16, 256)
+#endif
+#if defined(FLASHATTN_SM90_FP16_HDIM64)
+  FLASHATTN_SM90_CASE(__half, 64)
+#endif
+#if defined(FLASHATTN_SM90_FP16_HDIM128)
+  FLASHATTN_SM90_CASE(__half, 128)
+#endif
+#if defined(FLASHATTN_SM90_FP16_HDIM192)
+  FLASHATTN_SM90_CASE(__half, 192)
+#endif
+#if defined(FLASHATTN_SM90_FP16_HDIM256)
+  FLASHATTN_SM90_CASE(__half, 256)
+#endif
+#undef FLASHATTN_SM90_CASE
+  return Status::Unsupported("the sm90 forward kernel is not built for head dim " + std::to_string(p.headdim) +
+                             " with dtype " + dtype_name(p.dtype) + " (FLASHATTN_HDIMS / FLASHATTN_DTYPES)");
+}
+
+Status dispatch(const AttentionProblem& p, bool run) {
+  if (p.dtype == DType::kBFloat16) return dispatch_head_dim<__nv_bfloat16>(p, run);
+  if (p.dtype == DType::kFloat16) return dispatch_head_dim<__half>(p, run);
+  return Status::Unsupported(std::string("the sm90 forward kernel takes bf16 or fp16, not ") + dtype_name(p.dtype));
+}
+
+// TMA steps every dimension of extent > 1 by a positive multiple of 16 bytes.
+Status check_strides(const char* name, const Operand& op, int64_t rows, int heads, int batch, bool varlen,
+                     int elem_bytes) {
+  const struct {
+    const char* what;
+    int64_t stride, extent;
+  } dims[3] = {{"row", op.row_stride, rows}, {"head", op.head_stride, heads}, {"batch", op.batch_stride, varlen ? 1 : batch}};
+  for (const auto& d : dims) {
+    if (d.extent > 1 && (d.stride <= 0 || (d.stride * elem_bytes) % 16 != 0)) {
+      return Status::Unsupported(std::string("the sm90 forward kernel needs positive 16-byte multiple strides; ") + name +
+                                 " has " + d.what + " stride " + std::to_string(d.stride));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status sm90_supports_forward(const AttentionProblem& p) {
+  if (p.alibi_slopes != nullptr) return Status::Unsupported("the sm90 forward kernel does not implement ALiBi");
+  if (p.score.softcap <= 0.0f && !(p.score.scale > 0.0f)) {
+    return Status::Unsupported("the sm90 forward kernel needs a positive softmax_scale without softcap; got " +
+                               std::to_string(p.score.scale));
+  }
+  Status s = dispatch(p, false);
+  if (!s.ok()) return s;
+  const bool varlen = p.varlen();
+  const int eb = dtype_size(p.dtype);
+  const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
+  if (!(s = check_strides("q", p.q, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
+  if (!(s = check_strides("k", p.k, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
+  if (!(s = check_strides("v", p.v, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
+  if (!(s = check_strides("out", p.out, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
+  if (rows_q > (int64_t(1) << 31) - sm90::kBlockM || rows_k > (int64_t(1) << 31) - 256) {
+    return Status::Unsupported("the sm90 forward kernel indexes rows with 32-bit TMA coordinates; too many rows");
+  }
+  return Status::Ok();
+}
+
+Status sm90_forward(const AttentionProblem& p) {
+  Status s = sm90_supports_forward(p);
+  if (!s.ok()) return s;
+  return dispatch(p, true);
+}
+
+}  // namespace flashattn

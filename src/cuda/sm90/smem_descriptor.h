@@ -1,0 +1,40 @@
+// wgmma shared-memory matrix descriptors for tiles stored as 64-element columns with the 128-byte
+// swizzle TMA writes (see config.h). Two operand orientations occur:
+//   K-major (Q and K for S = Q K^T): rows of the operand are 128-byte lines, 8-line groups sit
+//     kSwizzleAtomBytes apart; stepping 16 elements along K adds 32 bytes to the start address.
+//   MN-major (V for O += P V, transposed B): N runs along the lines, the next 64 N sit one column
+//     (kBlockN lines) further, K (keys) runs down the lines in 8-line groups.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/sm90/config.h"
+
+namespace flashattn {
+namespace sm90 {
+
+constexpr uint64_t kSwizzle128BLayout = uint64_t(1) << 62;
+
+// Fields are in 16-byte units: start address bits 0-13, leading byte offset 16-29, stride
+// byte offset 32-45. Tiles are 1024-byte aligned, so the base-offset field stays 0.
+__device__ __forceinline__ uint64_t make_smem_descriptor(uint32_t address, uint32_t leading_bytes,
+                                                         uint32_t stride_bytes) {
+  return uint64_t((address & 0x3FFFF) >> 4) | (uint64_t((leading_bytes >> 4) & 0x3FFF) << 16) |
+         (uint64_t((stride_bytes >> 4) & 0x3FFF) << 32) | kSwizzle128BLayout;
+}
+
+// The leading byte offset is unused for swizzled K-major operands; 16 bytes is the conventional value.
+__device__ __forceinline__ uint64_t k_major_descriptor(uint32_t address) {
+  return make_smem_descriptor(address, 16, kSwizzleAtomBytes);
+}
+
+__device__ __forceinline__ uint64_t mn_major_descriptor(uint32_t address, uint32_t column_bytes) {
+  return make_smem_descriptor(address, column_bytes, kSwizzleAtomBytes);
+}
+
+// The start address lives in the low bits in 16-byte units and never carries out of its 14
+// bits (shared memory is below 256 KB), so advancing a descriptor is an addition.
+__device__ __forceinline__ uint64_t advance_descriptor(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
+}  // namespace sm90
+}  // namespace flashattn

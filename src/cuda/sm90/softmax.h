@@ -1,0 +1,113 @@
+// Online softmax over one consumer thread's two rows of S, in base 2 with the scale folded into
+// one multiply-add per element. Row sums stay per-thread partial sums until the end (every
+// thread of a row rescales by the same factor), so the loop needs shuffles only for the max.
+#pragma once
+
+#include <cmath>
+
+#include "cuda/sm90/block_range.h"
+#include "cuda/sm90/fragment.h"
+#include "cuda/sm90/ptx.h"
+
+namespace flashattn {
+namespace sm90 {
+
+template <int kBlockN>
+struct OnlineSoftmax {
+  static constexpr int kAccum = kBlockN / 2;
+  float row_max[2];  // of the transformed score (dot, or tanh of it), before the log2 scale
+  float row_sum[2];  // this thread's share of the row's sum of exp2
+  float rescale[2];  // factor for O after the last update
+
+  __device__ __forceinline__ void reset() {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) row_max[h] = -INFINITY, row_sum[h] = 0.0f, rescale[h] = 1.0f;
+  }
+
+  // Soft cap: s = tanh(dot * scale / cap); the cap and log2(e) are in score_log2.
+  __device__ __forceinline__ static void apply_softcap(float (&s)[kAccum], float score_pre) {
+#pragma unroll
+    for (int i = 0; i < kAccum; ++i) s[i] = tanhf(s[i] * score_pre);
+  }
+
+  // Sets masked scores to -inf. Row and column of register 4i + 2h + e: see fragment.h.
+  __device__ __forceinline__ static void apply_mask(float (&s)[kAccum], const KernelParams& p,
+                                                    const SequenceInfo& seq, int tile_row0, int n_block,
+                                                    FragmentPosition pos) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = tile_row0 + pos.row0 + 8 * h;
+      int hi = seq.len_k;
+      if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1);
+      const int lo = p.window_left >= 0 ? row + seq.diag() - p.window_left : INT_MIN;
+#pragma unroll
+      for (int i = 0; i < kBlockN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = n_block * kBlockN + 8 * i + pos.col0 + e;
+          if (col >= hi || col < lo) s[4 * i + 2 * h + e] = -INFINITY;
+        }
+      }
+    }
+  }
+
+  // Turns S into unnormalised probabilities exp2(s * score_log2 - max * score_log2), updating the
+  // running max and sums; rescale[] is what O, built against the old max, must be multiplied by.
+  __device__ __forceinline__ void update(float (&s)[kAccum], float score_log2) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m = row_max[h];
+#pragma unroll
+      for (int i = 0; i < kBlockN / 8; ++i) m = fmaxf(m, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      // A row that has seen only masked keys keeps max -inf; subtracting 0 instead keeps exp2 at
+      // exp2(-inf) = 0 rather than NaN.
+      const float m_scaled = m == -INFINITY ? 0.0f : m * score_log2;
+      rescale[h] = fast_exp2(row_max[h] * score_log2 - m_scaled);
+      row_max[h] = m;
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kBlockN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[4 * i + 2 * h + e];
+          x = fast_exp2(fmaf(x, score_log2, -m_scaled));
+          sum += x;
+        }
+      }
+      row_sum[h] = row_sum[h] * rescale[h] + sum;
+    }
+  }
+
+  template <int kOAccum>
+  __device__ __forceinline__ void rescale_output(float (&o)[kOAccum]) const {
+#pragma unroll
+    for (int i = 0; i < kOAccum / 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        o[4 * i + 2 * h] *= rescale[h];
+        o[4 * i + 2 * h + 1] *= rescale[h];
+      }
+    }
+  }
+
+  // Completes the row sums across the quad, applies the single final 1/l to O and returns the
+  // natural-log logsumexp per row (-inf for a row that saw no key; its O is 0).
+  template <int kOAccum>
+  __device__ __forceinline__ void finalize(float (&o)[kOAccum], float score_log2, float (&lse)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = row_sum[h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const bool seen = l > 0.0f;
+      rescale[h] = seen ? 1.0f / l : 0.0f;
+      lse[h] = seen ? (row_max[h] * score_log2 + __log2f(l)) * 0.6931471805599453f : -INFINITY;
+    }
+    rescale_output(o);
+  }
+};
+
+}  // namespace sm90
+}  // namespace flashattn

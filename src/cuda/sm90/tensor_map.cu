@@ -1,0 +1,72 @@
+#include "cuda/sm90/tensor_map.h"
+
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <string>
+
+#include "cuda/sm90/config.h"
+
+namespace flashattn {
+namespace sm90 {
+namespace {
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+Status encoder(EncodeTiled* fn) {
+  static EncodeTiled cached = nullptr;
+  static Status status;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    // 12000: the ABI of cuTensorMapEncodeTiled has not changed since CUDA 12.0.
+    cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &found);
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || ptr == nullptr) {
+      status = Status::Runtime(std::string("cuTensorMapEncodeTiled is unavailable from the driver: ") +
+                               cudaGetErrorString(err));
+      return;
+    }
+    cached = reinterpret_cast<EncodeTiled>(ptr);
+  });
+  *fn = cached;
+  return status;
+}
+
+// TMA wants byte strides that are multiples of 16; a dimension of extent 1 is never stepped, so
+// its stride (which the API leaves unchecked) is replaced by a harmless one.
+cuuint64_t byte_stride(int64_t elements, int64_t extent, int elem_bytes) {
+  const int64_t bytes = elements * elem_bytes;
+  return extent <= 1 ? cuuint64_t(16) : cuuint64_t(bytes);
+}
+
+}  // namespace
+
+Status encode_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows, int heads,
+                          int batch, bool varlen, int box_rows) {
+  EncodeTiled encode = nullptr;
+  Status s = encoder(&encode);
+  if (!s.ok()) return s;
+  const int eb = dtype_size(dtype);
+  const CUtensorMapDataType type =
+      dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint32_t rank = varlen ? 3 : 4;
+  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {byte_stride(op.row_stride, rows, eb), byte_stride(op.head_stride, heads, eb),
+                                 byte_stride(op.batch_stride, batch, eb)};
+  const cuuint32_t box[4] = {cuuint32_t(kColumnElems), cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode(map, type, rank, op.data, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return Status::Runtime("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(int(r)) +
+                           " (headdim " + std::to_string(headdim) + ", rows " + std::to_string(rows) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sm90
+}  // namespace flashattn

@@ -1,0 +1,20 @@
+// Host side: TMA tensor maps for the attention operands, encoded by the driver's
+// cuTensorMapEncodeTiled, which is reached through cudaGetDriverEntryPointByVersion so that the
+// library links only the CUDA runtime.
+#pragma once
+
+#include <cuda.h>
+
+#include "problem.h"
+
+namespace flashattn {
+namespace sm90 {
+
+// A map over one operand whose boxes are 64 columns by `box_rows` rows, written to / read from
+// shared memory with the 128-byte swizzle. Fixed length: dims (headdim, rows, heads, batch);
+// variable length: (headdim, total rows, heads).
+Status encode_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows, int heads,
+                          int batch, bool varlen, int box_rows);
+
+}  // namespace sm90
+}  // namespace flashattn

@@ -1,0 +1,396 @@
+// The sm90 (FlashAttention-3) forward against the fp64 CPU reference. Every case draws fresh
+// random inputs, poisons the outputs (NaN bytes, padding included) and checks O, the logsumexp,
+// that no element was left unwritten, and that no byte outside the output's elements changed.
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/kernel_sets.h"
+#include "flashattn/flashattn.h"
+#include "problem.h"
+
+namespace {
+
+using namespace flashattn;
+
+bool sm90_device_present(std::string* why) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    *why = "no CUDA device";
+    return false;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  if (prop.major != 9) {
+    *why = std::string("device 0 (") + prop.name + ") is not sm90";
+    return false;
+  }
+  return true;
+}
+
+#define SKIP_UNLESS_SM90()                              \
+  do {                                                  \
+    std::string why;                                    \
+    if (!sm90_device_present(&why)) GTEST_SKIP() << why; \
+  } while (0)
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+enum class Layout { kPacked, kPadded, kHeadMajor };
+
+struct Case {
+  std::string name;
+  DType dtype = DType::kBFloat16;
+  int batch = 1, seqlen_q = 128, seqlen_k = 128, heads_q = 2, heads_kv = 2, headdim = 128;
+  bool causal = false;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  std::vector<int> lens_q, lens_k;  // variable length when non-empty
+  Layout layout = Layout::kPacked;
+  bool with_lse = true;
+  bool varlen() const { return !lens_q.empty(); }
+};
+
+// Element strides of a (batch, row, head, dim) operand; dim is always contiguous.
+struct Strides {
+  int64_t batch = 0, row = 0, head = 0;
+};
+
+Strides make_strides(Layout layout, int64_t rows, int heads, int d) {
+  Strides s;
+  switch (layout) {
+    case Layout::kPacked: s.head = d, s.row = int64_t(heads) * d, s.batch = rows * s.row; break;
+    case Layout::kPadded: s.head = d + 8, s.row = int64_t(heads) * (d + 8) + 16, s.batch = rows * s.row + 64; break;
+    case Layout::kHeadMajor: s.row = d, s.head = rows * d, s.batch = int64_t(heads) * rows * d; break;
+  }
+  return s;
+}
+
+// A strided 16-bit operand on host and device plus its exact fp32 copy, packed (batch, row, head, dim).
+struct Operand16 {
+  int batch = 0, heads = 0, d = 0;
+  int64_t rows = 0;  // per batch entry (fixed) or in total (varlen)
+  bool varlen = false;
+  Strides st;
+  std::vector<uint16_t> host;
+  std::vector<float> packed;
+  void* device = nullptr;
+
+  int64_t offset(int b, int64_t r, int h) const { return (varlen ? 0 : b * st.batch) + r * st.row + h * st.head; }
+  int64_t storage() const { return (varlen ? 0 : (batch - 1) * st.batch) + (rows - 1) * st.row + (heads - 1) * st.head + d; }
+  int64_t packed_index(int b, int64_t r, int h, int c) const {
+    return ((int64_t(varlen ? 0 : b) * rows + r) * heads + h) * d + c;
+  }
+  int entries() const { return varlen ? 1 : batch; }
+
+  TensorView view(void* data, DType dtype, Device dev) const {
+    TensorView t;
+    t.data = data, t.dtype = dtype, t.device = dev;
+    if (varlen) {
+      t.ndim = 3;
+      const int64_t shape[3] = {rows, heads, d}, stride[3] = {st.row, st.head, 1};
+      for (int i = 0; i < 3; ++i) t.shape[i] = shape[i], t.stride[i] = stride[i];
+    } else {
+      t.ndim = 4;
+      const int64_t shape[4] = {batch, rows, heads, d}, stride[4] = {st.batch, st.row, st.head, 1};
+      for (int i = 0; i < 4; ++i) t.shape[i] = shape[i], t.stride[i] = stride[i];
+    }
+    return t;
+  }
+  TensorView packed_view(float* data) const {
+    Operand16 p = *this;
+    p.st = make_strides(Layout::kPacked, rows, heads, d);
+    return p.view(data, DType::kFloat32, Device::kCPU);
+  }
+};
+
+uint16_t to_bits(float x, DType dt) {
+  uint16_t b;
+  if (dt == DType::kBFloat16) {
+    __nv_bfloat16 v = __float2bfloat16(x);
+    std::memcpy(&b, &v, 2);
+  } else {
+    __half v = __float2half(x);
+    std::memcpy(&b, &v, 2);
+  }
+  return b;
+}
+float from_bits(uint16_t b, DType dt) {
+  if (dt == DType::kBFloat16) {
+    __nv_bfloat16 v;
+    std::memcpy(&v, &b, 2);
+    return __bfloat162float(v);
+  }
+  __half v;
+  std::memcpy(&v, &b, 2);
+  return __half2float(v);
+}
+
+void make_operand(Operand16* op, const Case& c, int64_t rows, int heads, std::mt19937* rng, bool random) {
+  op->batch = c.batch, op->heads = heads, op->d = c.headdim, op->rows = rows, op->varlen = c.varlen();
+  op->st = make_strides(c.layout, rows, heads, c.headdim);
+  const int64_t n = std::max<int64_t>(op->storage(), 1);
+  op->host.assign(n, 0xFFFF);  // NaN in bf16 and fp16: the poison of outputs and of padding
+  op->packed.assign(int64_t(op->entries()) * rows * heads * c.headdim, 0.0f);
+  std::normal_distribution<float> normal;
+  if (random) {
+    for (int b = 0; b < op->entries(); ++b)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h)
+          for (int k = 0; k < c.headdim; ++k) {
+            const uint16_t bits = to_bits(normal(*rng), c.dtype);
+            op->host[op->offset(b, r, h) + k] = bits;
+            op->packed[op->packed_index(b, r, h, k)] = from_bits(bits, c.dtype);
+          }
+  }
+}
+
+struct DeviceBuffers {
+  std::vector<void*> ptrs;
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 16)) != cudaSuccess) return nullptr;
+    ptrs.push_back(p);
+    return p;
+  }
+  ~DeviceBuffers() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+};
+
+double tolerance(DType dt) { return dt == DType::kBFloat16 ? 1e-2 : 2e-3; }
+
+// direct: call sm90_forward itself (proves this kernel ran) instead of the public API.
+void run_case(const Case& c, uint32_t seed, bool direct = false) {
+  std::mt19937 rng(seed);
+  const bool varlen = c.varlen();
+  std::vector<int32_t> cu_q(1, 0), cu_k(1, 0);
+  int max_q = c.seqlen_q, max_k = c.seqlen_k;
+  if (varlen) {
+    max_q = max_k = 0;
+    for (size_t b = 0; b < c.lens_q.size(); ++b) {
+      cu_q.push_back(cu_q.back() + c.lens_q[b]);
+      cu_k.push_back(cu_k.back() + c.lens_k[b]);
+      max_q = std::max(max_q, c.lens_q[b]);
+      max_k = std::max(max_k, c.lens_k[b]);
+    }
+  }
+  Case cc = c;
+  if (varlen) cc.batch = int(c.lens_q.size());
+  const int64_t rows_q = varlen ? cu_q.back() : c.seqlen_q, rows_k = varlen ? cu_k.back() : c.seqlen_k;
+  Operand16 q, k, v, o;
+  make_operand(&q, cc, rows_q, c.heads_q, &rng, true);
+  make_operand(&k, cc, rows_k, c.heads_kv, &rng, true);
+  make_operand(&v, cc, rows_k, c.heads_kv, &rng, true);
+  make_operand(&o, cc, rows_q, c.heads_q, &rng, false);
+  const int64_t lse_count = int64_t(q.entries()) * c.heads_q * rows_q;
+
+  // Reference: the fp64 oracle on exact fp32 copies of the inputs.
+  std::vector<float> ref_o(o.packed.size()), ref_lse(lse_count);
+  AttentionParams prm;
+  prm.causal = c.causal, prm.window_left = c.window_left, prm.window_right = c.window_right, prm.softcap = c.softcap;
+  ForwardArgs ref;
+  ref.q = q.packed_view(q.packed.data()), ref.k = k.packed_view(k.packed.data()), ref.v = v.packed_view(v.packed.data());
+  ref.out = o.packed_view(ref_o.data());
+  ref.lse = varlen ? make_tensor(ref_lse.data(), DType::kFloat32, {c.heads_q, rows_q})
+                   : make_tensor(ref_lse.data(), DType::kFloat32, {cc.batch, c.heads_q, rows_q});
+  if (varlen) {
+    prm.cu_seqlens_q = make_tensor(cu_q.data(), DType::kInt32, {int64_t(cu_q.size())});
+    prm.cu_seqlens_k = make_tensor(cu_k.data(), DType::kInt32, {int64_t(cu_k.size())});
+    prm.max_seqlen_q = max_q, prm.max_seqlen_k = max_k;
+  }
+  prm.backend = Backend::kCPUReference;
+  Status s = forward(ref, prm);
+  ASSERT_TRUE(s.ok()) << "reference: " << s.message;
+
+  DeviceBuffers mem;
+  auto upload = [&](Operand16& op) {
+    op.device = mem.alloc(op.host.size() * 2);
+    return cudaMemcpy(op.device, op.host.data(), op.host.size() * 2, cudaMemcpyHostToDevice);
+  };
+  CUDA_OK(upload(q));
+  CUDA_OK(upload(k));
+  CUDA_OK(upload(v));
+  CUDA_OK(upload(o));  // all 0xFFFF: NaN poison, padding included
+  float* d_lse = static_cast<float*>(mem.alloc(lse_count * 4));
+  CUDA_OK(cudaMemset(d_lse, 0xFF, lse_count * 4));
+  int32_t* d_cu_q = nullptr;
+  int32_t* d_cu_k = nullptr;
+  if (varlen) {
+    d_cu_q = static_cast<int32_t*>(mem.alloc(cu_q.size() * 4));
+    d_cu_k = static_cast<int32_t*>(mem.alloc(cu_k.size() * 4));
+    CUDA_OK(cudaMemcpy(d_cu_q, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_cu_k, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice));
+  }
+
+  ForwardArgs dev;
+  dev.q = q.view(q.device, c.dtype, Device::kCUDA);
+  dev.k = k.view(k.device, c.dtype, Device::kCUDA);
+  dev.v = v.view(v.device, c.dtype, Device::kCUDA);
+  dev.out = o.view(o.device, c.dtype, Device::kCUDA);
+  if (c.with_lse) {
+    dev.lse = varlen ? make_tensor(d_lse, DType::kFloat32, {c.heads_q, rows_q}, Device::kCUDA)
+                     : make_tensor(d_lse, DType::kFloat32, {cc.batch, c.heads_q, rows_q}, Device::kCUDA);
+  }
+  if (varlen) {
+    prm.cu_seqlens_q = make_tensor(d_cu_q, DType::kInt32, {int64_t(cu_q.size())}, Device::kCUDA);
+    prm.cu_seqlens_k = make_tensor(d_cu_k, DType::kInt32, {int64_t(cu_k.size())}, Device::kCUDA);
+  }
+  prm.backend = Backend::kCUDA;
+  if (direct) {
+    AttentionProblem p;
+    p.dtype = c.dtype, p.device = Device::kCUDA, p.batch = cc.batch, p.nheads_q = c.heads_q, p.nheads_kv = c.heads_kv;
+    p.headdim = c.headdim, p.seqlen_q = max_q, p.seqlen_k = max_k, p.total_q = rows_q * q.entries(),
+    p.total_k = rows_k * k.entries();
+    auto operand = [](const Operand16& op) {
+      return flashattn::Operand{op.device, op.varlen ? 0 : op.st.batch, op.st.row, op.st.head};
+    };
+    p.q = operand(q), p.k = operand(k), p.v = operand(v), p.out = operand(o);
+    p.lse = d_lse, p.lse_batch_stride = int64_t(c.heads_q) * rows_q, p.lse_head_stride = rows_q, p.lse_row_stride = 1;
+    p.score.scale = 1.0f / std::sqrt(float(c.headdim)), p.score.softcap = c.softcap;
+    p.mask.window_left = c.window_left, p.mask.window_right = c.causal ? 0 : c.window_right;
+    ASSERT_FALSE(varlen) << "the direct call builds fixed-length problems only";
+    s = sm90_supports_forward(p);
+    ASSERT_TRUE(s.ok()) << s.message;
+    s = sm90_forward(p);
+  } else {
+    s = forward(dev, prm);
+  }
+  ASSERT_TRUE(s.ok()) << s.message;
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint16_t> out_bits(o.host.size());
+  std::vector<float> lse(lse_count);
+  CUDA_OK(cudaMemcpy(out_bits.data(), o.device, out_bits.size() * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(lse.data(), d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+
+  std::vector<char> is_element(out_bits.size(), 0);
+  double err2 = 0, ref2 = 0, max_err = 0;
+  int64_t unwritten = 0, bad_masked = 0;
+  for (int b = 0; b < o.entries(); ++b)
+    for (int64_t r = 0; r < rows_q; ++r)
+      for (int h = 0; h < c.heads_q; ++h)
+        for (int kk = 0; kk < c.headdim; ++kk) {
+          const int64_t off = o.offset(b, r, h) + kk;
+          is_element[off] = 1;
+          const float got = from_bits(out_bits[off], c.dtype);
+          const float want = ref_o[o.packed_index(b, r, h, kk)];
+          if (std::isnan(got)) {
+            ++unwritten;
+            continue;
+          }
+          err2 += double(got - want) * (got - want);
+          ref2 += double(want) * want;
+          max_err = std::max(max_err, double(std::fabs(got - want)));
+        }
+  int64_t clobbered = 0;
+  for (size_t i = 0; i < out_bits.size(); ++i) clobbered += !is_element[i] && out_bits[i] != 0xFFFF;
+  const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  EXPECT_EQ(unwritten, 0) << "output elements left NaN";
+  EXPECT_EQ(clobbered, 0) << "bytes outside the output's elements were written";
+  EXPECT_LE(rel, tolerance(c.dtype)) << "relative L2 error of O; max abs error " << max_err;
+  if (c.with_lse) {
+    double lse_err = 0;
+    for (int64_t i = 0; i < lse_count; ++i) {
+      if (std::isinf(ref_lse[i])) {
+        bad_masked += !(std::isinf(lse[i]) && lse[i] < 0);
+      } else if (!(std::fabs(lse[i] - ref_lse[i]) <= 2e-3 * (1.0 + std::fabs(ref_lse[i])))) {
+        lse_err = std::max(lse_err, std::isnan(lse[i]) ? INFINITY : double(std::fabs(lse[i] - ref_lse[i])));
+      }
+    }
+    EXPECT_EQ(lse_err, 0.0) << "logsumexp off by up to " << lse_err;
+    EXPECT_EQ(bad_masked, 0) << "rows that see no key must have lse -inf";
+  }
+}
+
+class Sm90Forward : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90Forward, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  for (uint32_t seed : {1u, 2u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    run_case(c, seed + 977u * uint32_t(c.name.size()));
+  }
+}
+
+Case make(std::string name, DType dt, int d, int b, int sq, int sk, int hq, int hkv) {
+  Case c;
+  c.name = std::move(name), c.dtype = dt, c.headdim = d, c.batch = b, c.seqlen_q = sq, c.seqlen_k = sk;
+  c.heads_q = hq, c.heads_kv = hkv;
+  return c;
+}
+
+std::vector<Case> cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  for (DType dt : {bf, fp}) {
+    const std::string t = dt == bf ? "bf16" : "fp16";
+    for (int d : {64, 128, 192, 256}) {
+      v.push_back(make("small_d" + std::to_string(d) + "_" + t, dt, d, 2, 256, 256, 3, 3));
+      v.push_back(make("ragged_d" + std::to_string(d) + "_" + t, dt, d, 2, 200, 333, 2, 2));
+      Case c = make("causal_d" + std::to_string(d) + "_" + t, dt, d, 2, 300, 300, 2, 1);
+      c.causal = true;
+      v.push_back(c);
+    }
+  }
+  Case c;
+  c = make("causal_short_q_bf16", bf, 128, 2, 100, 333, 2, 2), c.causal = true, v.push_back(c);
+  c = make("causal_long_q_masked_rows_bf16", bf, 128, 2, 333, 100, 2, 2), c.causal = true, v.push_back(c);
+  c = make("causal_long_q_masked_rows_fp16", fp, 64, 1, 400, 70, 2, 2), c.causal = true, v.push_back(c);
+  c = make("window_64_0_bf16", bf, 128, 2, 400, 400, 2, 2), c.window_left = 64, c.window_right = 0, v.push_back(c);
+  c = make("window_32_48_fp16", fp, 64, 2, 300, 450, 2, 2), c.window_left = 32, c.window_right = 48, v.push_back(c);
+  c = make("window_0_0_bf16", bf, 256, 1, 200, 200, 2, 2), c.window_left = 0, c.window_right = 0, v.push_back(c);
+  c = make("window_left_only_bf16", bf, 128, 1, 500, 300, 2, 1), c.window_left = 20, v.push_back(c);
+  c = make("softcap_bf16", bf, 128, 2, 256, 300, 2, 2), c.softcap = 30.0f, v.push_back(c);
+  c = make("softcap_small_cap_fp16", fp, 64, 2, 200, 256, 2, 2), c.softcap = 2.0f, v.push_back(c);
+  c = make("gqa_4to1_bf16", bf, 128, 2, 256, 256, 8, 2), v.push_back(c);
+  c = make("mqa_fp16", fp, 128, 1, 200, 300, 6, 1), v.push_back(c);
+  c = make("padded_strides_bf16", bf, 128, 2, 200, 300, 4, 2), c.layout = Layout::kPadded, v.push_back(c);
+  c = make("head_major_fp16", fp, 64, 2, 300, 200, 2, 2), c.layout = Layout::kHeadMajor, c.causal = true, v.push_back(c);
+  c = make("no_lse_bf16", bf, 128, 1, 256, 256, 2, 2), c.with_lse = false, v.push_back(c);
+  c = make("varlen_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {100, 1, 257, 130, 64}, c.lens_k = {200, 50, 257, 5, 128}, v.push_back(c);
+  c = make("varlen_causal_gqa_fp16", fp, 64, 0, 0, 0, 4, 1);
+  c.lens_q = {300, 17, 128, 0, 40}, c.lens_k = {300, 90, 100, 20, 0}, c.causal = true, v.push_back(c);
+  c = make("varlen_window_d256_bf16", bf, 256, 0, 0, 0, 2, 2);
+  c.lens_q = {150, 260}, c.lens_k = {150, 300}, c.window_left = 40, c.window_right = 10, v.push_back(c);
+  c = make("varlen_padded_softcap_bf16", bf, 192, 0, 0, 0, 2, 1);
+  c.lens_q = {90, 200}, c.lens_k = {333, 129}, c.layout = Layout::kPadded, c.softcap = 20.0f, v.push_back(c);
+  // More tiles than SMs, so each persistent CTA walks several tiles.
+  c = make("persistent_many_tiles_bf16", bf, 64, 8, 256, 256, 16, 4), v.push_back(c);
+  c = make("persistent_causal_bf16", bf, 128, 4, 640, 640, 8, 8), c.causal = true, v.push_back(c);
+  c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
+  c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90Forward, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(Sm90ForwardDirect, KernelRunsThroughKernelSet) {
+  SKIP_UNLESS_SM90();
+  Case c = make("direct", DType::kBFloat16, 128, 2, 300, 300, 4, 2);
+  c.causal = true;
+  run_case(c, 7, /*direct=*/true);
+}
+
+TEST(Sm90ForwardDirect, RefusesAlibi) {
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16, p.headdim = 128;
+  float slope = 0.5f;
+  p.alibi_slopes = &slope;
+  Status s = sm90_supports_forward(p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("ALiBi"), std::string::npos) << s.message;
+}
+
+}  // namespace
