@@ -163,7 +163,10 @@ int run_bench(ArgList& args) {
     progress.begin(shape.label());
     for (BenchRow& r : bench_shape(shape, c.options)) {
       failed |= (!r.error.empty() && !r.unsupported) || too_inaccurate(r);
-      if (c.json) std::cout << row_json(r) << std::endl;
+      if (c.json) {
+        progress.clear_line();
+        std::cout << row_json(r) << std::endl;
+      }
       rows.push_back(std::move(r));
     }
     progress.end();

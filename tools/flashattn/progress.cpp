@@ -33,6 +33,12 @@ void ProgressBar::begin(const std::string& label) {
 
 void ProgressBar::end() { ++done_; }
 
+void ProgressBar::clear_line() {
+  if (!enabled_ || !tty_) return;
+  std::fprintf(stderr, "\r\x1b[K");
+  std::fflush(stderr);
+}
+
 void ProgressBar::draw(const std::string& label) {
   const int filled = total_ > 0 ? kBarWidth * done_ / total_ : kBarWidth;
   std::string bar(static_cast<size_t>(filled), '#');
@@ -46,10 +52,7 @@ void ProgressBar::draw(const std::string& label) {
 void ProgressBar::finish() {
   if (finished_) return;
   finished_ = true;
-  if (enabled_ && tty_) {
-    std::fprintf(stderr, "\r\x1b[K");
-    std::fflush(stderr);
-  }
+  clear_line();
 }
 
 }  // namespace cli

@@ -13,6 +13,7 @@ class ProgressBar {
   ~ProgressBar();
   void begin(const std::string& label);  // step about to start
   void end();                            // step finished
+  void clear_line();                     // before writing to a stdout that shares the terminal
   void finish();                         // clears the bar
 
  private:
