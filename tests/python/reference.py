@@ -6,12 +6,12 @@ import math
 import torch
 
 
-def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, scale=None):
-    """q (B, Sq, H, D), k/v (B, Sk, Hk, D) -> out (B, Sq, H, D) float64, lse (B, H, Sq) float64."""
+def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, scale=None, dtype=torch.float64):
+    """q (B, Sq, H, D), k/v (B, Sk, Hk, D) -> out (B, Sq, H, D), lse (B, H, Sq), computed in dtype."""
     batch, seqlen_q, nheads, headdim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(headdim) if scale is None else scale
-    q, k, v = (t.double() for t in (q, k, v))
+    q, k, v = (t.to(dtype) for t in (q, k, v))
     k = k.repeat_interleave(nheads // nheads_k, dim=2)
     v = v.repeat_interleave(nheads // nheads_k, dim=2)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
@@ -21,7 +21,7 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, s
     j = torch.arange(seqlen_k, device=q.device).view(1, -1)
     diagonal = i + seqlen_k - seqlen_q
     if alibi is not None:
-        slopes = alibi.double().reshape(-1, nheads, 1, 1)
+        slopes = alibi.to(dtype).reshape(-1, nheads, 1, 1)
         s = s - slopes * (diagonal - j).abs()
     visible = torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=q.device)
     right = 0 if causal else window[1]

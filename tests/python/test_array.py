@@ -1,0 +1,80 @@
+"""flashattn.array on NumPy arrays (CPU) and, where a GPU exists, on CUDA arrays via DLPack."""
+
+import numpy as np
+import pytest
+import torch
+
+from flashattn import array
+from reference import attention, cu_seqlens, varlen_attention
+
+
+def np_inputs(shape_q, shape_k, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape_q).astype(dtype), rng.standard_normal(shape_k).astype(dtype),
+            rng.standard_normal(shape_k).astype(dtype))
+
+
+def test_numpy_forward_backward():
+    q, k, v = np_inputs((2, 30, 4, 32), (2, 40, 2, 32))
+    out, lse = array.forward(q, k, v, causal=True, softcap=3.0, return_lse=True)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32 and lse.shape == (2, 4, 30)
+    tq, tk, tv = (torch.from_numpy(a).double().requires_grad_() for a in (q, k, v))
+    ref, ref_lse = attention(tq, tk, tv, causal=True, softcap=3.0)
+    np.testing.assert_allclose(out, ref.detach().numpy(), atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(lse, ref_lse.detach().numpy(), atol=1e-5, rtol=1e-4)
+
+    dout = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)
+    dq, dk, dv = array.backward(dout, q, k, v, out, lse, causal=True, softcap=3.0)
+    expected = torch.autograd.grad(ref, (tq, tk, tv), torch.from_numpy(dout).double())
+    for actual, exp in zip((dq, dk, dv), expected):
+        np.testing.assert_allclose(actual, exp.numpy(), atol=1e-4, rtol=1e-3)
+
+
+def test_numpy_float16_and_read_only_inputs():
+    q, k, v = np_inputs((1, 16, 2, 64), (1, 16, 2, 64), dtype=np.float16)
+    for a in (q, k, v):
+        a.setflags(write=False)
+    out = array.forward(q, k, v)
+    ref, _ = attention(*(torch.from_numpy(a.copy()) for a in (q, k, v)))
+    assert out.dtype == np.float16
+    np.testing.assert_allclose(out.astype(np.float64), ref.numpy(), atol=1e-2)
+
+
+def test_numpy_varlen_and_reference_backend():
+    lengths = [4, 9, 1]
+    q, k, v = np_inputs((14, 2, 16), (14, 2, 16))
+    cu = cu_seqlens(lengths).numpy()
+    out = array.forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=9, max_seqlen_k=9, causal=True)
+    oracle = array.forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True, backend="cpu_reference")
+    ref, _ = varlen_attention(*(torch.from_numpy(a) for a in (q, k, v)), torch.from_numpy(cu), torch.from_numpy(cu),
+                              causal=True)
+    np.testing.assert_allclose(out, ref.numpy(), atol=1e-5)
+    np.testing.assert_allclose(oracle, ref.numpy(), atol=1e-6)
+
+
+def test_caller_provided_output_and_errors():
+    q, k, v = np_inputs((1, 8, 2, 16), (1, 8, 2, 16))
+    out = np.zeros_like(q)
+    assert array.forward(q, k, v, out=out) is out and np.abs(out).sum() > 0
+    with pytest.raises(TypeError, match="float64"):
+        array.forward(q.astype(np.float64), k, v)
+    with pytest.raises(ValueError, match="backend"):
+        array.forward(q, k, v, backend="tpu")
+    with pytest.raises(ValueError, match="last-dimension stride"):
+        array.forward(np.asfortranarray(q), k, v)
+    with pytest.raises(TypeError, match="DLPack"):
+        array.forward([1.0], k, v)
+
+
+@pytest.mark.gpu
+def test_cuda_arrays_through_dlpack():
+    # torch CUDA tensors stand in for any CUDA DLPack producer; CuPy is tried when installed.
+    q, k, v = (torch.randn(2, 64, 4, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = array.forward(q, k, v, causal=True)
+    assert out.is_cuda and out.dtype == torch.bfloat16
+    ref, _ = attention(q.float(), k.float(), v.float(), causal=True)
+    torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=0)
+    cupy = pytest.importorskip("cupy")
+    cq, ck, cv = (cupy.from_dlpack(t) for t in (q, k, v))
+    cout = array.forward(cq, ck, cv, causal=True)
+    torch.testing.assert_close(torch.from_dlpack(cout), out)

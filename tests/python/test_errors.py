@@ -1,0 +1,115 @@
+"""Every invalid call raises a Python exception carrying the library's message; none crashes."""
+
+import pytest
+import torch
+
+from flashattn import flash_attn_func, flash_attn_varlen_func
+from reference import cu_seqlens
+
+
+def qkv(batch=2, seqlen=16, nheads=4, headdim=32, dtype=torch.float32):
+    return tuple(torch.randn(batch, seqlen, nheads, headdim, dtype=dtype) for _ in range(3))
+
+
+def test_float64_is_a_type_error():
+    q, k, v = qkv(dtype=torch.float64)
+    with pytest.raises(TypeError, match="argument 'q': dtype float64 is not supported"):
+        flash_attn_func(q, k, v)
+
+
+def test_mismatched_dtypes_are_a_type_error():
+    q, k, v = qkv()
+    with pytest.raises(TypeError, match="argument 'k': dtype is float16; expected float32"):
+        flash_attn_func(q, k.half(), v)
+
+
+def test_headdim_12_is_refused_not_padded():
+    q, k, v = qkv(headdim=12)
+    with pytest.raises(ValueError, match="head dimension 12 is not allowed"):
+        flash_attn_func(q, k, v)
+
+
+def test_headdim_above_256():
+    q, k, v = qkv(headdim=264, seqlen=4)
+    with pytest.raises(ValueError, match="head dimension 264"):
+        flash_attn_func(q, k, v)
+
+
+def test_bad_window():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="argument 'window_left': is -5"):
+        flash_attn_func(q, k, v, window_size=(-5, 0))
+    with pytest.raises(ValueError, match="window_size"):
+        flash_attn_func(q, k, v, window_size=3)
+
+
+def test_dropout_is_refused():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="dropout_p"):
+        flash_attn_func(q, k, v, dropout_p=0.1)
+
+
+def test_gqa_heads_must_divide():
+    q, _, _ = qkv(nheads=6)
+    _, k, v = qkv(nheads=4)
+    with pytest.raises(ValueError, match="does not divide"):
+        flash_attn_func(q, k, v)
+
+
+def test_wrong_rank():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="argument 'q': has 3 dimensions"):
+        flash_attn_func(q[0], k, v)
+
+
+def test_batch_mismatch():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="argument 'k': batch 1"):
+        flash_attn_func(q, k[:1], v[:1])
+
+
+def test_softcap_negative():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="argument 'softcap'"):
+        flash_attn_func(q, k, v, softcap=-1.0)
+
+
+def test_alibi_shape_and_dtype():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="argument 'alibi_slopes': shape"):
+        flash_attn_func(q, k, v, alibi_slopes=torch.ones(3))
+    with pytest.raises(TypeError, match="alibi_slopes"):
+        flash_attn_func(q, k, v, alibi_slopes=torch.ones(4, dtype=torch.float16))
+
+
+def test_varlen_errors():
+    q = torch.randn(10, 4, 32)
+    with pytest.raises(TypeError, match="cu_seqlens_q"):
+        flash_attn_varlen_func(q, q, q, cu_seqlens([4, 6]).long(), cu_seqlens([4, 6]), 6, 6)
+    with pytest.raises(ValueError, match="argument 'cu_seqlens_q': last entry 12 is past the tensor"):
+        flash_attn_varlen_func(q, q, q, cu_seqlens([6, 6]), cu_seqlens([4, 6]), 6, 6)
+    with pytest.raises(ValueError, match="argument 'cu_seqlens_k': is not non-decreasing"):
+        flash_attn_varlen_func(q, q, q, cu_seqlens([4, 6]), torch.tensor([0, 6, 4], dtype=torch.int32), 6, 6)
+    with pytest.raises(ValueError, match="argument 'max_seqlen_q': is 3"):
+        flash_attn_varlen_func(q, q, q, cu_seqlens([4, 6]), cu_seqlens([4, 6]), 3, 6)
+    with pytest.raises(NotImplementedError, match="block_table"):
+        flash_attn_varlen_func(q, q, q, cu_seqlens([4, 6]), cu_seqlens([4, 6]), 6, 6, block_table=torch.zeros(2, 1))
+
+
+def test_not_a_tensor():
+    _, k, v = qkv()
+    with pytest.raises(TypeError, match="argument 'q'"):
+        flash_attn_func([[1.0]], k, v)
+
+
+@pytest.mark.gpu
+def test_mismatched_devices():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="all tensors must be on one device"):
+        flash_attn_func(q.cuda().half(), k.half(), v.half())
+
+
+def test_errors_inside_compiled_graph_are_python_exceptions():
+    q, k, v = qkv(headdim=12)
+    with pytest.raises(Exception, match="head dimension 12"):
+        torch.compile(flash_attn_func, fullgraph=True, backend="aot_eager")(q, k, v)

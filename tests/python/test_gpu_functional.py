@@ -1,0 +1,115 @@
+"""flash_attn functions on CUDA tensors (fp16/bf16) against a float32 reference.
+
+The error allowed is twice the error of the same reference computed in the low precision (as
+flash_attn's own tests do) plus a small absolute term. Configurations the CUDA backend reports as
+unsupported (NotImplementedError) are skipped with the library's message, so the skip list shows
+what the kernels do not cover yet.
+"""
+
+import pytest
+import torch
+
+from flashattn import flash_attn_func, flash_attn_qkvpacked_func, flash_attn_varlen_func
+from reference import alibi_slopes, assert_close_to_reference, attention, cu_seqlens, varlen_attention
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float16, torch.bfloat16]
+CASES = {
+    "plain": {},
+    "causal": dict(causal=True),
+    "causal_sq<sk": dict(causal=True, seqlen_q=113, seqlen_k=300),
+    "causal_sq>sk": dict(causal=True, seqlen_q=300, seqlen_k=113),
+    "window": dict(window=(64, 16)),
+    "causal_window": dict(causal=True, window=(100, -1)),
+    "softcap": dict(softcap=30.0),
+    "alibi": dict(alibi=True, causal=True),
+    "gqa": dict(nheads_k=2),
+    "mqa_causal": dict(nheads_k=1, causal=True),
+}
+HEADDIMS = [64, 128, 256]
+
+
+def run_or_skip(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as unsupported:
+        pytest.skip(f"CUDA backend: {unsupported}")
+
+
+def check(actual, reference, lowp, name):
+    assert_close_to_reference(actual, reference, lowp, atol=1e-3 if actual.dtype == torch.float16 else 8e-3,
+                              factor=2.0, name=name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("headdim", HEADDIMS)
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_forward_backward(case, headdim, dtype):
+    seqlen_q, seqlen_k = case.get("seqlen_q", 257), case.get("seqlen_k", 257)
+    nheads, nheads_k = 8, case.get("nheads_k", 8)
+    q = torch.randn(2, seqlen_q, nheads, headdim, device="cuda", dtype=dtype, requires_grad=True)
+    k = torch.randn(2, seqlen_k, nheads_k, headdim, device="cuda", dtype=dtype, requires_grad=True)
+    v = torch.randn(2, seqlen_k, nheads_k, headdim, device="cuda", dtype=dtype, requires_grad=True)
+    slopes = alibi_slopes(nheads, device="cuda") if case.get("alibi") else None
+    options = dict(causal=case.get("causal", False), window=case.get("window", (-1, -1)),
+                   softcap=case.get("softcap", 0.0), alibi=slopes)
+    out, lse, _ = run_or_skip(flash_attn_func, q, k, v, causal=options["causal"], window_size=options["window"],
+                              softcap=options["softcap"], alibi_slopes=slopes, return_attn_probs=True)
+    ref, ref_lse = attention(q, k, v, dtype=torch.float32, **options)
+    lowp, _ = attention(q, k, v, dtype=dtype, **options)
+    check(out, ref, lowp, "out")
+    assert_close_to_reference(lse, ref_lse, atol=1e-3, rtol=1e-3, name="lse")
+
+    dout = torch.randn_like(out)
+    got = run_or_skip(torch.autograd.grad, out, (q, k, v), dout)
+    expected = torch.autograd.grad(ref, (q, k, v), dout.float())
+    expected_lowp = torch.autograd.grad(lowp, (q, k, v), dout)
+    for name, g, e, el in zip("qkv", got, expected, expected_lowp):
+        check(g, e, el, "d" + name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_varlen(dtype):
+    lengths_q, lengths_k = [1, 130, 0, 257, 64], [17, 130, 5, 300, 64]
+    q = torch.randn(sum(lengths_q), 8, 128, device="cuda", dtype=dtype, requires_grad=True)
+    k = torch.randn(sum(lengths_k), 2, 128, device="cuda", dtype=dtype, requires_grad=True)
+    v = torch.randn(sum(lengths_k), 2, 128, device="cuda", dtype=dtype, requires_grad=True)
+    cu_q, cu_k = cu_seqlens(lengths_q, "cuda"), cu_seqlens(lengths_k, "cuda")
+    out = run_or_skip(flash_attn_varlen_func, q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=True)
+    ref, _ = varlen_attention(q, k, v, cu_q, cu_k, causal=True, dtype=torch.float32)
+    lowp, _ = varlen_attention(q, k, v, cu_q, cu_k, causal=True, dtype=dtype)
+    check(out, ref, lowp, "out")
+    dout = torch.randn_like(out)
+    got = run_or_skip(torch.autograd.grad, out, (q, k, v), dout)
+    for name, g, e, el in zip("qkv", got, torch.autograd.grad(ref, (q, k, v), dout.float()),
+                              torch.autograd.grad(lowp, (q, k, v), dout)):
+        check(g, e, el, "d" + name)
+
+
+def test_qkvpacked_bf16():
+    qkv = torch.randn(2, 512, 3, 8, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    out = run_or_skip(flash_attn_qkvpacked_func, qkv, causal=True)
+    ref, _ = attention(*qkv.unbind(2), causal=True, dtype=torch.float32)
+    lowp, _ = attention(*qkv.unbind(2), causal=True, dtype=torch.bfloat16)
+    check(out, ref, lowp, "out")
+
+
+def test_runs_on_the_current_stream():
+    q, k, v = (torch.randn(4, 1024, 8, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    expected = run_or_skip(flash_attn_func, q, k, v, causal=True)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        got = flash_attn_func(q, k, v, causal=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.testing.assert_close(got, expected, atol=0, rtol=0)
+
+
+def test_deterministic_backward():
+    q, k, v = (torch.randn(2, 300, 8, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn_like(q)
+    first = run_or_skip(lambda: torch.autograd.grad(flash_attn_func(q, k, v, deterministic=True), (q, k, v), dout))
+    second = torch.autograd.grad(flash_attn_func(q, k, v, deterministic=True), (q, k, v), dout)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
