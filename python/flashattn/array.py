@@ -20,11 +20,12 @@ __all__ = ["forward", "backward"]
 _DLPACK_CUDA = 2
 
 
-def _device_type(a) -> int:
+def _device_type(a, name: str = "q") -> int:
     try:
         return int(a.__dlpack_device__()[0])
     except AttributeError:
-        raise TypeError(f"expected an array supporting DLPack (__dlpack__), got {type(a).__name__}") from None
+        raise TypeError(f"argument '{name}': expected an array supporting DLPack (__dlpack__), "
+                        f"got {type(a).__name__}") from None
 
 
 def _module_name(a) -> str:
@@ -89,6 +90,7 @@ def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int 
     stream: CUDA stream handle to launch on; by default the input library's current stream.
     backend: 'auto' (by device), 'cpu', 'cpu_reference' (float64 oracle) or 'cuda'.
     """
+    _device_type(q)
     varlen = cu_seqlens_q is not None
     out = _empty(q, q.shape) if out is None else out
     if lse is None and return_lse:
@@ -106,6 +108,7 @@ def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, m
              dq=None, dk=None, dv=None, stream: Optional[int] = None, backend: str = "auto",
              num_threads: int = 0):
     """Gradients (dq, dk, dv) of the attention forward() computed, given dout and its out and lse."""
+    _device_type(q)
     dq = _empty(q, q.shape) if dq is None else dq
     dk = _empty(k, k.shape) if dk is None else dk
     dv = _empty(v, v.shape) if dv is None else dv

@@ -39,7 +39,7 @@ class _Registration:
                 _sdpa_kernels.originals[op_name] = get_kernel(f"aten::{op_name}", dispatch_key)
                 with warnings.catch_warnings():
                     # Overriding aten's kernel is the point; the dispatcher warns about it regardless.
-                    warnings.filterwarnings("ignore", message=".*Overriding a previously registered kernel")
+                    warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
                     library.impl(op_name, kernel, dispatch_key, with_keyset=True)
             self._libraries.append(library)
 
