@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <tuple>
@@ -17,11 +16,6 @@ namespace {
 
 using flashattn::Backend;
 using Role = AttnCase::Role;
-
-uint64_t seed_base() {
-  const char* env = std::getenv("FLASHATTN_TEST_SEED");
-  return env ? std::strtoull(env, nullptr, 10) : 0;
-}
 
 void expect_backward_matches_reference(const CaseSpec& spec) {
   SCOPED_TRACE(spec.describe());
@@ -41,7 +35,7 @@ class BackwardRandom : public ::testing::TestWithParam<int> {};
 TEST_P(BackwardRandom, FlashMatchesReference) {
   RandomLimits lim;
   lim.max_work = 1.2e7;  // the reference backward costs about three forwards
-  expect_backward_matches_reference(random_spec(seed_base() + 2000 + GetParam(), lim));
+  expect_backward_matches_reference(random_spec(test_seed_base() + 2000 + GetParam(), lim));
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, BackwardRandom, ::testing::Range(0, 30));
@@ -75,7 +69,7 @@ class BackwardOptions : public ::testing::TestWithParam<std::tuple<bool, int>> {
 TEST_P(BackwardOptions, FlashMatchesReference) {
   const bool causal = std::get<0>(GetParam());
   const int window_kind = std::get<1>(GetParam());
-  uint64_t seed = seed_base() + 7000 + (causal ? 100 : 0) + 1000 * window_kind;
+  uint64_t seed = test_seed_base() + 7000 + (causal ? 100 : 0) + 1000 * window_kind;
   std::mt19937_64 rng(seed);
   auto uniform_int = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   static const int heads[3][2] = {{2, 2}, {4, 2}, {3, 1}};  // MHA, GQA, MQA

@@ -3,7 +3,6 @@
 // proves that each element inside a sequence was written and nothing outside the views was.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <tuple>
@@ -15,12 +14,6 @@ namespace fa_test {
 namespace {
 
 using flashattn::Backend;
-
-// FLASHATTN_TEST_SEED shifts every seeded sweep, to explore beyond the fixed default set.
-uint64_t seed_base() {
-  const char* env = std::getenv("FLASHATTN_TEST_SEED");
-  return env ? std::strtoull(env, nullptr, 10) : 0;
-}
 
 void expect_flash_matches_reference(const CaseSpec& spec) {
   SCOPED_TRACE(spec.describe());
@@ -38,7 +31,7 @@ class ForwardRandom : public ::testing::TestWithParam<int> {};
 TEST_P(ForwardRandom, FlashMatchesReference) {
   RandomLimits lim;
   lim.max_work = 4e7;
-  expect_flash_matches_reference(random_spec(seed_base() + 1000 + GetParam(), lim));
+  expect_flash_matches_reference(random_spec(test_seed_base() + 1000 + GetParam(), lim));
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, ForwardRandom, ::testing::Range(0, 40));
@@ -120,7 +113,7 @@ CaseSpec combination_spec(uint64_t seed, bool causal, int window_kind, int heads
 TEST_P(ForwardOptions, FlashMatchesReference) {
   const bool causal = std::get<0>(GetParam());
   const int window_kind = std::get<1>(GetParam());
-  uint64_t seed = seed_base() + 3000 + (causal ? 100 : 0) + 1000 * window_kind;
+  uint64_t seed = test_seed_base() + 3000 + (causal ? 100 : 0) + 1000 * window_kind;
   for (int heads_kind = 0; heads_kind < 3; ++heads_kind)
     for (int varlen = 0; varlen < 2; ++varlen)
       for (int softcap = 0; softcap < 2; ++softcap)

@@ -230,7 +230,7 @@ TEST(ReferenceOracle, AgreesWithIndependentNaiveFloat32) {
   RandomLimits lim;
   lim.max_work = 3e6;
   for (int seed = 0; seed < 12; ++seed) {
-    const CaseSpec s = random_spec(4000 + seed, lim);
+    const CaseSpec s = random_spec(test_seed_base() + 4000 + seed, lim);
     SCOPED_TRACE(s.describe());
     const AttnCase c = make_case(s);
     const ForwardResult f = run_forward(c, Backend::kCPUReference);
@@ -464,7 +464,7 @@ TEST_P(LowPrecision, FlashWithinTwiceNaiveError) {
   const DType dtype = std::get<0>(GetParam());
   RandomLimits lim;
   lim.max_work = 4e6;
-  CaseSpec s = random_spec(5000 + std::get<1>(GetParam()), lim);
+  CaseSpec s = random_spec(test_seed_base() + 5000 + std::get<1>(GetParam()), lim);
   s.dtype = dtype;  // make_case rounds the drawn inputs to dtype
   SCOPED_TRACE(s.describe());
   const AttnCase c = make_case(s);

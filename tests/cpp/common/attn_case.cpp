@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -449,6 +450,11 @@ CaseSpec random_spec(uint64_t seed, const RandomLimits& lim) {
     }
   }
   return s;
+}
+
+uint64_t test_seed_base() {
+  const char* env = std::getenv("FLASHATTN_TEST_SEED");
+  return env ? std::strtoull(env, nullptr, 10) : 0;
 }
 
 }  // namespace fa_test

@@ -132,4 +132,8 @@ struct RandomLimits {
 };
 CaseSpec random_spec(uint64_t seed, const RandomLimits& limits);
 
+// FLASHATTN_TEST_SEED (default 0) shifts every seeded sweep, to explore beyond the default set;
+// the failing case's describe() carries the seed that reproduces it.
+uint64_t test_seed_base();
+
 }  // namespace fa_test
