@@ -1,5 +1,7 @@
 """The compiled extension, imported in one place so that its absence gives one clear error."""
 
+import functools
+
 try:
     from flashattn import _C
 except ImportError as err:  # pragma: no cover - only on a broken install
@@ -11,4 +13,5 @@ except ImportError as err:  # pragma: no cover - only on a broken install
 Backend = _C.Backend
 forward = _C.forward
 backward = _C.backward
-cuda_available = _C.cuda_available
+# Asked on every SDPA call while the hook is active; the answer cannot change within a process.
+cuda_available = functools.lru_cache(maxsize=None)(_C.cuda_available)

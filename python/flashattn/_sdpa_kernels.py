@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from flashattn import _ext
-from flashattn._torch_util import kernel_ready, launch_options
+from flashattn._torch_util import kernel_ready, launch_options, on_device
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +71,21 @@ def _bshd(t: Tensor) -> Tensor:
 
 def _forward(q, k, v, out, lse, *, cu_q=None, cu_k=None, max_q=0, max_k=0, scale=None, causal=False,
              window=(-1, -1), alibi=None):
-    _ext.forward(kernel_ready(q), kernel_ready(k), kernel_ready(v), out, lse,
-                 cu_seqlens_q=kernel_ready(cu_q), cu_seqlens_k=kernel_ready(cu_k), max_seqlen_q=max_q,
-                 max_seqlen_k=max_k, softmax_scale=0.0 if scale is None else float(scale),
-                 causal=causal, window=window, alibi_slopes=kernel_ready(alibi), **launch_options(q))
+    with on_device(q):
+        _ext.forward(kernel_ready(q), kernel_ready(k), kernel_ready(v), out, lse,
+                     cu_seqlens_q=kernel_ready(cu_q), cu_seqlens_k=kernel_ready(cu_k), max_seqlen_q=max_q,
+                     max_seqlen_k=max_k, softmax_scale=0.0 if scale is None else float(scale),
+                     causal=causal, window=window, alibi_slopes=kernel_ready(alibi), **launch_options(q))
 
 
 def _backward(dout, q, k, v, out, lse, dq, dk, dv, *, cu_q=None, cu_k=None, max_q=0, max_k=0,
               scale=None, causal=False, window=(-1, -1)):
-    _ext.backward(kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v),
-                  kernel_ready(out), kernel_ready(lse), dq, dk, dv, cu_seqlens_q=kernel_ready(cu_q),
-                  cu_seqlens_k=kernel_ready(cu_k), max_seqlen_q=max_q, max_seqlen_k=max_k,
-                  softmax_scale=0.0 if scale is None else float(scale), causal=causal, window=window,
-                  deterministic=torch.are_deterministic_algorithms_enabled(), **launch_options(q))
+    with on_device(q):
+        _ext.backward(kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v),
+                      kernel_ready(out), kernel_ready(lse), dq, dk, dv, cu_seqlens_q=kernel_ready(cu_q),
+                      cu_seqlens_k=kernel_ready(cu_k), max_seqlen_q=max_q, max_seqlen_k=max_k,
+                      softmax_scale=0.0 if scale is None else float(scale), causal=causal, window=window,
+                      deterministic=torch.are_deterministic_algorithms_enabled(), **launch_options(q))
 
 
 def _window(left: Optional[int], right: Optional[int]):

@@ -1,5 +1,6 @@
 """How torch tensors are handed to the C++ library: layout fixes and launch options."""
 
+import contextlib
 from typing import Optional
 
 import torch
@@ -36,3 +37,10 @@ def launch_options(t: Tensor) -> dict:
     if t.is_cuda:
         return {"stream": torch.cuda.current_stream(t.device).cuda_stream, "num_threads": 0}
     return {"stream": 0, "num_threads": torch.get_num_threads()}
+
+
+def on_device(t: Tensor):
+    """Makes t's GPU current for the call (the library launches on the current device)."""
+    if t.is_cuda and t.device.index is not None and t.device.index != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()

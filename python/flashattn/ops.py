@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from flashattn import _ext
-from flashattn._torch_util import kernel_ready, launch_options
+from flashattn._torch_util import kernel_ready, launch_options, on_device
 
 __all__ = ["fwd", "bwd", "lse_shape"]
 
@@ -45,13 +45,14 @@ def fwd(
     varlen = cu_seqlens_q is not None
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32, device=q.device)
-    _ext.forward(
-        kernel_ready(q), kernel_ready(k), kernel_ready(v), out, lse,
-        cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
-        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
-        causal=causal, window=(window_left, window_right), softcap=softcap,
-        alibi_slopes=kernel_ready(alibi_slopes), **launch_options(q),
-    )
+    with on_device(q):
+        _ext.forward(
+            kernel_ready(q), kernel_ready(k), kernel_ready(v), out, lse,
+            cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
+            max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
+            causal=causal, window=(window_left, window_right), softcap=softcap,
+            alibi_slopes=kernel_ready(alibi_slopes), **launch_options(q),
+        )
     return out, lse
 
 
@@ -87,14 +88,15 @@ def bwd(
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-    _ext.backward(
-        kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v), kernel_ready(out),
-        kernel_ready(lse), dq, dk, dv,
-        cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
-        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
-        causal=causal, window=(window_left, window_right), softcap=softcap,
-        alibi_slopes=kernel_ready(alibi_slopes), deterministic=deterministic, **launch_options(q),
-    )
+    with on_device(q):
+        _ext.backward(
+            kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v), kernel_ready(out),
+            kernel_ready(lse), dq, dk, dv,
+            cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
+            max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
+            causal=causal, window=(window_left, window_right), softcap=softcap,
+            alibi_slopes=kernel_ready(alibi_slopes), deterministic=deterministic, **launch_options(q),
+        )
     return dq, dk, dv
 
 
