@@ -20,7 +20,7 @@ if ! "$BIN/flashattn_gpu_tests" --gtest_list_tests > /dev/null 2>&1; then
     -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" >> "$OUT/build.log" 2>&1 &&
     cmake --build build-device -j16 >> "$OUT/build.log" 2>&1
   mkdir -p "$BIN"
-  cp build-device/tests/cpp/gpu/flashattn_gpu_tests build-device/flashattn_sm90_bench "$BIN/" 2>/dev/null
+  cp build-device/tests/cpp/gpu/flashattn_gpu_tests build-device/flashattn_sm90_bench build-device/flashattn_sm90_variants "$BIN/" 2>/dev/null
   tail -5 "$OUT/build.log"
 fi
 
@@ -45,5 +45,6 @@ fi
 if [ "$what" != tests ]; then
   timeout 60 "$BIN/flashattn_sm90_bench" 20 > "$OUT/ours.jsonl" 2>&1
   echo "bench exit $?"; grep -v "^{" "$OUT/ours.jsonl" | tail -3
+  [ -x "$BIN/flashattn_sm90_variants" ] && timeout 60 "$BIN/flashattn_sm90_variants" > "$OUT/variants.log" 2>&1 && cat "$OUT/variants.log"
   PYTHONUNBUFFERED=1 timeout 150 python3 benchmarks/cpp/sm90_peers.py "$OUT/ours.jsonl" "$OUT/results.json"
 fi

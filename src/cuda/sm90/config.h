@@ -14,9 +14,9 @@ namespace sm90 {
 constexpr int kWarpgroupThreads = 128;
 constexpr int kConsumerWarpgroups = 2;
 constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
-// 128 * 24 + 256 * 240 = 64512 of the 65536 registers: the producer needs almost none, the
+// 128 * 32 + 256 * 240 = all 65536 registers: the producer needs almost none, the
 // consumers hold S, P and O of a 64-row slice at once (intra-warpgroup overlap).
-constexpr int kProducerRegisters = 24;
+constexpr int kProducerRegisters = 32;
 constexpr int kConsumerRegisters = 240;
 
 // One wgmma covers 64 rows, so each consumer warpgroup owns 64 rows of the query tile.
@@ -54,12 +54,14 @@ struct TileShape<256> {
   static constexpr int kBlockN = 80, kStages = 2;
 };
 
-template <int HeadDim_, typename Element_>
+// BlockN_ and Stages_ default to TileShape; benchmarks instantiate other shapes through them.
+template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
+          int Stages_ = TileShape<HeadDim_>::kStages>
 struct KernelConfig {
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
-  static constexpr int kBlockN = TileShape<HeadDim_>::kBlockN;
-  static constexpr int kStages = TileShape<HeadDim_>::kStages;
+  static constexpr int kBlockN = BlockN_;
+  static constexpr int kStages = Stages_;
   static constexpr int kColumns = kHeadDim / kColumnElems;
   static_assert(kHeadDim % kColumnElems == 0, "head dim must be a multiple of 64");
   static_assert(kBlockN % 16 == 0, "P V consumes keys 16 at a time");
@@ -71,14 +73,23 @@ struct KernelConfig {
   static constexpr int kQBytes = kQColumnBytes * kColumns;
   static constexpr int kKVStageBytes = kKVColumnBytes * kColumns;
 
-  // Layout: Q | K ring | V ring | mbarriers. Every tile starts on a swizzle atom.
+  static constexpr int kSmemLimit = 227 * 1024;
+  static constexpr int kBarrierCount = 2 + 4 * kStages;
+  static constexpr int kFixedBytes = 8 * kBarrierCount + kSwizzleAtomBytes;  // mbarriers + alignment slack
+  // The output goes through its own shared-memory tile and a TMA store when that tile fits
+  // beside Q and the K/V ring (head dims up to 128); larger head dims store O from registers.
+  // Either way Q is free once the tile's last S = Q K^T has retired, so the producer loads the
+  // next tile's Q while this tile's last P V and epilogue still run.
+  static constexpr bool kStagedOutput = 2 * kQBytes + 2 * kStages * kKVStageBytes + kFixedBytes <= kSmemLimit;
+
+  // Layout: Q | K ring | V ring | O (when staged) | mbarriers. Every tile starts on a swizzle atom.
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVStageBytes;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kKVStageBytes;
-  static constexpr int kBarrierCount = 2 + 4 * kStages;
-  static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarrierCount + kSwizzleAtomBytes;  // + alignment slack
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm90 limit");
+  static constexpr int kOOffset = kVOffset + kStages * kKVStageBytes;
+  static constexpr int kBarrierOffset = kOOffset + (kStagedOutput ? kQBytes : 0);
+  static constexpr int kSmemBytes = kBarrierOffset + kFixedBytes;
+  static_assert(kSmemBytes <= kSmemLimit, "shared memory over the sm90 limit");
   static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");
 };
 

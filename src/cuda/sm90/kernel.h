@@ -19,7 +19,8 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
 
   PipelineState<Cfg::kStages> k_state, v_state;
   uint32_t q_phase = 0;
-  for (int index = blockIdx.x; index < p.num_tiles; index += gridDim.x) {
+  TileWalk walk;
+  for (int index; walk.next(p, &index);) {
     const TileCoord t = tile_coord(p, index);
     const SequenceInfo seq = sequence_info(p, t.batch);
     if (t.m_block * kBlockM >= seq.len_q) continue;

@@ -54,7 +54,8 @@ struct MainloopLoad {
     prefetch_tensor_map(&p.tma_v);
     PipelineState<Cfg::kStages> kv;
     uint32_t q_phase = 0;
-    for (int index = blockIdx.x; index < p.num_tiles; index += gridDim.x) {
+    TileWalk walk;
+    for (int index; walk.next(p, &index);) {
       const TileCoord t = tile_coord(p, index);
       const SequenceInfo s = sequence_info(p, t.batch);
       if (t.m_block * kBlockM >= s.len_q) continue;
@@ -64,8 +65,7 @@ struct MainloopLoad {
         mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
         load_kv(&p.tma_k, false, kv.stage, bars.k_full(kv.stage), s, t, n, varlen);
         if (n == range.n_end - 1) {
-          // The consumers stage the previous tile's output in the Q tile, so Q waits for that
-          // epilogue; the first K block is already on its way meanwhile.
+          // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
           mbarrier_wait(bars.q_empty(), q_phase ^ 1);
           q_phase ^= 1;
           load_q(s, t, varlen);

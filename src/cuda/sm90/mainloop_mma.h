@@ -95,6 +95,7 @@ struct MainloopMma {
     wgmma_wait_group<0>();
     pin_registers(s);
     release(bars.k_empty(k_state.stage));
+    if (n == range.n_begin) release(bars.q_empty());
     k_state.advance();
     scores_to_probabilities(s, softmax, seq, t, n);
     accumulator_to_operand<Element>(s, prob);
@@ -115,6 +116,7 @@ struct MainloopMma {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
       release(bars.k_empty(k_state.stage));
+      if (n == range.n_begin) release(bars.q_empty());
       k_state.advance();
       scores_to_probabilities(s, softmax, seq, t, n);
       wgmma_wait_group<0>();
@@ -122,7 +124,8 @@ struct MainloopMma {
       pin_registers(prob);
       release(bars.v_empty(v_state.stage));
       v_state.advance();
-      softmax.rescale_output(o);
+      // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
+      if (softmax.max_moved()) softmax.rescale_output(o);
       accumulator_to_operand<Element>(s, prob);
     }
 
