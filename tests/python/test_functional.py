@@ -181,3 +181,15 @@ def test_module_alias_and_exports():
 
     assert aliased is flashattn.flash_attn_func
     assert flashattn.cuda_available() in (True, False)
+
+
+@pytest.mark.parametrize("batch,seqlen_q,seqlen_k", [(0, 5, 7), (2, 0, 7), (2, 5, 0)])
+def test_empty_inputs(batch, seqlen_q, seqlen_k):
+    q = torch.randn(batch, seqlen_q, 2, 16, requires_grad=True)
+    k = torch.randn(batch, seqlen_k, 2, 16, requires_grad=True)
+    v = torch.randn(batch, seqlen_k, 2, 16, requires_grad=True)
+    out, lse, _ = flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    assert out.shape == q.shape and lse.shape == (batch, 2, seqlen_q)
+    assert torch.all(out == 0) and torch.all(lse == float("-inf"))
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    assert torch.all(dq == 0) and torch.all(dk == 0) and torch.all(dv == 0)
