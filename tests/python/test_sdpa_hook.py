@@ -164,3 +164,15 @@ def test_cuda_varlen_op_runs_on_flashattn():
     torch.testing.assert_close(got, expected, atol=1.6e-2, rtol=0)
     for g, ref in zip(got_grads, expected_grads):
         torch.testing.assert_close(g, ref, atol=6e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_cuda_compiled_model_uses_the_hook():
+    model = TinyCausalAttentionModel().cuda().bfloat16()
+    x = torch.randn(2, 256, 256, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        expected = model(x)
+        with fa_torch.activate():
+            got = torch.compile(model, fullgraph=True)(x)
+    assert fa_torch.stats[CUDA_FWD] >= 1, dict(fa_torch.stats)
+    torch.testing.assert_close(got, expected, atol=3e-2, rtol=3e-2)

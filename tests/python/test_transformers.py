@@ -67,6 +67,21 @@ def test_sliding_window_model_matches_sdpa():
                                atol=1e-4, rtol=1e-4)
 
 
+def test_bidirectional_encoder_with_padding_matches_sdpa():
+    config = transformers.BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=128)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config).eval()
+    ids, mask = padded_batch()
+    outputs = {}
+    for implementation in (fa_hf.NAME, "sdpa"):
+        model.set_attn_implementation(implementation)
+        with torch.no_grad():
+            outputs[implementation] = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    valid = mask.bool()
+    torch.testing.assert_close(outputs[fa_hf.NAME][valid], outputs["sdpa"][valid], atol=1e-4, rtol=1e-4)
+
+
 def test_greedy_generation_with_cache_and_left_padding_matches_sdpa():
     model = tiny_llama()
     ids, mask = padded_batch(batch=2)
