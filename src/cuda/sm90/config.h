@@ -14,10 +14,17 @@ namespace sm90 {
 constexpr int kWarpgroupThreads = 128;
 constexpr int kConsumerWarpgroups = 2;
 constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
-// 128 * 32 + 256 * 240 = all 65536 registers: the producer needs almost none, the
+// 128 * 24 + 256 * 240 = 64512 registers: the producer needs almost none, the
 // consumers hold S, P and O of a 64-row slice at once (intra-warpgroup overlap).
-constexpr int kProducerRegisters = 32;
+constexpr int kProducerRegisters = 24;
 constexpr int kConsumerRegisters = 240;
+// setmaxnreg moves registers within what the CTA got at launch (__launch_bounds__(kThreads, 1):
+// 65536 / 384 rounded down to 8, i.e. 168 per thread). Asking for more makes the consumers'
+// increase wait forever: 32 / 240 hangs, which is why the producer stays at 24.
+constexpr int kLaunchRegisters = (65536 / (kWarpgroupThreads * (1 + kConsumerWarpgroups))) / 8 * 8;
+static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <=
+                  kWarpgroupThreads * (1 + kConsumerWarpgroups) * kLaunchRegisters,
+              "setmaxnreg budget exceeds the registers allocated at launch");
 
 // One wgmma covers 64 rows, so each consumer warpgroup owns 64 rows of the query tile.
 constexpr int kRowsPerConsumer = 64;

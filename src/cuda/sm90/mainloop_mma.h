@@ -76,8 +76,10 @@ struct MainloopMma {
   __device__ __forceinline__ void compute_tile(const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                                OnlineSoftmax<Cfg::kBlockN>& softmax,
-                                               PipelineState<Cfg::kStages>& k_state,
-                                               PipelineState<Cfg::kStages>& v_state) const {
+                                               PipelineState<Cfg::kStages>& k_state) const {
+    // K and V of a block share a stage; V trails K by one block inside the tile and catches up
+    // at its end, so only the K position lives across tiles.
+    PipelineState<Cfg::kStages> v_state = k_state;
     float s[kSAccum];
     uint32_t prob[kSAccum / 2];
 #pragma unroll
