@@ -1,1 +1,42 @@
-# sm80 kernel sources (owned by the sm80 kernel work)
+# sm80 kernel sources (owned by the sm80 kernel work): FlashAttention-2 forward and backward.
+# One generated instantiation per (direction, dtype, head dim) that FLASHATTN_DTYPES x FLASHATTN_HDIMS
+# selects; dispatch.cu learns which exist through FLASHATTN_SM80_HDIM_<D> and FLASHATTN_SM80_<DTYPE>.
+# sm_80 machine code does not run on compute capability 9.x (machine code is compatible only
+# within one major version), so FLASHATTN_SM80_SASS_90 also embeds sm_90 machine code of the same
+# kernels for the H100/H200; it doubles this set's compile time (a few seconds per file).
+option(FLASHATTN_SM80_SASS_90 "Also embed sm_90 machine code for the sm80 kernels (needed on Hopper)" ON)
+
+set(FLASHATTN_SM80_SOURCES src/cuda/sm80/dispatch.cu)
+set(FLASHATTN_SM80_DEFINITIONS "")
+foreach(dtype IN ITEMS fp16 bf16)
+  if(dtype IN_LIST FLASHATTN_DTYPES)
+    string(TOUPPER "FLASHATTN_SM80_${dtype}" definition)
+    list(APPEND FLASHATTN_SM80_DEFINITIONS ${definition}=1)
+  endif()
+endforeach()
+foreach(hdim IN ITEMS 32 64 96 128 192 256)
+  if(hdim IN_LIST FLASHATTN_HDIMS)
+    list(APPEND FLASHATTN_SM80_DEFINITIONS FLASHATTN_SM80_HDIM_${hdim}=1)
+    foreach(dtype IN ITEMS fp16 bf16)
+      if(dtype IN_LIST FLASHATTN_DTYPES)
+        list(APPEND FLASHATTN_SM80_SOURCES
+             src/cuda/instantiations/sm80_fwd_hdim${hdim}_${dtype}.cu
+             src/cuda/instantiations/sm80_bwd_hdim${hdim}_${dtype}.cu)
+      endif()
+    endforeach()
+  endif()
+endforeach()
+flashattn_add_cuda_sources(80 ${FLASHATTN_SM80_SOURCES})
+if(FLASHATTN_SM80_SASS_90)
+  foreach(src IN LISTS FLASHATTN_SM80_SOURCES)
+    set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+      "-gencode=arch=compute_80,code=sm_80;-gencode=arch=compute_90,code=sm_90")
+  endforeach()
+endif()
+set_source_files_properties(src/cuda/sm80/dispatch.cu PROPERTIES COMPILE_DEFINITIONS "${FLASHATTN_SM80_DEFINITIONS}")
+
+# Timing of the sm80 kernels through the public API (benchmarks/cpp/sm80_bench.cpp), run by scripts/device_sm80.sh.
+if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bench.cpp)
+  add_executable(flashattn_sm80_bench ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bench.cpp)
+  target_link_libraries(flashattn_sm80_bench PRIVATE flashattn CUDA::cudart)
+endif()

@@ -1,0 +1,122 @@
+// Times the sm80 kernels through the public API (Backend::kCUDA) at the benchmark protocol's
+// shapes: tokens = batch * seqlen = 16384, nheads * headdim = 2048, bf16, causal and not.
+// One JSON object per line on stdout: direction, headdim, seqlen, causal, ms (median), tflops.
+// Backward is timed as the backward call alone (the protocol's (fwd + bwd) - fwd).
+//
+// Usage: flashattn_sm80_bench [reps] [headdims...]   (default 20 reps; head dims 64 128 256)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "flashattn/flashattn.h"
+
+namespace {
+
+using namespace flashattn;
+
+#define CHECK_CUDA(expr)                                                               \
+  do {                                                                                 \
+    cudaError_t err_ = (expr);                                                         \
+    if (err_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(err_));       \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+// Normal random bf16 values (never zeros), drawn on the host once and reused.
+void fill_random(uint16_t* dev, size_t n, uint32_t seed) {
+  std::vector<uint16_t> host(n);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  for (auto& h : host) {
+    float f = nd(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    h = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+  CHECK_CUDA(cudaMemcpy(dev, host.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+template <typename Fn>
+double median_ms(int reps, Fn&& fn) {
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) fn();  // warm-up: module load, workspace pool
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    CHECK_CUDA(cudaEventRecord(start));
+    fn();
+    CHECK_CUDA(cudaEventRecord(stop));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  return times[times.size() / 2];
+}
+
+void require(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.message.c_str());
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 20;
+  std::vector<int> headdims;
+  for (int i = 2; i < argc; ++i) headdims.push_back(std::atoi(argv[i]));
+  if (headdims.empty()) headdims = {64, 128, 256};
+  const int64_t tokens = 16384, width = 2048;
+  const size_t elems = static_cast<size_t>(tokens * width);
+  uint16_t *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+  float* lse;
+  for (uint16_t** p : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) CHECK_CUDA(cudaMalloc(p, elems * 2));
+  CHECK_CUDA(cudaMalloc(&lse, static_cast<size_t>(tokens) * 64 * 4));
+  fill_random(q, elems, 1);
+  fill_random(k, elems, 2);
+  fill_random(v, elems, 3);
+  fill_random(dout, elems, 4);
+
+  for (int d : headdims) {
+    for (int seqlen : {512, 1024, 2048, 4096, 8192, 16384}) {
+      for (int causal = 0; causal < 2; ++causal) {
+        const int64_t batch = tokens / seqlen, heads = width / d;
+        auto t = [&](void* data, std::initializer_list<int64_t> shape, DType dt = DType::kBFloat16) {
+          return make_tensor(data, dt, shape, Device::kCUDA, 0);
+        };
+        ForwardArgs fa{t(q, {batch, seqlen, heads, d}), t(k, {batch, seqlen, heads, d}), t(v, {batch, seqlen, heads, d}),
+                       t(o, {batch, seqlen, heads, d}), t(lse, {batch, heads, seqlen}, DType::kFloat32)};
+        AttentionParams params;
+        params.causal = causal;
+        params.backend = Backend::kCUDA;
+        require(forward(fa, params), "forward");
+        BackwardArgs ba{fa.q, fa.k, fa.v, fa.out, t(dout, {batch, seqlen, heads, d}), fa.lse,
+                        t(dq, {batch, seqlen, heads, d}), t(dk, {batch, seqlen, heads, d}), t(dv, {batch, seqlen, heads, d})};
+        const double flops = 4.0 * batch * heads * double(seqlen) * seqlen * d / (causal ? 2.0 : 1.0);
+        const double fwd_ms = median_ms(reps, [&] { require(forward(fa, params), "forward"); });
+        const double bwd_ms = median_ms(reps, [&] { require(backward(ba, params), "backward"); });
+        std::printf("{\"kernel\": \"flashattn-sm80\", \"direction\": \"fwd\", \"dtype\": \"bf16\", \"headdim\": %d, "
+                    "\"seqlen\": %d, \"causal\": %s, \"ms\": %.4f, \"tflops\": %.1f}\n",
+                    d, seqlen, causal ? "true" : "false", fwd_ms, flops / fwd_ms * 1e-9);
+        std::printf("{\"kernel\": \"flashattn-sm80\", \"direction\": \"bwd\", \"dtype\": \"bf16\", \"headdim\": %d, "
+                    "\"seqlen\": %d, \"causal\": %s, \"ms\": %.4f, \"tflops\": %.1f}\n",
+                    d, seqlen, causal ? "true" : "false", bwd_ms, 2.5 * flops / bwd_ms * 1e-9);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One call on the GPU machine for the sm80 kernels: gpu tests, compute-sanitizer (memcheck,
+# racecheck) on a small set, and bf16 timing side by side with PyTorch SDPA (FLASH = its
+# FlashAttention-2, and CUDNN) in the same run. Logs and JSON under $OUT; the table prints last.
+#
+# Expects binaries built on the development machine in .sm80-device/ (carried: build with
+# -DFLASHATTN_CUDA_ARCHS=80 so the API runs the sm80 forward on Hopper too, then copy
+# flashattn_gpu_tests and flashattn_sm80_bench there); builds here when they are missing.
+# Usage: scripts/device_sm80.sh [tests|bench|all] [bench head dims...]
+set -u
+what=${1:-all}
+shift || true
+headdims=${*:-64 128 256}
+OUT=${OUT:-/tmp/sm80-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+BIN=.sm80-device
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+
+if ! "$BIN/flashattn_gpu_tests" --gtest_list_tests > /dev/null 2>&1; then
+  echo "carried binaries do not start here; building" | tee "$OUT/build.log"
+  cmake -B build-sm80-device -G Ninja -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=80 -DFLASHATTN_BUILD_TOOLS=OFF \
+    -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" >> "$OUT/build.log" 2>&1 &&
+    cmake --build build-sm80-device -j16 --target flashattn_gpu_tests flashattn_sm80_bench >> "$OUT/build.log" 2>&1
+  mkdir -p "$BIN"
+  cp build-sm80-device/tests/cpp/gpu/flashattn_gpu_tests build-sm80-device/flashattn_sm80_bench "$BIN/"
+  tail -5 "$OUT/build.log"
+fi
+
+if [ "$what" != bench ]; then
+  small='Sm80Sanitize.*'
+  for tool in memcheck racecheck; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/flashattn_gpu_tests" --gtest_filter="$small" \
+      > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
+  done
+  timeout ${SM80_TEST_TIMEOUT:-240} "$BIN/flashattn_gpu_tests" --gtest_filter='*Sm80*' > "$OUT/tests.log" 2>&1
+  echo "tests exit $?"
+  grep -E "^\[  (PASSED|FAILED) |tests ran" "$OUT/tests.log" | head -5
+  grep -E "^\[  FAILED  \]" "$OUT/tests.log" | head -40
+  grep -E "Failure|out [0-9.e+-]+ \(naive" "$OUT/tests.log" | head -30
+fi
+
+if [ "$what" != tests ]; then
+  # shellcheck disable=SC2086
+  timeout 200 "$BIN/flashattn_sm80_bench" ${SM80_BENCH_REPS:-20} $headdims > "$OUT/ours.jsonl" 2> "$OUT/ours.err"
+  echo "bench exit $?"
+  tail -3 "$OUT/ours.err"
+  PYTHONUNBUFFERED=1 timeout 240 python3 benchmarks/cpp/sm80_peers.py "$OUT/ours.jsonl" "$OUT/results.json" 2> "$OUT/peers.err"
+  echo "peers exit $?"
+  tail -3 "$OUT/peers.err"
+fi

@@ -1,0 +1,159 @@
+// Tiles of 16-bit elements in shared memory: a swizzled layout, the ldmatrix fragment loads the
+// mma operands need, and 16-byte copies between global memory and a tile.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/ptx.cuh"
+
+namespace flashattn::cuda {
+
+// A kRows x kCols tile stored as 16-byte chunks (8 elements). Columns are cut into panels of 64
+// (one 128-byte line per row); inside a panel, chunk c of row r is stored at c ^ (r % 8), so the
+// 8 rows one ldmatrix matrix reads fall into 8 different groups of 4 banks, and so do the 8
+// chunks a quarter-warp writes. A 32-column tail panel (head dims 32 and 96) has 64-byte rows,
+// two per line, and xors with (r / 2) % 4 for the same effect.
+template <int kRows, int kCols>
+struct SwizzledTile {
+  static_assert(kCols % 32 == 0, "tile width must be a multiple of 32 elements");
+  static constexpr int kChunks = kCols / 8;
+  static constexpr int kBytes = kRows * kCols * 2;
+  static constexpr int kRowsConst = kRows;
+
+  FA_DEV static uint32_t offset(int row, int chunk) {
+    const int panel = chunk >> 3;
+    const int c = chunk & 7;
+    const uint32_t panel_base = static_cast<uint32_t>(panel * kRows * 128);
+    if (kChunks % 8 == 0 || panel < kChunks / 8) {
+      return panel_base + row * 128 + ((c ^ (row & 7)) << 4);
+    }
+    return panel_base + row * 64 + ((c ^ ((row >> 1) & 3)) << 4);
+  }
+};
+
+// Fragment loads. Lane l of the warp supplies the address of one 8-element row of one of the
+// four 8x8 matrices; which row is fixed by the mma operand layout of the PTX ISA. Two lane
+// patterns cover the four operand kinds:
+//   kRowsThenCols: matrices ordered (rows 0-7, c), (rows 8-15, c), (rows 0-7, c+8), (rows 8-15, c+8):
+//                  A from a tile whose rows are M; B from a tile whose rows are K (with .trans).
+//   kColsThenRows: (rows 0-7, c), (rows 0-7, c+8), (rows 8-15, c), (rows 8-15, c+8):
+//                  B from a tile whose rows are N; A from a tile whose rows are K (with .trans).
+// A fragment's row0 is a multiple of 16 and col0 of 16, so the swizzle term depends on the lane
+// alone. Its 16-column step inside a panel only flips address bits 5-6, so one register per tile
+// and lane pattern serves every fragment: address = (lane base ^ step << 5) + constant. This
+// needs tile bases aligned to 128 bytes.
+enum class LanePattern { kRowsThenCols, kColsThenRows };
+
+template <class Tile>
+struct FragmentAddress {
+  uint32_t full = 0;  // tile base + this lane's offset in a 64-wide panel (step 0)
+  uint32_t tail = 0;  // the same in the 32-wide tail panel
+
+  FA_DEV static FragmentAddress make(uint32_t base, int lane, LanePattern pattern) {
+    const bool rows_then_cols = pattern == LanePattern::kRowsThenCols;
+    const int lr = rows_then_cols ? (lane & 7) + ((lane >> 3) & 1) * 8 : (lane & 7) + (lane >> 4) * 8;
+    const int lc = rows_then_cols ? (lane >> 4) : ((lane >> 3) & 1);
+    FragmentAddress f;
+    f.full = base + lr * 128 + ((lc ^ (lr & 7)) << 4);
+    constexpr int kFullPanels = Tile::kChunks / 8;
+    f.tail = base + kFullPanels * Tile::kRowsConst * 128 + lr * 64 + ((lc ^ ((lr >> 1) & 3)) << 4);
+    return f;
+  }
+
+  FA_DEV uint32_t at(int row0, int col0) const {
+    const int panel = col0 / 64;
+    const int step = (col0 % 64) / 16;
+    if (Tile::kChunks % 8 == 0 || panel < Tile::kChunks / 8) {
+      return (full ^ (step << 5)) + panel * Tile::kRowsConst * 128 + row0 * 128;
+    }
+    return (tail ^ (step << 5)) + row0 * 64;
+  }
+};
+
+// A operand (16x16, rows = M, cols = K) from a tile whose rows are M.   lanes: kRowsThenCols
+template <class Tile>
+FA_DEV void load_a(uint32_t (&a)[4], const FragmentAddress<Tile>& t, int row0, int col0) {
+  ldmatrix_x4(a, t.at(row0, col0));
+}
+
+// A operand from a tile stored transposed (rows = K, cols = M).         lanes: kColsThenRows
+template <class Tile>
+FA_DEV void load_a_trans(uint32_t (&a)[4], const FragmentAddress<Tile>& t, int k0, int m0) {
+  ldmatrix_x4_trans(a, t.at(k0, m0));
+}
+
+// B operands of two adjacent n8 tiles (n0, n0 + 8) over k0..k0+15 from a tile whose rows are N
+// (K of the attention forward). b[0], b[1] feed tile n0; b[2], b[3] tile n0 + 8. lanes: kColsThenRows
+template <class Tile>
+FA_DEV void load_b(uint32_t (&b)[4], const FragmentAddress<Tile>& t, int n0, int k0) {
+  ldmatrix_x4(b, t.at(n0, k0));
+}
+
+// The same two B tiles from a tile whose rows are K (V of the attention forward). lanes: kRowsThenCols
+template <class Tile>
+FA_DEV void load_b_trans(uint32_t (&b)[4], const FragmentAddress<Tile>& t, int k0, int n0) {
+  ldmatrix_x4_trans(b, t.at(k0, n0));
+}
+
+// Stores one fp32 accumulator pair (row, col..col+1 of an m16n8 fragment) as two elements.
+template <class Tile>
+FA_DEV void store_pair(char* tile, int row, int col, uint32_t packed) {
+  *reinterpret_cast<uint32_t*>(tile + Tile::offset(row, col >> 3) + (col & 7) * 2) = packed;
+}
+
+// Threads of a block cover a tile as (rows x power-of-two chunk slots), so a thread keeps one
+// chunk and steps down the rows by a multiple of 8: its swizzle term never changes and every
+// access is base + constant.
+template <class Tile, int kThreads>
+struct TileCopyPlan {
+  static constexpr int kSlots = Tile::kChunks <= 4 ? 4 : Tile::kChunks <= 8 ? 8 : Tile::kChunks <= 16 ? 16 : 32;
+  static constexpr int kRowStep = kThreads / kSlots;
+  static constexpr int kIters = Tile::kRowsConst / kRowStep;
+  static_assert(kRowStep % 8 == 0 && Tile::kRowsConst % kRowStep == 0, "tile copy plan needs rows in steps of 8");
+  static constexpr int kRowBytesTail = 64;
+  FA_DEV static int row(int tid) { return tid / kSlots; }
+  FA_DEV static int chunk(int tid) { return tid % kSlots; }
+  FA_DEV static uint32_t row_step_bytes(int chunk) {
+    return (Tile::kChunks % 8 == 0 || chunk < (Tile::kChunks / 8) * 8) ? kRowStep * 128 : kRowStep * 64;
+  }
+};
+
+// Issues cp.async for rows [0, valid_rows) and chunks [0, valid_chunks) of a tile whose row r
+// starts at gmem + r * row_stride; the rest of the tile is zero-filled.
+template <class Tile, int kThreads, typename Element>
+FA_DEV void copy_tile_async(uint32_t base, const Element* gmem, int64_t row_stride, int valid_rows,
+                            int valid_chunks, int tid) {
+  using Plan = TileCopyPlan<Tile, kThreads>;
+  const int row = Plan::row(tid), chunk = Plan::chunk(tid);
+  if (chunk >= Tile::kChunks) return;
+  const uint32_t dst = base + Tile::offset(row, chunk);
+  const uint32_t step = Plan::row_step_bytes(chunk);
+  const bool chunk_valid = chunk < valid_chunks;
+  const Element* src = gmem + row * row_stride + chunk * 8;
+#pragma unroll
+  for (int i = 0; i < Plan::kIters; ++i) {
+    const bool valid = chunk_valid && row + i * Plan::kRowStep < valid_rows;
+    cp_async_16(dst + i * step, valid ? src + i * Plan::kRowStep * row_stride : gmem, valid);
+  }
+}
+
+// Writes rows [0, valid_rows) and chunks [0, valid_chunks) of a tile to global memory, 16 bytes
+// per thread and access.
+template <class Tile, int kThreads, typename Element>
+FA_DEV void store_tile(const char* tile, Element* gmem, int64_t row_stride, int valid_rows, int valid_chunks,
+                       int tid) {
+  using Plan = TileCopyPlan<Tile, kThreads>;
+  const int row = Plan::row(tid), chunk = Plan::chunk(tid);
+  if (chunk >= Tile::kChunks || chunk >= valid_chunks) return;
+  const uint32_t step = Plan::row_step_bytes(chunk);
+  const char* src = tile + Tile::offset(row, chunk);
+#pragma unroll
+  for (int i = 0; i < Plan::kIters; ++i) {
+    if (row + i * Plan::kRowStep < valid_rows) {
+      const uint4 v = *reinterpret_cast<const uint4*>(src + i * step);
+      *reinterpret_cast<uint4*>(gmem + (row + i * Plan::kRowStep) * row_stride + chunk * 8) = v;
+    }
+  }
+}
+
+}  // namespace flashattn::cuda

@@ -1,0 +1,399 @@
+// FlashAttention-2 backward for sm80 and newer, main kernel: one thread block per (key tile,
+// KV head, batch). K and V of the tile stay in shared memory and dK, dV in registers while the
+// block walks the query tiles of every query head that shares the KV head (GQA sums in place);
+// dQ is added in fp32 to a workspace.
+//
+// Per query tile the warps run three products with different splits of the 8 warps:
+//   1. S^T = K Q^T and dP^T = V dO^T over (key rows x query cols); P^T and dS^T go to shared memory
+//   2. dV += P^T dO and dK += dS^T Q over (key rows x head dim), accumulators in registers
+//   3. dQ  = dS K over (query rows x head dim), added to the fp32 workspace with atomics
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/sequence.cuh"
+#include "cuda/common/smem_tile.cuh"
+#include "cuda/sm80/params.h"
+
+namespace flashattn::sm80 {
+
+using namespace flashattn::cuda;
+
+template <int kHeadDim>
+struct BackwardConfig {
+  static constexpr int kBlockM = 64;
+  // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
+  static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
+  static constexpr int kWarps = 8;
+  static constexpr int kThreads = kWarps * 32;
+  // Product 1: warps as 4 (key rows) x 2 (query cols).
+  static constexpr int kWarpsN1 = 4, kWarpsM1 = 2;
+  static constexpr int kMF1 = kBlockN / kWarpsN1 / 16, kNF1 = kBlockM / kWarpsM1 / 8;
+  // Product 2: 4 (key rows) x 2 (head dim halves).
+  static constexpr int kWarpsN2 = 4, kWarpsD2 = 2;
+  static constexpr int kMF2 = kBlockN / kWarpsN2 / 16, kNF2 = kHeadDim / kWarpsD2 / 8;
+  // Product 3: 4 (query rows) x 2 (head dim halves), in chunks of at most 8 n8 tiles.
+  static constexpr int kWarpsM3 = 4, kWarpsD3 = 2;
+  static constexpr int kNF3Total = kHeadDim / kWarpsD3 / 8;
+  static constexpr int kNF3 = kNF3Total <= 8 ? kNF3Total : (kNF3Total % 8 == 0 ? 8 : kNF3Total / 2);
+  static_assert(kNF1 % 2 == 0 && kNF2 % 2 == 0 && kNF3 % 2 == 0 && kNF3Total % kNF3 == 0, "n8 tiles go in pairs");
+  static_assert(kBlockM == kWarpsM3 * 16, "product 3 gives each warp one m16 fragment");
+
+  using QTile = SwizzledTile<kBlockM, kHeadDim>;   // Q and dO, two stages each
+  using KVTile = SwizzledTile<kBlockN, kHeadDim>;  // K and V
+  using PTile = SwizzledTile<kBlockN, kBlockM>;    // P^T and dS^T
+  static constexpr int kOffK = 0;
+  static constexpr int kOffV = kOffK + KVTile::kBytes;
+  static constexpr int kOffQ = kOffV + KVTile::kBytes;              // stage s at + s * QTile::kBytes
+  static constexpr int kOffDO = kOffQ + 2 * QTile::kBytes;
+  static constexpr int kOffP = kOffDO + 2 * QTile::kBytes;
+  static constexpr int kOffDS = kOffP + PTile::kBytes;
+  static constexpr int kOffLse = kOffDS + PTile::kBytes;            // float [2][kBlockM]
+  static constexpr int kOffDsum = kOffLse + 2 * kBlockM * 4;        // float [2][kBlockM]
+  static constexpr int kSmemBytes = kOffDsum + 2 * kBlockM * 4;
+};
+
+FA_DEV void cp_async_4(uint32_t smem_addr, const void* gmem, bool valid) {
+  const int src_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes));
+}
+
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
+    backward_kernel(const KernelParams p) {
+  using Cfg = BackwardConfig<kHeadDim>;
+  using QTile = typename Cfg::QTile;
+  using KVTile = typename Cfg::KVTile;
+  using PTile = typename Cfg::PTile;
+  constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
+  constexpr int kMF1 = Cfg::kMF1, kNF1 = Cfg::kNF1, kMF2 = Cfg::kMF2, kNF2 = Cfg::kNF2, kNF3 = Cfg::kNF3;
+  constexpr float kLog2e = 1.4426950408889634f;
+
+  extern __shared__ __align__(128) char smem[];
+  const uint32_t smem_base = smem_address(smem);
+  const float* smem_lse = reinterpret_cast<const float*>(smem + Cfg::kOffLse);
+  const float* smem_dsum = reinterpret_cast<const float*>(smem + Cfg::kOffDsum);
+
+  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, b);
+  const int n0 = n_block * kBlockN;
+  if (n0 >= seq.len_k) return;
+  const int tid = threadIdx.x;
+  const int64_t diag = seq.diag_offset();
+  const int cols_valid = min(kBlockN, seq.len_k - n0);
+  const TileRange m_tiles = query_tiles(p.mask, n0, n0 + cols_valid - 1, diag, seq.len_q, kBlockM);
+  const int num_m = m_tiles.empty() ? 0 : m_tiles.end - m_tiles.begin;
+  const int group = p.heads_per_kv;
+  const int num_items = num_m * group;
+
+  const int64_t k_off = b * p.k.batch_stride + (seq.k_row0 + n0) * p.k.row_stride + hk * p.k.head_stride;
+  const int64_t v_off = b * p.v.batch_stride + (seq.k_row0 + n0) * p.v.row_stride + hk * p.v.head_stride;
+  copy_tile_async<KVTile, Cfg::kThreads>(smem_base + Cfg::kOffK, static_cast<const Element*>(p.k.data) + k_off,
+                                         p.k.row_stride, cols_valid, p.headdim_chunks, tid);
+  copy_tile_async<KVTile, Cfg::kThreads>(smem_base + Cfg::kOffV, static_cast<const Element*>(p.v.data) + v_off,
+                                         p.v.row_stride, cols_valid, p.headdim_chunks, tid);
+  cp_async_commit();
+
+  // Loads Q, dO, lse and D of work item `item` (query head, query tile) into stage `stage`.
+  auto prefetch = [&](int item, int stage) {
+    const int h = hk * group + item / num_m;
+    const int m0 = (m_tiles.begin + item % num_m) * kBlockM;
+    const int rows = min(kBlockM, seq.len_q - m0);
+    const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
+                       (seq.q_row0 + m0) * p.q.row_stride + h * p.q.head_stride;
+    const Element* dout = static_cast<const Element*>(p.dout.data) + b * p.dout.batch_stride +
+                          (seq.q_row0 + m0) * p.dout.row_stride + h * p.dout.head_stride;
+    copy_tile_async<QTile, Cfg::kThreads>(smem_base + Cfg::kOffQ + stage * QTile::kBytes, q, p.q.row_stride, rows,
+                                          p.headdim_chunks, tid);
+    copy_tile_async<QTile, Cfg::kThreads>(smem_base + Cfg::kOffDO + stage * QTile::kBytes, dout,
+                                          p.dout.row_stride, rows, p.headdim_chunks, tid);
+    if (tid < kBlockM) {
+      const bool valid = tid < rows;
+      const float* lse = p.lse + b * p.lse_batch_stride + h * p.lse_head_stride +
+                         (seq.q_row0 + m0 + (valid ? tid : 0)) * p.lse_row_stride;
+      const float* dsum = p.dsum + h * p.total_q + workspace_row(p, seq.q_row0, b, m0 + (valid ? tid : 0));
+      cp_async_4(smem_base + Cfg::kOffLse + (stage * kBlockM + tid) * 4, lse, valid);
+      cp_async_4(smem_base + Cfg::kOffDsum + (stage * kBlockM + tid) * 4, dsum, valid);
+    }
+  };
+  if (num_items > 0) prefetch(0, 0);
+  cp_async_commit();
+
+  float acc_dk[kMF2][kNF2][4], acc_dv[kMF2][kNF2][4];
+#pragma unroll
+  for (int mf = 0; mf < kMF2; ++mf)
+#pragma unroll
+    for (int nf = 0; nf < kNF2; ++nf)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_dk[mf][nf][e] = acc_dv[mf][nf][e] = 0.0f;
+
+  for (int item = 0; item < num_items; ++item) {
+    const int stage = item & 1;
+    const int h = hk * group + item / num_m;
+    const int m_block = m_tiles.begin + item % num_m;
+    const int m0 = m_block * kBlockM;
+    const int rows_valid = min(kBlockM, seq.len_q - m0);
+    cp_async_wait<0>();
+    __syncthreads();  // this item's tiles landed; every warp is done with the previous item
+    if (item + 1 < num_items) prefetch(item + 1, stage ^ 1);
+    cp_async_commit();
+
+    // Warp positions in the three products, derived afresh each item (see fresh_thread_index).
+    const int t = fresh_thread_index();
+    const int warp = t / 32, lane = t % 32, g = lane >> 2, tig = lane & 3;
+    const int wn1 = warp / Cfg::kWarpsM1, wm1 = warp % Cfg::kWarpsM1;
+    const int wn2 = warp / Cfg::kWarpsD2, wd2 = warp % Cfg::kWarpsD2;
+    const int wm3 = warp / Cfg::kWarpsD3, wd3 = warp % Cfg::kWarpsD3;
+    const int row1 = wn1 * kMF1 * 16, col1 = wm1 * kNF1 * 8;
+    const int row2 = wn2 * kMF2 * 16, col2 = wd2 * kNF2 * 8;
+    const int row3 = wm3 * 16, col3 = wd3 * Cfg::kNF3Total * 8;
+    const auto k_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffK, lane, LanePattern::kRowsThenCols);
+    const auto v_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffV, lane, LanePattern::kRowsThenCols);
+    const auto p_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffP, lane, LanePattern::kRowsThenCols);
+    const auto ds_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kRowsThenCols);
+    const auto ds_cr = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kColsThenRows);
+    char* smem_p = smem + Cfg::kOffP;
+    char* smem_ds = smem + Cfg::kOffDS;
+    const uint32_t q_base = smem_base + Cfg::kOffQ + stage * QTile::kBytes;
+    const uint32_t do_base = smem_base + Cfg::kOffDO + stage * QTile::kBytes;
+    const auto q_cr = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kColsThenRows);
+    const auto do_cr = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kColsThenRows);
+
+    // 1. S^T = K Q^T, then P^T (to shared memory); dP^T = V dO^T, then dS^T (to shared memory).
+    // The two products run one after the other so only one set of operand fragments is live.
+    {
+      float st[kMF1][kNF1][4], dpt[kMF1][kNF1][4];
+#pragma unroll
+      for (int mf = 0; mf < kMF1; ++mf)
+#pragma unroll
+        for (int nf = 0; nf < kNF1; ++nf)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) st[mf][nf][e] = dpt[mf][nf][e] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+        uint32_t ak[kMF1][4];
+#pragma unroll
+        for (int mf = 0; mf < kMF1; ++mf) load_a(ak[mf], k_rc, row1 + mf * 16, kk * 16);
+#pragma unroll
+        for (int np = 0; np < kNF1 / 2; ++np) {
+          uint32_t bq[4];
+          load_b(bq, q_cr, col1 + np * 16, kk * 16);
+#pragma unroll
+          for (int mf = 0; mf < kMF1; ++mf) {
+            mma_16816<Element>(st[mf][2 * np], ak[mf], bq[0], bq[1]);
+            mma_16816<Element>(st[mf][2 * np + 1], ak[mf], bq[2], bq[3]);
+          }
+        }
+      }
+
+      const bool plain = !p.score_mod && tile_fully_visible(p.mask, m0, m0 + rows_valid - 1, n0,
+                                                              n0 + kBlockN - 1, diag, seq.len_k);
+      if (plain) {
+        // P = 2^(raw * scale * log2 e - lse * log2 e); st keeps P * dscore/draw = P * scale.
+#pragma unroll
+        for (int nf = 0; nf < kNF1; ++nf) {
+          const int c = col1 + nf * 8 + tig * 2;
+          float lse_log2[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float lse = smem_lse[stage * kBlockM + c + e];
+            // A row that saw no key has lse -inf; +inf turns all its probabilities into 0.
+            lse_log2[e] = lse == -INFINITY ? INFINITY : lse * kLog2e;
+          }
+#pragma unroll
+          for (int mf = 0; mf < kMF1; ++mf)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              float prob[2];
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                prob[e] = exp2_approx(fmaf(st[mf][nf][2 * half + e], p.scale_log2, -lse_log2[e]));
+                st[mf][nf][2 * half + e] = prob[e] * p.score.scale;
+              }
+              store_pair<PTile>(smem_p, row1 + mf * 16 + g + half * 8, c, pack_pair<Element>(prob[0], prob[1]));
+            }
+        }
+      } else {
+        const float slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.0f;
+#pragma unroll
+        for (int mf = 0; mf < kMF1; ++mf)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int r = row1 + mf * 16 + g + half * 8;
+            const int64_t j = n0 + r;
+            // Query columns (inside the tile) that see key j: the mask policy's inequalities
+            // solved for i.
+            const int64_t lo = p.mask.window_right < 0 ? INT64_MIN / 2 : j - diag - p.mask.window_right;
+            const int64_t hi = p.mask.window_left < 0 ? INT64_MAX / 2 : j - diag + p.mask.window_left + 1;
+            const int col_lo = static_cast<int>(max(min(lo - m0, int64_t(kBlockM)), int64_t(0)));
+            const int col_hi = j < seq.len_k ? static_cast<int>(max(min(hi - m0, int64_t(kBlockM)), int64_t(0))) : 0;
+            const int diag_col = static_cast<int>(j - diag - m0);  // the query column on this key's diagonal
+#pragma unroll
+            for (int nf = 0; nf < kNF1; ++nf) {
+              const int c = col1 + nf * 8 + tig * 2;
+              float prob[2];
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const float lse = smem_lse[stage * kBlockM + c + e];
+                const float lse_log2 = lse == -INFINITY ? INFINITY : lse * kLog2e;
+                const float capped = p.score.apply(st[mf][nf][2 * half + e]);
+                float x = capped;
+                if (p.alibi_slopes != nullptr) x += alibi_bias(slope, c + e, diag_col, 0);
+                const bool visible = c + e >= col_lo && c + e < col_hi;
+                prob[e] = visible ? exp2_approx(x * kLog2e - lse_log2) : 0.0f;
+                st[mf][nf][2 * half + e] = prob[e] * p.score.derivative_from_score(capped);
+              }
+              store_pair<PTile>(smem_p, r, c, pack_pair<Element>(prob[0], prob[1]));
+            }
+          }
+      }
+
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+        uint32_t av[kMF1][4];
+#pragma unroll
+        for (int mf = 0; mf < kMF1; ++mf) load_a(av[mf], v_rc, row1 + mf * 16, kk * 16);
+#pragma unroll
+        for (int np = 0; np < kNF1 / 2; ++np) {
+          uint32_t bdo[4];
+          load_b(bdo, do_cr, col1 + np * 16, kk * 16);
+#pragma unroll
+          for (int mf = 0; mf < kMF1; ++mf) {
+            mma_16816<Element>(dpt[mf][2 * np], av[mf], bdo[0], bdo[1]);
+            mma_16816<Element>(dpt[mf][2 * np + 1], av[mf], bdo[2], bdo[3]);
+          }
+        }
+      }
+      // dS = P * (dP - D) * dscore/draw.
+#pragma unroll
+      for (int nf = 0; nf < kNF1; ++nf) {
+        const int c = col1 + nf * 8 + tig * 2;
+        const float dsum0 = smem_dsum[stage * kBlockM + c], dsum1 = smem_dsum[stage * kBlockM + c + 1];
+#pragma unroll
+        for (int mf = 0; mf < kMF1; ++mf)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const float ds0 = st[mf][nf][2 * half] * (dpt[mf][nf][2 * half] - dsum0);
+            const float ds1 = st[mf][nf][2 * half + 1] * (dpt[mf][nf][2 * half + 1] - dsum1);
+            store_pair<PTile>(smem_ds, row1 + mf * 16 + g + half * 8, c, pack_pair<Element>(ds0, ds1));
+          }
+      }
+    }
+    __syncthreads();  // P^T and dS^T complete
+
+    // 2. dV += P^T dO, dK += dS^T Q.
+    {
+      const auto q_rc = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kRowsThenCols);
+      const auto do_rc = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kRowsThenCols);
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        uint32_t ap[kMF2][4], ads[kMF2][4];
+#pragma unroll
+        for (int mf = 0; mf < kMF2; ++mf) {
+          load_a(ap[mf], p_rc, row2 + mf * 16, kk * 16);
+          load_a(ads[mf], ds_rc, row2 + mf * 16, kk * 16);
+        }
+#pragma unroll
+        for (int dp = 0; dp < kNF2 / 2; ++dp) {
+          uint32_t bdo[4], bq[4];
+          load_b_trans(bdo, do_rc, kk * 16, col2 + dp * 16);
+          load_b_trans(bq, q_rc, kk * 16, col2 + dp * 16);
+#pragma unroll
+          for (int mf = 0; mf < kMF2; ++mf) {
+            mma_16816<Element>(acc_dv[mf][2 * dp], ap[mf], bdo[0], bdo[1]);
+            mma_16816<Element>(acc_dv[mf][2 * dp + 1], ap[mf], bdo[2], bdo[3]);
+            mma_16816<Element>(acc_dk[mf][2 * dp], ads[mf], bq[0], bq[1]);
+            mma_16816<Element>(acc_dk[mf][2 * dp + 1], ads[mf], bq[2], bq[3]);
+          }
+        }
+      }
+    }
+
+    // 3. dQ += dS K into the fp32 workspace. Deterministic runs add the key tiles of one query
+    // tile in increasing order: each block waits for its predecessor's count on a semaphore.
+    int* semaphore = nullptr;
+    if (p.deterministic) {
+      semaphore = p.dq_semaphore + (static_cast<int64_t>(b) * p.nheads_q + h) * p.num_m_blocks + m_block;
+      if (tid == 0) {
+        const int row_last = m0 + rows_valid - 1;
+        const int first = key_tiles(p.mask, m0, row_last, diag, seq.len_k, kBlockN).begin;
+        const int turn = n_block - first;
+        while (atomicAdd(semaphore, 0) != turn) {
+        }
+        __threadfence();
+      }
+      __syncthreads();
+    }
+    float* dq_accum = p.dq_accum + (static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, m0)) *
+                                       p.headdim;
+#pragma unroll
+    for (int chunk = 0; chunk < Cfg::kNF3Total / kNF3; ++chunk) {
+      const int dcol0 = col3 + chunk * kNF3 * 8;
+      float acc_dq[kNF3][4];
+#pragma unroll
+      for (int nf = 0; nf < kNF3; ++nf)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_dq[nf][e] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        uint32_t ads[4];
+        load_a_trans(ads, ds_cr, kk * 16, row3);
+#pragma unroll
+        for (int dp = 0; dp < kNF3 / 2; ++dp) {
+          uint32_t bk[4];
+          load_b_trans(bk, k_rc, kk * 16, dcol0 + dp * 16);
+          mma_16816<Element>(acc_dq[2 * dp], ads, bk[0], bk[1]);
+          mma_16816<Element>(acc_dq[2 * dp + 1], ads, bk[2], bk[3]);
+        }
+      }
+      // One base address per thread; every accumulator is base + a small offset.
+      const int r = row3 + g;
+      const int c = dcol0 + tig * 2;
+      float* dst = dq_accum + r * p.headdim + c;
+      const int64_t eight_rows = 8 * p.headdim;
+#pragma unroll
+      for (int nf = 0; nf < kNF3; ++nf)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const bool ok = r + (e >> 1) * 8 < rows_valid && c + nf * 8 < p.headdim;
+          if (ok) atomicAdd(dst + (e >> 1) * eight_rows + nf * 8 + (e & 1), acc_dq[nf][e]);
+        }
+    }
+    if (p.deterministic) {
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) atomicAdd(semaphore, 1);
+    }
+  }
+
+  // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores.
+  cp_async_wait<0>();
+  __syncthreads();
+  const int warp = tid / 32, lane = tid % 32, g = lane >> 2, tig = lane & 3;
+  const int row2 = warp / Cfg::kWarpsD2 * kMF2 * 16, col2 = warp % Cfg::kWarpsD2 * kNF2 * 8;
+#pragma unroll
+  for (int mf = 0; mf < kMF2; ++mf)
+#pragma unroll
+    for (int nf = 0; nf < kNF2; ++nf)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = row2 + mf * 16 + g + half * 8;
+        const int c = col2 + nf * 8 + tig * 2;
+        store_pair<KVTile>(smem + Cfg::kOffK, r, c,
+                           pack_pair<Element>(acc_dk[mf][nf][2 * half], acc_dk[mf][nf][2 * half + 1]));
+        store_pair<KVTile>(smem + Cfg::kOffV, r, c,
+                           pack_pair<Element>(acc_dv[mf][nf][2 * half], acc_dv[mf][nf][2 * half + 1]));
+      }
+  __syncthreads();
+  Element* dk = static_cast<Element*>(p.dk.data) + b * p.dk.batch_stride + (seq.k_row0 + n0) * p.dk.row_stride +
+                hk * p.dk.head_stride;
+  Element* dv = static_cast<Element*>(p.dv.data) + b * p.dv.batch_stride + (seq.k_row0 + n0) * p.dv.row_stride +
+                hk * p.dv.head_stride;
+  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffK, dk, p.dk.row_stride, cols_valid, p.headdim_chunks, tid);
+  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffV, dv, p.dv.row_stride, cols_valid, p.headdim_chunks, tid);
+}
+
+}  // namespace flashattn::sm80

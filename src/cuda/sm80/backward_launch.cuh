@@ -1,0 +1,43 @@
+// Launch sequence of the backward: prepare (D, zeroed dQ workspace), main kernel, dQ conversion.
+// The workspace pointers in `p` are set by the caller.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/sm80/backward_kernel.cuh"
+#include "cuda/sm80/backward_rows.cuh"
+#include "cuda/sm80/kernel_registry.h"
+
+namespace flashattn::sm80 {
+
+template <typename Element, int kHeadDim>
+cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
+  using Cfg = BackwardConfig<kHeadDim>;
+  const dim3 row_grid((p.seqlen_q + kRowsPerBlock - 1) / kRowsPerBlock, p.nheads_q, p.batch);
+  if (p.seqlen_q > 0) {
+    backward_prepare_kernel<Element><<<row_grid, kRowsPerBlock * 32, 0, stream>>>(p);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  if (p.seqlen_k > 0) {
+    auto kernel = backward_kernel<Element, kHeadDim>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    if (err != cudaSuccess) return err;
+    const dim3 grid((p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, p.nheads_kv, p.batch);
+    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  if (p.seqlen_q > 0) {
+    backward_convert_dq_kernel<Element><<<row_grid, kRowsPerBlock * 32, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
+  return cudaSuccess;
+}
+
+}  // namespace flashattn::sm80
+
+namespace flashattn::sm80 {
+static_assert(BackwardConfig<128>::kBlockM == kBackwardBlockM && BackwardConfig<256>::kBlockM == kBackwardBlockM,
+              "the dispatch sizes the dQ semaphores with kBackwardBlockM");
+}  // namespace flashattn::sm80

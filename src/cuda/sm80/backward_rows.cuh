@@ -1,0 +1,71 @@
+// The row-wise kernels around the backward main kernel: D = rowsum(dO * O) with the dQ
+// workspace zeroed before it, and the fp32 dQ workspace converted to the output dtype after it.
+// One warp per query row, one 16-byte chunk per lane (head dims up to 256 are 32 chunks).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/sequence.cuh"
+#include "cuda/sm80/params.h"
+
+namespace flashattn::sm80 {
+
+using namespace flashattn::cuda;
+
+constexpr int kRowsPerBlock = 8;
+
+template <typename Element>
+FA_DEV float dot8(const uint4& a, const uint4& b) {
+  const Element* x = reinterpret_cast<const Element*>(&a);
+  const Element* y = reinterpret_cast<const Element*>(&b);
+  float s = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s += to_float<Element>(x[e]) * to_float<Element>(y[e]);
+  return s;
+}
+
+template <typename Element>
+__global__ void __launch_bounds__(kRowsPerBlock * 32) backward_prepare_kernel(const KernelParams p) {
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int lane = threadIdx.x % 32;
+  const int i = blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, b);
+  if (i >= seq.len_q) return;
+  float partial = 0.0f;
+  if (lane < p.headdim_chunks) {
+    const Element* o = static_cast<const Element*>(p.out.data) + b * p.out.batch_stride +
+                       (seq.q_row0 + i) * p.out.row_stride + h * p.out.head_stride + lane * 8;
+    const Element* dout = static_cast<const Element*>(p.dout.data) + b * p.dout.batch_stride +
+                          (seq.q_row0 + i) * p.dout.row_stride + h * p.dout.head_stride + lane * 8;
+    partial = dot8<Element>(*reinterpret_cast<const uint4*>(o), *reinterpret_cast<const uint4*>(dout));
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) partial += __shfl_xor_sync(0xffffffffu, partial, offset);
+  const int64_t row = static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, i);
+  if (lane == 0) p.dsum[row] = partial;
+  float4* dq = reinterpret_cast<float4*>(p.dq_accum + row * p.headdim);
+  for (int c = lane; c < p.headdim / 4; c += 32) dq[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+template <typename Element>
+__global__ void __launch_bounds__(kRowsPerBlock * 32) backward_convert_dq_kernel(const KernelParams p) {
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int lane = threadIdx.x % 32;
+  const int i = blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, b);
+  if (i >= seq.len_q || lane >= p.headdim_chunks) return;
+  const int64_t row = static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, i);
+  const float4* acc = reinterpret_cast<const float4*>(p.dq_accum + row * p.headdim + lane * 8);
+  const float4 lo = acc[0], hi = acc[1];
+  uint4 packed;
+  packed.x = pack_pair<Element>(lo.x, lo.y);
+  packed.y = pack_pair<Element>(lo.z, lo.w);
+  packed.z = pack_pair<Element>(hi.x, hi.y);
+  packed.w = pack_pair<Element>(hi.z, hi.w);
+  Element* dq = static_cast<Element*>(p.dq.data) + b * p.dq.batch_stride + (seq.q_row0 + i) * p.dq.row_stride +
+                h * p.dq.head_stride + lane * 8;
+  *reinterpret_cast<uint4*>(dq) = packed;
+}
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,249 @@
+// The sm80 kernel set's entry points: which problems it runs, the run-time to compile-time switch
+// (dtype, head dim), and the backward's workspace.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "cuda/kernel_sets.h"
+#include "cuda/sm80/kernel_registry.h"
+#include "cuda/sm80/params.h"
+
+namespace flashattn {
+namespace sm80 {
+namespace {
+
+constexpr int kHeadDims[] = {32, 64, 96, 128, 192, 256};
+
+// Head dims between the instantiated ones run in the next larger kernel with zero padding.
+int kernel_headdim(int headdim) {
+  for (int d : kHeadDims) {
+    if (headdim <= d) return d;
+  }
+  return 0;
+}
+
+bool headdim_compiled(int d) {
+  switch (d) {
+#if defined(FLASHATTN_SM80_HDIM_32)
+    case 32: return true;
+#endif
+#if defined(FLASHATTN_SM80_HDIM_64)
+    case 64: return true;
+#endif
+#if defined(FLASHATTN_SM80_HDIM_96)
+    case 96: return true;
+#endif
+#if defined(FLASHATTN_SM80_HDIM_128)
+    case 128: return true;
+#endif
+#if defined(FLASHATTN_SM80_HDIM_192)
+    case 192: return true;
+#endif
+#if defined(FLASHATTN_SM80_HDIM_256)
+    case 256: return true;
+#endif
+    default: return false;
+  }
+}
+
+bool dtype_compiled(DType dtype) {
+#if defined(FLASHATTN_SM80_FP16)
+  if (dtype == DType::kFloat16) return true;
+#endif
+#if defined(FLASHATTN_SM80_BF16)
+  if (dtype == DType::kBFloat16) return true;
+#endif
+  (void)dtype;
+  return false;
+}
+
+Status supports(const AttentionProblem& p) {
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
+    return Status::Unsupported(std::string("the sm80 CUDA kernels take float16 or bfloat16; dtype ") +
+                               dtype_name(p.dtype) + " is not supported (convert to float16/bfloat16 or use backend cpu)");
+  }
+  if (!dtype_compiled(p.dtype)) {
+    return Status::Unsupported(std::string("dtype ") + dtype_name(p.dtype) +
+                               " was not compiled into the sm80 kernels (see FLASHATTN_DTYPES)");
+  }
+  const int d = kernel_headdim(p.headdim);
+  if (d == 0 || !headdim_compiled(d)) {
+    return Status::Unsupported("head dimension " + std::to_string(p.headdim) + " needs the sm80 kernel for head dim " +
+                               std::to_string(d) + ", which was not compiled in (see FLASHATTN_HDIMS)");
+  }
+  if (p.nheads_q > 65535 || p.batch > 65535) {
+    return Status::Unsupported("the sm80 CUDA kernels take at most 65535 heads and 65535 sequences; got nheads_q " +
+                               std::to_string(p.nheads_q) + ", batch " + std::to_string(p.batch));
+  }
+  return Status::Ok();
+}
+
+template <typename Element>
+cudaError_t run_forward(const KernelParams& kp, int d, cudaStream_t stream) {
+  switch (d) {
+#if defined(FLASHATTN_SM80_HDIM_32)
+    case 32: return launch_forward<Element, 32>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_64)
+    case 64: return launch_forward<Element, 64>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_96)
+    case 96: return launch_forward<Element, 96>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_128)
+    case 128: return launch_forward<Element, 128>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_192)
+    case 192: return launch_forward<Element, 192>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_256)
+    case 256: return launch_forward<Element, 256>(kp, stream);
+#endif
+    default: return cudaErrorNotSupported;
+  }
+}
+
+template <typename Element>
+cudaError_t run_backward(const KernelParams& kp, int d, cudaStream_t stream) {
+  switch (d) {
+#if defined(FLASHATTN_SM80_HDIM_32)
+    case 32: return launch_backward<Element, 32>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_64)
+    case 64: return launch_backward<Element, 64>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_96)
+    case 96: return launch_backward<Element, 96>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_128)
+    case 128: return launch_backward<Element, 128>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_192)
+    case 192: return launch_backward<Element, 192>(kp, stream);
+#endif
+#if defined(FLASHATTN_SM80_HDIM_256)
+    case 256: return launch_backward<Element, 256>(kp, stream);
+#endif
+    default: return cudaErrorNotSupported;
+  }
+}
+
+// Calls fn.template operator()<Element>() for the problem's dtype (only compiled dtypes exist).
+template <typename Fn>
+cudaError_t with_element(DType dtype, Fn&& fn) {
+#if defined(FLASHATTN_SM80_FP16)
+  if (dtype == DType::kFloat16) return fn(__half{});
+#endif
+#if defined(FLASHATTN_SM80_BF16)
+  if (dtype == DType::kBFloat16) return fn(__nv_bfloat16{});
+#endif
+  (void)dtype;
+  (void)fn;
+  return cudaErrorNotSupported;
+}
+
+Status launch_status(const char* what, cudaError_t err) {
+  if (err == cudaSuccess) return Status::Ok();
+  return Status::Runtime(std::string("sm80 ") + what + ": " + cudaGetErrorString(err));
+}
+
+size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+}  // namespace
+
+KernelParams make_params(const AttentionProblem& p) {
+  KernelParams kp;
+  kp.q = p.q;
+  kp.k = p.k;
+  kp.v = p.v;
+  kp.out = p.out;
+  kp.dout = p.dout;
+  kp.dq = p.dq;
+  kp.dk = p.dk;
+  kp.dv = p.dv;
+  kp.lse = p.lse;
+  kp.lse_batch_stride = p.lse_batch_stride;
+  kp.lse_head_stride = p.lse_head_stride;
+  kp.lse_row_stride = p.lse_row_stride;
+  kp.cu_seqlens_q = p.cu_seqlens_q;
+  kp.cu_seqlens_k = p.cu_seqlens_k;
+  kp.batch = p.batch;
+  kp.seqlen_q = p.seqlen_q;
+  kp.seqlen_k = p.seqlen_k;
+  kp.nheads_q = p.nheads_q;
+  kp.nheads_kv = p.nheads_kv;
+  kp.heads_per_kv = p.heads_per_kv();
+  kp.headdim = p.headdim;
+  kp.headdim_chunks = p.headdim / 8;
+  kp.total_q = p.total_q;
+  kp.score = p.score;
+  kp.mask = p.mask;
+  kp.scale_log2 = p.score.scale * 1.4426950408889634f;
+  kp.alibi_slopes = p.alibi_slopes;
+  kp.alibi_batch_stride = p.alibi_batch_stride;
+  kp.score_mod = p.score.softcap > 0.0f || p.alibi_slopes != nullptr || !(p.score.scale > 0.0f);
+  kp.deterministic = p.deterministic;
+  kp.num_m_blocks = (p.seqlen_q + kBackwardBlockM - 1) / kBackwardBlockM;
+  return kp;
+}
+
+}  // namespace sm80
+
+Status sm80_supports_forward(const AttentionProblem& p) { return sm80::supports(p); }
+
+Status sm80_supports_backward(const AttentionProblem& p) { return sm80::supports(p); }
+
+Status sm80_forward(const AttentionProblem& p) {
+  Status s = sm80::supports(p);
+  if (!s.ok()) return s;
+  const sm80::KernelParams kp = sm80::make_params(p);
+  const int d = sm80::kernel_headdim(p.headdim);
+  cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  if (p.seqlen_q == 0) return Status::Ok();
+  const cudaError_t err = sm80::with_element(p.dtype, [&](auto element) {
+    return sm80::run_forward<decltype(element)>(kp, d, stream);
+  });
+  return sm80::launch_status("forward", err);
+}
+
+Status sm80_backward(const AttentionProblem& p) {
+  Status s = sm80::supports(p);
+  if (!s.ok()) return s;
+  sm80::KernelParams kp = sm80::make_params(p);
+  const int d = sm80::kernel_headdim(p.headdim);
+  cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+
+  // Workspace: fp32 dQ accumulator, D = rowsum(dO * O), and the deterministic-mode semaphores.
+  const size_t rows = static_cast<size_t>(p.nheads_q) * static_cast<size_t>(p.total_q);
+  const size_t dq_bytes = sm80::align_up(rows * p.headdim * sizeof(float));
+  const size_t dsum_bytes = sm80::align_up(rows * sizeof(float));
+  const size_t sem_count = p.deterministic ? static_cast<size_t>(p.batch) * p.nheads_q * kp.num_m_blocks : 0;
+  const size_t sem_bytes = sm80::align_up(sem_count * sizeof(int));
+  const size_t total = dq_bytes + dsum_bytes + sem_bytes;
+  char* workspace = nullptr;
+  if (total > 0) {
+    cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&workspace), total, stream);
+    if (err != cudaSuccess) return sm80::launch_status("backward workspace allocation", err);
+  }
+  kp.dq_accum = reinterpret_cast<float*>(workspace);
+  kp.dsum = reinterpret_cast<float*>(workspace + dq_bytes);
+  kp.dq_semaphore = sem_count ? reinterpret_cast<int*>(workspace + dq_bytes + dsum_bytes) : nullptr;
+
+  cudaError_t err = cudaSuccess;
+  if (sem_count) err = cudaMemsetAsync(kp.dq_semaphore, 0, sem_count * sizeof(int), stream);
+  if (err == cudaSuccess) {
+    err = sm80::with_element(p.dtype, [&](auto element) {
+      return sm80::run_backward<decltype(element)>(kp, d, stream);
+    });
+  }
+  if (workspace != nullptr) {
+    const cudaError_t free_err = cudaFreeAsync(workspace, stream);
+    if (err == cudaSuccess) err = free_err;
+  }
+  return sm80::launch_status("backward", err);
+}
+
+}  // namespace flashattn

@@ -1,0 +1,286 @@
+// FlashAttention-2 forward for sm80 and newer: one thread block per (query tile, head, batch);
+// the warps split the query tile by rows and share K and V tiles in shared memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/sequence.cuh"
+#include "cuda/common/smem_tile.cuh"
+#include "cuda/sm80/kernel_registry.h"
+#include "cuda/sm80/params.h"
+
+namespace flashattn::sm80 {
+
+using namespace flashattn::cuda;
+
+template <int kHeadDim>
+struct ForwardConfig {
+  static constexpr int kBlockM = 128;
+  // Wider key tiles where the output accumulator is small enough to leave registers for them.
+  static constexpr int kBlockN = kHeadDim <= 64 ? 128 : 64;
+  // Large head dims split the rows over 8 warps so each warp's output accumulator fits.
+  static constexpr int kWarps = kHeadDim >= 192 ? 8 : 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kWarpRows = kBlockM / kWarps;
+  static constexpr int kMFrags = kWarpRows / 16;
+  static constexpr int kNFrags = kBlockN / 8;
+  static constexpr int kDFrags = kHeadDim / 8;
+  using QTile = SwizzledTile<kBlockM, kHeadDim>;
+  using KVTile = SwizzledTile<kBlockN, kHeadDim>;
+  static constexpr int kSmemBytes = QTile::kBytes + 2 * KVTile::kBytes;
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <class Cfg>
+struct ForwardWarp {
+  int warp, lane, g, tig;  // g: row in the 8-row group of an mma fragment; tig: its column pair
+  FA_DEV int row(int mf, int half) const { return warp * Cfg::kWarpRows + mf * 16 + g + half * 8; }
+};
+
+// Scores through the softcap, ALiBi bias and mask, scaled to log2 units; masked scores -inf.
+// Row bounds come from the mask policy once per row, relative to the tile, so the per-score work
+// is two 32-bit compares.
+template <class Cfg>
+FA_DEV void transform_scores(float (&s)[Cfg::kMFrags][Cfg::kNFrags][4], const KernelParams& p,
+                             const ForwardWarp<Cfg>& w, int64_t m0, int64_t n0, int64_t diag, int len_k,
+                             float slope) {
+#pragma unroll
+  for (int mf = 0; mf < Cfg::kMFrags; ++mf)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t i = m0 + w.row(mf, half);
+      const int64_t lo = p.mask.key_begin(i, diag) - n0;
+      const int64_t hi = min(p.mask.key_end(i, diag, len_k), static_cast<int64_t>(len_k)) - n0;
+      const int col_lo = static_cast<int>(max(lo, int64_t(-1)));
+      const int col_hi = static_cast<int>(min(hi, int64_t(Cfg::kBlockN)));
+      const int diag_col = static_cast<int>(i + diag - n0);  // the diagonal's column inside the tile
+#pragma unroll
+      for (int nf = 0; nf < Cfg::kNFrags; ++nf)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nf * 8 + w.tig * 2 + e;
+          float x = p.score.apply(s[mf][nf][2 * half + e]);
+          if (p.alibi_slopes != nullptr) x += alibi_bias(slope, diag_col, j, 0);
+          s[mf][nf][2 * half + e] = (j >= col_lo && j < col_hi) ? x * kLog2e : -INFINITY;
+        }
+    }
+}
+
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
+    forward_kernel(const KernelParams p) {
+  using Cfg = ForwardConfig<kHeadDim>;
+  using QTile = typename Cfg::QTile;
+  using KVTile = typename Cfg::KVTile;
+  constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
+  constexpr int kMF = Cfg::kMFrags, kNF = Cfg::kNFrags, kDF = Cfg::kDFrags;
+
+  extern __shared__ __align__(128) char smem[];
+  char* smem_q = smem;
+  const uint32_t q_base = smem_address(smem_q);
+  const uint32_t k_base = q_base + QTile::kBytes;
+  const uint32_t v_base = k_base + KVTile::kBytes;
+
+  // Heavy (late, causal) query tiles first so the tail of the grid is short.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, b);
+  const int m0 = m_block * kBlockM;
+  if (m0 >= seq.len_q) return;
+  const int hk = h / p.heads_per_kv;
+  const int tid = threadIdx.x;
+  ForwardWarp<Cfg> w;
+  w.warp = tid / 32;
+  w.lane = tid % 32;
+  w.g = w.lane >> 2;
+  w.tig = w.lane & 3;
+  const auto q_frag = FragmentAddress<QTile>::make(q_base, w.lane, LanePattern::kRowsThenCols);
+  const auto k_frag = FragmentAddress<KVTile>::make(k_base, w.lane, LanePattern::kColsThenRows);
+  const auto v_frag = FragmentAddress<KVTile>::make(v_base, w.lane, LanePattern::kRowsThenCols);
+
+  const int64_t diag = seq.diag_offset();
+  const int rows_valid = min(kBlockM, seq.len_q - m0);
+  const int64_t row_last = m0 + rows_valid - 1;
+  const TileRange tiles = key_tiles(p.mask, m0, row_last, diag, seq.len_k, kBlockN);
+  const float slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.0f;
+
+  const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
+                     (seq.q_row0 + m0) * p.q.row_stride + h * p.q.head_stride;
+  const Element* k = static_cast<const Element*>(p.k.data) + b * p.k.batch_stride + seq.k_row0 * p.k.row_stride +
+                     hk * p.k.head_stride;
+  const Element* v = static_cast<const Element*>(p.v.data) + b * p.v.batch_stride + seq.k_row0 * p.v.row_stride +
+                     hk * p.v.head_stride;
+
+  copy_tile_async<QTile, Cfg::kThreads>(q_base, q, p.q.row_stride, rows_valid, p.headdim_chunks, tid);
+  cp_async_commit();
+  if (!tiles.empty()) {
+    const int n0 = (tiles.end - 1) * kBlockN;
+    copy_tile_async<KVTile, Cfg::kThreads>(k_base, k + n0 * p.k.row_stride, p.k.row_stride, seq.len_k - n0,
+                                           p.headdim_chunks, tid);
+    cp_async_commit();
+  }
+
+  float acc_o[kMF][kDF][4];
+  float row_max[kMF][2], row_sum[kMF][2];  // row_max in log2 units; row_sum per thread, reduced at the end
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf) {
+#pragma unroll
+    for (int df = 0; df < kDF; ++df)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[mf][df][e] = 0.0f;
+    row_max[mf][0] = row_max[mf][1] = -INFINITY;
+    row_sum[mf][0] = row_sum[mf][1] = 0.0f;
+  }
+
+  // Key tiles from last to first: the partial and diagonal tiles that need the element-wise mask
+  // come first, the rest run the plain path.
+  for (int n_block = tiles.end - 1; n_block >= tiles.begin; --n_block) {
+    const int n0 = n_block * kBlockN;
+    float s[kMF][kNF][4];
+#pragma unroll
+    for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+      for (int nf = 0; nf < kNF; ++nf)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mf][nf][e] = 0.0f;
+
+    cp_async_wait<0>();
+    __syncthreads();  // K tile landed; every warp is done with the previous V tile
+    copy_tile_async<KVTile, Cfg::kThreads>(v_base, v + n0 * p.v.row_stride, p.v.row_stride, seq.len_k - n0,
+                                           p.headdim_chunks, tid);
+    cp_async_commit();
+
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      uint32_t a[kMF][4];
+#pragma unroll
+      for (int mf = 0; mf < kMF; ++mf) load_a(a[mf], q_frag, w.warp * Cfg::kWarpRows + mf * 16, kk * 16);
+#pragma unroll
+      for (int np = 0; np < kNF / 2; ++np) {
+        uint32_t bk[4];
+        load_b(bk, k_frag, np * 16, kk * 16);
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf) {
+          mma_16816<Element>(s[mf][2 * np], a[mf], bk[0], bk[1]);
+          mma_16816<Element>(s[mf][2 * np + 1], a[mf], bk[2], bk[3]);
+        }
+      }
+    }
+
+    // Plain tiles fold the softmax scale into the exp2 argument (one FFMA per score).
+    float mult = p.scale_log2;
+    const bool plain =
+        !p.score_mod && tile_fully_visible(p.mask, m0, row_last, n0, n0 + kBlockN - 1, diag, seq.len_k);
+    if (!plain) {
+      transform_scores<Cfg>(s, p, w, m0, n0, diag, seq.len_k, slope);
+      mult = 1.0f;
+    }
+
+    cp_async_wait<0>();
+    __syncthreads();  // V tile landed; every warp is done with this K tile
+    if (n_block > tiles.begin) {
+      const int n_prev = n0 - kBlockN;
+      copy_tile_async<KVTile, Cfg::kThreads>(k_base, k + n_prev * p.k.row_stride, p.k.row_stride,
+                                             seq.len_k - n_prev, p.headdim_chunks, tid);
+      cp_async_commit();
+    }
+
+    // Online softmax on the unscaled accumulator: rescale by 2^(old max - new max), no 1/l yet.
+#pragma unroll
+    for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nf = 0; nf < kNF; ++nf) mx = fmaxf(mx, fmaxf(s[mf][nf][2 * half], s[mf][nf][2 * half + 1]));
+        mx = quad_max(mx) * mult;
+        const float new_max = fmaxf(row_max[mf][half], mx);
+        // A row that has seen only masked scores keeps max -inf; subtracting 0 keeps 2^-inf = 0.
+        const float base = new_max == -INFINITY ? 0.0f : new_max;
+        const float correction = exp2_approx(row_max[mf][half] - base);
+        row_max[mf][half] = new_max;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nf = 0; nf < kNF; ++nf)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pv = exp2_approx(fmaf(s[mf][nf][2 * half + e], mult, -base));
+            s[mf][nf][2 * half + e] = pv;
+            sum += pv;
+          }
+        row_sum[mf][half] = row_sum[mf][half] * correction + sum;
+#pragma unroll
+        for (int df = 0; df < kDF; ++df) {
+          acc_o[mf][df][2 * half] *= correction;
+          acc_o[mf][df][2 * half + 1] *= correction;
+        }
+      }
+
+    // O += P V: the accumulator layout of two adjacent n8 tiles of P is the A layout of one k16 step.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      uint32_t a[kMF][4];
+#pragma unroll
+      for (int mf = 0; mf < kMF; ++mf) {
+        a[mf][0] = pack_pair<Element>(s[mf][2 * kk][0], s[mf][2 * kk][1]);
+        a[mf][1] = pack_pair<Element>(s[mf][2 * kk][2], s[mf][2 * kk][3]);
+        a[mf][2] = pack_pair<Element>(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
+        a[mf][3] = pack_pair<Element>(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < kDF / 2; ++dp) {
+        uint32_t bv[4];
+        load_b_trans(bv, v_frag, kk * 16, dp * 16);
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf) {
+          mma_16816<Element>(acc_o[mf][2 * dp], a[mf], bv[0], bv[1]);
+          mma_16816<Element>(acc_o[mf][2 * dp + 1], a[mf], bv[2], bv[3]);
+        }
+      }
+    }
+  }
+
+  // Epilogue: the single 1/l, then the output through this warp's own rows of the Q tile so the
+  // global stores are 16 bytes wide.
+  cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float l = quad_sum(row_sum[mf][half]);
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const int r = w.row(mf, half);
+#pragma unroll
+      for (int df = 0; df < kDF; ++df) {
+        store_pair<QTile>(smem_q, r, df * 8 + w.tig * 2,
+                          pack_pair<Element>(acc_o[mf][df][2 * half] * inv, acc_o[mf][df][2 * half + 1] * inv));
+      }
+      if (p.lse != nullptr && w.tig == 0 && r < rows_valid) {
+        const float lse = l > 0.0f ? row_max[mf][half] * kLn2 + logf(l) : -INFINITY;
+        p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + (seq.q_row0 + m0 + r) * p.lse_row_stride] = lse;
+      }
+    }
+  __syncthreads();
+  Element* out = static_cast<Element*>(p.out.data) + b * p.out.batch_stride +
+                 (seq.q_row0 + m0) * p.out.row_stride + h * p.out.head_stride;
+  store_tile<QTile, Cfg::kThreads>(smem_q, out, p.out.row_stride, rows_valid, p.headdim_chunks, tid);
+}
+
+template <typename Element, int kHeadDim>
+cudaError_t launch_forward(const KernelParams& p, cudaStream_t stream) {
+  using Cfg = ForwardConfig<kHeadDim>;
+  auto kernel = forward_kernel<Element, kHeadDim>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM, p.nheads_q, p.batch);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,47 @@
+// What the sm80 kernels receive: the normalised problem reduced to plain values a kernel can take
+// by value (no host-only members).
+#pragma once
+
+#include <cstdint>
+
+#include "problem.h"
+
+namespace flashattn::sm80 {
+
+struct KernelParams {
+  Operand q, k, v, out;
+  Operand dout, dq, dk, dv;  // backward only
+  float* lse = nullptr;      // may be null in forward
+  int64_t lse_batch_stride = 0, lse_head_stride = 0, lse_row_stride = 0;
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  int batch = 0, seqlen_q = 0, seqlen_k = 0;
+  int nheads_q = 0, nheads_kv = 0, heads_per_kv = 1;
+  int headdim = 0;        // the problem's; the kernel's tile width may be larger (zero padded)
+  int headdim_chunks = 0; // headdim / 8: 16-byte chunks per row that hold data
+  int64_t total_q = 0;
+  ScoreTransform score;
+  MaskPolicy mask;
+  float scale_log2 = 0.0f;  // softmax scale * log2(e)
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
+  // Softcap, ALiBi or a non-positive scale: scores go through the element-wise path every tile.
+  bool score_mod = false;
+
+  // Backward workspace (fp32): dq_accum (nheads_q, total_q, headdim), dsum (nheads_q, total_q),
+  // and for deterministic runs one counter per (batch, head, query tile).
+  float* dq_accum = nullptr;
+  float* dsum = nullptr;
+  int* dq_semaphore = nullptr;
+  int num_m_blocks = 0;
+  bool deterministic = false;
+};
+
+KernelParams make_params(const AttentionProblem& p);
+
+// Index of row i of sequence b in the (nheads, total_q) workspaces.
+inline __host__ __device__ int64_t workspace_row(const KernelParams& p, int64_t q_row0, int b, int64_t i) {
+  return p.cu_seqlens_q != nullptr ? q_row0 + i : static_cast<int64_t>(b) * p.seqlen_q + i;
+}
+
+}  // namespace flashattn::sm80

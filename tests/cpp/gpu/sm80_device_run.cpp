@@ -1,0 +1,172 @@
+#include "gpu/sm80_device_run.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <sstream>
+#include <utility>
+
+#include "common/checks.h"
+
+namespace fa_test {
+namespace {
+
+using flashattn::BackwardArgs;
+using flashattn::ForwardArgs;
+
+// Device copy of one host tensor's whole storage.
+class DeviceCopy {
+ public:
+  explicit DeviceCopy(const HostTensor& t) : host_(t) {
+    if (!t.defined() || t.storage_bytes() == 0) return;
+    if (cudaMalloc(&ptr_, t.storage_bytes()) != cudaSuccess ||
+        cudaMemcpy(ptr_, t.storage(), t.storage_bytes(), cudaMemcpyHostToDevice) != cudaSuccess) {
+      ADD_FAILURE() << "could not copy a tensor to the device";
+    }
+  }
+  ~DeviceCopy() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+
+  TensorView view() const { return host_.defined() ? host_.view_at(ptr_, Device::kCUDA) : TensorView{}; }
+  void copy_back() {
+    if (ptr_ && cudaMemcpy(host_.storage(), ptr_, host_.storage_bytes(), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      ADD_FAILURE() << "could not copy a tensor back from the device";
+    }
+  }
+
+ private:
+  HostTensor host_;
+  void* ptr_ = nullptr;
+};
+
+struct DeviceParams {
+  DeviceCopy alibi, cu_q, cu_k;
+  flashattn::AttentionParams params;
+  explicit DeviceParams(const AttnCase& c)
+      : alibi(c.alibi_slopes), cu_q(c.cu_seqlens_q), cu_k(c.cu_seqlens_k), params(c.params(Backend::kCUDA)) {
+    if (c.alibi_slopes.defined()) params.alibi_slopes = alibi.view();
+    if (c.spec.varlen()) {
+      params.cu_seqlens_q = cu_q.view();
+      params.cu_seqlens_k = cu_k.view();
+    }
+  }
+};
+
+Status synchronized(Status s) {
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (s.ok() && err != cudaSuccess) return Status::Runtime(std::string("after the call: ") + cudaGetErrorString(err));
+  return s;
+}
+
+}  // namespace
+
+ForwardResult gpu_forward(const AttnCase& c, bool with_lse) {
+  ForwardResult r;
+  r.out = HostTensor(c.spec.dtype, c.out_shape(), c.spec.pad);
+  r.out.poison();
+  if (with_lse) {
+    r.lse = HostTensor(DType::kFloat32, c.lse_shape(), c.spec.pad);
+    r.lse.poison();
+  }
+  DeviceCopy q(c.q), k(c.k), v(c.v), out(r.out), lse(r.lse);
+  DeviceParams dp(c);
+  ForwardArgs args;
+  args.q = q.view();
+  args.k = k.view();
+  args.v = v.view();
+  args.out = out.view();
+  if (with_lse) args.lse = lse.view();
+  r.status = synchronized(flashattn::forward(args, dp.params));
+  out.copy_back();
+  lse.copy_back();
+  return r;
+}
+
+BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd) {
+  BackwardResult r;
+  r.dq = HostTensor(c.spec.dtype, c.q.shape(), c.spec.pad);
+  r.dk = HostTensor(c.spec.dtype, c.k.shape(), c.spec.pad);
+  r.dv = HostTensor(c.spec.dtype, c.v.shape(), c.spec.pad);
+  r.dq.poison();
+  r.dk.poison();
+  r.dv.poison();
+  DeviceCopy q(c.q), k(c.k), v(c.v), out(fwd.out), dout(c.dout), lse(fwd.lse), dq(r.dq), dk(r.dk), dv(r.dv);
+  DeviceParams dp(c);
+  BackwardArgs args;
+  args.q = q.view();
+  args.k = k.view();
+  args.v = v.view();
+  args.out = out.view();
+  args.dout = dout.view();
+  args.lse = lse.view();
+  args.dq = dq.view();
+  args.dk = dk.view();
+  args.dv = dv.view();
+  r.status = synchronized(flashattn::backward(args, dp.params));
+  dq.copy_back();
+  dk.copy_back();
+  dv.copy_back();
+  return r;
+}
+
+Reference reference(const AttnCase& c, bool with_backward) {
+  const AttnCase c32 = convert_case(c, DType::kFloat32);
+  Reference ref;
+  ref.fwd = run_forward(c32, Backend::kCPUReference);
+  if (with_backward) ref.bwd = run_backward(c32, Backend::kCPUReference, ref.fwd);
+  return ref;
+}
+
+::testing::AssertionResult within_twice_naive(const AttnCase& c, const Reference& ref, const ForwardResult& fwd,
+                                              const BackwardResult* bwd) {
+  using Role = AttnCase::Role;
+  ::testing::AssertionResult written = forward_written(c, fwd);
+  if (!written) return written;
+  if (bwd) {
+    written = backward_written(c, *bwd);
+    if (!written) return written;
+  }
+  if (!ref.fwd.status.ok()) return ::testing::AssertionFailure() << "oracle failed: " << ref.fwd.status.message;
+  auto used = [&](const HostTensor& t, Role r) { return c.used_part(t, r); };
+  const NaiveResult naive = naive_attention(c, c.spec.dtype, bwd != nullptr);
+  // Float32-level floor for cases where the naive computation happens to be exact.
+  const double floor = 1e-4;
+  std::ostringstream os;
+  bool ok = true;
+  auto check = [&](const char* name, double got, double base) {
+    os << name << " " << got << " (naive " << base << ") ";
+    if (!(got <= 2 * base + floor)) ok = false;
+  };
+  check("out", rel_l2(used(fwd.out, Role::kQ), used(ref.fwd.out, Role::kQ)),
+        rel_l2(used(naive.out, Role::kQ), used(ref.fwd.out, Role::kQ)));
+  if (fwd.lse.defined()) {
+    check("lse", lse_error(used(fwd.lse, Role::kLse), used(ref.fwd.lse, Role::kLse)),
+          lse_error(used(naive.lse, Role::kLse), used(ref.fwd.lse, Role::kLse)));
+  }
+  if (bwd) {
+    const NaiveResult mag = naive_attention(convert_case(c, DType::kFloat32), DType::kFloat32, false, true);
+    const struct {
+      const char* name;
+      const HostTensor &got, &want, &base, &scale;
+      Role role;
+    } grads[] = {{"dq", bwd->dq, ref.bwd.dq, naive.dq, mag.dq_mag, Role::kQ},
+                 {"dk", bwd->dk, ref.bwd.dk, naive.dk, mag.dk_mag, Role::kK},
+                 {"dv", bwd->dv, ref.bwd.dv, naive.dv, mag.dv_mag, Role::kK}};
+    for (const auto& g : grads) {
+      check(g.name, rel_l2_or_magnitude(used(g.got, g.role), used(g.want, g.role), used(g.scale, g.role)),
+            rel_l2_or_magnitude(used(g.base, g.role), used(g.want, g.role), used(g.scale, g.role)));
+    }
+  }
+  if (ok) return ::testing::AssertionSuccess() << os.str();
+  return ::testing::AssertionFailure() << os.str();
+}
+
+bool same_bytes(const HostTensor& a, const HostTensor& b) {
+  return a.storage_bytes() == b.storage_bytes() && std::memcmp(a.storage(), b.storage(), a.storage_bytes()) == 0;
+}
+
+}  // namespace fa_test

@@ -1,0 +1,39 @@
+// Runs an attention test case on the GPU through the public API: every tensor's storage (padding
+// included, poison included for outputs) is copied to device memory, the library runs with
+// Backend::kCUDA, and the outputs' storage is copied back into host tensors, so the shared
+// host-side checks (tests/cpp/common) apply unchanged.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/attn_case.h"
+
+namespace fa_test {
+
+// Skips the calling test when no CUDA device is usable, saying why.
+#define SM80_SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                                 \
+    if (!flashattn::cuda_available()) GTEST_SKIP() << "no CUDA device is available"; \
+  } while (0)
+
+ForwardResult gpu_forward(const AttnCase& c, bool with_lse = true);
+BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd);
+
+// The fp64 oracle run on float32 copies of the (already rounded) fp16/bf16 inputs.
+struct Reference {
+  ForwardResult fwd;
+  BackwardResult bwd;
+};
+Reference reference(const AttnCase& c, bool with_backward);
+
+// Forward (and backward when `bwd` is given) within twice the error of a naive same-dtype
+// computation (naive_attention), plus a small floor for cases where the naive error is ~0.
+::testing::AssertionResult within_twice_naive(const AttnCase& c, const Reference& ref, const ForwardResult& fwd,
+                                              const BackwardResult* bwd);
+
+// True when the two tensors' storage is byte for byte equal.
+bool same_bytes(const HostTensor& a, const HostTensor& b);
+
+}  // namespace fa_test

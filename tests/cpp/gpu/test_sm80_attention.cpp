@@ -1,0 +1,306 @@
+// The sm80 FlashAttention-2 kernels (forward and backward) against the fp64 CPU reference, through
+// the public API with Backend::kCUDA. Fresh random inputs per case (never zeros), outputs poisoned
+// before each run; errors must stay within twice those of a naive same-dtype computation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/attn_case.h"
+#include "common/checks.h"
+#include "gpu/sm80_device_run.h"
+
+namespace fa_test {
+namespace {
+
+using Role = AttnCase::Role;
+
+// Runs forward and backward on the GPU and checks both against the reference.
+void check_case(const CaseSpec& s, bool with_backward = true) {
+  SCOPED_TRACE(s.describe());
+  const AttnCase c = make_case(s);
+  const Reference ref = reference(c, with_backward);
+  const ForwardResult f = gpu_forward(c);
+  ASSERT_TRUE(f.status.ok()) << f.status.message;
+  if (!with_backward) {
+    EXPECT_TRUE(within_twice_naive(c, ref, f, nullptr));
+    return;
+  }
+  const BackwardResult g = gpu_backward(c, f);
+  ASSERT_TRUE(g.status.ok()) << g.status.message;
+  EXPECT_TRUE(within_twice_naive(c, ref, f, &g));
+}
+
+CaseSpec base_spec(DType dtype, int headdim, uint64_t seed) {
+  CaseSpec s;
+  s.seed = seed;
+  s.dtype = dtype;
+  s.batch = 2;
+  s.seqlen_q = 200;
+  s.seqlen_k = 333;  // neither a multiple of any tile
+  s.nheads_q = 4;
+  s.nheads_kv = 2;
+  s.headdim = headdim;
+  return s;
+}
+
+// ---- every instantiated head dim, both dtypes, with and without the causal mask ---------------
+
+class Sm80HeadDims : public ::testing::TestWithParam<std::tuple<DType, int, bool>> {};
+
+TEST_P(Sm80HeadDims, MatchesReference) {
+  SM80_SKIP_WITHOUT_GPU();
+  CaseSpec s = base_spec(std::get<0>(GetParam()), std::get<1>(GetParam()), 11 + std::get<1>(GetParam()));
+  s.causal = std::get<2>(GetParam());
+  check_case(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Sm80HeadDims,
+                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16),
+                                            ::testing::Values(32, 64, 96, 128, 192, 256), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(dtype_str(std::get<0>(info.param))) + "_d" +
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_causal" : "_full");
+                         });
+
+// ---- head dims between the instantiated ones run zero padded ----------------------------------
+
+TEST(Sm80Attention, PaddedHeadDims) {
+  SM80_SKIP_WITHOUT_GPU();
+  for (int d : {8, 40, 80, 136, 200, 248}) check_case(base_spec(DType::kBFloat16, d, 100 + d));
+}
+
+// ---- options, one at a time and combined ------------------------------------------------------
+
+struct Option {
+  const char* name;
+  void (*apply)(CaseSpec&);
+};
+
+const Option kOptions[] = {
+    {"causal", [](CaseSpec& s) { s.causal = true; }},
+    {"causal_q_longer", [](CaseSpec& s) { s.causal = true, s.seqlen_q = 333, s.seqlen_k = 130; }},
+    {"window_left", [](CaseSpec& s) { s.window_left = 37; }},
+    {"window_right", [](CaseSpec& s) { s.window_right = 21; }},
+    {"window_both", [](CaseSpec& s) { s.window_left = 70, s.window_right = 5; }},
+    {"causal_window", [](CaseSpec& s) { s.causal = true, s.window_left = 100; }},
+    {"softcap", [](CaseSpec& s) { s.softcap = 5.0f; }},
+    {"alibi_head", [](CaseSpec& s) { s.alibi = Alibi::kPerHead; }},
+    {"alibi_batch_head", [](CaseSpec& s) { s.alibi = Alibi::kPerBatchHead; }},
+    {"mqa", [](CaseSpec& s) { s.nheads_q = 6, s.nheads_kv = 1; }},
+    {"mha", [](CaseSpec& s) { s.nheads_kv = s.nheads_q; }},
+    {"scale", [](CaseSpec& s) { s.softmax_scale = 0.3f; }},
+    {"padded_strides", [](CaseSpec& s) { s.pad = 8; }},
+    {"short_k", [](CaseSpec& s) { s.seqlen_k = 7; }},
+    {"single_q", [](CaseSpec& s) { s.seqlen_q = 1; }},
+    {"softcap_alibi_causal_gqa",
+     [](CaseSpec& s) { s.softcap = 8.0f, s.alibi = Alibi::kPerHead, s.causal = true, s.nheads_q = 6, s.nheads_kv = 2; }},
+    {"window_softcap_padded", [](CaseSpec& s) { s.window_left = 50, s.window_right = 50, s.softcap = 3.0f, s.pad = 8; }},
+    {"alibi_window_q_longer",
+     [](CaseSpec& s) { s.alibi = Alibi::kPerBatchHead, s.window_left = 20, s.seqlen_q = 400, s.seqlen_k = 150; }},
+};
+
+class Sm80Options : public ::testing::TestWithParam<std::tuple<DType, int, int>> {};
+
+TEST_P(Sm80Options, MatchesReference) {
+  SM80_SKIP_WITHOUT_GPU();
+  const Option& o = kOptions[std::get<2>(GetParam())];
+  CaseSpec s = base_spec(std::get<0>(GetParam()), std::get<1>(GetParam()), 1000 + std::get<2>(GetParam()));
+  o.apply(s);
+  check_case(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Sm80Options,
+                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16),
+                                            ::testing::Values(64, 128),
+                                            ::testing::Range(0, static_cast<int>(sizeof(kOptions) / sizeof(kOptions[0])))),
+                         [](const auto& info) {
+                           return std::string(kOptions[std::get<2>(info.param)].name) + "_" +
+                                  dtype_str(std::get<0>(info.param)) + "_d" + std::to_string(std::get<1>(info.param));
+                         });
+
+// ---- variable length, zero-length sequences and rows no sequence owns -------------------------
+
+TEST(Sm80Attention, VarlenWithEmptySequences) {
+  SM80_SKIP_WITHOUT_GPU();
+  for (bool causal : {false, true}) {
+    CaseSpec s = base_spec(DType::kBFloat16, 128, causal ? 7 : 8);
+    s.seqlens_q = {130, 0, 1, 64, 257, 5};
+    s.seqlens_k = {200, 17, 0, 64, 129, 300};
+    s.extra_rows = 3;
+    s.causal = causal;
+    check_case(s);
+  }
+  CaseSpec s = base_spec(DType::kFloat16, 64, 9);
+  s.seqlens_q = {0, 0};
+  s.seqlens_k = {40, 0};
+  check_case(s);
+}
+
+// ---- rows that see no key: O = 0 and lse = -inf exactly, dQ = 0; unseen keys get dK = dV = 0 -----
+
+TEST(Sm80Attention, FullyMaskedRows) {
+  SM80_SKIP_WITHOUT_GPU();
+  CaseSpec s = base_spec(DType::kBFloat16, 64, 21);
+  s.seqlen_q = 300;
+  s.seqlen_k = 100;
+  s.causal = true;  // bottom-right aligned: the first 200 query rows see nothing
+  const AttnCase c = make_case(s);
+  const ForwardResult f = gpu_forward(c);
+  ASSERT_TRUE(f.status.ok()) << f.status.message;
+  const BackwardResult g = gpu_backward(c, f);
+  ASSERT_TRUE(g.status.ok()) << g.status.message;
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.nheads_q; ++h)
+      for (int i = 0; i < 200; ++i) {
+        ASSERT_EQ(f.lse.get(c.lse_index(b, h, i)), -INFINITY) << b << " " << h << " " << i;
+        for (int d = 0; d < s.headdim; ++d) {
+          ASSERT_EQ(f.out.get(c.q_index(b, i, h, d)), 0.0f);
+          ASSERT_EQ(g.dq.get(c.q_index(b, i, h, d)), 0.0f);
+        }
+      }
+  EXPECT_TRUE(within_twice_naive(c, reference(c, true), f, &g));
+
+  CaseSpec w = base_spec(DType::kFloat16, 128, 22);
+  w.window_left = 0;
+  w.window_right = 0;
+  w.seqlen_q = 100;
+  w.seqlen_k = 300;  // keys 0..199 are on no query's diagonal
+  check_case(w);
+}
+
+// ---- deterministic backward: bitwise equal across runs ----------------------------------------
+
+TEST(Sm80Attention, DeterministicBackwardIsBitwiseReproducible) {
+  SM80_SKIP_WITHOUT_GPU();
+  for (bool causal : {false, true}) {
+    CaseSpec s = base_spec(DType::kBFloat16, 128, 31);
+    s.seqlen_q = 700;
+    s.seqlen_k = 650;
+    s.nheads_q = 8;
+    s.nheads_kv = 2;
+    s.causal = causal;
+    s.deterministic = true;
+    const AttnCase c = make_case(s);
+    const ForwardResult f = gpu_forward(c);
+    ASSERT_TRUE(f.status.ok()) << f.status.message;
+    const BackwardResult first = gpu_backward(c, f);
+    ASSERT_TRUE(first.status.ok()) << first.status.message;
+    for (int run = 0; run < 3; ++run) {
+      const BackwardResult again = gpu_backward(c, f);
+      ASSERT_TRUE(again.status.ok());
+      EXPECT_TRUE(same_bytes(first.dq, again.dq)) << "dq differs in run " << run;
+      EXPECT_TRUE(same_bytes(first.dk, again.dk)) << "dk differs in run " << run;
+      EXPECT_TRUE(same_bytes(first.dv, again.dv)) << "dv differs in run " << run;
+    }
+    EXPECT_TRUE(within_twice_naive(c, reference(c, true), f, &first));
+  }
+  CaseSpec v = base_spec(DType::kFloat16, 64, 32);
+  v.seqlens_q = {300, 0, 129};
+  v.seqlens_k = {260, 50, 400};
+  v.window_left = 64;
+  v.deterministic = true;
+  const AttnCase c = make_case(v);
+  const ForwardResult f = gpu_forward(c);
+  const BackwardResult a = gpu_backward(c, f), b = gpu_backward(c, f);
+  ASSERT_TRUE(a.status.ok() && b.status.ok());
+  EXPECT_TRUE(same_bytes(a.dq, b.dq) && same_bytes(a.dk, b.dk) && same_bytes(a.dv, b.dv));
+}
+
+// ---- forward without lse; head-major strides ---------------------------------------------------
+
+TEST(Sm80Attention, ForwardWithoutLse) {
+  SM80_SKIP_WITHOUT_GPU();
+  const AttnCase c = make_case(base_spec(DType::kFloat16, 96, 41));
+  const ForwardResult f = gpu_forward(c, false);
+  ASSERT_TRUE(f.status.ok()) << f.status.message;
+  EXPECT_TRUE(within_twice_naive(c, reference(c, false), f, nullptr));
+}
+
+// q, k, v, dout stored (batch, head, row, dim): the row stride is smaller than the head stride.
+HostTensor head_major_copy(const HostTensor& t) {
+  const int64_t B = t.size(0), S = t.size(1), H = t.size(2), D = t.size(3);
+  HostTensor out = HostTensor::strided(t.dtype(), {B, S, H, D}, {H * S * D, D, S * D, 1}, B * H * S * D);
+  for (int64_t i = 0; i < t.numel(); ++i) out.set(i, t.get(i));
+  return out;
+}
+
+TEST(Sm80Attention, HeadMajorStrides) {
+  SM80_SKIP_WITHOUT_GPU();
+  AttnCase c = make_case(base_spec(DType::kBFloat16, 128, 51));
+  c.q = head_major_copy(c.q);
+  c.k = head_major_copy(c.k);
+  c.v = head_major_copy(c.v);
+  c.dout = head_major_copy(c.dout);
+  const Reference ref = reference(c, true);
+  const ForwardResult f = gpu_forward(c);
+  ASSERT_TRUE(f.status.ok()) << f.status.message;
+  const BackwardResult g = gpu_backward(c, f);
+  ASSERT_TRUE(g.status.ok()) << g.status.message;
+  EXPECT_TRUE(within_twice_naive(c, ref, f, &g));
+}
+
+// ---- what the kernels do not run is refused with a message, not computed ----------------------
+
+TEST(Sm80Attention, RefusesFloat32) {
+  SM80_SKIP_WITHOUT_GPU();
+  CaseSpec s = base_spec(DType::kFloat32, 64, 61);
+  const AttnCase c = make_case(s);
+  const ForwardResult f = gpu_forward(c);
+  EXPECT_EQ(f.status.code, flashattn::StatusCode::kUnsupported);
+  EXPECT_NE(f.status.message.find("float32"), std::string::npos) << f.status.message;
+}
+
+// ---- random shapes and options -----------------------------------------------------------------
+
+class Sm80Random : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+
+TEST_P(Sm80Random, MatchesReference) {
+  SM80_SKIP_WITHOUT_GPU();
+  RandomLimits lim;
+  lim.max_seqlen = 700;
+  lim.max_work = 1.5e7;
+  CaseSpec s = random_spec(7000 + std::get<1>(GetParam()), lim);
+  s.dtype = std::get<0>(GetParam());
+  if (s.pad % 8 != 0) s.pad = 8;  // the CUDA backend needs 16-byte strides
+  s.deterministic = std::get<1>(GetParam()) % 3 == 0;
+  check_case(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, Sm80Random,
+                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16), ::testing::Range(0, 24)),
+                         [](const auto& info) {
+                           return std::string(dtype_str(std::get<0>(info.param))) + "_" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// ---- a small set for compute-sanitizer (memcheck, racecheck) -----------------------------------
+
+TEST(Sm80Sanitize, SmallCases) {
+  SM80_SKIP_WITHOUT_GPU();
+  CaseSpec s = base_spec(DType::kBFloat16, 64, 71);
+  s.batch = 1;
+  s.seqlen_q = 150;
+  s.seqlen_k = 140;
+  s.causal = true;
+  check_case(s);
+  CaseSpec v = base_spec(DType::kFloat16, 128, 72);
+  v.seqlens_q = {70, 0, 33};
+  v.seqlens_k = {90, 20, 0};
+  v.deterministic = true;
+  v.softcap = 4.0f;
+  check_case(v);
+  CaseSpec w = base_spec(DType::kBFloat16, 256, 73);
+  w.batch = 1;
+  w.seqlen_q = 90;
+  w.seqlen_k = 130;
+  w.window_left = 20;
+  w.alibi = Alibi::kPerHead;
+  check_case(w);
+}
+
+}  // namespace
+}  // namespace fa_test
