@@ -172,7 +172,7 @@ def flash_backward(keyset, *args, **kwargs):
 
 # ---- aten::_scaled_dot_product_flash_attention_for_cpu[_backward] (CPU, (B, H, S, D)) ----------------
 
-def _check_cpu(query, key, dropout_p, is_causal, attn_mask):
+def _check_cpu(query, key, is_causal, attn_mask):
     _require(attn_mask is None, "attn_mask")
     # SDPA's is_causal is aligned top-left; flashattn aligns bottom-right. They agree when square.
     _require(not is_causal or query.shape[2] == key.shape[2], "causal with seqlen_q != seqlen_k")
@@ -180,7 +180,7 @@ def _check_cpu(query, key, dropout_p, is_causal, attn_mask):
 
 def _cpu_forward(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     _check_common(query, key, value, dropout_p)
-    _check_cpu(query, key, dropout_p, is_causal, attn_mask)
+    _check_cpu(query, key, is_causal, attn_mask)
     out = _empty_like_last_contiguous(query)
     batch, nheads, seqlen_q, _ = query.shape
     lse = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32)
@@ -197,7 +197,7 @@ def cpu_forward(keyset, *args, **kwargs):
 def _cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None,
                   scale=None):
     _check_common(query, key, value, dropout_p)
-    _check_cpu(query, key, dropout_p, is_causal, attn_mask)
+    _check_cpu(query, key, is_causal, attn_mask)
     dq, dk, dv = (torch.empty_permuted(t.shape, (0, 2, 1, 3), dtype=t.dtype) for t in (query, key, value))
     _backward(_bshd(grad_out), _bshd(query), _bshd(key), _bshd(value), _bshd(out), logsumexp,
               _bshd(dq), _bshd(dk), _bshd(dv), scale=scale, causal=is_causal)
