@@ -71,6 +71,17 @@ def test_cpu_unsupported_inputs_fall_back():
     assert fa_torch.stats[CPU_FWD] == 0 and fa_torch.stats[CPU_FWD + ":fallback"] == 2
 
 
+def test_cpu_causal_with_unequal_lengths_falls_back():
+    # SDPA aligns is_causal top-left, flashattn bottom-right: PyTorch's kernel must answer.
+    q = torch.randn(1, 2, 10, 32)
+    k, v = (torch.randn(1, 2, 16, 32) for _ in range(2))
+    ref, ref_grads = sdpa_outputs_and_grads(q, k, v, is_causal=True)
+    with fa_torch.activate():
+        out, grads = sdpa_outputs_and_grads(q, k, v, is_causal=True)
+    assert fa_torch.stats[CPU_FWD] == 0 and fa_torch.stats[CPU_FWD + ":fallback"] == 1
+    torch.testing.assert_close(out, ref)
+
+
 def test_handle_restores_pytorch_kernels():
     q, k, v = (torch.randn(1, 2, 16, 32) for _ in range(3))
     fa_torch.activate()
