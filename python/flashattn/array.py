@@ -43,6 +43,10 @@ def _empty(like, shape: Sequence[int], float32: bool = False):
         import torch
 
         return torch.empty(shape, dtype=torch.float32 if float32 else like.dtype, device=like.device)
+    if library in ("jax", "jaxlib"):
+        raise TypeError("JAX arrays are immutable, so flashattn cannot allocate its outputs as JAX arrays; pass "
+                        "writable buffers (out=, lse=, dq=, dk=, dv=, e.g. CuPy or NumPy arrays) and convert the "
+                        "results with jax.dlpack.from_dlpack")
     if hasattr(like, "__array_namespace__"):
         xp = like.__array_namespace__()
         return xp.empty(tuple(shape), dtype=xp.float32 if float32 else like.dtype, device=like.device)

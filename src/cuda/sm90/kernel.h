@@ -17,10 +17,9 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   // Warpgroup 0 issues first; from then on the turns alternate (see mainloop_mma.h).
   if (wg == 1) named_barrier_arrive(kSchedulerBarrier0, 2 * kWarpgroupThreads);
 
-  PipelineState<Cfg::kStages> kv_state;
+  PipelineState<Cfg::kStages> k_state, v_state;
   uint32_t q_phase = 0;
-  TileWalk walk;
-  for (int index; walk.next(p, &index);) {
+  for (int index = blockIdx.x; index < p.num_tiles; index += gridDim.x) {
     const TileCoord t = tile_coord(p, index);
     const SequenceInfo seq = sequence_info(p, t.batch);
     if (t.m_block * kBlockM >= seq.len_q) continue;
@@ -33,7 +32,7 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
     q_phase ^= 1;
     float o[MainloopMma<Cfg>::kOAccum];
     OnlineSoftmax<Cfg::kBlockN> softmax;
-    mma.compute_tile(seq, t, range, o, softmax, kv_state);
+    mma.compute_tile(seq, t, range, o, softmax, k_state, v_state);
     float lse[2];
     softmax.finalize(o, p.score_log2, lse);
     epilogue.store(o, lse, seq, t);

@@ -1,7 +1,6 @@
-// Static persistent schedule: the grid is at most one CTA per SM; in wave w (tiles w * grid to
-// w * grid + grid - 1) CTA c takes tile c when w is even and grid - 1 - c when w is odd. With the
-// tiles sorted longest first, that snake gives every CTA about the same work. Producer and
-// consumers walk the same sequence independently, so the schedule needs no communication.
+// Static persistent schedule: the grid is at most one CTA per SM and CTA c takes tiles c, c + grid,
+// c + 2 grid, ... Producer and consumers walk the same sequence independently, so the schedule
+// needs no communication between them.
 #pragma once
 
 #include "cuda/sm90/params.h"
@@ -11,22 +10,6 @@ namespace sm90 {
 
 struct TileCoord {
   int m_block = 0, head = 0, batch = 0;
-};
-
-struct TileWalk {
-  int wave = 0;
-  __device__ __forceinline__ bool next(const KernelParams& p, int* index) {
-    for (;; ++wave) {
-      const int first = wave * int(gridDim.x);
-      if (first >= p.num_tiles) return false;
-      const int i = first + ((wave & 1) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x));
-      if (i < p.num_tiles) {
-        *index = i;
-        ++wave;
-        return true;
-      }
-    }
-  }
 };
 
 __device__ __forceinline__ TileCoord tile_coord(const KernelParams& p, int index) {
