@@ -113,7 +113,7 @@ def test_compiled_model_uses_the_hook():
 @pytest.mark.parametrize("headdim", [64, 128])
 def test_cuda_sdpa_runs_on_flashattn(dtype, is_causal, headdim):
     q, k, v = (torch.randn(2, 8, 300, headdim, device="cuda", dtype=dtype) for _ in range(3))
-    atol = 2e-3 if dtype == torch.float16 else 1.6e-2
+    atol = 4e-3 if dtype == torch.float16 else 2e-2
     compare_with_pytorch(q, k, v, CUDA_FWD, CUDA_BWD, atol=atol, is_causal=is_causal)
 
 
