@@ -18,6 +18,13 @@ constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
 // consumers hold S, P and O of a 64-row slice at once (intra-warpgroup overlap).
 constexpr int kProducerRegisters = 24;
 constexpr int kConsumerRegisters = 240;
+// setmaxnreg moves registers within what the CTA got at launch (__launch_bounds__(kThreads, 1):
+// 65536 / 384 rounded down to 8, i.e. 168 per thread). Asking for more makes the consumers'
+// increase wait forever (32 / 240 hung on the device), which is why the producer stays at 24.
+constexpr int kLaunchRegisters = (65536 / (kWarpgroupThreads * (1 + kConsumerWarpgroups))) / 8 * 8;
+static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <=
+                  kWarpgroupThreads * (1 + kConsumerWarpgroups) * kLaunchRegisters,
+              "setmaxnreg budget exceeds the registers allocated at launch");
 
 // One wgmma covers 64 rows, so each consumer warpgroup owns 64 rows of the query tile.
 constexpr int kRowsPerConsumer = 64;
@@ -54,12 +61,14 @@ struct TileShape<256> {
   static constexpr int kBlockN = 80, kStages = 2;
 };
 
-template <int HeadDim_, typename Element_>
+// BlockN_ and Stages_ default to TileShape; benchmarks instantiate other shapes through them.
+template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
+          int Stages_ = TileShape<HeadDim_>::kStages>
 struct KernelConfig {
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
-  static constexpr int kBlockN = TileShape<HeadDim_>::kBlockN;
-  static constexpr int kStages = TileShape<HeadDim_>::kStages;
+  static constexpr int kBlockN = BlockN_;
+  static constexpr int kStages = Stages_;
   static constexpr int kColumns = kHeadDim / kColumnElems;
   static_assert(kHeadDim % kColumnElems == 0, "head dim must be a multiple of 64");
   static_assert(kBlockN % 16 == 0, "P V consumes keys 16 at a time");
