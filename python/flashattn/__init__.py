@@ -25,7 +25,12 @@ if importlib.util.find_spec("torch") is not None:
         flash_attn_varlen_kvpacked_func,
         flash_attn_varlen_qkvpacked_func,
     )
-    from flashattn import torch  # noqa: F401  (flashattn.torch.activate() after `import flashattn`)
+    try:
+        from flashattn import torch  # noqa: F401  (flashattn.torch.activate() after `import flashattn`)
+    except (ImportError, AttributeError):
+        # PyTorch before 2.11 has no flash-attention registry; the functions above still work and
+        # importing flashattn.torch explicitly reports what is missing.
+        pass
 
     __all__ += [
         "flash_attn_func",
