@@ -139,7 +139,7 @@ Status check_device_tags(const std::vector<NamedTensor>& tensors) {
   return Status::Ok();
 }
 
-Status read_cu_seqlens(const char* arg, const TensorView& t, std::vector<int32_t>* out) {
+Status read_cu_seqlens(const char* arg, const TensorView& t, void* stream, std::vector<int32_t>* out) {
   out->resize(static_cast<size_t>(t.shape[0]));
   const size_t bytes = out->size() * sizeof(int32_t);
   if (t.device == Device::kCPU) {
@@ -147,12 +147,14 @@ Status read_cu_seqlens(const char* arg, const TensorView& t, std::vector<int32_t
     return Status::Ok();
   }
   if (t.stride[0] != 1) return invalid(arg, "must be contiguous on the GPU; stride is " + std::to_string(t.stride[0]));
-  return cuda_copy_to_host(t.data, out->data(), bytes, nullptr);
+  // On the caller's stream: the prefix sums may have been written there a moment ago.
+  return cuda_copy_to_host(t.data, out->data(), bytes, stream);
 }
 
-Status check_cu_seqlens(const char* arg, const TensorView& t, int batch, int64_t total_rows, int* max_len) {
+Status check_cu_seqlens(const char* arg, const TensorView& t, void* stream, int batch, int64_t total_rows,
+                        int* max_len) {
   std::vector<int32_t> cu;
-  Status s = read_cu_seqlens(arg, t, &cu);
+  Status s = read_cu_seqlens(arg, t, stream, &cu);
   if (!s.ok()) return s;
   if (cu[0] < 0) return invalid(arg, "entry 0 is " + std::to_string(cu[0]) + "; expected >= 0");
   int longest = 0;
@@ -270,8 +272,19 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     p->total_q = q.shape[0];
     p->total_k = k.shape[0];
     int longest_q = 0, longest_k = 0;
-    if (!(s = check_cu_seqlens("cu_seqlens_q", cq, p->batch, p->total_q, &longest_q)).ok()) return s;
-    if (!(s = check_cu_seqlens("cu_seqlens_k", ck, p->batch, p->total_k, &longest_k)).ok()) return s;
+    if (cq.device == Device::kCUDA && cuda_stream_capturing(params.stream)) {
+      // A graph being captured cannot read device memory back, so the caller's bounds are
+      // trusted there (as flash_attn does everywhere); they must then be given.
+      if (params.max_seqlen_q <= 0 || params.max_seqlen_k <= 0) {
+        return invalid(params.max_seqlen_q <= 0 ? "max_seqlen_q" : "max_seqlen_k",
+                       "is 0; it must be given (> 0) while a CUDA graph is being captured");
+      }
+      longest_q = params.max_seqlen_q;
+      longest_k = params.max_seqlen_k;
+    } else {
+      if (!(s = check_cu_seqlens("cu_seqlens_q", cq, params.stream, p->batch, p->total_q, &longest_q)).ok()) return s;
+      if (!(s = check_cu_seqlens("cu_seqlens_k", ck, params.stream, p->batch, p->total_k, &longest_k)).ok()) return s;
+    }
     if (params.max_seqlen_q > 0 && params.max_seqlen_q < longest_q) {
       return invalid("max_seqlen_q", "is " + std::to_string(params.max_seqlen_q) + " but cu_seqlens_q holds a sequence of " +
                                          std::to_string(longest_q) + "; expected >= the longest (or 0 to derive it)");

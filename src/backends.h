@@ -20,6 +20,8 @@ bool cuda_device_present();
 // host pointer the driver does not know.
 Status cuda_pointer_device(const void* ptr, Device* device, int* device_index);
 Status cuda_copy_to_host(const void* device_ptr, void* host_ptr, size_t bytes, void* stream);
+// True while `stream` (a cudaStream_t) is capturing a CUDA graph.
+bool cuda_stream_capturing(void* stream);
 // Returns Ok when the CUDA kernels can run the problem, else a message naming the missing option.
 Status cuda_supports_forward(const AttentionProblem& p);
 Status cuda_supports_backward(const AttentionProblem& p);

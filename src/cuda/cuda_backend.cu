@@ -90,6 +90,15 @@ Status cuda_copy_to_host(const void* device_ptr, void* host_ptr, size_t bytes, v
   return err == cudaSuccess ? Status::Ok() : cuda_error("copying cu_seqlens to the host", err);
 }
 
+bool cuda_stream_capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 Status cuda_supports_forward(const AttentionProblem& p) {
   if (!cuda_device_present()) return Status::Unsupported("no CUDA device is present");
   if (use_sm90(p)) return Status::Ok();

@@ -14,6 +14,7 @@ Status cuda_pointer_device(const void*, Device* device, int* index) {
   return Status::Ok();
 }
 Status cuda_copy_to_host(const void*, void*, size_t, void*) { return missing(); }
+bool cuda_stream_capturing(void*) { return false; }
 Status cuda_supports_forward(const AttentionProblem&) { return missing(); }
 Status cuda_supports_backward(const AttentionProblem&) { return missing(); }
 Status cuda_forward(const AttentionProblem&) { return missing(); }
