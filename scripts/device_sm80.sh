@@ -43,6 +43,15 @@ if [ "$what" != bench ]; then
   grep -E "Failure|out [0-9.e+-]+ \(naive" "$OUT/tests.log" | head -30
 fi
 
+# Kernel variants built for an experiment (see docs/perf-sm80.md), when any were carried.
+for variant in "$BIN"/var_*; do
+  [ -x "$variant" ] || continue
+  for shape in "8192 0" "8192 1" "1024 1"; do
+    # shellcheck disable=SC2086
+    timeout 60 "$variant" $shape 2>&1 | tee -a "$OUT/variants.log"
+  done
+done
+
 if [ "$what" != tests ]; then
   # shellcheck disable=SC2086
   timeout 200 "$BIN/flashattn_sm80_bench" ${SM80_BENCH_REPS:-20} $headdims > "$OUT/ours.jsonl" 2> "$OUT/ours.err"

@@ -97,6 +97,17 @@ FA_DEV float to_float<__half>(__half x) { return __half2float(x); }
 template <>
 FA_DEV float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 
+// Adds a pair of adjacent floats (8-byte aligned) to global memory. Hopper has a vector
+// reduction that does both in one request, halving the atomic traffic of the dQ accumulation.
+FA_DEV void atomic_add_pair(float* addr, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(a), "f"(b) : "memory");
+#else
+  atomicAdd(addr, a);
+  atomicAdd(addr + 1, b);
+#endif
+}
+
 // Thread and lane index read through volatile asm: values derived from them inside a loop are
 // recomputed there (a few integer ops) instead of being hoisted out and kept in registers for
 // the whole loop, which is what pushes a kernel that sits at 255 registers into spilling.

@@ -239,12 +239,21 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
               for (int e = 0; e < 2; ++e) {
                 const float lse = smem_lse[stage * kBlockM + c + e];
                 const float lse_log2 = lse == -INFINITY ? INFINITY : lse * kLog2e;
-                const float capped = p.score.apply(st[mf][nf][2 * half + e]);
-                float x = capped;
-                if (p.alibi_slopes != nullptr) x += alibi_bias(slope, c + e, diag_col, 0);
+                const float raw = st[mf][nf][2 * half + e];
+                float x_log2, dscore_draw;
+                if (p.score_mod) {
+                  const float capped = p.score.apply(raw);
+                  float x = capped;
+                  if (p.alibi_slopes != nullptr) x += alibi_bias(slope, c + e, diag_col, 0);
+                  x_log2 = x * kLog2e;
+                  dscore_draw = p.score.derivative_from_score(capped);
+                } else {
+                  x_log2 = raw * p.scale_log2;
+                  dscore_draw = p.score.scale;
+                }
                 const bool visible = c + e >= col_lo && c + e < col_hi;
-                prob[e] = visible ? exp2_approx(x * kLog2e - lse_log2) : 0.0f;
-                st[mf][nf][2 * half + e] = prob[e] * p.score.derivative_from_score(capped);
+                prob[e] = visible ? exp2_approx(x_log2 - lse_log2) : 0.0f;
+                st[mf][nf][2 * half + e] = prob[e] * dscore_draw;
               }
               store_pair<PTile>(smem_p, r, c, pack_pair<Element>(prob[0], prob[1]));
             }
@@ -357,9 +366,10 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
 #pragma unroll
       for (int nf = 0; nf < kNF3; ++nf)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const bool ok = r + (e >> 1) * 8 < rows_valid && c + nf * 8 < p.headdim;
-          if (ok) atomicAdd(dst + (e >> 1) * eight_rows + nf * 8 + (e & 1), acc_dq[nf][e]);
+        for (int half = 0; half < 2; ++half) {
+          if (r + half * 8 < rows_valid && c + nf * 8 < p.headdim) {
+            atomic_add_pair(dst + half * eight_rows + nf * 8, acc_dq[nf][2 * half], acc_dq[nf][2 * half + 1]);
+          }
         }
     }
     if (p.deterministic) {

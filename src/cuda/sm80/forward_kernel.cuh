@@ -42,10 +42,10 @@ struct ForwardWarp {
   FA_DEV int row(int mf, int half) const { return warp * Cfg::kWarpRows + mf * 16 + g + half * 8; }
 };
 
-// Scores through the softcap, ALiBi bias and mask, scaled to log2 units; masked scores -inf.
-// Row bounds come from the mask policy once per row, relative to the tile, so the per-score work
-// is two 32-bit compares.
-template <class Cfg>
+// Invisible scores to -inf; with kScoreMod, the visible ones also go through the softcap and
+// ALiBi bias and into log2 units. Row bounds come from the mask policy once per row, relative to
+// the tile, so the per-score mask is two 32-bit compares.
+template <class Cfg, bool kScoreMod>
 FA_DEV void transform_scores(float (&s)[Cfg::kMFrags][Cfg::kNFrags][4], const KernelParams& p,
                              const ForwardWarp<Cfg>& w, int64_t m0, int64_t n0, int64_t diag, int len_k,
                              float slope) {
@@ -64,9 +64,13 @@ FA_DEV void transform_scores(float (&s)[Cfg::kMFrags][Cfg::kNFrags][4], const Ke
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = nf * 8 + w.tig * 2 + e;
-          float x = p.score.apply(s[mf][nf][2 * half + e]);
-          if (p.alibi_slopes != nullptr) x += alibi_bias(slope, diag_col, j, 0);
-          s[mf][nf][2 * half + e] = (j >= col_lo && j < col_hi) ? x * kLog2e : -INFINITY;
+          float x = s[mf][nf][2 * half + e];
+          if (kScoreMod) {
+            x = p.score.apply(x);
+            if (p.alibi_slopes != nullptr) x += alibi_bias(slope, diag_col, j, 0);
+            x *= kLog2e;
+          }
+          s[mf][nf][2 * half + e] = (j >= col_lo && j < col_hi) ? x : -INFINITY;
         }
     }
 }
@@ -172,13 +176,14 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
       }
     }
 
-    // Plain tiles fold the softmax scale into the exp2 argument (one FFMA per score).
+    // Without softcap or ALiBi the softmax scale folds into the exp2 argument (one FFMA per
+    // score); partial and diagonal tiles then only need their invisible scores set to -inf.
     float mult = p.scale_log2;
-    const bool plain =
-        !p.score_mod && tile_fully_visible(p.mask, m0, row_last, n0, n0 + kBlockN - 1, diag, seq.len_k);
-    if (!plain) {
-      transform_scores<Cfg>(s, p, w, m0, n0, diag, seq.len_k, slope);
+    if (p.score_mod) {
+      transform_scores<Cfg, true>(s, p, w, m0, n0, diag, seq.len_k, slope);
       mult = 1.0f;
+    } else if (!tile_fully_visible(p.mask, m0, row_last, n0, n0 + kBlockN - 1, diag, seq.len_k)) {
+      transform_scores<Cfg, false>(s, p, w, m0, n0, diag, seq.len_k, slope);
     }
 
     cp_async_wait<0>();
