@@ -1,0 +1,79 @@
+"""Side-by-side CPU benchmark: flashattn's CPU backend vs PyTorch's CPU SDPA at the same thread count.
+
+Run once per thread count, with OMP_NUM_THREADS set to it (flashattn's OpenMP runtime reads it;
+PyTorch's is set through torch.set_num_threads):
+
+    OMP_NUM_THREADS=16 python3 benchmarks/bench_cpu.py --threads 16 --out cpu16.json
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import flashattn
+
+SHAPES = [  # (batch, nheads, seqlen, headdim, causal)
+    (1, 16, 1024, 64, False), (1, 16, 1024, 128, False),
+    (1, 16, 2048, 64, False), (1, 16, 2048, 128, False),
+    (1, 16, 4096, 64, False), (1, 16, 4096, 128, False),
+    (1, 16, 2048, 128, True), (1, 16, 4096, 128, True),
+]
+
+
+def median_seconds(fn, reps):
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--dtypes", default="fp32,bf16")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    if os.environ.get("OMP_NUM_THREADS") != str(args.threads):
+        sys.exit("set OMP_NUM_THREADS to --threads so both libraries use the same thread count")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    rows = []
+    for dtype_name in args.dtypes.split(","):
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+        for b, h, n, d, causal in SHAPES:
+            q, k, v = (torch.randn(b, n, h, d, dtype=dtype) for _ in range(3))
+            qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))  # SDPA's own layout
+            flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
+            ours = median_seconds(lambda: flashattn.flash_attn_func(q, k, v, causal=causal), args.reps)
+            peer = median_seconds(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal), args.reps)
+            # The float64 reference on one head keeps the check cheap next to the timing.
+            out = flashattn.flash_attn_func(q, k, v, causal=causal)[:, :, :1].double()
+            ref = F.scaled_dot_product_attention(qt[:, :1].double(), kt[:, :1].double(), vt[:, :1].double(),
+                                                 is_causal=causal).transpose(1, 2)
+            err = ((out - ref).norm() / ref.norm()).item()
+            row = dict(threads=args.threads, dtype=dtype_name, batch=b, nheads=h, seqlen=n, headdim=d,
+                       causal=causal, flashattn_gflops=flops / ours / 1e9, torch_sdpa_gflops=flops / peer / 1e9,
+                       ratio=peer / ours, rel_error_vs_fp64=err)
+            rows.append(row)
+            print(f"{dtype_name} threads={args.threads} n={n} d={d} causal={int(causal)}: ours "
+                  f"{row['flashattn_gflops']:7.1f} torch {row['torch_sdpa_gflops']:7.1f} GFLOP/s  "
+                  f"ratio {row['ratio']:.2f}  err {err:.1e}", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"header": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
+                                  "threads": args.threads, "simd": flashattn.cpu_simd_flavour()
+                                  if hasattr(flashattn, "cpu_simd_flavour") else None}, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

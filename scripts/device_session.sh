@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One script for a GPU-machine session (the machine is offline: torch, nanobind and
+# scikit-build-core are preinstalled; GoogleTest comes as a carried source tree in .deps/).
+#
+#   scripts/device_session.sh build   # full kernel set, C++ tests, CLI and the Python extension
+#   scripts/device_session.sh test    # C++ GPU tests, compute-sanitizer subsets, Python GPU tests
+#   scripts/device_session.sh bench   # side-by-side GPU benchmark and CPU benchmark vs PyTorch
+#   scripts/device_session.sh all
+#
+# Logs, JSON and charts go to $OUT; short summaries print last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+OUT=${OUT:-/tmp/flashattn-device}
+mkdir -p "$OUT"
+BUILD=build-device
+jobs=$(nproc)
+
+build() {
+  local start=$(date +%s)
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_BUILD_PYTHON=ON \
+    -DPython_EXECUTABLE="$(command -v python3)" -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$OUT/build.log" 2>&1 &&
+    cmake --build "$BUILD" -j "$jobs" >> "$OUT/build.log" 2>&1
+  local rc=$?
+  # The package imports its extension from inside python/flashattn.
+  cp "$BUILD"/python/_C*.so python/flashattn/ 2>/dev/null
+  echo "build exit $rc in $(( $(date +%s) - start )) s"
+  [ $rc = 0 ] || tail -30 "$OUT/build.log"
+  return $rc
+}
+
+cpp_tests() {
+  local bin="$BUILD/tests/cpp/gpu/flashattn_gpu_tests"
+  timeout 300 "$bin" > "$OUT/gpu_tests.log" 2>&1
+  echo "C++ GPU tests exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/gpu_tests.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]" "$OUT/gpu_tests.log" | head -20
+  local small='*Sanitize*:*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*'
+  for tool in memcheck racecheck synccheck; do
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$bin" --gtest_filter="$small" \
+      > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log")"
+  done
+}
+
+python_tests() {
+  PYTHONPATH="$PWD/python" timeout 400 python3 -m pytest tests/python -m gpu -q -rs -p no:cacheprovider \
+    > "$OUT/pytest_gpu.log" 2>&1
+  echo "Python GPU tests exit $?: $(tail -1 "$OUT/pytest_gpu.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/pytest_gpu.log" | head -20
+}
+
+gpu_bench() {
+  PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 timeout 400 python3 benchmarks/bench_gpu.py \
+    --out "$OUT/gpu_bf16.json" --png-dir "$OUT" > "$OUT/bench_gpu.log" 2> "$OUT/bench_gpu.err"
+  echo "GPU bench exit $?"
+  tail -3 "$OUT/bench_gpu.err"
+  cat "$OUT/bench_gpu.log"
+}
+
+cpu_bench() {
+  for threads in 16 2; do
+    OMP_NUM_THREADS=$threads PYTHONPATH="$PWD/python" timeout 200 python3 benchmarks/bench_cpu.py \
+      --threads "$threads" --out "$OUT/cpu_$threads.json" > "$OUT/bench_cpu_$threads.log" 2>&1
+    echo "CPU bench ($threads threads) exit $?"
+    cat "$OUT/bench_cpu_$threads.log"
+  done
+}
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv,noheader
+lscpu | grep -m1 "Model name"
+case "$what" in
+  build) build ;;
+  test) build && cpp_tests && python_tests ;;
+  bench) build && cpu_bench && gpu_bench ;;
+  all) build && cpp_tests && python_tests && cpu_bench && gpu_bench ;;
+esac
