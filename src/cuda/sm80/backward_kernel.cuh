@@ -35,12 +35,15 @@ struct BackwardConfig {
   // Product 2: 4 (key rows) x 2 (head dim halves).
   static constexpr int kWarpsN2 = 4, kWarpsD2 = 2;
   static constexpr int kMF2 = kBlockN / kWarpsN2 / 16, kNF2 = kHeadDim / kWarpsD2 / 8;
-  // Product 3: 4 (query rows) x 2 (head dim halves), in chunks of at most 8 n8 tiles.
-  static constexpr int kWarpsM3 = 4, kWarpsD3 = 2;
+  // Product 3: 2 (query rows) x 4 (head dim quarters) where the quarters hold whole n8 pairs,
+  // else 4 x 2; columns in chunks so the dQ accumulator stays within 48 registers.
+  static constexpr bool kQuarters = kHeadDim % 64 == 0;
+  static constexpr int kWarpsM3 = kQuarters ? 2 : 4, kWarpsD3 = kQuarters ? 4 : 2;
+  static constexpr int kMF3 = kBlockM / kWarpsM3 / 16;
   static constexpr int kNF3Total = kHeadDim / kWarpsD3 / 8;
-  static constexpr int kNF3 = kNF3Total <= 8 ? kNF3Total : (kNF3Total % 8 == 0 ? 8 : kNF3Total / 2);
+  static constexpr int kNF3 = kMF3 * kNF3Total * 4 <= 48 ? kNF3Total : kNF3Total / 2;
   static_assert(kNF1 % 2 == 0 && kNF2 % 2 == 0 && kNF3 % 2 == 0 && kNF3Total % kNF3 == 0, "n8 tiles go in pairs");
-  static_assert(kBlockM == kWarpsM3 * 16, "product 3 gives each warp one m16 fragment");
+  static_assert(kBlockM == kWarpsM3 * kMF3 * 16, "product 3 covers the query tile");
 
   using QTile = SwizzledTile<kBlockM, kHeadDim>;   // Q and dO, two stages each
   using KVTile = SwizzledTile<kBlockN, kHeadDim>;  // K and V
@@ -69,7 +72,8 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
   using KVTile = typename Cfg::KVTile;
   using PTile = typename Cfg::PTile;
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
-  constexpr int kMF1 = Cfg::kMF1, kNF1 = Cfg::kNF1, kMF2 = Cfg::kMF2, kNF2 = Cfg::kNF2, kNF3 = Cfg::kNF3;
+  constexpr int kMF1 = Cfg::kMF1, kNF1 = Cfg::kNF1, kMF2 = Cfg::kMF2, kNF2 = Cfg::kNF2;
+  constexpr int kMF3 = Cfg::kMF3, kNF3 = Cfg::kNF3;
   constexpr float kLog2e = 1.4426950408889634f;
 
   extern __shared__ __align__(128) char smem[];
@@ -97,10 +101,19 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
                                          p.v.row_stride, cols_valid, p.headdim_chunks, tid);
   cp_async_commit();
 
-  // Loads Q, dO, lse and D of work item `item` (query head, query tile) into stage `stage`.
+  // Work item i is (query head, query tile). Without the deterministic order each key tile starts
+  // at a different query tile, so the blocks running side by side add into different dQ rows
+  // instead of queueing on the same L2 lines.
+  const int m_rotation = p.deterministic || num_m == 0 ? 0 : n_block % num_m;
+  auto item_m_block = [&](int item) {
+    int m = item % num_m + m_rotation;
+    return m_tiles.begin + (m >= num_m ? m - num_m : m);
+  };
+
+  // Loads Q, dO, lse and D of work item `item` into stage `stage`.
   auto prefetch = [&](int item, int stage) {
     const int h = hk * group + item / num_m;
-    const int m0 = (m_tiles.begin + item % num_m) * kBlockM;
+    const int m0 = item_m_block(item) * kBlockM;
     const int rows = min(kBlockM, seq.len_q - m0);
     const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
                        (seq.q_row0 + m0) * p.q.row_stride + h * p.q.head_stride;
@@ -133,7 +146,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
   for (int item = 0; item < num_items; ++item) {
     const int stage = item & 1;
     const int h = hk * group + item / num_m;
-    const int m_block = m_tiles.begin + item % num_m;
+    const int m_block = item_m_block(item);
     const int m0 = m_block * kBlockM;
     const int rows_valid = min(kBlockM, seq.len_q - m0);
     cp_async_wait<0>();
@@ -149,7 +162,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
     const int wm3 = warp / Cfg::kWarpsD3, wd3 = warp % Cfg::kWarpsD3;
     const int row1 = wn1 * kMF1 * 16, col1 = wm1 * kNF1 * 8;
     const int row2 = wn2 * kMF2 * 16, col2 = wd2 * kNF2 * 8;
-    const int row3 = wm3 * 16, col3 = wd3 * Cfg::kNF3Total * 8;
+    const int row3 = wm3 * Cfg::kMF3 * 16, col3 = wd3 * Cfg::kNF3Total * 8;
     const auto k_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffK, lane, LanePattern::kRowsThenCols);
     const auto v_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffV, lane, LanePattern::kRowsThenCols);
     const auto p_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffP, lane, LanePattern::kRowsThenCols);
@@ -341,21 +354,27 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
 #pragma unroll
     for (int chunk = 0; chunk < Cfg::kNF3Total / kNF3; ++chunk) {
       const int dcol0 = col3 + chunk * kNF3 * 8;
-      float acc_dq[kNF3][4];
+      float acc_dq[kMF3][kNF3][4];
 #pragma unroll
-      for (int nf = 0; nf < kNF3; ++nf)
+      for (int mf = 0; mf < kMF3; ++mf)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc_dq[nf][e] = 0.0f;
+        for (int nf = 0; nf < kNF3; ++nf)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc_dq[mf][nf][e] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        uint32_t ads[4];
-        load_a_trans(ads, ds_cr, kk * 16, row3);
+        uint32_t ads[kMF3][4];
+#pragma unroll
+        for (int mf = 0; mf < kMF3; ++mf) load_a_trans(ads[mf], ds_cr, kk * 16, row3 + mf * 16);
 #pragma unroll
         for (int dp = 0; dp < kNF3 / 2; ++dp) {
           uint32_t bk[4];
           load_b_trans(bk, k_rc, kk * 16, dcol0 + dp * 16);
-          mma_16816<Element>(acc_dq[2 * dp], ads, bk[0], bk[1]);
-          mma_16816<Element>(acc_dq[2 * dp + 1], ads, bk[2], bk[3]);
+#pragma unroll
+          for (int mf = 0; mf < kMF3; ++mf) {
+            mma_16816<Element>(acc_dq[mf][2 * dp], ads[mf], bk[0], bk[1]);
+            mma_16816<Element>(acc_dq[mf][2 * dp + 1], ads[mf], bk[2], bk[3]);
+          }
         }
       }
       // One base address per thread; every accumulator is base + a small offset.
@@ -364,13 +383,16 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
       float* dst = dq_accum + r * p.headdim + c;
       const int64_t eight_rows = 8 * p.headdim;
 #pragma unroll
-      for (int nf = 0; nf < kNF3; ++nf)
+      for (int mf = 0; mf < kMF3; ++mf)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          if (r + half * 8 < rows_valid && c + nf * 8 < p.headdim) {
-            atomic_add_pair(dst + half * eight_rows + nf * 8, acc_dq[nf][2 * half], acc_dq[nf][2 * half + 1]);
+        for (int nf = 0; nf < kNF3; ++nf)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            if (r + mf * 16 + half * 8 < rows_valid && c + nf * 8 < p.headdim) {
+              atomic_add_pair(dst + (2 * mf + half) * eight_rows + nf * 8, acc_dq[mf][nf][2 * half],
+                              acc_dq[mf][nf][2 * half + 1]);
+            }
           }
-        }
     }
     if (p.deterministic) {
       __threadfence();

@@ -28,8 +28,9 @@ struct Reference {
 };
 Reference reference(const AttnCase& c, bool with_backward);
 
-// Forward (and backward when `bwd` is given) within twice the error of a naive same-dtype
-// computation (naive_attention), plus a small floor for cases where the naive error is ~0.
+// Forward (and backward when `bwd` is given) within a fixed relative-L2 bound per dtype, or else
+// within twice the error of a naive same-dtype computation (naive_attention), plus a small floor
+// for cases where the naive error is ~0.
 ::testing::AssertionResult within_twice_naive(const AttnCase& c, const Reference& ref, const ForwardResult& fwd,
                                               const BackwardResult* bwd);
 
