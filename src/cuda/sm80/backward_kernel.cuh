@@ -59,11 +59,6 @@ struct BackwardConfig {
   static constexpr int kSmemBytes = kOffDsum + 2 * kBlockM * 4;
 };
 
-FA_DEV void cp_async_4(uint32_t smem_addr, const void* gmem, bool valid) {
-  const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes));
-}
-
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
     backward_kernel(const KernelParams p) {
