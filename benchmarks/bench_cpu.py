@@ -41,8 +41,10 @@ def main():
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--dtypes", default="fp32,bf16")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seqlens", default="1024,2048,4096", help="comma-separated subset of the shape table")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    seqlens = {int(n) for n in args.seqlens.split(",")}
     if os.environ.get("OMP_NUM_THREADS") != str(args.threads):
         sys.exit("set OMP_NUM_THREADS to --threads so both libraries use the same thread count")
     torch.set_num_threads(args.threads)
@@ -50,7 +52,7 @@ def main():
     rows = []
     for dtype_name in args.dtypes.split(","):
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
-        for b, h, n, d, causal in SHAPES:
+        for b, h, n, d, causal in (s for s in SHAPES if s[2] in seqlens):
             q, k, v = (torch.randn(b, n, h, d, dtype=dtype) for _ in range(3))
             qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))  # SDPA's own layout
             flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)

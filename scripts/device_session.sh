@@ -50,7 +50,7 @@ python_tests() {
 }
 
 gpu_bench() {
-  PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 timeout 400 python3 benchmarks/bench_gpu.py \
+  PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 timeout 400 python3 benchmarks/bench_gpu.py ${GPU_BENCH_ARGS:-} \
     --out "$OUT/gpu_bf16.json" --png-dir "$OUT" > "$OUT/bench_gpu.log" 2> "$OUT/bench_gpu.err"
   echo "GPU bench exit $?"
   tail -3 "$OUT/bench_gpu.err"
@@ -58,9 +58,12 @@ gpu_bench() {
 }
 
 cpu_bench() {
+  # Two threads is what CI machines have; sixteen is this host. Longer sequences only at sixteen.
   for threads in 16 2; do
+    local seqlens=1024,2048,4096
+    [ "$threads" = 2 ] && seqlens=1024,2048
     OMP_NUM_THREADS=$threads PYTHONPATH="$PWD/python" timeout 200 python3 benchmarks/bench_cpu.py \
-      --threads "$threads" --out "$OUT/cpu_$threads.json" > "$OUT/bench_cpu_$threads.log" 2>&1
+      --threads "$threads" --seqlens $seqlens --reps 3 --out "$OUT/cpu_$threads.json" > "$OUT/bench_cpu_$threads.log" 2>&1
     echo "CPU bench ($threads threads) exit $?"
     cat "$OUT/bench_cpu_$threads.log"
   done
