@@ -382,6 +382,8 @@ Status check_backend_device(Backend backend, const AttentionProblem& p, const st
   if (p.device != Device::kCPU) {
     return invalid("backend", std::string("is ") + backend_name(backend) + " but the tensors are on cuda; choose backend cuda or auto");
   }
+  // GPU memory tagged as host memory would fault inside the CPU kernels.
+  if (cuda_backend_compiled()) return check_device_tags(tensors);
   return Status::Ok();
 }
 
