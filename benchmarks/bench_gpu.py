@@ -120,7 +120,9 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--png-dir", default=None)
+    ap.add_argument("--headdims", default="64,128,256")
     args = ap.parse_args()
+    HEADDIMS[:] = [int(d) for d in args.headdims.split(",")]
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)

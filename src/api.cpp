@@ -2,7 +2,7 @@
 // argument, the value seen and what is allowed.
 #include <cmath>
 #include <cstdint>
-#include <sstream>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -12,21 +12,19 @@
 namespace flashattn {
 namespace {
 
-std::string shape_str(const TensorView& t) {
-  std::ostringstream os;
-  os << "(";
-  for (int d = 0; d < t.ndim; ++d) os << (d ? ", " : "") << t.shape[d];
-  os << ")";
-  return os.str();
+// Messages are built with std::to_string, not iostreams: inside a Python extension that links
+// its own C++ runtime, a stream's locale can belong to another runtime and crash on first use.
+std::string dims_str(std::initializer_list<int64_t> dims) {
+  std::string s = "(";
+  int d = 0;
+  for (int64_t v : dims) s += (d++ ? ", " : "") + std::to_string(v);
+  return s + ")";
 }
 
-std::string dims_str(std::initializer_list<int64_t> dims) {
-  std::ostringstream os;
-  os << "(";
-  int d = 0;
-  for (int64_t v : dims) os << (d++ ? ", " : "") << v;
-  os << ")";
-  return os.str();
+std::string shape_str(const TensorView& t) {
+  std::string s = "(";
+  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  return s + ")";
 }
 
 const char* device_name(Device d) { return d == Device::kCUDA ? "cuda" : "cpu"; }
@@ -72,9 +70,9 @@ Status check_vector_alignment(const char* arg, const TensorView& t) {
   if (t.numel() == 0) return Status::Ok();
   const auto addr = reinterpret_cast<uintptr_t>(t.data);
   if (addr % 16 != 0) {
-    std::ostringstream os;
-    os << "data pointer " << t.data << " is not aligned to 16 bytes, which the CUDA backend requires";
-    return invalid(arg, os.str());
+    char where[32];
+    std::snprintf(where, sizeof(where), "%p", t.data);
+    return invalid(arg, std::string("data pointer ") + where + " is not aligned to 16 bytes, which the CUDA backend requires");
   }
   for (int d = 0; d + 1 < t.ndim; ++d) {
     if (t.shape[d] > 1 && (t.stride[d] * dtype_size(t.dtype)) % 16 != 0) {
