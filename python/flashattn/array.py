@@ -43,6 +43,11 @@ def _empty(like, shape: Sequence[int], float32: bool = False):
         import torch
 
         return torch.empty(shape, dtype=torch.float32 if float32 else like.dtype, device=like.device)
+    if library == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(tuple(shape), dtype=cupy.float32 if float32 else like.dtype)
     if library in ("jax", "jaxlib"):
         raise TypeError("JAX arrays are immutable, so flashattn cannot allocate its outputs as JAX arrays; pass "
                         "writable buffers (out=, lse=, dq=, dk=, dv=, e.g. CuPy or NumPy arrays) and convert the "
