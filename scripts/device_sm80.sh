@@ -43,7 +43,7 @@ if [ "$what" != bench ]; then
   grep -E "Failure|out [0-9.e+-]+ \(naive" "$OUT/tests.log" | head -30
 fi
 
-# Kernel variants built for an experiment (see docs/perf-sm80.md), when any were carried.
+# Kernel variants built for an experiment (see docs/perf.md), when any were carried.
 for variant in "$BIN"/var_*; do
   [ -x "$variant" ] || continue
   for shape in "8192 0" "8192 1" "1024 1"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine for the sm90 forward: tests, compute-sanitizer on a small set, and
 # timing side by side with PyTorch SDPA (cuDNN and FlashAttention-2 backends) in the same run.
-# Expects binaries built on the development machine in .sm90-device/ (carried; see docs/perf-sm90.md);
+# Expects binaries built on the development machine in .sm90-device/ (carried; see docs/perf.md);
 # builds here instead when they are missing or do not start. Logs and JSON go to $OUT; table last.
 # Usage: scripts/device_sm90.sh [tests|bench|all]   (default all)
 set -u
