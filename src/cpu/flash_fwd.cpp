@@ -66,6 +66,7 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
   const int rows = static_cast<int>(std::min<int64_t>(kBlockQ, seq.len_q - blk.q0));
   const int hk = blk.h / p.heads_per_kv();
   const float slope = alibi_slope(p, blk.b, blk.h);
+  const bool plain_scores = p.score.softcap == 0.0f && slope == 0.0f && p.score.scale > 0.0f;
   const float neg_inf = -std::numeric_limits<float>::infinity();
 
   float* q = ws.q.get(static_cast<size_t>(rows) * D);
@@ -100,21 +101,31 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
       // Slices that the mask hides from this whole tile cost nothing (causal's upper triangle).
       if (p.mask.key_begin(i0, off) >= k0 + nk || p.mask.key_end(i0 + sr - 1, off, seq.len_k) <= k0) continue;
       K.gemm(sr, nk_pad, D, q + static_cast<int64_t>(r0) * D, D, kt, s, nk_pad, false);
+      // Every row of the slice sees every key of a full tile and the score is just scale * q.k:
+      // the score pass folds into exp (one pass over the slice instead of two).
+      const bool unmasked = plain_scores && nk == nk_pad && p.mask.key_begin(i0 + sr - 1, off) <= k0 &&
+                            p.mask.key_end(i0, off, seq.len_k) >= k0 + nk;
       for (int r = 0; r < sr; ++r) {
         const int row = r0 + r;
         float* srow = s + static_cast<int64_t>(r) * nk_pad;
-        cpu::ScoreRow geom;
-        geom.n_valid = nk;
-        geom.dist0 = static_cast<float>(i0 + r + off - k0);
-        geom.dist_step = -1.0f;
-        geom.window_left = p.mask.window_left;
-        geom.window_right = p.mask.window_right;
-        geom.scale = p.score.scale;
-        geom.softcap = p.score.softcap;
-        geom.alibi_slope = slope;
-        const float tile_max = K.score_row(srow, nk_pad, geom, nullptr);
+        float tile_max;
+        if (unmasked) {
+          tile_max = p.score.scale * K.row_max(srow, nk_pad);
+        } else {
+          cpu::ScoreRow geom;
+          geom.n_valid = nk;
+          geom.dist0 = static_cast<float>(i0 + r + off - k0);
+          geom.dist_step = -1.0f;
+          geom.window_left = p.mask.window_left;
+          geom.window_right = p.mask.window_right;
+          geom.scale = p.score.scale;
+          geom.softcap = p.score.softcap;
+          geom.alibi_slope = slope;
+          tile_max = K.score_row(srow, nk_pad, geom, nullptr);
+        }
         const float m_new = std::max(m[row], tile_max);
-        const float row_sum = K.exp_row(srow, nk_pad, m_new);
+        const float row_sum =
+            unmasked ? K.exp_row_scaled(srow, nk_pad, p.score.scale, m_new) : K.exp_row(srow, nk_pad, m_new);
         if (m_new == neg_inf) continue;  // nothing visible yet: o and l stay 0
         if (m[row] != m_new) {
           const float alpha = m[row] == neg_inf ? 0.0f : std::exp(m[row] - m_new);

@@ -51,6 +51,11 @@ struct Kernels {
   float (*score_row)(float* s, int n, const ScoreRow& row, float* capped);
   // s[c] = exp(s[c] - m) in place; returns the sum over the row.
   float (*exp_row)(float* s, int n, float m);
+  // Unmasked tiles without softcap or ALiBi skip score_row: the maximum of the raw dot products
+  // (n a multiple of nr) ...
+  float (*row_max)(const float* s, int n);
+  // ... and s[c] = exp(scale * s[c] - m) in place in one pass; returns the sum over the row.
+  float (*exp_row_scaled)(float* s, int n, float scale, float m);
   // s[c] = exp(s[c] - lse[c]) in place (lse = -inf gives 0).
   void (*exp_row_lse)(float* s, int n, const float* lse);
   // ds[c] = p[c] * (dp[c] - delta[c]) * d(score)/d(dot) at capped[c] (capped may be null).

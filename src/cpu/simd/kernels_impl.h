@@ -306,6 +306,22 @@ static float exp_row(float* s, int n, float m) {
   return hsum(sum);
 }
 
+static float row_max(const float* s, int n) {
+  vf running_max = splat(-std::numeric_limits<float>::infinity());
+  for (int c = 0; c < n; c += W) running_max = vmax(running_max, load(s + c));
+  return hmax(running_max);
+}
+
+static float exp_row_scaled(float* s, int n, float scale, float m) {
+  vf sum = splat(0.0f);
+  for (int c = 0; c < n; c += W) {
+    const vf p = vexp(load(s + c) * scale - m);
+    sum += p;
+    store(s + c, p);
+  }
+  return hsum(sum);
+}
+
 static void exp_row_lse(float* s, int n, const float* lse) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int c = 0; c < n; c += W) {
@@ -345,8 +361,9 @@ static float dot_row(const float* a, const float* b, int n) {
   return s;
 }
 
-static const Kernels kTable = {FA_SIMD_NAME, NR,      gemm,      pack_b,  pack_bt, load_rows, store_rows,
-                               score_row,    exp_row, exp_row_lse, ds_row, scale_row, dot_row};
+static const Kernels kTable = {FA_SIMD_NAME, NR,      gemm,    pack_b,         pack_bt,     load_rows,
+                               store_rows,   score_row, exp_row, row_max, exp_row_scaled, exp_row_lse,
+                               ds_row,       scale_row, dot_row};
 
 }  // namespace FA_SIMD_NS
 }  // namespace cpu
