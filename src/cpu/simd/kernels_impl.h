@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -43,16 +44,32 @@ static inline vf iota() {
 static inline vf vmax(vf a, vf b) { return a > b ? a : b; }
 static inline vf vmin(vf a, vf b) { return a < b ? a : b; }
 static inline vf vabs(vf a) { return a < 0.0f ? -a : a; }
-static inline float hmax(vf v) {
-  float m = v[0];
-  for (int i = 1; i < W; ++i) m = v[i] > m ? v[i] : m;
-  return m;
+// Lane i of the result is lane (i + H) mod W of v.
+template <int H, int... I>
+static inline vf rotate_lanes(vf v, std::integer_sequence<int, I...>) {
+  return __builtin_shufflevector(v, v, ((I + H) % W)...);
 }
-static inline float hsum(vf v) {
-  float s = 0.0f;
-  for (int i = 0; i < W; ++i) s += v[i];
-  return s;
+
+// Horizontal reductions as a tree of log2(W) shuffles: a lane-by-lane chain of W dependent adds
+// (4 cycles each) cost as much as the exp of a whole 128-key row.
+template <int H = W / 2>
+static inline vf tree_max(vf v) {
+  if constexpr (H == 0) {
+    return v;
+  } else {
+    return tree_max<H / 2>(vmax(v, rotate_lanes<H>(v, std::make_integer_sequence<int, W>{})));
+  }
 }
+template <int H = W / 2>
+static inline vf tree_sum(vf v) {
+  if constexpr (H == 0) {
+    return v;
+  } else {
+    return tree_sum<H / 2>(v + rotate_lanes<H>(v, std::make_integer_sequence<int, W>{}));
+  }
+}
+static inline float hmax(vf v) { return tree_max(v)[0]; }
+static inline float hsum(vf v) { return tree_sum(v)[0]; }
 
 // exp(x) through 2^n * 2^f with a degree-7 Taylor polynomial on |f| <= 1/2 (relative error
 // below 1e-8 before rounding). Inputs under -86 give exactly 0 (so masked scores vanish), and the
