@@ -105,13 +105,12 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
       // the score pass folds into exp (one pass over the slice instead of two).
       const bool unmasked = plain_scores && nk == nk_pad && p.mask.key_begin(i0 + sr - 1, off) <= k0 &&
                             p.mask.key_end(i0, off, seq.len_k) >= k0 + nk;
-      for (int r = 0; r < sr; ++r) {
-        const int row = r0 + r;
-        float* srow = s + static_cast<int64_t>(r) * nk_pad;
-        float tile_max;
-        if (unmasked) {
-          tile_max = p.score.scale * K.row_max(srow, nk_pad);
-        } else {
+      if (unmasked) {
+        K.softmax_step(s, nk_pad, sr, nk_pad, p.score.scale, m + r0, l + r0, o + static_cast<int64_t>(r0) * Dp, Dp, Dp);
+      } else {
+        for (int r = 0; r < sr; ++r) {
+          const int row = r0 + r;
+          float* srow = s + static_cast<int64_t>(r) * nk_pad;
           cpu::ScoreRow geom;
           geom.n_valid = nk;
           geom.dist0 = static_cast<float>(i0 + r + off - k0);
@@ -121,19 +120,17 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
           geom.scale = p.score.scale;
           geom.softcap = p.score.softcap;
           geom.alibi_slope = slope;
-          tile_max = K.score_row(srow, nk_pad, geom, nullptr);
+          const float m_new = std::max(m[row], K.score_row(srow, nk_pad, geom, nullptr));
+          const float row_sum = K.exp_row(srow, nk_pad, m_new);
+          if (m_new == neg_inf) continue;  // nothing visible yet: o and l stay 0
+          if (m[row] != m_new) {
+            const float alpha = m[row] == neg_inf ? 0.0f : std::exp(m[row] - m_new);
+            l[row] *= alpha;
+            K.scale_row(o + static_cast<int64_t>(row) * Dp, Dp, alpha);
+            m[row] = m_new;
+          }
+          l[row] += row_sum;
         }
-        const float m_new = std::max(m[row], tile_max);
-        const float row_sum =
-            unmasked ? K.exp_row_scaled(srow, nk_pad, p.score.scale, m_new) : K.exp_row(srow, nk_pad, m_new);
-        if (m_new == neg_inf) continue;  // nothing visible yet: o and l stay 0
-        if (m[row] != m_new) {
-          const float alpha = m[row] == neg_inf ? 0.0f : std::exp(m[row] - m_new);
-          l[row] *= alpha;
-          K.scale_row(o + static_cast<int64_t>(row) * Dp, Dp, alpha);
-          m[row] = m_new;
-        }
-        l[row] += row_sum;
       }
       K.gemm(sr, Dp, nk, s, nk_pad, v, o + static_cast<int64_t>(r0) * Dp, Dp, true);
     }

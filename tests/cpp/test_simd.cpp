@@ -227,23 +227,33 @@ TEST_P(Simd, ExpRowAccuracy) {
   }
   EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum);
 
-  // The one-pass form of unmasked tiles: max of the raw products, then exp(scale * s - m).
-  std::vector<float> raw(static_cast<size_t>(n));
-  for (float& x : raw) x = normal() * 7.0f;
-  raw[n / 3] = 41.5f;
+  // The one-pass step of unmasked tiles, on two rows: the first row's maximum moves (so its l and
+  // output row are rescaled), the second's does not.
+  const int dp = k_->nr;
   const float scale = 0.125f;
-  EXPECT_EQ(k_->row_max(raw.data(), n), 41.5f);
-  const float m_scaled = scale * 41.5f;
-  std::vector<float> p = raw;
-  const float p_sum = k_->exp_row_scaled(p.data(), n, scale, m_scaled);
-  double want_p_sum = 0.0;
-  for (int c = 0; c < n; ++c) {
-    const double x = static_cast<double>(scale) * raw[c] - m_scaled;
-    const double want = std::exp(x);
-    want_p_sum += want;
-    ASSERT_NEAR(p[c], want, exp_tolerance(x) * want + 1e-12) << "x=" << x;
+  std::vector<float> raw(static_cast<size_t>(2 * n)), o(static_cast<size_t>(2 * dp));
+  for (float& x : raw) x = normal() * 7.0f;
+  for (float& x : o) x = normal();
+  raw[n / 3] = 41.5f;
+  raw[n + 5] = 20.0f;
+  float m_run[2] = {2.0f, 30.0f}, l_run[2] = {3.0f, 5.0f};
+  std::vector<float> p = raw, o_out = o;
+  k_->softmax_step(p.data(), n, 2, n, scale, m_run, l_run, o_out.data(), dp, dp);
+  const double m_want[2] = {scale * 41.5, 30.0};
+  EXPECT_EQ(m_run[0], scale * 41.5f);
+  EXPECT_EQ(m_run[1], 30.0f);
+  for (int r = 0; r < 2; ++r) {
+    const double alpha = r == 0 ? std::exp(2.0 - m_want[0]) : 1.0;
+    double want_l = (r == 0 ? 3.0 : 5.0) * alpha;
+    for (int c = 0; c < n; ++c) {
+      const double x = static_cast<double>(scale) * raw[r * n + c] - m_want[r];
+      const double want = std::exp(x);
+      want_l += want;
+      ASSERT_NEAR(p[r * n + c], want, exp_tolerance(x) * want + 1e-30) << "row " << r << " x=" << x;
+    }
+    EXPECT_NEAR(l_run[r], want_l, 1e-6 * want_l) << "row " << r;
+    for (int c = 0; c < dp; ++c) ASSERT_NEAR(o_out[r * dp + c], o[r * dp + c] * alpha, 1e-6) << "row " << r;
   }
-  EXPECT_NEAR(p_sum, want_p_sum, 1e-6 * want_p_sum);
 
   std::vector<float> masked(static_cast<size_t>(n), kNegInf);
   EXPECT_EQ(k_->exp_row(masked.data(), n, kNegInf), 0.0f);

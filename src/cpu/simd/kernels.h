@@ -51,11 +51,13 @@ struct Kernels {
   float (*score_row)(float* s, int n, const ScoreRow& row, float* capped);
   // s[c] = exp(s[c] - m) in place; returns the sum over the row.
   float (*exp_row)(float* s, int n, float m);
-  // Unmasked tiles without softcap or ALiBi skip score_row: the maximum of the raw dot products
-  // (n a multiple of nr) ...
-  float (*row_max)(const float* s, int n);
-  // ... and s[c] = exp(scale * s[c] - m) in place in one pass; returns the sum over the row.
-  float (*exp_row_scaled)(float* s, int n, float scale, float m);
+  // Unmasked tiles without softcap or ALiBi skip score_row: one online-softmax step over `rows`
+  // rows of raw dot products at once (row r at s + r * lds, n a multiple of nr):
+  // m_new = max(m[r], scale * max_c s), s = exp(scale * s - m_new) in one pass, and when the
+  // maximum moved, l[r] and the unscaled output row o + r * ldo (dp floats) are rescaled by
+  // exp(m[r] - m_new) before l[r] += the row sum.
+  void (*softmax_step)(float* s, int64_t lds, int rows, int n, float scale, float* m, float* l, float* o,
+                       int64_t ldo, int dp);
   // s[c] = exp(s[c] - lse[c]) in place (lse = -inf gives 0).
   void (*exp_row_lse)(float* s, int n, const float* lse);
   // ds[c] = p[c] * (dp[c] - delta[c]) * d(score)/d(dot) at capped[c] (capped may be null).

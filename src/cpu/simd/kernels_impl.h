@@ -339,6 +339,25 @@ static float exp_row_scaled(float* s, int n, float scale, float m) {
   return hsum(sum);
 }
 
+static void scale_row(float* x, int n, float a);
+
+static void softmax_step(float* s, int64_t lds, int rows, int n, float scale, float* m, float* l, float* o,
+                         int64_t ldo, int dp) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int r = 0; r < rows; ++r) {
+    float* srow = s + r * lds;
+    const float m_new = std::max(m[r], scale * row_max(srow, n));
+    const float sum = exp_row_scaled(srow, n, scale, m_new);
+    if (m[r] != m_new) {
+      const float alpha = m[r] == neg_inf ? 0.0f : std::exp(m[r] - m_new);
+      l[r] *= alpha;
+      scale_row(o + r * ldo, dp, alpha);
+      m[r] = m_new;
+    }
+    l[r] += sum;
+  }
+}
+
 static void exp_row_lse(float* s, int n, const float* lse) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int c = 0; c < n; c += W) {
@@ -379,7 +398,7 @@ static float dot_row(const float* a, const float* b, int n) {
 }
 
 static const Kernels kTable = {FA_SIMD_NAME, NR,      gemm,    pack_b,         pack_bt,     load_rows,
-                               store_rows,   score_row, exp_row, row_max, exp_row_scaled, exp_row_lse,
+                               store_rows,   score_row, exp_row, softmax_step, exp_row_lse,
                                ds_row,       scale_row, dot_row};
 
 }  // namespace FA_SIMD_NS
