@@ -105,33 +105,17 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
       // the score pass folds into exp (one pass over the slice instead of two).
       const bool unmasked = plain_scores && nk == nk_pad && p.mask.key_begin(i0 + sr - 1, off) <= k0 &&
                             p.mask.key_end(i0, off, seq.len_k) >= k0 + nk;
-      if (unmasked) {
-        K.softmax_step(s, nk_pad, sr, nk_pad, p.score.scale, m + r0, l + r0, o + static_cast<int64_t>(r0) * Dp, Dp, Dp);
-      } else {
-        for (int r = 0; r < sr; ++r) {
-          const int row = r0 + r;
-          float* srow = s + static_cast<int64_t>(r) * nk_pad;
-          cpu::ScoreRow geom;
-          geom.n_valid = nk;
-          geom.dist0 = static_cast<float>(i0 + r + off - k0);
-          geom.dist_step = -1.0f;
-          geom.window_left = p.mask.window_left;
-          geom.window_right = p.mask.window_right;
-          geom.scale = p.score.scale;
-          geom.softcap = p.score.softcap;
-          geom.alibi_slope = slope;
-          const float m_new = std::max(m[row], K.score_row(srow, nk_pad, geom, nullptr));
-          const float row_sum = K.exp_row(srow, nk_pad, m_new);
-          if (m_new == neg_inf) continue;  // nothing visible yet: o and l stay 0
-          if (m[row] != m_new) {
-            const float alpha = m[row] == neg_inf ? 0.0f : std::exp(m[row] - m_new);
-            l[row] *= alpha;
-            K.scale_row(o + static_cast<int64_t>(row) * Dp, Dp, alpha);
-            m[row] = m_new;
-          }
-          l[row] += row_sum;
-        }
-      }
+      cpu::ScoreRow geom;
+      geom.n_valid = nk;
+      geom.dist0 = static_cast<float>(i0 + off - k0);
+      geom.dist_step = -1.0f;
+      geom.window_left = p.mask.window_left;
+      geom.window_right = p.mask.window_right;
+      geom.scale = p.score.scale;
+      geom.softcap = p.score.softcap;
+      geom.alibi_slope = slope;
+      K.softmax_step(s, nk_pad, sr, nk_pad, unmasked ? nullptr : &geom, p.score.scale, m + r0, l + r0,
+                     o + static_cast<int64_t>(r0) * Dp, Dp, Dp);
       K.gemm(sr, Dp, nk, s, nk_pad, v, o + static_cast<int64_t>(r0) * Dp, Dp, true);
     }
   }

@@ -238,7 +238,7 @@ TEST_P(Simd, ExpRowAccuracy) {
   raw[n + 5] = 20.0f;
   float m_run[2] = {2.0f, 30.0f}, l_run[2] = {3.0f, 5.0f};
   std::vector<float> p = raw, o_out = o;
-  k_->softmax_step(p.data(), n, 2, n, scale, m_run, l_run, o_out.data(), dp, dp);
+  k_->softmax_step(p.data(), n, 2, n, nullptr, scale, m_run, l_run, o_out.data(), dp, dp);
   const double m_want[2] = {scale * 41.5, 30.0};
   EXPECT_EQ(m_run[0], scale * 41.5f);
   EXPECT_EQ(m_run[1], 30.0f);

@@ -51,14 +51,15 @@ struct Kernels {
   float (*score_row)(float* s, int n, const ScoreRow& row, float* capped);
   // s[c] = exp(s[c] - m) in place; returns the sum over the row.
   float (*exp_row)(float* s, int n, float m);
-  // Unmasked tiles without softcap or ALiBi skip score_row: one online-softmax step over `rows`
-  // rows of raw dot products at once (row r at s + r * lds, n a multiple of nr):
-  // m_new = max(m[r], scale * max_c s), s = exp(scale * s - m_new) in one pass, and when the
-  // maximum moved, l[r] and the unscaled output row o + r * ldo (dp floats) are rescaled by
-  // exp(m[r] - m_new) before l[r] += the row sum.
-  void (*softmax_step)(float* s, int64_t lds, int rows, int n, float scale, float* m, float* l, float* o,
-                       int64_t ldo, int dp);
-  // s[c] = exp(s[c] - lse[c]) in place (lse = -inf gives 0).
+  // One online-softmax step of the forward over `rows` rows of raw dot products (row r at
+  // s + r * lds, n a multiple of nr). With `masked` null the score is just scale * q.k and is
+  // folded into the exp (one pass); otherwise row r goes through score_row with the geometry
+  // *masked shifted by r along the diagonal (dist0 + r). Then m_new = max(m[r], row max),
+  // s = exp(score - m_new), and when the maximum moved, l[r] and the unscaled output row
+  // o + r * ldo (dp floats) are rescaled by exp(m[r] - m_new) before l[r] += the row sum. A row
+  // that has seen no key yet keeps m = -inf, l = 0 and its output row untouched.
+  void (*softmax_step)(float* s, int64_t lds, int rows, int n, const ScoreRow* masked, float scale, float* m,
+                       float* l, float* o, int64_t ldo, int dp);
   void (*exp_row_lse)(float* s, int n, const float* lse);
   // ds[c] = p[c] * (dp[c] - delta[c]) * d(score)/d(dot) at capped[c] (capped may be null).
   void (*ds_row)(float* ds, const float* p, int n, const float* delta, const float* capped, float scale,

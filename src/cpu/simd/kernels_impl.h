@@ -341,13 +341,22 @@ static float exp_row_scaled(float* s, int n, float scale, float m) {
 
 static void scale_row(float* x, int n, float a);
 
-static void softmax_step(float* s, int64_t lds, int rows, int n, float scale, float* m, float* l, float* o,
-                         int64_t ldo, int dp) {
+static void softmax_step(float* s, int64_t lds, int rows, int n, const ScoreRow* masked, float scale, float* m,
+                         float* l, float* o, int64_t ldo, int dp) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int r = 0; r < rows; ++r) {
     float* srow = s + r * lds;
-    const float m_new = std::max(m[r], scale * row_max(srow, n));
-    const float sum = exp_row_scaled(srow, n, scale, m_new);
+    float tile_max;
+    if (masked) {
+      ScoreRow geom = *masked;
+      geom.dist0 += static_cast<float>(r);
+      tile_max = score_row(srow, n, geom, nullptr);
+    } else {
+      tile_max = scale * row_max(srow, n);
+    }
+    const float m_new = std::max(m[r], tile_max);
+    const float sum = masked ? exp_row(srow, n, m_new) : exp_row_scaled(srow, n, scale, m_new);
+    if (m_new == neg_inf) continue;  // nothing visible yet (exp_row zeroed the row)
     if (m[r] != m_new) {
       const float alpha = m[r] == neg_inf ? 0.0f : std::exp(m[r] - m_new);
       l[r] *= alpha;
