@@ -15,8 +15,10 @@ PyTorch had registered before activation.
 
 import warnings
 
+from torch import _C as _torch_c
 from torch.library import Library, get_kernel
 from torch.nn import attention as _nn_attention
+from torch.nn.attention import SDPBackend as _SDPBackend
 
 from flashattn import _sdpa_kernels
 
@@ -63,16 +65,41 @@ class ActiveHandle:
         return False
 
 
+# SDPA's backend priority before activate() put FLASH first; restored by deactivate().
+_saved_priority = None
+
+
+def _prefer_flash() -> None:
+    """SDPA only reaches the flash kernels when it picks the FLASH backend; put it first so that
+    models which do not ask for a backend run on flashattn too (PyTorch may otherwise prefer cuDNN)."""
+    global _saved_priority
+    if _saved_priority is not None or not hasattr(_torch_c, "_get_sdp_priority_order"):
+        return
+    _saved_priority = list(_torch_c._get_sdp_priority_order())
+    flash = int(_SDPBackend.FLASH_ATTENTION)
+    _torch_c._set_sdp_priority_order([flash] + [b for b in _saved_priority if b != flash])
+
+
+def _restore_priority() -> None:
+    global _saved_priority
+    if _saved_priority is not None:
+        _torch_c._set_sdp_priority_order(_saved_priority)
+        _saved_priority = None
+
+
 def activate() -> ActiveHandle:
-    """Make flashattn the flash-attention implementation behind F.scaled_dot_product_attention."""
+    """Make flashattn the flash-attention implementation behind F.scaled_dot_product_attention,
+    and FLASH the first backend SDPA tries."""
     _nn_attention.activate_flash_attention_impl(IMPL_NAME)
+    _prefer_flash()
     return ActiveHandle()
 
 
 def deactivate() -> None:
-    """Restore PyTorch's own flash-attention kernels if flashattn is the active implementation."""
+    """Restore PyTorch's own flash-attention kernels and backend priority if flashattn is active."""
     if is_active():
         _nn_attention.restore_flash_attention_impl()
+    _restore_priority()
 
 
 def is_active() -> bool:
