@@ -216,6 +216,15 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
   if (!(s = check_same_shape("v", v, "k", k)).ok()) return s;
   if (!(s = check_same_shape("out", out, "q", q)).ok()) return s;
   const int64_t nheads_q = q.shape[hq], nheads_kv = k.shape[hq];
+  // Batch, heads and sequence lengths are int inside the backends (only row totals are 64-bit).
+  for (const NamedTensor& nt : {NamedTensor{"q", &q}, NamedTensor{"k", &k}}) {
+    for (int d = 0; d < nd - 1; ++d) {
+      if (nt.t->shape[d] > INT32_MAX && !(varlen && d == 0)) {
+        return invalid(nt.name, "dimension " + std::to_string(d) + " is " + std::to_string(nt.t->shape[d]) +
+                                    "; expected at most 2^31 - 1");
+      }
+    }
+  }
   if (nheads_q < 1) return invalid("q", "number of heads is " + std::to_string(nheads_q) + "; expected >= 1");
   if (nheads_kv < 1) return invalid("k", "number of heads is " + std::to_string(nheads_kv) + "; expected >= 1");
   if (nheads_q % nheads_kv != 0) {
@@ -260,6 +269,9 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     if (!(s = check_dtype("cu_seqlens_q", cq, DType::kInt32, "prefix sums of sequence lengths")).ok()) return s;
     if (!(s = check_dtype("cu_seqlens_k", ck, DType::kInt32, "prefix sums of sequence lengths")).ok()) return s;
     if (cq.shape[0] < 1) return invalid("cu_seqlens_q", "has 0 entries; expected batch + 1 >= 1");
+    if (cq.shape[0] - 1 > INT32_MAX) {
+      return invalid("cu_seqlens_q", "has " + std::to_string(cq.shape[0]) + " entries; expected at most 2^31");
+    }
     if (ck.shape[0] != cq.shape[0]) {
       return invalid("cu_seqlens_k", "has " + std::to_string(ck.shape[0]) + " entries but cu_seqlens_q has " +
                                          std::to_string(cq.shape[0]) + "; both hold batch + 1");
@@ -301,7 +313,6 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     p->seqlen_k = static_cast<int>(k.shape[1]);
     p->total_q = q.shape[0] * q.shape[1];
     p->total_k = k.shape[0] * k.shape[1];
-    if (q.shape[1] > INT32_MAX || k.shape[1] > INT32_MAX) return invalid("q", "sequence length exceeds 2^31 - 1");
   }
   set_operand(&p->q, q, varlen);
   set_operand(&p->k, k, varlen);

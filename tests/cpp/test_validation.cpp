@@ -138,6 +138,22 @@ TEST(Validation, ShapeMismatch) {
   }
 }
 
+// Sizes past int32 are refused before any memory is read (the views lie about their size).
+TEST(Validation, DimensionsBeyondInt32) {
+  const int64_t huge = int64_t{1} << 31;
+  {
+    Problem p;
+    for (TensorView* t : {&p.fwd.q, &p.fwd.k, &p.fwd.v, &p.fwd.out}) *t = with_shape(*t, 0, huge);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'q'", p, "2^31"));
+  }
+  {
+    Problem p;
+    p.fwd.k = with_shape(p.fwd.k, 1, huge);
+    p.fwd.v = with_shape(p.fwd.v, 1, huge);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'k'", p, "2^31"));
+  }
+}
+
 TEST(Validation, HeadDim) {
   for (int64_t d : {4, 12, 36, 264, 512}) {
     Problem p;
