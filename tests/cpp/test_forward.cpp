@@ -36,10 +36,12 @@ TEST_P(ForwardRandom, FlashMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, ForwardRandom, ::testing::Range(0, 40));
 
-// Fixed lengths on both sides of the 256-row / 128-key tiles, seqlen_q != seqlen_k both ways.
+// Fixed lengths on both sides of the 128-key tiles and the 64-row slices of the 512-row tasks,
+// seqlen_q != seqlen_k both ways.
 TEST(Forward, TileEdgesAndUnequalLengths) {
   const int lengths[][2] = {{1, 1},     {1, 1000}, {1000, 1},  {127, 129}, {128, 128}, {129, 127},
-                            {255, 257}, {256, 256}, {257, 255}, {513, 64},  {64, 513},  {1000, 999}};
+                            {255, 257}, {256, 256}, {257, 255}, {513, 64},  {64, 513},  {1000, 999},
+                            {511, 600}, {512, 512}, {600, 511}};
   int n = 0;
   for (const auto& len : lengths) {
     for (int causal = 0; causal < 2; ++causal) {
