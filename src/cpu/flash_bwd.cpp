@@ -13,6 +13,7 @@
 #include "backends.h"
 #include "cpu/simd/kernels.h"
 #include "cpu/threads.h"
+#include "cpu/tile_rows.h"
 #include "cpu/workspace.h"
 
 namespace flashattn {
@@ -21,12 +22,6 @@ namespace {
 constexpr int kBlockK = 64;
 constexpr int kBlockQ = 64;
 
-const void* at(const Operand& op, DType dtype, int b, int64_t row0, int64_t i, int h) {
-  return static_cast<const char*>(op.data) + element_offset(op, b, row0, i, h) * dtype_size(dtype);
-}
-void* at_mut(const Operand& op, DType dtype, int b, int64_t row0, int64_t i, int h) {
-  return static_cast<char*>(op.data) + element_offset(op, b, row0, i, h) * dtype_size(dtype);
-}
 
 // Row of the dQ accumulators and of D: queries of every sequence laid end to end.
 int64_t global_q_row(const AttentionProblem& p, int b, const SequenceSpan& seq, int64_t i) {
@@ -44,8 +39,8 @@ std::vector<float> compute_delta(const AttentionProblem& p) {
     float* o = o_row.get(p.headdim);
     float* d = do_row.get(p.headdim);
     for (int64_t i = 0; i < seq.len_q; ++i) {
-      K.load_rows(at(p.out, p.dtype, b, seq.q_row0, i, h), p.dtype, 1, p.headdim, 0, 1.0f, o, p.headdim);
-      K.load_rows(at(p.dout, p.dtype, b, seq.q_row0, i, h), p.dtype, 1, p.headdim, 0, 1.0f, d, p.headdim);
+      K.load_rows(row_address(p.out, p.dtype, b, seq.q_row0, i, h), p.dtype, 1, p.headdim, 0, 1.0f, o, p.headdim);
+      K.load_rows(row_address(p.dout, p.dtype, b, seq.q_row0, i, h), p.dtype, 1, p.headdim, 0, 1.0f, d, p.headdim);
       delta[static_cast<size_t>(h) * p.total_q + global_q_row(p, b, seq, i)] = K.dot_row(o, d, p.headdim);
     }
   });
@@ -92,9 +87,9 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
     const int nk_pad = round_up(nk, NR);
     float* dk = ws.dk.zeros(static_cast<size_t>(nk) * Dp);
     float* dv = ws.dv.zeros(static_cast<size_t>(nk) * Dp);
-    K.load_rows(at(p.k, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, nk, D, p.k.row_stride, 1.0f, kf, D);
-    K.load_rows(at(p.v, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, nk, D, p.v.row_stride, 1.0f, vf, D);
-    K.pack_b(at(p.k, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, nk, D, p.k.row_stride, kp);
+    K.load_rows(row_address(p.k, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, nk, D, p.k.row_stride, 1.0f, kf, D);
+    K.load_rows(row_address(p.v, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, nk, D, p.v.row_stride, 1.0f, vf, D);
+    K.pack_b(row_address(p.k, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, nk, D, p.k.row_stride, kp);
 
     // Queries that see at least one key of [k0, k0 + nk).
     const int64_t q_lo = p.mask.window_right < 0 ? 0 : std::max<int64_t>(0, k0 - off - p.mask.window_right);
@@ -109,8 +104,8 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
       for (int64_t i0 = q_lo; i0 < q_hi; i0 += kBlockQ) {
         const int nq = static_cast<int>(std::min<int64_t>(kBlockQ, q_hi - i0));
         const int nq_pad = round_up(nq, NR);
-        const void* q_src = at(p.q, p.dtype, c.b, seq.q_row0, i0, h);
-        const void* do_src = at(p.dout, p.dtype, c.b, seq.q_row0, i0, h);
+        const void* q_src = row_address(p.q, p.dtype, c.b, seq.q_row0, i0, h);
+        const void* do_src = row_address(p.dout, p.dtype, c.b, seq.q_row0, i0, h);
         K.pack_bt(q_src, p.dtype, nq, D, p.q.row_stride, qt);
         K.pack_bt(do_src, p.dtype, nq, D, p.dout.row_stride, dot);
         K.pack_b(q_src, p.dtype, nq, D, p.q.row_stride, qp);
@@ -127,15 +122,7 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
         for (int r = 0; r < nk; ++r) {
           float* srow = st + static_cast<int64_t>(r) * nq_pad;
           float* crow = capped + static_cast<int64_t>(r) * nq_pad;
-          cpu::ScoreRow geom;
-          geom.n_valid = nq;
-          geom.dist0 = static_cast<float>(i0 + off - (k0 + r));
-          geom.dist_step = 1.0f;
-          geom.window_left = p.mask.window_left;
-          geom.window_right = p.mask.window_right;
-          geom.scale = p.score.scale;
-          geom.softcap = p.score.softcap;
-          geom.alibi_slope = slope;
+          const cpu::ScoreRow geom = score_geometry(p, slope, nq, i0 + off - (k0 + r), 1.0f);
           K.score_row(srow, nq_pad, geom, softcap ? crow : nullptr);
           K.exp_row_lse(srow, nq_pad, lse);
           K.ds_row(dpt + static_cast<int64_t>(r) * nq_pad, srow, nq_pad, delta, softcap ? crow : nullptr,
@@ -152,8 +139,8 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
         K.gemm(nq, Dp, nk, ds, nk_pad, kp, dq_h + g0 * Dp, Dp, true);
       }
     }
-    K.store_rows(dk, Dp, nk, D, nullptr, at_mut(p.dk, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, p.dk.row_stride);
-    K.store_rows(dv, Dp, nk, D, nullptr, at_mut(p.dv, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, p.dv.row_stride);
+    K.store_rows(dk, Dp, nk, D, nullptr, row_address(p.dk, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, p.dk.row_stride);
+    K.store_rows(dv, Dp, nk, D, nullptr, row_address(p.dv, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, p.dv.row_stride);
   }
 }
 
@@ -200,7 +187,7 @@ Status cpu_flash_backward(const AttentionProblem& p) {
       for (int64_t e = 0; e < seq.len_q * Dp; ++e) base[e] += part[e];
     }
     K.store_rows(base, Dp, static_cast<int>(seq.len_q), p.headdim, nullptr,
-                 at_mut(p.dq, p.dtype, b, seq.q_row0, 0, h), p.dtype, p.dq.row_stride);
+                 row_address(p.dq, p.dtype, b, seq.q_row0, 0, h), p.dtype, p.dq.row_stride);
   });
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #include "backends.h"
 #include "cpu/simd/kernels.h"
 #include "cpu/threads.h"
+#include "cpu/tile_rows.h"
 #include "cpu/workspace.h"
 
 namespace flashattn {
@@ -37,10 +38,6 @@ std::vector<QueryBlock> query_blocks(const AttentionProblem& p) {
     }
   }
   return blocks;
-}
-
-const void* at(const Operand& op, DType dtype, int b, int64_t row0, int64_t i, int h) {
-  return static_cast<const char*>(op.data) + element_offset(op, b, row0, i, h) * dtype_size(dtype);
 }
 
 // Asks for the next K/V tile while the current one is computed: its rows sit a head-stride apart,
@@ -75,7 +72,7 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
   float* l = ws.row_sum.get(rows);
   std::fill(m, m + rows, neg_inf);
   std::fill(l, l + rows, 0.0f);
-  K.load_rows(at(p.q, p.dtype, blk.b, seq.q_row0, blk.q0, blk.h), p.dtype, rows, D, p.q.row_stride, 1.0f, q, D);
+  K.load_rows(row_address(p.q, p.dtype, blk.b, seq.q_row0, blk.q0, blk.h), p.dtype, rows, D, p.q.row_stride, 1.0f, q, D);
 
   const int64_t key_lo = std::max<int64_t>(0, p.mask.key_begin(blk.q0, off));
   const int64_t key_hi = std::min<int64_t>(seq.len_k, p.mask.key_end(blk.q0 + rows - 1, off, seq.len_k));
@@ -86,13 +83,13 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
   for (int64_t k0 = key_lo; k0 < key_hi; k0 += kBlockK) {
     const int nk = static_cast<int>(std::min<int64_t>(kBlockK, key_hi - k0));
     const int nk_pad = round_up(nk, NR);
-    K.pack_bt(at(p.k, p.dtype, blk.b, seq.k_row0, k0, hk), p.dtype, nk, D, p.k.row_stride, kt);
-    K.pack_b(at(p.v, p.dtype, blk.b, seq.k_row0, k0, hk), p.dtype, nk, D, p.v.row_stride, v);
+    K.pack_bt(row_address(p.k, p.dtype, blk.b, seq.k_row0, k0, hk), p.dtype, nk, D, p.k.row_stride, kt);
+    K.pack_b(row_address(p.v, p.dtype, blk.b, seq.k_row0, k0, hk), p.dtype, nk, D, p.v.row_stride, v);
     if (k0 + kBlockK < key_hi) {
       const int next = static_cast<int>(std::min<int64_t>(kBlockK, key_hi - k0 - kBlockK));
       const int64_t esize = dtype_size(p.dtype);
-      prefetch_rows(at(p.k, p.dtype, blk.b, seq.k_row0, k0 + kBlockK, hk), next, D * esize, p.k.row_stride * esize);
-      prefetch_rows(at(p.v, p.dtype, blk.b, seq.k_row0, k0 + kBlockK, hk), next, D * esize, p.v.row_stride * esize);
+      prefetch_rows(row_address(p.k, p.dtype, blk.b, seq.k_row0, k0 + kBlockK, hk), next, D * esize, p.k.row_stride * esize);
+      prefetch_rows(row_address(p.v, p.dtype, blk.b, seq.k_row0, k0 + kBlockK, hk), next, D * esize, p.v.row_stride * esize);
     }
 
     for (int r0 = 0; r0 < rows; r0 += kSubQ) {
@@ -105,15 +102,7 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
       // the score pass folds into exp (one pass over the slice instead of two).
       const bool unmasked = plain_scores && nk == nk_pad && p.mask.key_begin(i0 + sr - 1, off) <= k0 &&
                             p.mask.key_end(i0, off, seq.len_k) >= k0 + nk;
-      cpu::ScoreRow geom;
-      geom.n_valid = nk;
-      geom.dist0 = static_cast<float>(i0 + off - k0);
-      geom.dist_step = -1.0f;
-      geom.window_left = p.mask.window_left;
-      geom.window_right = p.mask.window_right;
-      geom.scale = p.score.scale;
-      geom.softcap = p.score.softcap;
-      geom.alibi_slope = slope;
+      const cpu::ScoreRow geom = score_geometry(p, slope, nk, i0 + off - k0, -1.0f);
       K.softmax_step(s, nk_pad, sr, nk_pad, unmasked ? nullptr : &geom, p.score.scale, m + r0, l + r0,
                      o + static_cast<int64_t>(r0) * Dp, Dp, Dp);
       K.gemm(sr, Dp, nk, s, nk_pad, v, o + static_cast<int64_t>(r0) * Dp, Dp, true);
@@ -128,8 +117,7 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
     }
     l[r] = empty ? 0.0f : 1.0f / l[r];
   }
-  void* out = static_cast<char*>(p.out.data) +
-              element_offset(p.out, blk.b, seq.q_row0, blk.q0, blk.h) * dtype_size(p.dtype);
+  void* out = row_address(p.out, p.dtype, blk.b, seq.q_row0, blk.q0, blk.h);
   K.store_rows(o, Dp, rows, D, l, out, p.dtype, p.out.row_stride);
 }
 
