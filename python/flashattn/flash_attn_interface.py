@@ -50,17 +50,37 @@ def _window(window_size: Tuple[int, int]) -> Tuple[int, int]:
     return int(left), int(right)
 
 
+def _check_tensors(**tensors) -> None:
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
+
+
 def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                return_attn_probs):
     _check_dropout(dropout_p)
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
+    _check_tensors(q=q, k=k, v=v)
     left, right = _window(window_size)
     out, lse = ops.fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                        _scale(softmax_scale, q), bool(causal), left, right, float(softcap),
                        alibi_slopes, bool(deterministic))
+    return (out, lse, None) if return_attn_probs else out
+
+
+def _packed_attention(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                      return_attn_probs):
+    """q, k, v as views of packed (qkv, or kv with q); the gradient comes back as one packed tensor."""
+    _check_dropout(dropout_p)
+    if q is None:
+        _check_tensors(qkv=packed)
+    else:
+        _check_tensors(q=q, kv=packed)
+    left, right = _window(window_size)
+    out, lse = ops.fwd_packed(packed, q, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                              _scale(softmax_scale, packed), bool(causal), left, right, float(softcap),
+                              alibi_slopes, bool(deterministic))
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -94,20 +114,21 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
                               deterministic=False, return_attn_probs=False):
     """flash_attn_func with qkv: (batch_size, seqlen, 3, nheads, headdim) stacked.
 
-    The three slices are passed as strided views; nothing is copied. Return as flash_attn_func.
+    The three slices are passed as strided views; nothing is copied, and the backward pass writes
+    dq, dk, dv straight into one (batch_size, seqlen, 3, nheads, headdim) gradient of qkv.
+    Return as flash_attn_func.
     """
-    q, k, v = qkv.unbind(dim=2)
-    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
-                      softcap, alibi_slopes, deterministic, return_attn_probs)
+    return _packed_attention(qkv, None, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                             softcap, alibi_slopes, deterministic, return_attn_probs)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                              deterministic=False, return_attn_probs=False):
-    """flash_attn_func with kv: (batch_size, seqlen_k, 2, nheads_k, headdim) stacked."""
-    k, v = kv.unbind(dim=2)
-    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
-                      softcap, alibi_slopes, deterministic, return_attn_probs)
+    """flash_attn_func with kv: (batch_size, seqlen_k, 2, nheads_k, headdim) stacked; dk and dv
+    are written into one gradient of kv's shape."""
+    return _packed_attention(kv, q, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                             softcap, alibi_slopes, deterministic, return_attn_probs)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -136,19 +157,19 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      causal=False, window_size=(-1, -1), softcap=0.0,
                                      alibi_slopes=None, deterministic=False,
                                      return_attn_probs=False):
-    """flash_attn_varlen_func with qkv: (total, 3, nheads, headdim) and one cu_seqlens."""
-    q, k, v = qkv.unbind(dim=1)
-    return _attention(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
-                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-                      return_attn_probs)
+    """flash_attn_varlen_func with qkv: (total, 3, nheads, headdim) and one cu_seqlens; the
+    gradient is one tensor of qkv's shape."""
+    return _packed_attention(qkv, None, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
+                             softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                             return_attn_probs)
 
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                     dropout_p=0.0, softmax_scale=None, causal=False,
                                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                                     deterministic=False, return_attn_probs=False):
-    """flash_attn_varlen_func with kv: (total_k, 2, nheads_k, headdim) stacked."""
-    k, v = kv.unbind(dim=1)
-    return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-                      return_attn_probs)
+    """flash_attn_varlen_func with kv: (total_k, 2, nheads_k, headdim) stacked; dk and dv are
+    written into one gradient of kv's shape."""
+    return _packed_attention(kv, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                             softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                             return_attn_probs)

@@ -111,6 +111,55 @@ def test_kvpacked_gqa():
         assert_close_to_reference(actual, expected, atol=1e-4)
 
 
+class _AtenOps(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the aten operators that run while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func._schema.name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("layout", ["qkv", "kv", "varlen_qkv", "varlen_kv"])
+def test_packed_backward_writes_one_gradient_buffer(layout):
+    lengths = [7, 30, 12]
+    cu = cu_seqlens(lengths)
+    varlen = layout.startswith("varlen")
+    shape = (sum(lengths),) if varlen else (2, 29)
+    packed = torch.randn(*shape, 3 if layout.endswith("qkv") else 2, 4, 32, requires_grad=True)
+    q = None if layout.endswith("qkv") else torch.randn(*shape, 4, 32, requires_grad=True)
+    if layout == "qkv":
+        out = flash_attn_qkvpacked_func(packed, causal=True)
+    elif layout == "kv":
+        out = flash_attn_kvpacked_func(q, packed, causal=True)
+    elif layout == "varlen_qkv":
+        out = flash_attn_varlen_qkvpacked_func(packed, cu, max(lengths), causal=True)
+    else:
+        out = flash_attn_varlen_kvpacked_func(q, packed, cu, cu, max(lengths), max(lengths), causal=True)
+    # The attention node feeds packed's gradient accumulator directly (no unbind/stack in between).
+    leaves = [next_fn for next_fn, _ in out.grad_fn.next_functions if next_fn is not None]
+    assert any(getattr(node, "variable", None) is packed for node in leaves), out.grad_fn.next_functions
+    dout = torch.randn_like(out)
+    recorder = _AtenOps()
+    with recorder:
+        grads_packed = torch.autograd.grad(out, [packed] + ([] if q is None else [q]), dout)
+    assert not {"aten::stack", "aten::cat", "aten::copy_"} & set(recorder.names), recorder.names
+    assert grads_packed[0].is_contiguous() and grads_packed[0].shape == packed.shape
+
+    views = packed.unbind(-3)
+    qv, kv_ = (views[0], views[1:]) if q is None else (q, views)
+    if varlen:
+        ref, _ = varlen_attention(qv, kv_[0], kv_[1], cu, cu, causal=True)
+    else:
+        ref, _ = attention(qv, kv_[0], kv_[1], causal=True)
+    expected = torch.autograd.grad(ref, [packed] + ([] if q is None else [q]), dout.double())
+    for actual, exp in zip(grads_packed, expected):
+        assert_close_to_reference(actual, exp, atol=1e-4)
+
+
 VARLEN_CASES = {
     "plain": {},
     "causal": dict(causal=True),

@@ -93,6 +93,13 @@ def test_qkvpacked_bf16():
     ref, _ = attention(*qkv.unbind(2), causal=True, dtype=torch.float32)
     lowp, _ = attention(*qkv.unbind(2), causal=True, dtype=torch.bfloat16)
     check(out, ref, lowp, "out")
+    dout = torch.randn_like(out)
+    (dqkv,) = torch.autograd.grad(out, qkv, dout)
+    assert dqkv.is_contiguous()  # one packed gradient written by the kernels
+    (expected,) = torch.autograd.grad(ref, qkv, dout.float())
+    (expected_lowp,) = torch.autograd.grad(lowp, qkv, dout)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        check(dqkv[:, :, i], expected[:, :, i], expected_lowp[:, :, i], name)
 
 
 def test_runs_on_the_current_stream():
