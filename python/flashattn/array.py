@@ -120,12 +120,15 @@ def _backend(name: str):
         raise ValueError(f"argument 'backend': is {name!r}; expected 'auto', 'cpu', 'cpu_reference' or 'cuda'") from None
 
 
-def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0, max_seqlen_k: int = 0,
+def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None,
+            max_seqlen_q: int = 0, max_seqlen_k: int = 0,
             softmax_scale: Optional[float] = None, causal: bool = False, window_size=(-1, -1),
             softcap: float = 0.0, alibi_slopes=None, out=None, lse=None, return_lse: bool = False,
             stream: Optional[int] = None, backend: str = "auto", num_threads: int = 0):
     """Attention of q over k, v. Returns out, or (out, lse) when return_lse is true.
 
+    seqused_q, seqused_k: optional int32 (batch,) used lengths (FlashAttention-3's seqused); rows
+        past them are not written, so pass zeroed out= / lse= buffers where those rows must be defined.
     stream: CUDA stream handle to launch on; by default the input library's current stream.
     backend: 'auto' (by device), 'cpu', 'cpu_reference' (float64 oracle) or 'cuda'.
     """
@@ -139,7 +142,8 @@ def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int 
         lse = allocated["lse"] = _empty(q, _lse_shape(q, varlen), float32=True)
     stream = _current_stream(q, stream)
     _ext.forward(q, k, v, out, lse, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                 max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=_scale(softmax_scale, q),
+                 seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                 softmax_scale=_scale(softmax_scale, q),
                  causal=causal, window=tuple(window_size), softcap=softcap, alibi_slopes=alibi_slopes,
                  backend=_backend(backend), num_threads=num_threads, stream=stream)
     converted = _results(q, stream, allocated)
@@ -148,12 +152,13 @@ def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int 
     return (out, lse) if return_lse else out
 
 
-def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0,
-             max_seqlen_k: int = 0, softmax_scale: Optional[float] = None, causal: bool = False,
+def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None,
+             max_seqlen_q: int = 0, max_seqlen_k: int = 0, softmax_scale: Optional[float] = None, causal: bool = False,
              window_size=(-1, -1), softcap: float = 0.0, alibi_slopes=None, deterministic: bool = False,
              dq=None, dk=None, dv=None, stream: Optional[int] = None, backend: str = "auto",
              num_threads: int = 0):
-    """Gradients (dq, dk, dv) of the attention forward() computed, given dout and its out and lse."""
+    """Gradients (dq, dk, dv) of the attention forward() computed, given dout and its out and lse.
+    With seqused_q / seqused_k, gradient rows past them are not written (pass zeroed buffers)."""
     _device_type(q)
     _refuse_jax_outputs(dq=dq, dk=dk, dv=dv)
     allocated = {}
@@ -165,7 +170,7 @@ def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, m
         dv = allocated["dv"] = _empty(v, v.shape)
     stream = _current_stream(q, stream)
     _ext.backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                  max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                  seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                   softmax_scale=_scale(softmax_scale, q), causal=causal, window=tuple(window_size),
                   softcap=softcap, alibi_slopes=alibi_slopes, deterministic=deterministic,
                   backend=_backend(backend), num_threads=num_threads, stream=stream)

@@ -58,13 +58,13 @@ def _check_tensors(**tensors) -> None:
 
 def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-               return_attn_probs):
+               return_attn_probs, seqused_q=None, seqused_k=None):
     _check_dropout(dropout_p)
     _check_tensors(q=q, k=k, v=v)
     left, right = _window(window_size)
     out, lse = ops.fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                        _scale(softmax_scale, q), bool(causal), left, right, float(softcap),
-                       alibi_slopes, bool(deterministic))
+                       alibi_slopes, bool(deterministic), seqused_q, seqused_k)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -134,7 +134,7 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                            softcap=0.0, alibi_slopes=None, deterministic=False,
-                           return_attn_probs=False, block_table=None):
+                           return_attn_probs=False, block_table=None, *, seqused_q=None, seqused_k=None):
     """Attention over variable-length batches packed along the token axis.
 
     Arguments:
@@ -142,6 +142,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         cu_seqlens_q, cu_seqlens_k: (batch_size + 1,) int32 prefix sums of the sequence lengths.
         max_seqlen_q, max_seqlen_k: the longest query / key sequence in the batch.
         block_table: paged KV caches are not supported; must be None.
+        seqused_q, seqused_k (keyword only, as in FlashAttention-3): optional (batch_size,) int32;
+            sequence b then uses only its first seqused_q[b] query rows and seqused_k[b] key rows
+            (at most its cu_seqlens span), and the masks align to these lengths. Output rows past
+            seqused_q are 0 (softmax_lse -inf), and so are the gradients of rows not used.
         Other arguments as flash_attn_func; masks are aligned per sequence.
     Return:
         out: (total_q, nheads, headdim), or (out, softmax_lse (nheads, total_q), None).
@@ -150,7 +154,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         raise NotImplementedError("argument 'block_table': paged KV caches are not supported by flashattn")
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                       softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-                      return_attn_probs)
+                      return_attn_probs, seqused_q, seqused_k)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None,

@@ -43,21 +43,31 @@ def fwd(
     softcap: float,
     alibi_slopes: Optional[Tensor],
     deterministic: bool,
+    seqused_q: Optional[Tensor] = None,
+    seqused_k: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor]:
-    """Attention output (shape and dtype of q) and row logsumexp (float32)."""
+    """Attention output (shape and dtype of q) and row logsumexp (float32).
+
+    With seqused_q, the rows past each sequence's used length are not computed: out is 0 and lse
+    -inf there, as for rows that see no key."""
     return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                        window_left, window_right, softcap, alibi_slopes)
+                        window_left, window_right, softcap, alibi_slopes, seqused_q, seqused_k)
 
 
 def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                 window_left, window_right, softcap, alibi_slopes):
+                 window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None):
     varlen = cu_seqlens_q is not None
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32, device=q.device)
+    if seqused_q is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32, device=q.device)
+    else:  # the library leaves the unused rows alone
+        out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
+        lse = torch.full(lse_shape(q, varlen), float("-inf"), dtype=torch.float32, device=q.device)
     with on_device(q):
         _ext.forward(
             kernel_ready(q), kernel_ready(k), kernel_ready(v), out, lse,
             cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
+            seqused_q=kernel_ready(seqused_q), seqused_k=kernel_ready(seqused_k),
             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
             causal=causal, window=(window_left, window_right), softcap=softcap,
             alibi_slopes=kernel_ready(alibi_slopes), **launch_options(q),
@@ -67,7 +77,7 @@ def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-              window_left, window_right, softcap, alibi_slopes, deterministic):
+              window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None):
     out = q.new_empty(q.shape)
     lse = q.new_empty(lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
     return out, lse
@@ -92,16 +102,20 @@ def bwd(
     softcap: float,
     alibi_slopes: Optional[Tensor],
     deterministic: bool,
+    seqused_q: Optional[Tensor] = None,
+    seqused_k: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    """Gradients of q, k, v given the forward's out and lse."""
-    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    """Gradients of q, k, v given the forward's out and lse (0 in rows past seqused_q / seqused_k)."""
+    # The library leaves dq rows past seqused_q and dk, dv rows past seqused_k alone.
+    dq = (torch.empty if seqused_q is None else torch.zeros)(q.shape, dtype=q.dtype, device=q.device)
+    dk = (torch.empty if seqused_k is None else torch.zeros)(k.shape, dtype=k.dtype, device=k.device)
+    dv = (torch.empty if seqused_k is None else torch.zeros)(v.shape, dtype=v.dtype, device=v.device)
     with on_device(q):
         _ext.backward(
             kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v), kernel_ready(out),
             kernel_ready(lse), dq, dk, dv,
             cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
+            seqused_q=kernel_ready(seqused_q), seqused_k=kernel_ready(seqused_k),
             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
             causal=causal, window=(window_left, window_right), softcap=softcap,
             alibi_slopes=kernel_ready(alibi_slopes), deterministic=deterministic, **launch_options(q),
@@ -111,15 +125,16 @@ def bwd(
 
 @bwd.register_fake
 def _bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic):
+              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic,
+              seqused_q=None, seqused_k=None):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-     window_left, window_right, softcap, alibi_slopes, deterministic) = inputs
+     window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes)
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k)
     ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
                    softcap)
     ctx.deterministic = deterministic
@@ -128,12 +143,12 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, dout, _dlse):
-    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes = ctx.saved_tensors
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k = ctx.saved_tensors
     max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap = ctx.options
     dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
-                     ctx.deterministic)
-    return (dq, dk, dv) + (None,) * 11
+                     ctx.deterministic, seqused_q, seqused_k)
+    return (dq, dk, dv) + (None,) * 13
 
 
 fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -33,7 +33,8 @@ using OptIn = std::optional<InArray>;
 using OptOut = std::optional<OutArray>;
 
 // Options shared by forward and backward, in the order Python passes them.
-flashattn::AttentionParams make_params(const OptIn& cu_seqlens_q, const OptIn& cu_seqlens_k, int max_seqlen_q,
+flashattn::AttentionParams make_params(const OptIn& cu_seqlens_q, const OptIn& cu_seqlens_k, const OptIn& seqused_q,
+                                       const OptIn& seqused_k, int max_seqlen_q,
                                        int max_seqlen_k, float softmax_scale, bool causal,
                                        std::pair<int, int> window, float softcap, const OptIn& alibi_slopes,
                                        bool deterministic, flashattn::Backend backend, int num_threads,
@@ -41,6 +42,8 @@ flashattn::AttentionParams make_params(const OptIn& cu_seqlens_q, const OptIn& c
   flashattn::AttentionParams p;
   p.cu_seqlens_q = to_view("cu_seqlens_q", cu_seqlens_q);
   p.cu_seqlens_k = to_view("cu_seqlens_k", cu_seqlens_k);
+  p.seqused_q = to_view("seqused_q", seqused_q);
+  p.seqused_k = to_view("seqused_k", seqused_k);
   p.max_seqlen_q = max_seqlen_q;
   p.max_seqlen_k = max_seqlen_k;
   p.softmax_scale = softmax_scale;
@@ -57,9 +60,10 @@ flashattn::AttentionParams make_params(const OptIn& cu_seqlens_q, const OptIn& c
 }
 
 void forward(const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
-             const OptIn& cu_seqlens_q, const OptIn& cu_seqlens_k, int max_seqlen_q, int max_seqlen_k,
-             float softmax_scale, bool causal, std::pair<int, int> window, float softcap,
-             const OptIn& alibi_slopes, flashattn::Backend backend, int num_threads, uintptr_t stream) {
+             const OptIn& cu_seqlens_q, const OptIn& cu_seqlens_k, const OptIn& seqused_q, const OptIn& seqused_k,
+             int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, std::pair<int, int> window,
+             float softcap, const OptIn& alibi_slopes, flashattn::Backend backend, int num_threads,
+             uintptr_t stream) {
   flashattn::ForwardArgs args;
   args.q = to_view("q", q);
   args.k = to_view("k", k);
@@ -67,7 +71,7 @@ void forward(const InArray& q, const InArray& k, const InArray& v, const OutArra
   args.out = to_view("out", out);
   args.lse = to_view("lse", lse);
   const flashattn::AttentionParams params =
-      make_params(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window, softcap,
+      make_params(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window, softcap,
                   alibi_slopes, false, backend, num_threads, stream);
   flashattn::Status status;
   {
@@ -79,10 +83,10 @@ void forward(const InArray& q, const InArray& k, const InArray& v, const OutArra
 
 void backward(const InArray& dout, const InArray& q, const InArray& k, const InArray& v, const InArray& out,
               const InArray& lse, const OutArray& dq, const OutArray& dk, const OutArray& dv,
-              const OptIn& cu_seqlens_q, const OptIn& cu_seqlens_k, int max_seqlen_q, int max_seqlen_k,
-              float softmax_scale, bool causal, std::pair<int, int> window, float softcap,
-              const OptIn& alibi_slopes, bool deterministic, flashattn::Backend backend, int num_threads,
-              uintptr_t stream) {
+              const OptIn& cu_seqlens_q, const OptIn& cu_seqlens_k, const OptIn& seqused_q,
+              const OptIn& seqused_k, int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal,
+              std::pair<int, int> window, float softcap, const OptIn& alibi_slopes, bool deterministic,
+              flashattn::Backend backend, int num_threads, uintptr_t stream) {
   flashattn::BackwardArgs args;
   args.dout = to_view("dout", dout);
   args.q = to_view("q", q);
@@ -94,7 +98,7 @@ void backward(const InArray& dout, const InArray& q, const InArray& k, const InA
   args.dk = to_view("dk", dk);
   args.dv = to_view("dv", dv);
   const flashattn::AttentionParams params =
-      make_params(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window, softcap,
+      make_params(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window, softcap,
                   alibi_slopes, deterministic, backend, num_threads, stream);
   flashattn::Status status;
   {
@@ -185,7 +189,8 @@ NB_MODULE(_C, m) {
       .value("cuda", flashattn::Backend::kCUDA);
 
   m.def("forward", &forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), nb::kw_only(),
-        "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0,
+        "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
+        "seqused_q"_a.none() = nb::none(), "seqused_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0,
         "max_seqlen_k"_a = 0, "softmax_scale"_a = 0.0f, "causal"_a = false,
         "window"_a = std::make_pair(-1, -1), "softcap"_a = 0.0f, "alibi_slopes"_a.none() = nb::none(),
         "backend"_a = flashattn::Backend::kAuto, "num_threads"_a = 0, "stream"_a = 0,
@@ -193,7 +198,7 @@ NB_MODULE(_C, m) {
 
   m.def("backward", &backward, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a, "dk"_a, "dv"_a,
         nb::kw_only(), "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
-        "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0, "softmax_scale"_a = 0.0f, "causal"_a = false,
+        "seqused_q"_a.none() = nb::none(), "seqused_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0, "softmax_scale"_a = 0.0f, "causal"_a = false,
         "window"_a = std::make_pair(-1, -1), "softcap"_a = 0.0f, "alibi_slopes"_a.none() = nb::none(),
         "deterministic"_a = false, "backend"_a = flashattn::Backend::kAuto, "num_threads"_a = 0,
         "stream"_a = 0, "Writes the gradients of q, k, v into dq, dk, dv.");

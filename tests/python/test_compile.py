@@ -28,8 +28,14 @@ def _varlen_args(device="cpu", dtype=torch.float32, requires_grad=False):
     return (q, k, v, cu, cu, max(lengths), max(lengths), 0.25, True, -1, -1, 0.0, None, True)
 
 
+def _seqused_args(device="cpu", dtype=torch.float32, requires_grad=False):
+    args = _varlen_args(device, dtype, requires_grad)
+    used = torch.tensor([2, 11, 0], dtype=torch.int32, device=device)
+    return (*args, used, torch.tensor([3, 5, 7], dtype=torch.int32, device=device))
+
+
 def run_opcheck(device="cpu", dtype=torch.float32):
-    for make in (_fixed_args, _varlen_args):
+    for make in (_fixed_args, _varlen_args, _seqused_args):
         args = make(device, dtype, requires_grad=True)
         torch.library.opcheck(ops.fwd, args)
         plain = make(device, dtype)
@@ -41,9 +47,10 @@ def run_opcheck(device="cpu", dtype=torch.float32):
 
 def run_opcheck_packed(device="cpu", dtype=torch.float32):
     headdim = 64
+    varlen_cu = cu_seqlens([3, 11, 7], device)
     for q_shape, pack_shape, cu, max_len in (((2, 19, 4, headdim), (2, 19, 3, 4, headdim), None, 0),
                                              ((2, 19, 4, headdim), (2, 23, 2, 2, headdim), None, 0),
-                                             ((21, 4, headdim), (21, 2, 4, headdim), cu_seqlens([3, 11, 7], device), 11)):
+                                             ((21, 4, headdim), (21, 2, 4, headdim), varlen_cu, 11)):
         packed = torch.randn(pack_shape, device=device, dtype=dtype)
         q = None if pack_shape[-3] == 3 else torch.randn(q_shape, device=device, dtype=dtype)
         options = (cu, cu, max_len, max_len, 0.2, True, -1, -1, 0.0, None, False)
