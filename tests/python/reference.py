@@ -57,8 +57,9 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, alibi=None, seqused_q=
         if used_k:
             out, lse = attention(qb, kb, vb, alibi=alibi_b, **options)
         else:  # no key at all: every row sees none
-            out = torch.zeros(1, used_q, *q.shape[1:], dtype=torch.float64)
-            lse = torch.full((1, q.shape[1], used_q), float("-inf"), dtype=torch.float64)
+            dtype = options.get("dtype", torch.float64)
+            out = torch.zeros(1, used_q, *q.shape[1:], dtype=dtype, device=q.device)
+            lse = torch.full((1, q.shape[1], used_q), float("-inf"), dtype=dtype, device=q.device)
         outs.append(torch.cat([out[0], out.new_zeros(span_q - used_q, *out.shape[2:])]))
         lses.append(torch.cat([lse[0], lse.new_full((lse.shape[1], span_q - used_q), float("-inf"))], dim=1))
     return torch.cat(outs), torch.cat(lses, dim=1)

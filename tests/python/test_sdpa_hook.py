@@ -122,6 +122,20 @@ def test_cuda_sdpa_runs_on_flashattn(dtype, is_causal, headdim):
     compare_with_pytorch(q, k, v, CUDA_FWD, CUDA_BWD, atol=atol, is_causal=is_causal)
 
 
+@pytest.mark.gpu
+def test_cuda_unsupported_inputs_fall_back():
+    # Head dim 80 has no CUDA kernel in flashattn; dropout none at all: PyTorch's flash kernel answers.
+    q, k, v = (torch.randn(2, 4, 128, 80, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    with fa_torch.activate():
+        got = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # no backend forced
+        dropped = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    assert fa_torch.stats[CUDA_FWD] == 0 and fa_torch.stats[CUDA_FWD + ":fallback"] == 2, dict(fa_torch.stats)
+    torch.testing.assert_close(got, expected, atol=0, rtol=0)
+    assert dropped.isfinite().all()
+
+
 class TinyCausalAttentionModel(torch.nn.Module):
     """Two attention blocks calling F.scaled_dot_product_attention, as most models do."""
 
