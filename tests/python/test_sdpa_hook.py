@@ -124,18 +124,15 @@ def test_cuda_sdpa_runs_on_flashattn(dtype, is_causal, headdim):
 
 @pytest.mark.gpu
 def test_cuda_unsupported_inputs_fall_back():
-    # Head dims that are not multiples of 8 and dropout are refused by flashattn but taken by
-    # PyTorch's FLASH backend, which then answers. (Head dim 80 is no such case: flashattn runs it.)
-    q, k, v = (torch.randn(2, 4, 128, 36, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # Dropout is what flashattn refuses and PyTorch's FLASH backend takes on CUDA (SDPA pads head
+    # dims to multiples of 8 before the flash operator, so those reach flashattn). PyTorch's flash
+    # kernel then answers, and reaches aten::_flash_attention_forward, which falls back as well.
+    q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     with fa_torch.activate():
-        got = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # no backend forced
-        dropped = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    # PyTorch's kernel reaches aten::_flash_attention_forward too, which falls back as well.
-    assert fa_torch.stats[CUDA_FWD] == 0 and fa_torch.stats[CUDA_FWD + ":fallback"] == 2, dict(fa_torch.stats)
+        dropped = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)  # no backend forced
+    assert fa_torch.stats[CUDA_FWD + ":fallback"] == 1 and fa_torch.stats[CUDA_FWD] == 0, dict(fa_torch.stats)
+    assert fa_torch.stats["_flash_attention_forward:fallback"] == 1, dict(fa_torch.stats)
     assert fa_torch.stats["_flash_attention_forward"] == 0, dict(fa_torch.stats)
-    torch.testing.assert_close(got, expected, atol=0, rtol=0)
     assert dropped.isfinite().all()
 
 
