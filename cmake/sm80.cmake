@@ -40,3 +40,13 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bench.cpp)
   add_executable(flashattn_sm80_bench ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bench.cpp)
   target_link_libraries(flashattn_sm80_bench PRIVATE flashattn CUDA::cudart)
 endif()
+
+# Side-by-side timing of experimental backward layouts (BackwardConfig's kVariant), sm_90 machine code only.
+if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bwd_variants.cu)
+  add_executable(flashattn_sm80_bwd_variants ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bwd_variants.cu)
+  target_link_libraries(flashattn_sm80_bwd_variants PRIVATE flashattn CUDA::cudart)
+  target_include_directories(flashattn_sm80_bwd_variants PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  set_target_properties(flashattn_sm80_bwd_variants PROPERTIES CUDA_ARCHITECTURES OFF)
+  target_compile_options(flashattn_sm80_bwd_variants PRIVATE
+    --expt-relaxed-constexpr -O3 -std=c++17 -lineinfo -gencode=arch=compute_90,code=sm_90)
+endif()

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/sequence.cuh"
@@ -22,9 +23,13 @@ namespace flashattn::sm80 {
 
 using namespace flashattn::cuda;
 
-template <int kHeadDim>
+// kVariant selects experimental layouts timed by benchmarks/cpp/sm80_bwd_variants.cu (0: the
+// production kernel): 1 = FlashAttention-2's product order (dV, then dQ and its reductions, then
+// dK, so the reductions drain under the dK products); 2 = 128-row query tiles for head dims <= 64.
+template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
-  static constexpr int kBlockM = 64;
+  static constexpr int kBlockM = kVariant == 2 && kHeadDim <= 64 ? 128 : 64;
+  static constexpr bool kSplitDkDv = kVariant == 1;
   // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kWarps = 8;
@@ -59,10 +64,10 @@ struct BackwardConfig {
   static constexpr int kSmemBytes = kOffDsum + 2 * kBlockM * 4;
 };
 
-template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
+template <typename Element, int kHeadDim, int kVariant = 0>
+__global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     backward_kernel(const KernelParams p) {
-  using Cfg = BackwardConfig<kHeadDim>;
+  using Cfg = BackwardConfig<kHeadDim, kVariant>;
   using QTile = typename Cfg::QTile;
   using KVTile = typename Cfg::KVTile;
   using PTile = typename Cfg::PTile;
@@ -301,8 +306,9 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
     }
     __syncthreads();  // P^T and dS^T complete
 
-    // 2. dV += P^T dO, dK += dS^T Q.
-    {
+    // 2. dV += P^T dO, dK += dS^T Q (both in one pass, or one of them per call).
+    auto product_dkdv = [&](auto with_dv, auto with_dk) {
+      constexpr bool kDV = decltype(with_dv)::value, kDK = decltype(with_dk)::value;
       const auto q_rc = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kRowsThenCols);
       const auto do_rc = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kRowsThenCols);
 #pragma unroll
@@ -310,23 +316,34 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
         uint32_t ap[kMF2][4], ads[kMF2][4];
 #pragma unroll
         for (int mf = 0; mf < kMF2; ++mf) {
-          load_a(ap[mf], p_rc, row2 + mf * 16, kk * 16);
-          load_a(ads[mf], ds_rc, row2 + mf * 16, kk * 16);
+          if constexpr (kDV) load_a(ap[mf], p_rc, row2 + mf * 16, kk * 16);
+          if constexpr (kDK) load_a(ads[mf], ds_rc, row2 + mf * 16, kk * 16);
         }
 #pragma unroll
         for (int dp = 0; dp < kNF2 / 2; ++dp) {
           uint32_t bdo[4], bq[4];
-          load_b_trans(bdo, do_rc, kk * 16, col2 + dp * 16);
-          load_b_trans(bq, q_rc, kk * 16, col2 + dp * 16);
+          if constexpr (kDV) load_b_trans(bdo, do_rc, kk * 16, col2 + dp * 16);
+          if constexpr (kDK) load_b_trans(bq, q_rc, kk * 16, col2 + dp * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF2; ++mf) {
-            mma_16816<Element>(acc_dv[mf][2 * dp], ap[mf], bdo[0], bdo[1]);
-            mma_16816<Element>(acc_dv[mf][2 * dp + 1], ap[mf], bdo[2], bdo[3]);
-            mma_16816<Element>(acc_dk[mf][2 * dp], ads[mf], bq[0], bq[1]);
-            mma_16816<Element>(acc_dk[mf][2 * dp + 1], ads[mf], bq[2], bq[3]);
+            if constexpr (kDV) {
+              mma_16816<Element>(acc_dv[mf][2 * dp], ap[mf], bdo[0], bdo[1]);
+              mma_16816<Element>(acc_dv[mf][2 * dp + 1], ap[mf], bdo[2], bdo[3]);
+            }
+            if constexpr (kDK) {
+              mma_16816<Element>(acc_dk[mf][2 * dp], ads[mf], bq[0], bq[1]);
+              mma_16816<Element>(acc_dk[mf][2 * dp + 1], ads[mf], bq[2], bq[3]);
+            }
           }
         }
       }
+    };
+    using Yes = std::true_type;
+    using No = std::false_type;
+    if constexpr (Cfg::kSplitDkDv) {
+      product_dkdv(Yes{}, No{});
+    } else {
+      product_dkdv(Yes{}, Yes{});
     }
 
     // 3. dQ += dS K into the fp32 workspace. Deterministic runs add the key tiles of one query
@@ -394,6 +411,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
       __syncthreads();
       if (tid == 0) atomicAdd(semaphore, 1);
     }
+    if constexpr (Cfg::kSplitDkDv) product_dkdv(No{}, Yes{});
   }
 
   // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores.

@@ -10,9 +10,9 @@
 
 namespace flashattn::sm80 {
 
-template <typename Element, int kHeadDim>
-cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
-  using Cfg = BackwardConfig<kHeadDim>;
+template <typename Element, int kHeadDim, int kVariant = 0>
+cudaError_t launch_backward_variant(const KernelParams& p, cudaStream_t stream) {
+  using Cfg = BackwardConfig<kHeadDim, kVariant>;
   const dim3 row_grid((p.seqlen_q + kRowsPerBlock - 1) / kRowsPerBlock, p.nheads_q, p.batch);
   if (p.seqlen_q > 0) {
     backward_prepare_kernel<Element><<<row_grid, kRowsPerBlock * 32, 0, stream>>>(p);
@@ -20,7 +20,7 @@ cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
     if (err != cudaSuccess) return err;
   }
   if (p.seqlen_k > 0) {
-    auto kernel = backward_kernel<Element, kHeadDim>;
+    auto kernel = backward_kernel<Element, kHeadDim, kVariant>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     if (err != cudaSuccess) return err;
     const dim3 grid((p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, p.nheads_kv, p.batch);
@@ -33,6 +33,11 @@ cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
     return cudaGetLastError();
   }
   return cudaSuccess;
+}
+
+template <typename Element, int kHeadDim>
+cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
+  return launch_backward_variant<Element, kHeadDim, 0>(p, stream);
 }
 
 }  // namespace flashattn::sm80
