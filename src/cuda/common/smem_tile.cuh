@@ -101,6 +101,30 @@ FA_DEV void store_pair(char* tile, int row, int col, uint32_t packed) {
   *reinterpret_cast<uint32_t*>(tile + Tile::offset(row, col >> 3) + (col & 7) * 2) = packed;
 }
 
+// Byte offsets of the accumulator-pair stores of one warp into a tile of full 64-column panels:
+// element (row0 + g, col0 + nf * 8 + tig * 2) for row0 a multiple of 8 (relative to the base row)
+// and n8 tile nf. The swizzle term of such a store is (chunk ^ g) with chunk = col0 / 8 + nf, so
+// when col0 / 8 and nf share no bits below 8 (col0 / 8 a multiple of the power of two that bounds
+// nf), the whole address is (lane offset ^ (nf % 8) << 4) + constants: one XOR per n8 tile and
+// immediate offsets per store, instead of the swizzle arithmetic per store.
+template <class Tile>
+struct PairStoreOffset {
+  static_assert(Tile::kChunks % 8 == 0, "pair stores take tiles of whole 64-column panels");
+  uint32_t lane = 0;  // offset of (base_row + g, col0 + tig * 2) with the nf = 0 swizzle
+
+  FA_DEV static PairStoreOffset make(uint32_t tile_offset, int base_row, int col0, int g, int tig) {
+    const int chunk0 = col0 >> 3;
+    PairStoreOffset s;
+    s.lane = tile_offset + (chunk0 >> 3) * Tile::kRowsConst * 128 + (base_row + g) * 128 +
+             (((chunk0 & 7) ^ g) << 4) + tig * 4;
+    return s;
+  }
+  // Offset of the pair in rows row0 (a multiple of 8) below the base row, n8 tile nf.
+  FA_DEV uint32_t at(int row0, int nf) const {
+    return (lane ^ ((nf & 7) << 4)) + (nf >> 3) * Tile::kRowsConst * 128 + row0 * 128;
+  }
+};
+
 // Threads of a block cover a tile as (rows x power-of-two chunk slots), so a thread keeps one
 // chunk and steps down the rows by a multiple of 8: its swizzle term never changes and every
 // access is base + constant.

@@ -25,10 +25,13 @@ using namespace flashattn::cuda;
 
 // kVariant selects experimental layouts timed by benchmarks/cpp/sm80_bwd_variants.cu (0: the
 // production kernel): 1 = FlashAttention-2's product order (dV, then dQ and its reductions, then
-// dK, so the reductions drain under the dK products); 2 = 128-row query tiles for head dims <= 64.
+// dK, so the reductions drain under the dK products); 2 = 64-row query tiles for head dims <= 64
+// (v3's tile).
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
-  static constexpr int kBlockM = kVariant == 2 && kHeadDim <= 64 ? 128 : 64;
+  // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
+  // tile amortises the per-tile barriers and fixed costs over twice the work: +10% at d64 8k).
+  static constexpr int kBlockM = kHeadDim <= 64 && kVariant != 2 ? 128 : 64;
   static constexpr bool kSplitDkDv = kVariant == 1;
   // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
@@ -49,6 +52,7 @@ struct BackwardConfig {
   static constexpr int kNF3 = kMF3 * kNF3Total * 4 <= 48 ? kNF3Total : kNF3Total / 2;
   static_assert(kNF1 % 2 == 0 && kNF2 % 2 == 0 && kNF3 % 2 == 0 && kNF3Total % kNF3 == 0, "n8 tiles go in pairs");
   static_assert(kBlockM == kWarpsM3 * kMF3 * 16, "product 3 covers the query tile");
+  static_assert(kNF1 == 4 || kNF1 == 8, "PairStoreOffset needs the n8 count of a warp to be a power of two <= 8");
 
   using QTile = SwizzledTile<kBlockM, kHeadDim>;   // Q and dO, two stages each
   using KVTile = SwizzledTile<kBlockN, kHeadDim>;  // K and V
@@ -104,16 +108,17 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   // Work item i is (query head, query tile). Without the deterministic order each key tile starts
   // at a different query tile, so the blocks running side by side add into different dQ rows
   // instead of queueing on the same L2 lines.
+  // The loop keeps (step, head) counters instead of dividing the item index: step runs over the
+  // query tiles of one head, starting at the rotation.
   const int m_rotation = p.deterministic || num_m == 0 ? 0 : n_block % num_m;
-  auto item_m_block = [&](int item) {
-    int m = item % num_m + m_rotation;
+  auto step_m_block = [&](int step) {
+    const int m = step + m_rotation;
     return m_tiles.begin + (m >= num_m ? m - num_m : m);
   };
 
-  // Loads Q, dO, lse and D of work item `item` into stage `stage`.
-  auto prefetch = [&](int item, int stage) {
-    const int h = hk * group + item / num_m;
-    const int m0 = item_m_block(item) * kBlockM;
+  // Loads Q, dO, lse and D of the work item (step, query head h) into stage `stage`.
+  auto prefetch = [&](int step, int h, int stage) {
+    const int m0 = step_m_block(step) * kBlockM;
     const int rows = min(kBlockM, seq.len_q - m0);
     const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
                        (seq.q_row0 + m0) * p.q.row_stride + h * p.q.head_stride;
@@ -132,7 +137,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       cp_async_4(smem_base + Cfg::kOffDsum + (stage * kBlockM + tid) * 4, dsum, valid);
     }
   };
-  if (num_items > 0) prefetch(0, 0);
+  if (num_items > 0) prefetch(0, hk * group, 0);
   cp_async_commit();
 
   float acc_dk[kMF2][kNF2][4], acc_dv[kMF2][kNF2][4];
@@ -143,15 +148,17 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc_dk[mf][nf][e] = acc_dv[mf][nf][e] = 0.0f;
 
+  int step = 0, h = hk * group;
   for (int item = 0; item < num_items; ++item) {
     const int stage = item & 1;
-    const int h = hk * group + item / num_m;
-    const int m_block = item_m_block(item);
+    const int m_block = step_m_block(step);
     const int m0 = m_block * kBlockM;
     const int rows_valid = min(kBlockM, seq.len_q - m0);
+    const int next_step = step + 1 == num_m ? 0 : step + 1;
+    const int next_h = next_step == 0 ? h + 1 : h;
     cp_async_wait<0>();
     __syncthreads();  // this item's tiles landed; every warp is done with the previous item
-    if (item + 1 < num_items) prefetch(item + 1, stage ^ 1);
+    if (item + 1 < num_items) prefetch(next_step, next_h, stage ^ 1);
     cp_async_commit();
 
     // Warp positions in the three products, derived afresh each item (see fresh_thread_index).
@@ -168,8 +175,14 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     const auto p_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffP, lane, LanePattern::kRowsThenCols);
     const auto ds_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kRowsThenCols);
     const auto ds_cr = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kColsThenRows);
-    char* smem_p = smem + Cfg::kOffP;
-    char* smem_ds = smem + Cfg::kOffDS;
+    // P^T and dS^T stores: one lane offset (P tile; the dS tile sits kOffDS - kOffP above it).
+    const auto pds_st = PairStoreOffset<PTile>::make(Cfg::kOffP, row1, col1, g, tig);
+    auto store_p = [&](int row0, int nf, uint32_t packed) {
+      *reinterpret_cast<uint32_t*>(smem + pds_st.at(row0, nf)) = packed;
+    };
+    auto store_ds = [&](int row0, int nf, uint32_t packed) {
+      *reinterpret_cast<uint32_t*>(smem + (Cfg::kOffDS - Cfg::kOffP) + pds_st.at(row0, nf)) = packed;
+    };
     const uint32_t q_base = smem_base + Cfg::kOffQ + stage * QTile::kBytes;
     const uint32_t do_base = smem_base + Cfg::kOffDO + stage * QTile::kBytes;
     const auto q_cr = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kColsThenRows);
@@ -226,7 +239,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
                 prob[e] = exp2_approx(fmaf(st[mf][nf][2 * half + e], p.scale_log2, -lse_log2[e]));
                 st[mf][nf][2 * half + e] = prob[e] * p.score.scale;
               }
-              store_pair<PTile>(smem_p, row1 + mf * 16 + g + half * 8, c, pack_pair<Element>(prob[0], prob[1]));
+              store_p(mf * 16 + half * 8, nf, pack_pair<Element>(prob[0], prob[1]));
             }
         }
       } else {
@@ -268,7 +281,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
                 prob[e] = visible ? exp2_approx(x_log2 - lse_log2) : 0.0f;
                 st[mf][nf][2 * half + e] = prob[e] * dscore_draw;
               }
-              store_pair<PTile>(smem_p, r, c, pack_pair<Element>(prob[0], prob[1]));
+              store_p(mf * 16 + half * 8, nf, pack_pair<Element>(prob[0], prob[1]));
             }
           }
       }
@@ -300,7 +313,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
           for (int half = 0; half < 2; ++half) {
             const float ds0 = st[mf][nf][2 * half] * (dpt[mf][nf][2 * half] - dsum0);
             const float ds1 = st[mf][nf][2 * half + 1] * (dpt[mf][nf][2 * half + 1] - dsum1);
-            store_pair<PTile>(smem_ds, row1 + mf * 16 + g + half * 8, c, pack_pair<Element>(ds0, ds1));
+            store_ds(mf * 16 + half * 8, nf, pack_pair<Element>(ds0, ds1));
           }
       }
     }
@@ -361,6 +374,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       }
       __syncthreads();
     }
+    const bool full_tile = rows_valid == kBlockM && p.headdim == kHeadDim;
     float* dq_accum = p.dq_accum + (static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, m0)) *
                                        p.headdim;
 #pragma unroll
@@ -389,22 +403,34 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
           }
         }
       }
-      // One base address per thread; every accumulator is base + a small offset.
+      // One base address per thread; every accumulator is base + a small offset (a constant one
+      // for whole tiles of the kernel's own head dim, which need no bounds either).
       const int r = row3 + g;
       const int c = dcol0 + tig * 2;
       float* dst = dq_accum + r * p.headdim + c;
-      const int64_t eight_rows = 8 * p.headdim;
+      if (full_tile) {
 #pragma unroll
-      for (int mf = 0; mf < kMF3; ++mf)
+        for (int mf = 0; mf < kMF3; ++mf)
 #pragma unroll
-        for (int nf = 0; nf < kNF3; ++nf)
+          for (int nf = 0; nf < kNF3; ++nf)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            if (r + mf * 16 + half * 8 < rows_valid && c + nf * 8 < p.headdim) {
-              atomic_add_pair(dst + (2 * mf + half) * eight_rows + nf * 8, acc_dq[mf][nf][2 * half],
+            for (int half = 0; half < 2; ++half)
+              atomic_add_pair(dst + (2 * mf + half) * 8 * kHeadDim + nf * 8, acc_dq[mf][nf][2 * half],
                               acc_dq[mf][nf][2 * half + 1]);
+      } else {
+        const int64_t eight_rows = 8 * p.headdim;
+#pragma unroll
+        for (int mf = 0; mf < kMF3; ++mf)
+#pragma unroll
+          for (int nf = 0; nf < kNF3; ++nf)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              if (r + mf * 16 + half * 8 < rows_valid && c + nf * 8 < p.headdim) {
+                atomic_add_pair(dst + (2 * mf + half) * eight_rows + nf * 8, acc_dq[mf][nf][2 * half],
+                                acc_dq[mf][nf][2 * half + 1]);
+              }
             }
-          }
+      }
     }
     if (p.deterministic) {
       __threadfence();
@@ -412,6 +438,8 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       if (tid == 0) atomicAdd(semaphore, 1);
     }
     if constexpr (Cfg::kSplitDkDv) product_dkdv(No{}, Yes{});
+    step = next_step;
+    h = next_h;
   }
 
   // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores.

@@ -43,6 +43,9 @@ cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
 }  // namespace flashattn::sm80
 
 namespace flashattn::sm80 {
-static_assert(BackwardConfig<128>::kBlockM == kBackwardBlockM && BackwardConfig<256>::kBlockM == kBackwardBlockM,
+// The dispatch sizes the deterministic-mode dQ semaphores with kBackwardBlockM rows per query
+// tile; kernels with larger tiles use a prefix of each (batch, head)'s counters.
+static_assert(BackwardConfig<32>::kBlockM % kBackwardBlockM == 0 && BackwardConfig<64>::kBlockM % kBackwardBlockM == 0 &&
+                  BackwardConfig<128>::kBlockM == kBackwardBlockM && BackwardConfig<256>::kBlockM == kBackwardBlockM,
               "the dispatch sizes the dQ semaphores with kBackwardBlockM");
 }  // namespace flashattn::sm80
