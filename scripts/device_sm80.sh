@@ -56,6 +56,26 @@ if ! "$BIN/flashattn_gpu_tests" --gtest_list_tests > /dev/null 2>&1; then
   tail -5 "$OUT/build.log"
 fi
 
+# Backward layout variants side by side (flashattn_sm80_bwd_variants, when carried) on the shapes
+# in SM80_VARIANT_SHAPES (one "headdim seqlen causal" per line).
+if [ -x "$BIN/flashattn_sm80_bwd_variants" ] && [ -n "${SM80_VARIANT_SHAPES:-}" ]; then
+  while read -r shape; do
+    [ -n "$shape" ] || continue
+    # shellcheck disable=SC2086
+    timeout 60 "$BIN/flashattn_sm80_bwd_variants" $shape 10 2>&1 | tee -a "$OUT/variants.log"
+  done <<< "$SM80_VARIANT_SHAPES"
+fi
+
+if [ "$what" != tests ]; then
+  # shellcheck disable=SC2086
+  timeout 200 "$BIN/flashattn_sm80_bench" ${SM80_BENCH_REPS:-20} $headdims > "$OUT/ours.jsonl" 2> "$OUT/ours.err"
+  echo "bench exit $?"
+  tail -3 "$OUT/ours.err"
+  PYTHONUNBUFFERED=1 timeout 240 python3 benchmarks/cpp/sm80_peers.py "$OUT/ours.jsonl" "$OUT/results.json" 2> "$OUT/peers.err"
+  echo "peers exit $?"
+  tail -3 "$OUT/peers.err"
+fi
+
 if [ "$what" != bench ]; then
   small='Sm80Sanitize.*'
   for tool in memcheck racecheck; do
@@ -70,21 +90,6 @@ if [ "$what" != bench ]; then
   grep -E "Failure|out [0-9.e+-]+ \(naive" "$OUT/tests.log" | head -30
 fi
 
-# Kernel variants built for an experiment (see docs/perf.md), when any were carried.
-for variant in "$BIN"/var_*; do
-  [ -x "$variant" ] || continue
-  for shape in "8192 0" "8192 1" "1024 1"; do
-    # shellcheck disable=SC2086
-    timeout 60 "$variant" $shape 2>&1 | tee -a "$OUT/variants.log"
-  done
-done
-
-if [ "$what" != tests ]; then
-  # shellcheck disable=SC2086
-  timeout 200 "$BIN/flashattn_sm80_bench" ${SM80_BENCH_REPS:-20} $headdims > "$OUT/ours.jsonl" 2> "$OUT/ours.err"
-  echo "bench exit $?"
-  tail -3 "$OUT/ours.err"
-  PYTHONUNBUFFERED=1 timeout 240 python3 benchmarks/cpp/sm80_peers.py "$OUT/ours.jsonl" "$OUT/results.json" 2> "$OUT/peers.err"
-  echo "peers exit $?"
-  tail -3 "$OUT/peers.err"
-fi
+# At most 8 files come back from the device: the logs travel as one archive.
+(cd "$OUT" && tar czf logs.tgz --remove-files ./*.log ./*.err ./*.txt ./*.jsonl 2> /dev/null)
+ls "$OUT"
