@@ -34,11 +34,15 @@ if [ "$what" = profile ]; then
   SM80_VARIANT=${SM80_PROFILE_VARIANT:-0} timeout 150 ncu "${ncu_args[@]}" -k regex:backward_kernel -o /tmp/ours \
     "$BIN/flashattn_sm80_bwd_variants" $prof 1 > "$OUT/ncu_run.log" 2>&1
   echo "ncu ours exit $?"
-  # shellcheck disable=SC2086
-  timeout 150 ncu "${ncu_args[@]}" -k regex:flash_bwd_dq_dk_dv -o /tmp/fa2 \
-    python3 benchmarks/cpp/sm80_fa2_profile.py $prof >> "$OUT/ncu_run.log" 2>&1
-  echo "ncu fa2 exit $?"
-  for r in ours fa2; do
+  reports=ours
+  if [ "${SM80_PROFILE_FA2:-1}" = 1 ]; then
+    # shellcheck disable=SC2086
+    timeout 150 ncu "${ncu_args[@]}" -k regex:flash_bwd_dq_dk_dv -o /tmp/fa2 \
+      python3 benchmarks/cpp/sm80_fa2_profile.py $prof >> "$OUT/ncu_run.log" 2>&1
+    echo "ncu fa2 exit $?"
+    reports="ours fa2"
+  fi
+  for r in $reports; do
     ncu --import /tmp/$r.ncu-rep --page details > "$OUT/${r}_details.txt" 2>&1
     ncu --import /tmp/$r.ncu-rep --page source --csv --print-source sass > "$OUT/${r}_sass.csv" 2>&1
     gzip -f "$OUT/${r}_sass.csv"
