@@ -71,6 +71,7 @@ cudaError_t run(int variant, const sm80::KernelParams& kp, float* workspace) {
     case 0: return run_variant<kHeadDim, 0>(kp, workspace);
     case 1: return run_variant<kHeadDim, 1>(kp, workspace);
     case 2: return run_variant<kHeadDim, 2>(kp, workspace);
+    case 3: return run_variant<kHeadDim, 3>(kp, workspace);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -153,12 +154,12 @@ int main(int argc, char** argv) {
     }
   };
   const double flops = 2.5 * 4.0 * batch * heads * double(seqlen) * seqlen * d / (causal ? 2.0 : 1.0);
-  std::vector<float> ref[3];
+  std::vector<float> ref[3];  // variant 0's gradients
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
   const char* only = std::getenv("SM80_VARIANT");
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 4; ++variant) {
     if (only != nullptr && std::atoi(only) != variant) continue;
     for (uint16_t* g : {dq, dk, dv}) CHECK_CUDA(cudaMemset(g, 0xff, elems * 2));  // poison (NaN)
     CHECK_CUDA(launch(variant));

@@ -26,7 +26,7 @@ using namespace flashattn::cuda;
 // kVariant selects experimental layouts timed by benchmarks/cpp/sm80_bwd_variants.cu (0: the
 // production kernel): 1 = FlashAttention-2's product order (dV, then dQ and its reductions, then
 // dK, so the reductions drain under the dK products); 2 = 64-row query tiles for head dims <= 64
-// (v3's tile).
+// (v3's tile); 3 = the dQ product in twice the column chunks.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
@@ -49,7 +49,9 @@ struct BackwardConfig {
   static constexpr int kWarpsM3 = kQuarters ? 2 : 4, kWarpsD3 = kQuarters ? 4 : 2;
   static constexpr int kMF3 = kBlockM / kWarpsM3 / 16;
   static constexpr int kNF3Total = kHeadDim / kWarpsD3 / 8;
-  static constexpr int kNF3 = kMF3 * kNF3Total * 4 <= 48 ? kNF3Total : kNF3Total / 2;
+  // Variant 3: twice the chunks, so one chunk's dQ reductions drain under the next chunk's products.
+  static constexpr int kNF3Fit = kMF3 * kNF3Total * 4 <= 48 ? kNF3Total : kNF3Total / 2;
+  static constexpr int kNF3 = kVariant == 3 && kNF3Fit >= 4 ? kNF3Fit / 2 : kNF3Fit;
   static_assert(kNF1 % 2 == 0 && kNF2 % 2 == 0 && kNF3 % 2 == 0 && kNF3Total % kNF3 == 0, "n8 tiles go in pairs");
   static_assert(kBlockM == kWarpsM3 * kMF3 * 16, "product 3 covers the query tile");
   static_assert(kNF1 == 4 || kNF1 == 8, "PairStoreOffset needs the n8 count of a warp to be a power of two <= 8");
