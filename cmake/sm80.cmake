@@ -27,10 +27,16 @@ foreach(hdim IN ITEMS 32 64 96 128 192 256)
   endif()
 endforeach()
 flashattn_add_cuda_sources(80 ${FLASHATTN_SM80_SOURCES})
+# FLASHATTN_SM80_SASS_80=OFF leaves out the sm_80 machine code (a quicker build for a Hopper test machine).
+option(FLASHATTN_SM80_SASS_80 "Embed sm_80 machine code for the sm80 kernels" ON)
 if(FLASHATTN_SM80_SASS_90)
+  if(FLASHATTN_SM80_SASS_80)
+    set(sm80_gencodes "-gencode=arch=compute_80,code=sm_80;-gencode=arch=compute_90,code=sm_90")
+  else()
+    set(sm80_gencodes "-gencode=arch=compute_90,code=sm_90")
+  endif()
   foreach(src IN LISTS FLASHATTN_SM80_SOURCES)
-    set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
-      "-gencode=arch=compute_80,code=sm_80;-gencode=arch=compute_90,code=sm_90")
+    set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${sm80_gencodes}")
   endforeach()
 endif()
 set_source_files_properties(src/cuda/sm80/dispatch.cu PROPERTIES COMPILE_DEFINITIONS "${FLASHATTN_SM80_DEFINITIONS}")
@@ -39,4 +45,14 @@ set_source_files_properties(src/cuda/sm80/dispatch.cu PROPERTIES COMPILE_DEFINIT
 if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bench.cpp)
   add_executable(flashattn_sm80_bench ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bench.cpp)
   target_link_libraries(flashattn_sm80_bench PRIVATE flashattn CUDA::cudart)
+endif()
+
+# Side-by-side timing of experimental backward layouts (BackwardConfig's kVariant), sm_90 machine code only.
+if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bwd_variants.cu)
+  add_executable(flashattn_sm80_bwd_variants ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bwd_variants.cu)
+  target_link_libraries(flashattn_sm80_bwd_variants PRIVATE flashattn CUDA::cudart)
+  target_include_directories(flashattn_sm80_bwd_variants PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  set_target_properties(flashattn_sm80_bwd_variants PROPERTIES CUDA_ARCHITECTURES OFF)
+  target_compile_options(flashattn_sm80_bwd_variants PRIVATE
+    --expt-relaxed-constexpr -O3 -std=c++17 -lineinfo -gencode=arch=compute_90,code=sm_90)
 endif()

@@ -101,20 +101,51 @@ FA_DEV void store_pair(char* tile, int row, int col, uint32_t packed) {
   *reinterpret_cast<uint32_t*>(tile + Tile::offset(row, col >> 3) + (col & 7) * 2) = packed;
 }
 
+// Byte offsets of the accumulator-pair stores of one warp into a tile of full 64-column panels:
+// element (row0 + g, col0 + nf * 8 + tig * 2) for row0 a multiple of 8 (relative to the base row)
+// and n8 tile nf. The swizzle term of such a store is (chunk ^ g) with chunk = col0 / 8 + nf, so
+// when col0 / 8 and nf share no bits below 8 (col0 / 8 a multiple of the power of two that bounds
+// nf), the whole address is (lane offset ^ (nf % 8) << 4) + constants: one XOR per n8 tile and
+// immediate offsets per store, instead of the swizzle arithmetic per store.
+template <class Tile>
+struct PairStoreOffset {
+  static_assert(Tile::kChunks % 8 == 0, "pair stores take tiles of whole 64-column panels");
+  uint32_t lane = 0;  // offset of (base_row + g, col0 + tig * 2) with the nf = 0 swizzle
+
+  FA_DEV static PairStoreOffset make(uint32_t tile_offset, int base_row, int col0, int g, int tig) {
+    const int chunk0 = col0 >> 3;
+    PairStoreOffset s;
+    s.lane = tile_offset + (chunk0 >> 3) * Tile::kRowsConst * 128 + (base_row + g) * 128 +
+             (((chunk0 & 7) ^ g) << 4) + tig * 4;
+    return s;
+  }
+  // Offset of the pair in rows row0 (a multiple of 8) below the base row, n8 tile nf.
+  FA_DEV uint32_t at(int row0, int nf) const {
+    return (lane ^ ((nf & 7) << 4)) + (nf >> 3) * Tile::kRowsConst * 128 + row0 * 128;
+  }
+};
+
 // Threads of a block cover a tile as (rows x power-of-two chunk slots), so a thread keeps one
 // chunk and steps down the rows by a multiple of 8: its swizzle term never changes and every
-// access is base + constant.
+// access is base + constant. A row step of 4 (128 threads on 32-chunk rows) alternates between
+// two swizzle terms: access i is base(i % 2) + constant.
 template <class Tile, int kThreads>
 struct TileCopyPlan {
   static constexpr int kSlots = Tile::kChunks <= 4 ? 4 : Tile::kChunks <= 8 ? 8 : Tile::kChunks <= 16 ? 16 : 32;
   static constexpr int kRowStep = kThreads / kSlots;
   static constexpr int kIters = Tile::kRowsConst / kRowStep;
-  static_assert(kRowStep % 8 == 0 && Tile::kRowsConst % kRowStep == 0, "tile copy plan needs rows in steps of 8");
+  static_assert((kRowStep % 8 == 0 || (kRowStep == 4 && Tile::kChunks % 8 == 0)) && Tile::kRowsConst % kRowStep == 0,
+                "tile copy plan needs rows in steps of 8 (or 4 on whole 64-column panels)");
   static constexpr int kRowBytesTail = 64;
   FA_DEV static int row(int tid) { return tid / kSlots; }
   FA_DEV static int chunk(int tid) { return tid % kSlots; }
   FA_DEV static uint32_t row_step_bytes(int chunk) {
     return (Tile::kChunks % 8 == 0 || chunk < (Tile::kChunks / 8) * 8) ? kRowStep * 128 : kRowStep * 64;
+  }
+  // Offset of access i relative to access 0 (or to access 1 for odd i when the step is 4).
+  FA_DEV static uint32_t access_offset(uint32_t base0, uint32_t base1, uint32_t step, int i) {
+    if (kRowStep % 8 == 0) return base0 + i * step;
+    return (i % 2 == 0 ? base0 : base1) + (i / 2) * 2 * step;
   }
 };
 
@@ -126,14 +157,15 @@ FA_DEV void copy_tile_async(uint32_t base, const Element* gmem, int64_t row_stri
   using Plan = TileCopyPlan<Tile, kThreads>;
   const int row = Plan::row(tid), chunk = Plan::chunk(tid);
   if (chunk >= Tile::kChunks) return;
-  const uint32_t dst = base + Tile::offset(row, chunk);
+  const uint32_t dst0 = base + Tile::offset(row, chunk);
+  const uint32_t dst1 = Plan::kRowStep % 8 == 0 ? dst0 : base + Tile::offset(row + Plan::kRowStep, chunk);
   const uint32_t step = Plan::row_step_bytes(chunk);
   const bool chunk_valid = chunk < valid_chunks;
   const Element* src = gmem + row * row_stride + chunk * 8;
 #pragma unroll
   for (int i = 0; i < Plan::kIters; ++i) {
     const bool valid = chunk_valid && row + i * Plan::kRowStep < valid_rows;
-    cp_async_16(dst + i * step, valid ? src + i * Plan::kRowStep * row_stride : gmem, valid);
+    cp_async_16(Plan::access_offset(dst0, dst1, step, i), valid ? src + i * Plan::kRowStep * row_stride : gmem, valid);
   }
 }
 
@@ -146,11 +178,12 @@ FA_DEV void store_tile(const char* tile, Element* gmem, int64_t row_stride, int 
   const int row = Plan::row(tid), chunk = Plan::chunk(tid);
   if (chunk >= Tile::kChunks || chunk >= valid_chunks) return;
   const uint32_t step = Plan::row_step_bytes(chunk);
-  const char* src = tile + Tile::offset(row, chunk);
+  const uint32_t src0 = Tile::offset(row, chunk);
+  const uint32_t src1 = Plan::kRowStep % 8 == 0 ? src0 : Tile::offset(row + Plan::kRowStep, chunk);
 #pragma unroll
   for (int i = 0; i < Plan::kIters; ++i) {
     if (row + i * Plan::kRowStep < valid_rows) {
-      const uint4 v = *reinterpret_cast<const uint4*>(src + i * step);
+      const uint4 v = *reinterpret_cast<const uint4*>(tile + Plan::access_offset(src0, src1, step, i));
       *reinterpret_cast<uint4*>(gmem + (row + i * Plan::kRowStep) * row_stride + chunk * 8) = v;
     }
   }

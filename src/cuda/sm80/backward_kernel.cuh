@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/sequence.cuh"
@@ -22,9 +23,16 @@ namespace flashattn::sm80 {
 
 using namespace flashattn::cuda;
 
-template <int kHeadDim>
+// kVariant selects experimental layouts timed by benchmarks/cpp/sm80_bwd_variants.cu (0: the
+// production kernel): 1 = FlashAttention-2's product order (dV, then dQ and its reductions, then
+// dK, so the reductions drain under the dK products); 2 = 64-row query tiles for head dims <= 64
+// (v3's tile); 3 = the dQ product in twice the column chunks.
+template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
-  static constexpr int kBlockM = 64;
+  // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
+  // tile amortises the per-tile barriers and fixed costs over twice the work: +10% at d64 8k).
+  static constexpr int kBlockM = kHeadDim <= 64 && kVariant != 2 ? 128 : 64;
+  static constexpr bool kSplitDkDv = kVariant == 1;
   // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kWarps = 8;
@@ -41,9 +49,12 @@ struct BackwardConfig {
   static constexpr int kWarpsM3 = kQuarters ? 2 : 4, kWarpsD3 = kQuarters ? 4 : 2;
   static constexpr int kMF3 = kBlockM / kWarpsM3 / 16;
   static constexpr int kNF3Total = kHeadDim / kWarpsD3 / 8;
-  static constexpr int kNF3 = kMF3 * kNF3Total * 4 <= 48 ? kNF3Total : kNF3Total / 2;
+  // Variant 3: twice the chunks, so one chunk's dQ reductions drain under the next chunk's products.
+  static constexpr int kNF3Fit = kMF3 * kNF3Total * 4 <= 48 ? kNF3Total : kNF3Total / 2;
+  static constexpr int kNF3 = kVariant == 3 && kNF3Fit >= 4 ? kNF3Fit / 2 : kNF3Fit;
   static_assert(kNF1 % 2 == 0 && kNF2 % 2 == 0 && kNF3 % 2 == 0 && kNF3Total % kNF3 == 0, "n8 tiles go in pairs");
   static_assert(kBlockM == kWarpsM3 * kMF3 * 16, "product 3 covers the query tile");
+  static_assert(kNF1 == 4 || kNF1 == 8, "PairStoreOffset needs the n8 count of a warp to be a power of two <= 8");
 
   using QTile = SwizzledTile<kBlockM, kHeadDim>;   // Q and dO, two stages each
   using KVTile = SwizzledTile<kBlockN, kHeadDim>;  // K and V
@@ -59,10 +70,10 @@ struct BackwardConfig {
   static constexpr int kSmemBytes = kOffDsum + 2 * kBlockM * 4;
 };
 
-template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
+template <typename Element, int kHeadDim, int kVariant = 0>
+__global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     backward_kernel(const KernelParams p) {
-  using Cfg = BackwardConfig<kHeadDim>;
+  using Cfg = BackwardConfig<kHeadDim, kVariant>;
   using QTile = typename Cfg::QTile;
   using KVTile = typename Cfg::KVTile;
   using PTile = typename Cfg::PTile;
@@ -99,16 +110,17 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
   // Work item i is (query head, query tile). Without the deterministic order each key tile starts
   // at a different query tile, so the blocks running side by side add into different dQ rows
   // instead of queueing on the same L2 lines.
+  // The loop keeps (step, head) counters instead of dividing the item index: step runs over the
+  // query tiles of one head, starting at the rotation.
   const int m_rotation = p.deterministic || num_m == 0 ? 0 : n_block % num_m;
-  auto item_m_block = [&](int item) {
-    int m = item % num_m + m_rotation;
+  auto step_m_block = [&](int step) {
+    const int m = step + m_rotation;
     return m_tiles.begin + (m >= num_m ? m - num_m : m);
   };
 
-  // Loads Q, dO, lse and D of work item `item` into stage `stage`.
-  auto prefetch = [&](int item, int stage) {
-    const int h = hk * group + item / num_m;
-    const int m0 = item_m_block(item) * kBlockM;
+  // Loads Q, dO, lse and D of the work item (step, query head h) into stage `stage`.
+  auto prefetch = [&](int step, int h, int stage) {
+    const int m0 = step_m_block(step) * kBlockM;
     const int rows = min(kBlockM, seq.len_q - m0);
     const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
                        (seq.q_row0 + m0) * p.q.row_stride + h * p.q.head_stride;
@@ -127,7 +139,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
       cp_async_4(smem_base + Cfg::kOffDsum + (stage * kBlockM + tid) * 4, dsum, valid);
     }
   };
-  if (num_items > 0) prefetch(0, 0);
+  if (num_items > 0) prefetch(0, hk * group, 0);
   cp_async_commit();
 
   float acc_dk[kMF2][kNF2][4], acc_dv[kMF2][kNF2][4];
@@ -138,15 +150,17 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc_dk[mf][nf][e] = acc_dv[mf][nf][e] = 0.0f;
 
+  int step = 0, h = hk * group;
   for (int item = 0; item < num_items; ++item) {
     const int stage = item & 1;
-    const int h = hk * group + item / num_m;
-    const int m_block = item_m_block(item);
+    const int m_block = step_m_block(step);
     const int m0 = m_block * kBlockM;
     const int rows_valid = min(kBlockM, seq.len_q - m0);
+    const int next_step = step + 1 == num_m ? 0 : step + 1;
+    const int next_h = next_step == 0 ? h + 1 : h;
     cp_async_wait<0>();
     __syncthreads();  // this item's tiles landed; every warp is done with the previous item
-    if (item + 1 < num_items) prefetch(item + 1, stage ^ 1);
+    if (item + 1 < num_items) prefetch(next_step, next_h, stage ^ 1);
     cp_async_commit();
 
     // Warp positions in the three products, derived afresh each item (see fresh_thread_index).
@@ -163,8 +177,14 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
     const auto p_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffP, lane, LanePattern::kRowsThenCols);
     const auto ds_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kRowsThenCols);
     const auto ds_cr = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kColsThenRows);
-    char* smem_p = smem + Cfg::kOffP;
-    char* smem_ds = smem + Cfg::kOffDS;
+    // P^T and dS^T stores: one lane offset (P tile; the dS tile sits kOffDS - kOffP above it).
+    const auto pds_st = PairStoreOffset<PTile>::make(Cfg::kOffP, row1, col1, g, tig);
+    auto store_p = [&](int row0, int nf, uint32_t packed) {
+      *reinterpret_cast<uint32_t*>(smem + pds_st.at(row0, nf)) = packed;
+    };
+    auto store_ds = [&](int row0, int nf, uint32_t packed) {
+      *reinterpret_cast<uint32_t*>(smem + (Cfg::kOffDS - Cfg::kOffP) + pds_st.at(row0, nf)) = packed;
+    };
     const uint32_t q_base = smem_base + Cfg::kOffQ + stage * QTile::kBytes;
     const uint32_t do_base = smem_base + Cfg::kOffDO + stage * QTile::kBytes;
     const auto q_cr = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kColsThenRows);
@@ -221,7 +241,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
                 prob[e] = exp2_approx(fmaf(st[mf][nf][2 * half + e], p.scale_log2, -lse_log2[e]));
                 st[mf][nf][2 * half + e] = prob[e] * p.score.scale;
               }
-              store_pair<PTile>(smem_p, row1 + mf * 16 + g + half * 8, c, pack_pair<Element>(prob[0], prob[1]));
+              store_p(mf * 16 + half * 8, nf, pack_pair<Element>(prob[0], prob[1]));
             }
         }
       } else {
@@ -263,7 +283,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
                 prob[e] = visible ? exp2_approx(x_log2 - lse_log2) : 0.0f;
                 st[mf][nf][2 * half + e] = prob[e] * dscore_draw;
               }
-              store_pair<PTile>(smem_p, r, c, pack_pair<Element>(prob[0], prob[1]));
+              store_p(mf * 16 + half * 8, nf, pack_pair<Element>(prob[0], prob[1]));
             }
           }
       }
@@ -295,14 +315,15 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
           for (int half = 0; half < 2; ++half) {
             const float ds0 = st[mf][nf][2 * half] * (dpt[mf][nf][2 * half] - dsum0);
             const float ds1 = st[mf][nf][2 * half + 1] * (dpt[mf][nf][2 * half + 1] - dsum1);
-            store_pair<PTile>(smem_ds, row1 + mf * 16 + g + half * 8, c, pack_pair<Element>(ds0, ds1));
+            store_ds(mf * 16 + half * 8, nf, pack_pair<Element>(ds0, ds1));
           }
       }
     }
     __syncthreads();  // P^T and dS^T complete
 
-    // 2. dV += P^T dO, dK += dS^T Q.
-    {
+    // 2. dV += P^T dO, dK += dS^T Q (both in one pass, or one of them per call).
+    auto product_dkdv = [&](auto with_dv, auto with_dk) {
+      constexpr bool kDV = decltype(with_dv)::value, kDK = decltype(with_dk)::value;
       const auto q_rc = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kRowsThenCols);
       const auto do_rc = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kRowsThenCols);
 #pragma unroll
@@ -310,23 +331,34 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
         uint32_t ap[kMF2][4], ads[kMF2][4];
 #pragma unroll
         for (int mf = 0; mf < kMF2; ++mf) {
-          load_a(ap[mf], p_rc, row2 + mf * 16, kk * 16);
-          load_a(ads[mf], ds_rc, row2 + mf * 16, kk * 16);
+          if constexpr (kDV) load_a(ap[mf], p_rc, row2 + mf * 16, kk * 16);
+          if constexpr (kDK) load_a(ads[mf], ds_rc, row2 + mf * 16, kk * 16);
         }
 #pragma unroll
         for (int dp = 0; dp < kNF2 / 2; ++dp) {
           uint32_t bdo[4], bq[4];
-          load_b_trans(bdo, do_rc, kk * 16, col2 + dp * 16);
-          load_b_trans(bq, q_rc, kk * 16, col2 + dp * 16);
+          if constexpr (kDV) load_b_trans(bdo, do_rc, kk * 16, col2 + dp * 16);
+          if constexpr (kDK) load_b_trans(bq, q_rc, kk * 16, col2 + dp * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF2; ++mf) {
-            mma_16816<Element>(acc_dv[mf][2 * dp], ap[mf], bdo[0], bdo[1]);
-            mma_16816<Element>(acc_dv[mf][2 * dp + 1], ap[mf], bdo[2], bdo[3]);
-            mma_16816<Element>(acc_dk[mf][2 * dp], ads[mf], bq[0], bq[1]);
-            mma_16816<Element>(acc_dk[mf][2 * dp + 1], ads[mf], bq[2], bq[3]);
+            if constexpr (kDV) {
+              mma_16816<Element>(acc_dv[mf][2 * dp], ap[mf], bdo[0], bdo[1]);
+              mma_16816<Element>(acc_dv[mf][2 * dp + 1], ap[mf], bdo[2], bdo[3]);
+            }
+            if constexpr (kDK) {
+              mma_16816<Element>(acc_dk[mf][2 * dp], ads[mf], bq[0], bq[1]);
+              mma_16816<Element>(acc_dk[mf][2 * dp + 1], ads[mf], bq[2], bq[3]);
+            }
           }
         }
       }
+    };
+    using Yes = std::true_type;
+    using No = std::false_type;
+    if constexpr (Cfg::kSplitDkDv) {
+      product_dkdv(Yes{}, No{});
+    } else {
+      product_dkdv(Yes{}, Yes{});
     }
 
     // 3. dQ += dS K into the fp32 workspace. Deterministic runs add the key tiles of one query
@@ -344,6 +376,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
       }
       __syncthreads();
     }
+    const bool full_tile = rows_valid == kBlockM && p.headdim == kHeadDim;
     float* dq_accum = p.dq_accum + (static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, m0)) *
                                        p.headdim;
 #pragma unroll
@@ -372,28 +405,43 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
           }
         }
       }
-      // One base address per thread; every accumulator is base + a small offset.
+      // One base address per thread; every accumulator is base + a small offset (a constant one
+      // for whole tiles of the kernel's own head dim, which need no bounds either).
       const int r = row3 + g;
       const int c = dcol0 + tig * 2;
       float* dst = dq_accum + r * p.headdim + c;
-      const int64_t eight_rows = 8 * p.headdim;
+      if (full_tile) {
 #pragma unroll
-      for (int mf = 0; mf < kMF3; ++mf)
+        for (int mf = 0; mf < kMF3; ++mf)
 #pragma unroll
-        for (int nf = 0; nf < kNF3; ++nf)
+          for (int nf = 0; nf < kNF3; ++nf)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            if (r + mf * 16 + half * 8 < rows_valid && c + nf * 8 < p.headdim) {
-              atomic_add_pair(dst + (2 * mf + half) * eight_rows + nf * 8, acc_dq[mf][nf][2 * half],
+            for (int half = 0; half < 2; ++half)
+              atomic_add_pair(dst + (2 * mf + half) * 8 * kHeadDim + nf * 8, acc_dq[mf][nf][2 * half],
                               acc_dq[mf][nf][2 * half + 1]);
+      } else {
+        const int64_t eight_rows = 8 * p.headdim;
+#pragma unroll
+        for (int mf = 0; mf < kMF3; ++mf)
+#pragma unroll
+          for (int nf = 0; nf < kNF3; ++nf)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              if (r + mf * 16 + half * 8 < rows_valid && c + nf * 8 < p.headdim) {
+                atomic_add_pair(dst + (2 * mf + half) * eight_rows + nf * 8, acc_dq[mf][nf][2 * half],
+                                acc_dq[mf][nf][2 * half + 1]);
+              }
             }
-          }
+      }
     }
     if (p.deterministic) {
       __threadfence();
       __syncthreads();
       if (tid == 0) atomicAdd(semaphore, 1);
     }
+    if constexpr (Cfg::kSplitDkDv) product_dkdv(No{}, Yes{});
+    step = next_step;
+    h = next_h;
   }
 
   // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores.

@@ -10,9 +10,9 @@
 
 namespace flashattn::sm80 {
 
-template <typename Element, int kHeadDim>
-cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
-  using Cfg = BackwardConfig<kHeadDim>;
+template <typename Element, int kHeadDim, int kVariant = 0>
+cudaError_t launch_backward_variant(const KernelParams& p, cudaStream_t stream) {
+  using Cfg = BackwardConfig<kHeadDim, kVariant>;
   const dim3 row_grid((p.seqlen_q + kRowsPerBlock - 1) / kRowsPerBlock, p.nheads_q, p.batch);
   if (p.seqlen_q > 0) {
     backward_prepare_kernel<Element><<<row_grid, kRowsPerBlock * 32, 0, stream>>>(p);
@@ -20,7 +20,7 @@ cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
     if (err != cudaSuccess) return err;
   }
   if (p.seqlen_k > 0) {
-    auto kernel = backward_kernel<Element, kHeadDim>;
+    auto kernel = backward_kernel<Element, kHeadDim, kVariant>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     if (err != cudaSuccess) return err;
     const dim3 grid((p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, p.nheads_kv, p.batch);
@@ -35,9 +35,17 @@ cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+template <typename Element, int kHeadDim>
+cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream) {
+  return launch_backward_variant<Element, kHeadDim, 0>(p, stream);
+}
+
 }  // namespace flashattn::sm80
 
 namespace flashattn::sm80 {
-static_assert(BackwardConfig<128>::kBlockM == kBackwardBlockM && BackwardConfig<256>::kBlockM == kBackwardBlockM,
+// The dispatch sizes the deterministic-mode dQ semaphores with kBackwardBlockM rows per query
+// tile; kernels with larger tiles use a prefix of each (batch, head)'s counters.
+static_assert(BackwardConfig<32>::kBlockM % kBackwardBlockM == 0 && BackwardConfig<64>::kBlockM % kBackwardBlockM == 0 &&
+                  BackwardConfig<128>::kBlockM == kBackwardBlockM && BackwardConfig<256>::kBlockM == kBackwardBlockM,
               "the dispatch sizes the dQ semaphores with kBackwardBlockM");
 }  // namespace flashattn::sm80

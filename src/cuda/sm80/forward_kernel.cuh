@@ -18,11 +18,13 @@ using namespace flashattn::cuda;
 
 template <int kHeadDim>
 struct ForwardConfig {
-  static constexpr int kBlockM = 128;
+  // Large head dims keep 16 rows per warp (so each warp's output accumulator fits) in 64-row
+  // tiles of 4 warps: 96 KB of shared memory, two blocks per SM with independent barriers and
+  // twice the blocks of 128-row tiles for short sequences.
+  static constexpr int kBlockM = kHeadDim >= 192 ? 64 : 128;
   // Wider key tiles where the output accumulator is small enough to leave registers for them.
   static constexpr int kBlockN = kHeadDim <= 64 ? 128 : 64;
-  // Large head dims split the rows over 8 warps so each warp's output accumulator fits.
-  static constexpr int kWarps = kHeadDim >= 192 ? 8 : 4;
+  static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpRows = kBlockM / kWarps;
   static constexpr int kMFrags = kWarpRows / 16;

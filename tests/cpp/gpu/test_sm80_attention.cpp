@@ -302,6 +302,27 @@ TEST(Sm80Sanitize, SmallCases) {
   w.window_left = 20;
   w.alibi = Alibi::kPerHead;
   check_case(w);
+  // Backward per head-dim class: d32 (128-row query tiles), d96 and d192 (zero-padded chunks
+  // absent, 64-row tiles), d128 with whole query tiles (the unchecked dQ reduction path).
+  CaseSpec x = base_spec(DType::kBFloat16, 32, 74);
+  x.batch = 1;
+  x.seqlen_q = 260;
+  x.seqlen_k = 200;
+  check_case(x);
+  for (int d : {96, 192}) {
+    CaseSpec y = base_spec(DType::kFloat16, d, 75 + d);
+    y.batch = 1;
+    y.seqlen_q = 100;
+    y.seqlen_k = 150;
+    y.causal = true;
+    check_case(y);
+  }
+  CaseSpec z = base_spec(DType::kBFloat16, 128, 76);
+  z.batch = 1;
+  z.seqlen_q = 192;
+  z.seqlen_k = 192;
+  z.causal = true;
+  check_case(z);
 }
 
 }  // namespace

@@ -1,0 +1,196 @@
+// Times experimental layouts of the sm80 backward main kernel side by side (BackwardConfig's
+// kVariant, see src/cuda/sm80/backward_kernel.cuh) on one protocol shape, bf16: tokens 16384,
+// nheads * headdim = 2048. The forward (public API) supplies O and lse; each variant runs the
+// whole backward (prepare, main, dQ conversion) and its dq/dk/dv are compared with variant 0's.
+//
+// Usage: flashattn_sm80_bwd_variants headdim seqlen causal [reps]
+// Prints one line per variant: variant, ms (median), TFLOP/s (2.5x the forward's FLOPs), max |diff|.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cuda/sm80/backward_launch.cuh"
+#include "flashattn/flashattn.h"
+#include "problem.h"
+
+namespace {
+
+using namespace flashattn;
+using Element = __nv_bfloat16;
+
+#define CHECK_CUDA(expr)                                                         \
+  do {                                                                           \
+    cudaError_t err_ = (expr);                                                   \
+    if (err_ != cudaSuccess) {                                                   \
+      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(err_)); \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (0)
+
+void fill_random(uint16_t* dev, size_t n, uint32_t seed) {
+  std::vector<uint16_t> host(n);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  for (auto& h : host) {
+    float f = nd(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    h = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+  CHECK_CUDA(cudaMemcpy(dev, host.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+std::vector<float> download(const uint16_t* dev, size_t n) {
+  std::vector<uint16_t> h(n);
+  CHECK_CUDA(cudaMemcpy(h.data(), dev, n * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> f(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits = static_cast<uint32_t>(h[i]) << 16;
+    std::memcpy(&f[i], &bits, 4);
+  }
+  return f;
+}
+
+template <int kHeadDim, int kVariant>
+cudaError_t run_variant(sm80::KernelParams kp, float* workspace) {
+  kp.dq_accum = workspace;
+  kp.dsum = workspace + static_cast<size_t>(kp.nheads_q) * kp.total_q * kp.headdim;
+  return sm80::launch_backward_variant<Element, kHeadDim, kVariant>(kp, nullptr);
+}
+
+template <int kHeadDim>
+cudaError_t run(int variant, const sm80::KernelParams& kp, float* workspace) {
+  switch (variant) {
+    case 0: return run_variant<kHeadDim, 0>(kp, workspace);
+    case 1: return run_variant<kHeadDim, 1>(kp, workspace);
+    case 2: return run_variant<kHeadDim, 2>(kp, workspace);
+    case 3: return run_variant<kHeadDim, 3>(kp, workspace);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s headdim seqlen causal [reps]\n", argv[0]);
+    return 2;
+  }
+  const int d = std::atoi(argv[1]), seqlen = std::atoi(argv[2]), causal = std::atoi(argv[3]);
+  const int reps = argc > 4 ? std::atoi(argv[4]) : 10;
+  const int64_t tokens = 16384, width = 2048;
+  const int64_t batch = tokens / seqlen, heads = width / d;
+  const size_t elems = static_cast<size_t>(tokens * width);
+  uint16_t *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+  float *lse, *workspace;
+  for (uint16_t** p : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) CHECK_CUDA(cudaMalloc(p, elems * 2));
+  CHECK_CUDA(cudaMalloc(&lse, static_cast<size_t>(tokens) * heads * 4));
+  CHECK_CUDA(cudaMalloc(&workspace, static_cast<size_t>(tokens) * heads * (d + 1) * 4));
+  fill_random(q, elems, 1);
+  fill_random(k, elems, 2);
+  fill_random(v, elems, 3);
+  fill_random(dout, elems, 4);
+
+  auto t = [&](void* data, std::initializer_list<int64_t> shape, DType dt = DType::kBFloat16) {
+    return make_tensor(data, dt, shape, Device::kCUDA, 0);
+  };
+  ForwardArgs fa{t(q, {batch, seqlen, heads, d}), t(k, {batch, seqlen, heads, d}), t(v, {batch, seqlen, heads, d}),
+                 t(o, {batch, seqlen, heads, d}), t(lse, {batch, heads, seqlen}, DType::kFloat32)};
+  AttentionParams params;
+  params.causal = causal;
+  params.backend = Backend::kCUDA;
+  Status s = forward(fa, params);
+  if (!s.ok()) {
+    std::fprintf(stderr, "forward: %s\n", s.message.c_str());
+    return 1;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16;
+  p.device = Device::kCUDA;
+  p.batch = static_cast<int>(batch);
+  p.nheads_q = p.nheads_kv = static_cast<int>(heads);
+  p.headdim = d;
+  p.seqlen_q = p.seqlen_k = seqlen;
+  p.total_q = p.total_k = batch * seqlen;
+  auto op = [&](void* data) {
+    Operand x;
+    x.data = data;
+    x.batch_stride = seqlen * heads * d;
+    x.row_stride = heads * d;
+    x.head_stride = d;
+    return x;
+  };
+  p.q = op(q);
+  p.k = op(k);
+  p.v = op(v);
+  p.out = op(o);
+  p.dout = op(dout);
+  p.dq = op(dq);
+  p.dk = op(dk);
+  p.dv = op(dv);
+  p.lse = lse;
+  p.lse_batch_stride = heads * seqlen;
+  p.lse_head_stride = seqlen;
+  p.lse_row_stride = 1;
+  p.score.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  if (causal) p.mask.window_right = 0;
+  const sm80::KernelParams kp = sm80::make_params(p);
+
+  auto launch = [&](int variant) {
+    switch (d) {
+      case 64: return run<64>(variant, kp, workspace);
+      case 128: return run<128>(variant, kp, workspace);
+      case 256: return run<256>(variant, kp, workspace);
+      default: return cudaErrorInvalidValue;
+    }
+  };
+  const double flops = 2.5 * 4.0 * batch * heads * double(seqlen) * seqlen * d / (causal ? 2.0 : 1.0);
+  std::vector<float> ref[3];  // variant 0's gradients
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  const char* only = std::getenv("SM80_VARIANT");
+  for (int variant = 0; variant < 4; ++variant) {
+    if (only != nullptr && std::atoi(only) != variant) continue;
+    for (uint16_t* g : {dq, dk, dv}) CHECK_CUDA(cudaMemset(g, 0xff, elems * 2));  // poison (NaN)
+    CHECK_CUDA(launch(variant));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    float diff = 0.0f;
+    uint16_t* grads[3] = {dq, dk, dv};
+    for (int g = 0; g < 3; ++g) {
+      std::vector<float> x = download(grads[g], elems);
+      if (ref[g].empty()) {
+        ref[g] = x;
+      }
+      for (size_t i = 0; i < elems; ++i) {
+        const float e = std::fabs(x[i] - ref[g][i]);
+        diff = std::isnan(e) || e > diff ? (std::isnan(e) ? INFINITY : e) : diff;
+      }
+    }
+    std::vector<float> times;
+    for (int i = 0; i < reps + 2; ++i) {
+      CHECK_CUDA(cudaEventRecord(start));
+      CHECK_CUDA(launch(variant));
+      CHECK_CUDA(cudaEventRecord(stop));
+      CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      if (i >= 2) times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    const double ms = times[times.size() / 2];
+    std::printf("variant %d d%d s%d causal %d: %.4f ms %.1f TFLOP/s max|diff vs first| %.3g\n", variant, d, seqlen,
+                causal, ms, flops / ms * 1e-9, diff);
+    std::fflush(stdout);
+  }
+  return 0;
+}
