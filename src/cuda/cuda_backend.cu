@@ -1,7 +1,9 @@
 // The CUDA runtime layer: device queries, pointer checks, and the choice between kernel sets
-// (sm90 FlashAttention-3 forward where it supports the options, else the sm80 kernels).
+// (sm90 FlashAttention-3 forward where it supports the options, else the sm80 kernels;
+// FLASHATTN_CUDA_KERNELS=sm80 in the environment keeps the sm80 forward on Hopper too).
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "backends.h"
@@ -20,9 +22,18 @@ int device_major(int device) {
   return major;
 }
 
+// FLASHATTN_CUDA_KERNELS=sm80 keeps the sm80 forward on Hopper too (to test or time it there).
+bool sm90_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("FLASHATTN_CUDA_KERNELS");
+    return v == nullptr || std::string(v) != "sm80";
+  }();
+  return allowed;
+}
+
 bool use_sm90(const AttentionProblem& p) {
 #if defined(FLASHATTN_WITH_SM90)
-  return device_major(p.device_index) == 9 && sm90_supports_forward(p).ok();
+  return sm90_allowed() && device_major(p.device_index) == 9 && sm90_supports_forward(p).ok();
 #else
   (void)p;
   return false;
