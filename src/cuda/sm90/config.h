@@ -14,13 +14,13 @@ namespace sm90 {
 constexpr int kWarpgroupThreads = 128;
 constexpr int kConsumerWarpgroups = 2;
 constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
-// 128 * 24 + 256 * 240 = 64512 of the 65536 registers: the producer needs almost none, the
+// 128 * 24 + 256 * 240 = 64512 registers: the producer needs almost none, the
 // consumers hold S, P and O of a 64-row slice at once (intra-warpgroup overlap).
 constexpr int kProducerRegisters = 24;
 constexpr int kConsumerRegisters = 240;
 // setmaxnreg moves registers within what the CTA got at launch (__launch_bounds__(kThreads, 1):
 // 65536 / 384 rounded down to 8, i.e. 168 per thread). Asking for more makes the consumers'
-// increase wait forever (32 / 240 hung on the device), which is why the producer stays at 24.
+// increase wait forever: 32 / 240 hangs, which is why the producer stays at 24.
 constexpr int kLaunchRegisters = (65536 / (kWarpgroupThreads * (1 + kConsumerWarpgroups))) / 8 * 8;
 static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <=
                   kWarpgroupThreads * (1 + kConsumerWarpgroups) * kLaunchRegisters,
@@ -80,14 +80,23 @@ struct KernelConfig {
   static constexpr int kQBytes = kQColumnBytes * kColumns;
   static constexpr int kKVStageBytes = kKVColumnBytes * kColumns;
 
-  // Layout: Q | K ring | V ring | mbarriers. Every tile starts on a swizzle atom.
+  static constexpr int kSmemLimit = 227 * 1024;
+  static constexpr int kBarrierCount = 2 + 4 * kStages;
+  static constexpr int kFixedBytes = 8 * kBarrierCount + kSwizzleAtomBytes;  // mbarriers + alignment slack
+  // The output goes through its own shared-memory tile and a TMA store when that tile fits
+  // beside Q and the K/V ring (head dims up to 128); larger head dims store O from registers.
+  // Either way Q is free once the tile's last S = Q K^T has retired, so the producer loads the
+  // next tile's Q while this tile's last P V and epilogue still run.
+  static constexpr bool kStagedOutput = 2 * kQBytes + 2 * kStages * kKVStageBytes + kFixedBytes <= kSmemLimit;
+
+  // Layout: Q | K ring | V ring | O (when staged) | mbarriers. Every tile starts on a swizzle atom.
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVStageBytes;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kKVStageBytes;
-  static constexpr int kBarrierCount = 2 + 4 * kStages;
-  static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarrierCount + kSwizzleAtomBytes;  // + alignment slack
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm90 limit");
+  static constexpr int kOOffset = kVOffset + kStages * kKVStageBytes;
+  static constexpr int kBarrierOffset = kOOffset + (kStagedOutput ? kQBytes : 0);
+  static constexpr int kSmemBytes = kBarrierOffset + kFixedBytes;
+  static_assert(kSmemBytes <= kSmemLimit, "shared memory over the sm90 limit");
   static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");
 };
 

@@ -17,9 +17,11 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   // Warpgroup 0 issues first; from then on the turns alternate (see mainloop_mma.h).
   if (wg == 1) named_barrier_arrive(kSchedulerBarrier0, 2 * kWarpgroupThreads);
 
-  PipelineState<Cfg::kStages> k_state, v_state;
+  PipelineState<Cfg::kStages> kv_state;
   uint32_t q_phase = 0;
-  for (int index = blockIdx.x; index < p.num_tiles; index += gridDim.x) {
+  for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
+    const int index = snake_tile(wave, first);
+    if (index >= p.num_tiles) continue;
     const TileCoord t = tile_coord(p, index);
     const SequenceInfo seq = sequence_info(p, t.batch);
     if (t.m_block * kBlockM >= seq.len_q) continue;
@@ -32,7 +34,7 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
     q_phase ^= 1;
     float o[MainloopMma<Cfg>::kOAccum];
     OnlineSoftmax<Cfg::kBlockN> softmax;
-    mma.compute_tile(seq, t, range, o, softmax, k_state, v_state);
+    mma.compute_tile(seq, t, range, o, softmax, kv_state);
     float lse[2];
     softmax.finalize(o, p.score_log2, lse);
     epilogue.store(o, lse, seq, t);

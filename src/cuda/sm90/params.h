@@ -10,8 +10,8 @@ namespace flashattn {
 namespace sm90 {
 
 struct KernelParams {
-  // Fixed length: 4-D maps (dim, row, head, batch). Variable length: 3-D maps (dim, row, head)
-  // over the packed rows, addressed at cu_seqlens[b] + row.
+  // 4-D maps (dim, row, head, batch). Variable length: batch extent 1 over the packed rows,
+  // addressed at cu_seqlens[b] + row.
   CUtensorMap tma_q, tma_k, tma_v, tma_o;
 
   void* out = nullptr;  // the predicated (variable-length) epilogue writes through this
