@@ -61,10 +61,21 @@ struct TileShape<256> {
   static constexpr int kBlockN = 80, kStages = 2;
 };
 
-// BlockN_ and Stages_ default to TileShape; benchmarks instantiate other shapes through them.
+// Static (snake) or dynamic (atomic counter) persistent tile schedule; see tile_scheduler.h.
+// FLASHATTN_SM90_DEFAULT_DYNAMIC=0/1 overrides the default (the device script builds a second
+// test binary with the other schedule).
+#ifdef FLASHATTN_SM90_DEFAULT_DYNAMIC
+constexpr bool kDefaultDynamicSchedule = FLASHATTN_SM90_DEFAULT_DYNAMIC != 0;
+#else
+constexpr bool kDefaultDynamicSchedule = false;
+#endif
+
+// BlockN_, Stages_ and Dynamic_ default to TileShape and the default schedule; benchmarks
+// instantiate other shapes through them.
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
-          int Stages_ = TileShape<HeadDim_>::kStages>
+          int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule>
 struct KernelConfig {
+  static constexpr bool kDynamicSchedule = Dynamic_;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
@@ -81,8 +92,9 @@ struct KernelConfig {
   static constexpr int kKVStageBytes = kKVColumnBytes * kColumns;
 
   static constexpr int kSmemLimit = 227 * 1024;
-  static constexpr int kBarrierCount = 2 + 4 * kStages;
-  static constexpr int kFixedBytes = 8 * kBarrierCount + kSwizzleAtomBytes;  // mbarriers + alignment slack
+  // Q full/empty, K and V full/empty per stage, the tile mailbox's full/empty; then its index.
+  static constexpr int kBarrierCount = 2 + 4 * kStages + 2;
+  static constexpr int kFixedBytes = 8 * kBarrierCount + 8 + kSwizzleAtomBytes;  // + alignment slack
   // The output goes through its own shared-memory tile and a TMA store when that tile fits
   // beside Q and the K/V ring (head dims up to 128); larger head dims store O from registers.
   // Either way Q is free once the tile's last S = Q K^T has retired, so the producer loads the

@@ -19,16 +19,14 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
 
   PipelineState<Cfg::kStages> kv_state;
   uint32_t q_phase = 0;
-  for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
-    const int index = snake_tile(wave, first);
-    if (index >= p.num_tiles) continue;
+  auto run_tile = [&](int index) {
     const TileCoord t = tile_coord(p, index);
     const SequenceInfo seq = sequence_info(p, t.batch);
-    if (t.m_block * kBlockM >= seq.len_q) continue;
+    if (t.m_block * kBlockM >= seq.len_q) return;
     const BlockRange<Cfg::kBlockN> range = key_block_range<Cfg::kBlockN>(p, seq, t.m_block);
     if (range.empty()) {
       epilogue.store_empty(seq, t);
-      continue;
+      return;
     }
     mbarrier_wait(bars.q_full(), q_phase);
     q_phase ^= 1;
@@ -38,6 +36,18 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
     float lse[2];
     softmax.finalize(o, p.score_log2, lse);
     epilogue.store(o, lse, seq, t);
+  };
+  if constexpr (Cfg::kDynamicSchedule) {
+    TileRing ring;
+    for (int index = ring.receive(bars.tile_mailbox(), false); index < p.num_tiles;
+         index = ring.receive(bars.tile_mailbox(), false)) {
+      run_tile(index);
+    }
+  } else {
+    for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
+      const int index = snake_tile(wave, first);
+      if (index < p.num_tiles) run_tile(index);
+    }
   }
   // Takes the last turn warpgroup 1 handed over, so no named-barrier arrival outlives the CTA.
   if (wg == 0) named_barrier_sync(kSchedulerBarrier0, 2 * kWarpgroupThreads);
@@ -57,6 +67,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   if (warpgroup == 0) {
     setmaxnreg_decrease<kProducerRegisters>();
     if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();
+    if constexpr (Cfg::kDynamicSchedule) {
+      if (threadIdx.x == 32) schedule_tiles(p, bars.tile_mailbox());
+    }
   } else {
     setmaxnreg_increase<kConsumerRegisters>();
     consumer_loop<Cfg>(p, tiles, bars, warpgroup - 1);

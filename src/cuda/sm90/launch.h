@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 
@@ -14,6 +15,14 @@
 
 namespace flashattn {
 namespace sm90 {
+
+namespace {
+// One counter slot per launch of a dynamically scheduled kernel (tile_scheduler.h).
+int next_counter_slot() {
+  static std::atomic<unsigned> launches{0};
+  return int(launches.fetch_add(1, std::memory_order_relaxed) % kCounterSlots);
+}
+}  // namespace
 
 template <class Cfg>
 Status launch_forward(const AttentionProblem& pb) {
@@ -45,6 +54,7 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.num_m_blocks = (pb.seqlen_q + kBlockM - 1) / kBlockM;
   kp.num_tiles = kp.num_m_blocks * pb.batch * pb.nheads_q;
   kp.longest_first = pb.mask.window_right >= 0 && pb.mask.window_left < 0;
+  kp.counter_slot = Cfg::kDynamicSchedule ? next_counter_slot() : 0;
   constexpr float kLog2e = 1.4426950408889634f;
   if (pb.score.softcap > 0.0f) {
     kp.score_pre = pb.score.scale / pb.score.softcap;

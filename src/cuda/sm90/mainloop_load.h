@@ -36,14 +36,12 @@ struct MainloopLoad {
     prefetch_tensor_map(&p.tma_v);
     PipelineState<Cfg::kStages> kv;
     uint32_t q_phase = 0;
-    for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
-      const int index = snake_tile(wave, first);
-      if (index >= p.num_tiles) continue;
+    auto load_tiles_of = [&](int index) {
       const TileCoord t = tile_coord(p, index);
       const SequenceInfo s = sequence_info(p, t.batch);
-      if (t.m_block * kBlockM >= s.len_q) continue;
+      if (t.m_block * kBlockM >= s.len_q) return;
       const BlockRange<Cfg::kBlockN> range = key_block_range<Cfg::kBlockN>(p, s, t.m_block);
-      if (range.empty()) continue;
+      if (range.empty()) return;
       const int batch = varlen ? 0 : t.batch;
       const int head_kv = t.head / p.heads_per_kv;
       for (int n = range.n_end - 1; n >= range.n_begin; --n) {
@@ -62,6 +60,18 @@ struct MainloopLoad {
         load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, bars.v_full(kv.stage),
                                 k_row, head_kv, batch);
         kv.advance();
+      }
+    };
+    if constexpr (Cfg::kDynamicSchedule) {
+      TileRing ring;
+      for (int index = ring.receive(bars.tile_mailbox(), true); index < p.num_tiles;
+           index = ring.receive(bars.tile_mailbox(), true)) {
+        load_tiles_of(index);
+      }
+    } else {
+      for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
+        const int index = snake_tile(wave, first);
+        if (index < p.num_tiles) load_tiles_of(index);
       }
     }
   }

@@ -26,6 +26,7 @@ struct KernelParams {
 
   int num_m_blocks = 0, num_tiles = 0;
   int longest_first = 0;  // schedule tiles with the most key blocks first (causal)
+  int counter_slot = 0;   // dynamic schedule: this launch's counter slot (tile_scheduler.h)
 
   // Softmax in base 2: logit * log2(e) = score_pre ? tanh(dot * score_pre) * score_log2 : dot * score_log2.
   float score_log2 = 0.0f;

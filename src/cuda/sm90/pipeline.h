@@ -34,7 +34,12 @@ struct SharedBarriers {
   __device__ __forceinline__ uint32_t v_full(int s) const { return base + 16 + 8 * (2 * Cfg::kStages + s); }
   __device__ __forceinline__ uint32_t v_empty(int s) const { return base + 16 + 8 * (3 * Cfg::kStages + s); }
 
+  // The tile mailbox (dynamic schedule): full, empty, then the index (see TileRing).
+  __device__ __forceinline__ uint32_t tile_mailbox() const { return base + 16 + 8 * (4 * Cfg::kStages); }
+
   __device__ __forceinline__ void init() const {
+    mbarrier_init(tile_mailbox(), 1);
+    mbarrier_init(tile_mailbox() + 8, kConsumerWarps + 1);
     mbarrier_init(q_full(), 1);
     mbarrier_init(q_empty(), kConsumerWarps);
     for (int s = 0; s < Cfg::kStages; ++s) {

@@ -1,10 +1,20 @@
-// Static persistent schedule: the grid is at most one CTA per SM; in wave w (tiles w * grid to
-// w * grid + grid - 1) CTA c takes tile c when w is even and grid - 1 - c when w is odd. With the
-// tiles sorted longest first, that snake gives every CTA about the same work. Producer and
-// consumers walk the same sequence independently, so the schedule needs no communication.
+// Persistent schedules; the grid is at most one CTA per SM and tiles are numbered longest first
+// for causal masks (tile_coord).
+// Static: in wave w (tiles w * grid to w * grid + grid - 1) CTA c takes tile c when w is even and
+// grid - 1 - c when w is odd, which evens the work per CTA. Producer and consumers walk the same
+// sequence independently, so the schedule needs no communication.
+// Dynamic (Cfg::kDynamicSchedule): CTA c starts with tile c; afterwards a scheduler thread of the
+// producer warpgroup (not the loading thread, whose 24 registers are spoken for) takes grid + the
+// next value of a global atomic counter and hands each index to the loading thread and the
+// consumers through a one-slot mailbox in shared memory (TileRing). The index past the last tile
+// ends every role. Counters live in a ring of kCounterSlots per translation unit, one
+// slot per launch (chosen on the host); the CTA that finishes last resets its slot, so no host
+// memset is needed and up to kCounterSlots launches may be in flight at once.
 #pragma once
 
+#include "cuda/sm90/config.h"
 #include "cuda/sm90/params.h"
+#include "cuda/sm90/ptx.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -37,6 +47,65 @@ __device__ __forceinline__ TileCoord tile_coord(const KernelParams& p, int index
   t.head = bh % p.nheads_q;
   t.batch = bh / p.nheads_q;
   return t;
+}
+
+constexpr int kCounterSlots = 64;
+namespace {
+// [slot][0]: tiles handed out beyond the first wave; [slot][1]: CTAs that have taken their last.
+__device__ unsigned int g_tile_counters[kCounterSlots][2];
+}  // namespace
+
+// Scheduler thread only. Next tile index for this CTA.
+__device__ __forceinline__ int fetch_next_tile(const KernelParams& p) {
+  return int(gridDim.x) + int(atomicAdd(&g_tile_counters[p.counter_slot][0], 1u));
+}
+// Scheduler thread only, after its fetch returned an index past the last tile: the last CTA to
+// get here knows every CTA has stopped fetching and resets the slot for the next launch using it.
+__device__ __forceinline__ void retire_tile_counter(const KernelParams& p) {
+  __threadfence();
+  if (atomicAdd(&g_tile_counters[p.counter_slot][1], 1u) == gridDim.x - 1) {
+    atomicExch(&g_tile_counters[p.counter_slot][0], 0u);
+    atomicExch(&g_tile_counters[p.counter_slot][1], 0u);
+  }
+}
+
+// One slot for a tile index in shared memory, with a full mbarrier (the scheduler thread's
+// arrival after writing the index) and an empty one (one arrival per consumer warp and one by the
+// loading thread, once each has read it). One slot keeps the claims one tile ahead of the
+// consumers: the next index is fetched once the consumers have taken the current one.
+struct TileRing {
+  static constexpr int kReaders = kConsumerWarpgroups * kWarpgroupThreads / 32 + 1;
+  uint32_t phase = 0;
+  // full at `bar`, empty at bar + 8, the slot at bar + 16
+  __device__ __forceinline__ void publish(uint32_t bar, int index) {
+    mbarrier_wait(bar + 8, phase ^ 1);
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(bar + 16), "r"(index) : "memory");
+    mbarrier_arrive(bar);
+    phase ^= 1;
+  }
+  // Called by every thread of a consumer warp, or by the loading thread alone (one_thread).
+  __device__ __forceinline__ int receive(uint32_t bar, bool one_thread) {
+    mbarrier_wait(bar, phase);
+    int index;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(index) : "r"(bar + 16) : "memory");
+    if (!one_thread) __syncwarp();
+    if (one_thread || threadIdx.x % 32 == 0) mbarrier_arrive(bar + 8);
+    phase ^= 1;
+    return index;
+  }
+};
+
+// The scheduler thread's whole life (dynamic schedule): this CTA's first tile, then one claim from
+// the counter each time the mailbox has been emptied, and the index past the end to finish.
+__device__ __forceinline__ void schedule_tiles(const KernelParams& p, uint32_t mailbox) {
+  TileRing ring;
+  int index = blockIdx.x;
+  while (true) {
+    ring.publish(mailbox, index);
+    if (index >= p.num_tiles) break;
+    index = fetch_next_tile(p);
+  }
+  retire_tile_counter(p);
 }
 
 }  // namespace sm90
