@@ -67,13 +67,17 @@ struct TileShape<256> {
 #ifdef FLASHATTN_SM90_DEFAULT_DYNAMIC
 constexpr bool kDefaultDynamicSchedule = FLASHATTN_SM90_DEFAULT_DYNAMIC != 0;
 #else
-constexpr bool kDefaultDynamicSchedule = false;
+constexpr bool kDefaultDynamicSchedule = true;
 #endif
 
 // BlockN_, Stages_ and Dynamic_ default to TileShape and the default schedule; benchmarks
 // instantiate other shapes through them.
+// Output_: how O leaves (see kStagedOutput, kOutputInQ below); kOutputAuto picks by head dim.
+constexpr int kOutputAuto = 0, kOutputDirect = 1, kOutputViaQ = 2;
+
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
-          int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule>
+          int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule,
+          int Output_ = kOutputAuto>
 struct KernelConfig {
   static constexpr bool kDynamicSchedule = Dynamic_;
   using Element = Element_;
@@ -92,7 +96,7 @@ struct KernelConfig {
   static constexpr int kKVStageBytes = kKVColumnBytes * kColumns;
 
   static constexpr int kSmemLimit = 227 * 1024;
-  // Q full/empty, K and V full/empty per stage, the tile mailbox's full/empty; then its index.
+  // Q full/empty, K and V full/empty per stage, the tile mailbox's full/empty (+ 8 spare bytes).
   static constexpr int kBarrierCount = 2 + 4 * kStages + 2;
   static constexpr int kFixedBytes = 8 * kBarrierCount + 8 + kSwizzleAtomBytes;  // + alignment slack
   // The output goes through its own shared-memory tile and a TMA store when that tile fits
@@ -100,6 +104,11 @@ struct KernelConfig {
   // Either way Q is free once the tile's last S = Q K^T has retired, so the producer loads the
   // next tile's Q while this tile's last P V and epilogue still run.
   static constexpr bool kStagedOutput = 2 * kQBytes + 2 * kStages * kKVStageBytes + kFixedBytes <= kSmemLimit;
+  // Without room for an output tile, O is staged in the warpgroup's own rows of the Q tile (as v1
+  // did: 16-byte stores or one TMA store instead of 4-byte stores from registers), and Q is then
+  // released after the epilogue instead of after the last S = Q K^T. Output_ may force either.
+  static constexpr bool kOutputInQ = !kStagedOutput && Output_ != kOutputDirect;
+  static_assert(!(kStagedOutput && Output_ != kOutputAuto), "the output tile fits: no other output path");
 
   // Layout: Q | K ring | V ring | O (when staged) | mbarriers. Every tile starts on a swizzle atom.
   static constexpr int kQOffset = 0;

@@ -4,7 +4,9 @@
 // store per 64-column box (the TMA unit clips rows past the sequence), variable length with
 // predicated 16-byte stores (a box would spill into the next sequence). The store is not waited
 // for: the next tile's epilogue waits for it to have read the tile before overwriting it.
-// Direct (larger head dims, no room for the tile): each thread stores its pairs of O.
+// Via Q (Cfg::kOutputInQ, larger head dims, no room for the tile): the same through the
+// warpgroup's rows of the Q tile, which is released after the store has read them.
+// Direct (forced through KernelConfig's Output_): each thread stores its pairs of O.
 #pragma once
 
 #include <cmath>
@@ -48,13 +50,23 @@ struct Epilogue {
   // Address of the 16-byte chunk `chunk` (of kChunksPerRow) of row `row` of the output tile.
   __device__ __forceinline__ uint32_t staged_chunk(int row, int chunk) const {
     const int column = chunk / 8, in_line = chunk % 8;
-    return tiles.o_column(column) + row * kLineBytes + ((in_line ^ (row % 8)) * 16);
+    const uint32_t base = Cfg::kOutputInQ ? tiles.q_column(column) : tiles.o_column(column);
+    return base + row * kLineBytes + ((in_line ^ (row % 8)) * 16);
+  }
+  __device__ __forceinline__ uint32_t staged_column(int c) const {
+    return Cfg::kOutputInQ ? tiles.q_column(c) : tiles.o_column(c);
+  }
+  // Output staged in Q: the warpgroup's 4 warps release Q once its rows have been read out.
+  __device__ __forceinline__ void release_q() const {
+    if constexpr (Cfg::kOutputInQ) {
+      if (thread == 0) mbarrier_arrive_count(bars.q_empty(), kWarpgroupThreads / 32);
+    }
   }
 
   __device__ void store(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
                         const TileCoord& t) const {
     store_lse(seq, t, lse);
-    if constexpr (Cfg::kStagedOutput) {
+    if constexpr (Cfg::kStagedOutput || Cfg::kOutputInQ) {
       store_staged(o, seq, t);
     } else {
       store_direct(o, seq, t);
@@ -64,8 +76,12 @@ struct Epilogue {
   __device__ void store_staged(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const int warpgroup_row0 = wg * kRowsPerConsumer;
-    if (thread == 0) bulk_wait_read_all();
-    named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+    if constexpr (!Cfg::kOutputInQ) {
+      // The previous tile's TMA store must have read the output tile. (Staged in Q, the rows are
+      // this warpgroup's own and its wgmmas reading them have all retired.)
+      if (thread == 0) bulk_wait_read_all();
+      named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+    }
 #pragma unroll
     for (int i = 0; i < kOAccum / 4; ++i) {
 #pragma unroll
@@ -84,11 +100,13 @@ struct Epilogue {
       if (thread == 0) {
 #pragma unroll
         for (int c = 0; c < Cfg::kColumns; ++c) {
-          tma_store_4d(&p.tma_o, tiles.o_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, tile_row, t.head,
+          tma_store_4d(&p.tma_o, staged_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, tile_row, t.head,
                        t.batch);
         }
         bulk_commit_group();
+        if constexpr (Cfg::kOutputInQ) bulk_wait_read_all();
       }
+      release_q();
       return;
     }
     char* out = static_cast<char*>(p.out);
@@ -100,6 +118,12 @@ struct Epilogue {
                    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                    : "r"(staged_chunk(warpgroup_row0 + r, chunk)));
       *reinterpret_cast<uint4*>(out + (out_offset(seq, t, tile_row + r) + chunk * 8) * sizeof(Element)) = v;
+    }
+    if constexpr (Cfg::kOutputInQ) {
+      // The next Q arrives through TMA over what these ordinary loads read.
+      fence_proxy_async_smem();
+      named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+      release_q();
     }
   }
 

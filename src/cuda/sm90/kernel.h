@@ -39,8 +39,8 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   };
   if constexpr (Cfg::kDynamicSchedule) {
     TileRing ring;
-    for (int index = ring.receive(bars.tile_mailbox(), false); index < p.num_tiles;
-         index = ring.receive(bars.tile_mailbox(), false)) {
+    for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false); index < p.num_tiles;
+         index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false)) {
       run_tile(index);
     }
   } else {

@@ -73,7 +73,7 @@ Status launch_forward(const AttentionProblem& pb) {
   auto kernel = forward_kernel<Cfg>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
-  const int grid = std::min(kp.num_tiles, sms);
+  const int grid = std::min({kp.num_tiles, sms, Cfg::kDynamicSchedule ? kMailboxCtas : sms});
   kernel<<<grid, kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(kp);
   err = cudaGetLastError();
   if (err != cudaSuccess) return Status::Runtime(std::string("sm90 forward launch: ") + cudaGetErrorString(err));

@@ -64,8 +64,8 @@ struct MainloopLoad {
     };
     if constexpr (Cfg::kDynamicSchedule) {
       TileRing ring;
-      for (int index = ring.receive(bars.tile_mailbox(), true); index < p.num_tiles;
-           index = ring.receive(bars.tile_mailbox(), true)) {
+      for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true); index < p.num_tiles;
+           index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true)) {
         load_tiles_of(index);
       }
     } else {

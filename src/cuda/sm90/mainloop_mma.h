@@ -97,7 +97,7 @@ struct MainloopMma {
     wgmma_wait_group<0>();
     pin_registers(s);
     release(bars.k_empty(k_state.stage));
-    if (n == range.n_begin) release(bars.q_empty());
+    if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
     k_state.advance();
     scores_to_probabilities(s, softmax, seq, t, n);
     accumulator_to_operand<Element>(s, prob);
@@ -118,7 +118,7 @@ struct MainloopMma {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
       release(bars.k_empty(k_state.stage));
-      if (n == range.n_begin) release(bars.q_empty());
+      if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
       k_state.advance();
       scores_to_probabilities(s, softmax, seq, t, n);
       wgmma_wait_group<0>();

@@ -34,7 +34,7 @@ struct SharedBarriers {
   __device__ __forceinline__ uint32_t v_full(int s) const { return base + 16 + 8 * (2 * Cfg::kStages + s); }
   __device__ __forceinline__ uint32_t v_empty(int s) const { return base + 16 + 8 * (3 * Cfg::kStages + s); }
 
-  // The tile mailbox (dynamic schedule): full, empty, then the index (see TileRing).
+  // The tile mailbox's barriers (dynamic schedule): full, then empty (see TileRing).
   __device__ __forceinline__ uint32_t tile_mailbox() const { return base + 16 + 8 * (4 * Cfg::kStages); }
 
   __device__ __forceinline__ void init() const {

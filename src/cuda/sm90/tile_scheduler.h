@@ -6,7 +6,7 @@
 // Dynamic (Cfg::kDynamicSchedule): CTA c starts with tile c; afterwards a scheduler thread of the
 // producer warpgroup (not the loading thread, whose 24 registers are spoken for) takes grid + the
 // next value of a global atomic counter and hands each index to the loading thread and the
-// consumers through a one-slot mailbox in shared memory (TileRing). The index past the last tile
+// consumers through a one-entry mailbox (TileRing). The index past the last tile
 // ends every role. Counters live in a ring of kCounterSlots per translation unit, one
 // slot per launch (chosen on the host); the CTA that finishes last resets its slot, so no host
 // memset is needed and up to kCounterSlots launches may be in flight at once.
@@ -69,25 +69,43 @@ __device__ __forceinline__ void retire_tile_counter(const KernelParams& p) {
   }
 }
 
-// One slot for a tile index in shared memory, with a full mbarrier (the scheduler thread's
-// arrival after writing the index) and an empty one (one arrival per consumer warp and one by the
-// loading thread, once each has read it). One slot keeps the claims one tile ahead of the
-// consumers: the next index is fetched once the consumers have taken the current one.
+// A mailbox for one tile index per CTA, with a full mbarrier (the scheduler thread's arrival after
+// writing the index) and an empty one (one arrival per consumer warp and one by the loading
+// thread, once each has read it). One slot keeps the claims one tile ahead of the consumers: the
+// next index is fetched once the consumers have taken the current one.
+// The index itself lives in global memory (g_tile_mailbox, this launch's slot, this CTA's entry),
+// written to and read from L2, ordered by the mbarriers (release on arrive, acquire on wait).
+// Kept out of shared memory because compute-sanitizer's racecheck does not follow mbarriers for
+// ordinary shared-memory accesses (it reported the correct shared-memory version as racing), and
+// shared-memory atomics instead cost hdim 256 consumers spills.
+constexpr int kMailboxCtas = 256;  // the launch caps a dynamically scheduled grid at this
+namespace {
+__device__ int g_tile_mailbox[kCounterSlots][kMailboxCtas];
+}  // namespace
+
+// The CTA index comes through a volatile read so that the compiler recomputes the address at each
+// use instead of keeping it in two registers across the consumers' whole tile loop (that cost the
+// hdim 256 consumers spills).
+__device__ __forceinline__ int* tile_mailbox_entry(const KernelParams& p) {
+  int cta;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  return &g_tile_mailbox[p.counter_slot][cta];
+}
+
 struct TileRing {
-  static constexpr int kReaders = kConsumerWarpgroups * kWarpgroupThreads / 32 + 1;
   uint32_t phase = 0;
-  // full at `bar`, empty at bar + 8, the slot at bar + 16
-  __device__ __forceinline__ void publish(uint32_t bar, int index) {
+  // `bar`: the full mbarrier; the empty one follows at bar + 8.
+  __device__ __forceinline__ void publish(uint32_t bar, int* entry, int index) {
     mbarrier_wait(bar + 8, phase ^ 1);
-    asm volatile("st.shared.u32 [%0], %1;" ::"r"(bar + 16), "r"(index) : "memory");
+    __stcg(entry, index);
     mbarrier_arrive(bar);
     phase ^= 1;
   }
   // Called by every thread of a consumer warp, or by the loading thread alone (one_thread).
-  __device__ __forceinline__ int receive(uint32_t bar, bool one_thread) {
+  __device__ __forceinline__ int receive(uint32_t bar, const int* entry, bool one_thread) {
     mbarrier_wait(bar, phase);
     int index;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(index) : "r"(bar + 16) : "memory");
+    asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(index) : "l"(entry) : "memory");
     if (!one_thread) __syncwarp();
     if (one_thread || threadIdx.x % 32 == 0) mbarrier_arrive(bar + 8);
     phase ^= 1;
@@ -101,7 +119,7 @@ __device__ __forceinline__ void schedule_tiles(const KernelParams& p, uint32_t m
   TileRing ring;
   int index = blockIdx.x;
   while (true) {
-    ring.publish(mailbox, index);
+    ring.publish(mailbox, tile_mailbox_entry(p), index);
     if (index >= p.num_tiles) break;
     index = fetch_next_tile(p);
   }
