@@ -26,7 +26,7 @@ endif()
 if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_variants.cu)
   add_executable(flashattn_sm90_variants ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_variants.cu)
   set_source_files_properties(${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_variants.cu PROPERTIES
-    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;--expt-relaxed-constexpr;-O3")
+    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;--expt-relaxed-constexpr;-O3;-lineinfo")
   set_target_properties(flashattn_sm90_variants PROPERTIES CUDA_ARCHITECTURES OFF)
   target_include_directories(flashattn_sm90_variants PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(flashattn_sm90_variants PRIVATE flashattn CUDA::cudart)

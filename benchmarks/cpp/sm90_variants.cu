@@ -39,9 +39,9 @@ struct Variant {
   int causal_only = -1;  // -1: every shape; 0: non-causal shapes only; 1: causal only
 };
 
-template <int D, int N, int S, bool Dyn>
+template <int D, int N, int S, bool Dyn, int Out = sm90::kOutputAuto>
 Status run(const AttentionProblem& p) {
-  return sm90::launch_forward<sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn>>(p);
+  return sm90::launch_forward<sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, Out>>(p);
 }
 
 const Variant kVariants[] = {
@@ -54,10 +54,9 @@ const Variant kVariants[] = {
     {64, "n128_s4_dyn", run<64, 128, 4, true>},
     {128, "n128_s2", run<128, 128, 2, false>},
     {128, "n128_s2_dyn", run<128, 128, 2, true>},
-    {128, "n160_s2", run<128, 160, 2, false>, 0},
-    {128, "n160_s2_dyn", run<128, 160, 2, true>, 0},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
+    {256, "n80_s2_dyn_direct_out", run<256, 80, 2, true, sm90::kOutputDirect>},
 };
 
 }  // namespace
