@@ -5,6 +5,7 @@
 #   scripts/device_session.sh build   # full kernel set, C++ tests, CLI and the Python extension
 #   scripts/device_session.sh test    # C++ GPU tests, compute-sanitizer subsets, Python GPU tests
 #   scripts/device_session.sh bench   # side-by-side GPU benchmark and CPU benchmark vs PyTorch
+#   scripts/device_session.sh cli     # `flashattn check` and `flashattn bench` on the CUDA backend
 #   scripts/device_session.sh all
 #
 # Logs, JSON and charts go to $OUT; short summaries print last.
@@ -62,6 +63,16 @@ gpu_bench() {
   cat "$OUT/bench_gpu.log"
 }
 
+cli_gpu() {
+  # The README's main job on a GPU machine: `flashattn bench` and `flashattn check` on the CUDA backend.
+  local cli="$BUILD/tools/flashattn/flashattn"
+  timeout 120 "$cli" check --backend cuda --no-progress > "$OUT/cli_check_cuda.log" 2>&1
+  echo "flashattn check --backend cuda exit $?: $(tail -1 "$OUT/cli_check_cuda.log")"
+  timeout 240 "$cli" bench --backend cuda --no-progress ${CLI_BENCH_ARGS:-} > "$OUT/cli_bench_cuda.log" 2>&1
+  echo "flashattn bench --backend cuda exit $?"
+  tail -25 "$OUT/cli_bench_cuda.log"
+}
+
 cpu_bench() {
   # Two threads is what CI machines have; sixteen is this host. Longer sequences only at sixteen.
   for threads in 16 2; do
@@ -80,5 +91,6 @@ case "$what" in
   build) build ;;
   test) build && cpp_tests && python_tests ;;
   bench) build && cpu_bench && gpu_bench ;;
-  all) build && cpp_tests && python_tests && cpu_bench && gpu_bench ;;
+  cli) build && cli_gpu ;;
+  all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
 esac

@@ -5,6 +5,7 @@
 #   scripts/setup_python.sh            # tools, Python deps, flashattn
 #   python3 -m pytest tests/python     # CPU tests; GPU tests skip with a message
 #
+# jax (CPU build, about 100 MB) tests flashattn.array on JAX arrays; its GPU test runs on the GPU machine.
 # torch comes from PyPI pinned to the GPU machine's version. PyPI's Linux wheel links the CUDA
 # libraries, so its nvidia-* dependencies (about 3 GB unpacked, about a minute to download and
 # install here) are needed even to import it on a CPU-only machine.
@@ -29,7 +30,7 @@ start=$(date +%s)
   "torch==${TORCH_VERSION}" \
   "transformers==${TRANSFORMERS_VERSION}" \
   "nanobind>=3.1,<3.2" "scikit-build-core>=1.1,<1.2" \
-  numpy pytest
+  numpy pytest jax
 echo "setup_python: dependencies installed in $(( $(date +%s) - start )) s"
 
 # Two jobs: CI machines have two cores. CUDA kernels only where asked for (FLASHATTN_CUDA=AUTO/ON).

@@ -137,9 +137,15 @@ Status check_device_tags(const std::vector<NamedTensor>& tensors) {
   return Status::Ok();
 }
 
-Status read_cu_seqlens(const char* arg, const TensorView& t, void* stream, std::vector<int32_t>* out) {
+// Host copy of a small int32 vector (cu_seqlens, seqused) that the checks read before any backend
+// runs; where its memory is not where its tag says, the read is refused instead of faulting.
+Status read_int32_vector(const char* arg, const TensorView& t, void* stream, std::vector<int32_t>* out) {
   out->resize(static_cast<size_t>(t.shape[0]));
   const size_t bytes = out->size() * sizeof(int32_t);
+  if (cuda_backend_compiled()) {
+    Status s = check_device_tags({NamedTensor{arg, &t}});
+    if (!s.ok()) return s;
+  }
   if (t.device == Device::kCPU) {
     for (size_t i = 0; i < out->size(); ++i) (*out)[i] = static_cast<const int32_t*>(t.data)[i * t.stride[0]];
     return Status::Ok();
@@ -150,9 +156,9 @@ Status read_cu_seqlens(const char* arg, const TensorView& t, void* stream, std::
 }
 
 Status check_cu_seqlens(const char* arg, const TensorView& t, void* stream, int batch, int64_t total_rows,
-                        int* max_len) {
-  std::vector<int32_t> cu;
-  Status s = read_cu_seqlens(arg, t, stream, &cu);
+                        int* max_len, std::vector<int32_t>* host_copy) {
+  std::vector<int32_t>& cu = *host_copy;
+  Status s = read_int32_vector(arg, t, stream, &cu);
   if (!s.ok()) return s;
   if (cu[0] < 0) return invalid(arg, "entry 0 is " + std::to_string(cu[0]) + "; expected >= 0");
   int longest = 0;
@@ -168,6 +174,37 @@ Status check_cu_seqlens(const char* arg, const TensorView& t, void* stream, int 
                             std::to_string(total_rows) + " rows");
   }
   *max_len = longest;
+  return Status::Ok();
+}
+
+// seqused (optional): int32 (batch), unit stride (check_tensor), each entry in [0, that sequence's span]: the
+// cu_seqlens difference (`cu`, the host copy; empty when it could not be read) or the fixed seqlen.
+Status check_seqused(const char* arg, const TensorView& t, void* stream, const AttentionProblem& p,
+                     const std::vector<int32_t>& cu, int fixed_span, const int32_t** out) {
+  *out = nullptr;
+  if (!t.defined()) return Status::Ok();
+  Status s = check_tensor(arg, t, 1);
+  if (!s.ok()) return s;
+  if (!(s = check_dtype(arg, t, DType::kInt32, "one used length per sequence")).ok()) return s;
+  if (t.shape[0] != p.batch) {
+    return invalid(arg, "has " + std::to_string(t.shape[0]) + " entries; expected one per sequence (" +
+                            std::to_string(p.batch) + ")");
+  }
+  *out = static_cast<const int32_t*>(t.data);
+  // Under CUDA graph capture device memory cannot be read back: the lengths are trusted there.
+  if (p.batch == 0 || (t.device == Device::kCUDA && cuda_stream_capturing(stream))) return Status::Ok();
+  std::vector<int32_t> used;
+  if (!(s = read_int32_vector(arg, t, stream, &used)).ok()) return s;
+  for (int b = 0; b < p.batch; ++b) {
+    const int32_t u = used[static_cast<size_t>(b)];
+    if (u < 0) return invalid(arg, "entry " + std::to_string(b) + " is " + std::to_string(u) + "; expected >= 0");
+    if (p.varlen() && cu.empty()) continue;
+    const int64_t span = p.varlen() ? int64_t{cu[static_cast<size_t>(b) + 1]} - cu[static_cast<size_t>(b)] : fixed_span;
+    if (u > span) {
+      return invalid(arg, "entry " + std::to_string(b) + " is " + std::to_string(u) + " but sequence " +
+                              std::to_string(b) + " has " + std::to_string(span) + " rows");
+    }
+  }
   return Status::Ok();
 }
 
@@ -194,6 +231,7 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
                    "is missing; variable length needs both cu_seqlens_q and cu_seqlens_k");
   }
   const int nd = varlen ? 3 : 4;
+  std::vector<int32_t> host_cu_q, host_cu_k;  // read back for the checks; empty under graph capture
   Status s;
   if (!(s = check_tensor("q", q, nd)).ok()) return s;
   if (!(s = check_tensor("k", k, nd)).ok()) return s;
@@ -252,6 +290,8 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     tensors.push_back({"cu_seqlens_q", &params.cu_seqlens_q});
     tensors.push_back({"cu_seqlens_k", &params.cu_seqlens_k});
   }
+  if (params.seqused_q.defined()) tensors.push_back({"seqused_q", &params.seqused_q});
+  if (params.seqused_k.defined()) tensors.push_back({"seqused_k", &params.seqused_k});
   if (!(s = check_devices(tensors)).ok()) return s;
 
   p->dtype = q.dtype;
@@ -292,8 +332,8 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
       longest_q = params.max_seqlen_q;
       longest_k = params.max_seqlen_k;
     } else {
-      if (!(s = check_cu_seqlens("cu_seqlens_q", cq, params.stream, p->batch, p->total_q, &longest_q)).ok()) return s;
-      if (!(s = check_cu_seqlens("cu_seqlens_k", ck, params.stream, p->batch, p->total_k, &longest_k)).ok()) return s;
+      if (!(s = check_cu_seqlens("cu_seqlens_q", cq, params.stream, p->batch, p->total_q, &longest_q, &host_cu_q)).ok()) return s;
+      if (!(s = check_cu_seqlens("cu_seqlens_k", ck, params.stream, p->batch, p->total_k, &longest_k, &host_cu_k)).ok()) return s;
     }
     if (params.max_seqlen_q > 0 && params.max_seqlen_q < longest_q) {
       return invalid("max_seqlen_q", "is " + std::to_string(params.max_seqlen_q) + " but cu_seqlens_q holds a sequence of " +
@@ -314,6 +354,8 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     p->total_q = q.shape[0] * q.shape[1];
     p->total_k = k.shape[0] * k.shape[1];
   }
+  if (!(s = check_seqused("seqused_q", params.seqused_q, params.stream, *p, host_cu_q, p->seqlen_q, &p->seqused_q)).ok()) return s;
+  if (!(s = check_seqused("seqused_k", params.seqused_k, params.stream, *p, host_cu_k, p->seqlen_k, &p->seqused_k)).ok()) return s;
   set_operand(&p->q, q, varlen);
   set_operand(&p->k, k, varlen);
   set_operand(&p->v, v, varlen);

@@ -34,6 +34,10 @@ struct AttentionProblem {
   // Variable length: prefix sums in the memory of `device` (null for fixed length).
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
+  // Used lengths (seqused), in the memory of `device`; null when not given. Each sequence's
+  // length is then seqused[b] instead of its span; rows past it are neither read nor written.
+  const int32_t* seqused_q = nullptr;
+  const int32_t* seqused_k = nullptr;
 
   Operand q, k, v, out;
   Operand dout, dq, dk, dv;  // backward only
@@ -57,7 +61,7 @@ struct AttentionProblem {
 
 namespace flashattn {
 
-// Rows of one sequence of the batch, for code that can read cu_seqlens directly (CPU memory).
+// Rows of one sequence of the batch, for code that can read cu_seqlens and seqused directly (CPU memory).
 struct SequenceSpan {
   int64_t q_row0 = 0, k_row0 = 0;  // first row in the tensors (varlen) or 0 (fixed)
   int64_t len_q = 0, len_k = 0;
@@ -75,6 +79,8 @@ inline SequenceSpan host_sequence(const AttentionProblem& p, int b) {
     s.len_q = p.seqlen_q;
     s.len_k = p.seqlen_k;
   }
+  if (p.seqused_q != nullptr) s.len_q = p.seqused_q[b];
+  if (p.seqused_k != nullptr) s.len_k = p.seqused_k[b];
   return s;
 }
 

@@ -12,6 +12,7 @@
 //   j <= i + (sk - sq) + window_right   (causal means window_right = 0)
 //   j >= i + (sk - sq) - window_left
 // where a window side of -1 is unbounded. A query row that sees no key gets output 0 and lse = -inf.
+// sq and sk are the lengths of one sequence: seqlen, the cu_seqlens span, or seqused where given.
 #pragma once
 
 #include "flashattn/types.h"
@@ -40,6 +41,14 @@ struct AttentionParams {
   TensorView cu_seqlens_k;  // int32 (batch + 1)
   int max_seqlen_q = 0;
   int max_seqlen_k = 0;
+
+  // Used lengths (FlashAttention-3's seqused): optional int32 (batch), each given alone or both.
+  // Sequence b then takes part with only its first seqused_q[b] query rows and seqused_k[b] key
+  // rows (at most its cu_seqlens span, or seqlen for fixed length), and the masks align to these
+  // lengths. Rows past them are neither read nor written: out, lse and dq rows past seqused_q and
+  // dk, dv rows past seqused_k keep whatever the caller put there.
+  TensorView seqused_q;
+  TensorView seqused_k;
 
   bool deterministic = false;  // backward: bitwise reproducible gradients
   Backend backend = Backend::kAuto;

@@ -13,5 +13,7 @@ except ImportError as err:  # pragma: no cover - only on a broken install
 Backend = _C.Backend
 forward = _C.forward
 backward = _C.backward
+empty = _C.empty
+synchronize = _C.synchronize
 # Asked on every SDPA call while the hook is active; the answer cannot change within a process.
 cuda_available = functools.lru_cache(maxsize=None)(_C.cuda_available)

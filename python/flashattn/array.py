@@ -6,8 +6,12 @@ or (total, nheads, headdim) with int32 cu_seqlens for variable-length batches.
 
 Outputs are allocated with the input's own array library (NumPy, PyTorch, or the array-API
 namespace of the input, e.g. CuPy), on the input's device, unless passed in as out=, lse=,
-dq=, dk=, dv=. Immutable arrays (JAX) cannot be written: pass writable output buffers of
-another library (e.g. CuPy or NumPy) and convert the results with jax.dlpack.from_dlpack.
+dq=, dk=, dv=. JAX arrays are immutable, so for JAX inputs flashattn allocates the outputs
+itself and returns them as new JAX arrays (through DLPack, without a copy); JAX arrays are
+refused as out=/lse=/dq=/dk=/dv= buffers, while writable buffers of another library (NumPy,
+CuPy) are still written in place. On CUDA, JAX inputs are read once JAX has finished writing
+them (its DLPack export waits for that), and the call waits for flashattn's kernels before
+handing the results back, since JAX does not tell DLPack producers its stream.
 """
 
 import math
@@ -32,8 +36,21 @@ def _module_name(a) -> str:
     return type(a).__module__.split(".")[0]
 
 
+def _is_jax(a) -> bool:
+    return _module_name(a) in ("jax", "jaxlib")
+
+
+def _refuse_jax_outputs(**buffers) -> None:
+    for name, buffer in buffers.items():
+        if buffer is not None and _is_jax(buffer):
+            raise TypeError(f"argument '{name}': JAX arrays are immutable and cannot be written into; leave "
+                            f"'{name}' out (flashattn then returns a new JAX array) or pass a writable buffer "
+                            "of another library (NumPy, CuPy)")
+
+
 def _empty(like, shape: Sequence[int], float32: bool = False):
-    """An uninitialised array of `like`'s library, device and dtype (or float32)."""
+    """An uninitialised array of `like`'s library, device and dtype (or float32). For JAX inputs,
+    a buffer of flashattn's own that _results() turns into a JAX array after the call."""
     library = _module_name(like)
     if library == "numpy":
         import numpy as np
@@ -49,9 +66,9 @@ def _empty(like, shape: Sequence[int], float32: bool = False):
         with cupy.cuda.Device(like.device.id):
             return cupy.empty(tuple(shape), dtype=cupy.float32 if float32 else like.dtype)
     if library in ("jax", "jaxlib"):
-        raise TypeError("JAX arrays are immutable, so flashattn cannot allocate its outputs as JAX arrays; pass "
-                        "writable buffers (out=, lse=, dq=, dk=, dv=, e.g. CuPy or NumPy arrays) and convert the "
-                        "results with jax.dlpack.from_dlpack")
+        device_type, device_id = like.__dlpack_device__()
+        return _ext.empty([int(n) for n in shape], "float32" if float32 else str(like.dtype), int(device_type),
+                          int(device_id))
     if hasattr(like, "__array_namespace__"):
         xp = like.__array_namespace__()
         return xp.empty(tuple(shape), dtype=xp.float32 if float32 else like.dtype, device=like.device)
@@ -75,6 +92,19 @@ def _current_stream(like, stream: Optional[int]) -> int:
     return 0  # the legacy default stream orders against every blocking stream
 
 
+def _results(like, stream: int, allocated):
+    """The arrays to hand back: for JAX inputs, flashattn's own buffers (`allocated`, by position)
+    become JAX arrays once the kernels that write them have finished."""
+    if not _is_jax(like) or not allocated:
+        return None
+    import jax.dlpack
+
+    device_type, device_id = like.__dlpack_device__()
+    if int(device_type) == _DLPACK_CUDA:
+        _ext.synchronize(int(device_id), stream)
+    return {name: jax.dlpack.from_dlpack(buffer) for name, buffer in allocated.items() if buffer is not None}
+
+
 def _lse_shape(q, varlen: bool) -> Tuple[int, ...]:
     return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
 
@@ -90,40 +120,61 @@ def _backend(name: str):
         raise ValueError(f"argument 'backend': is {name!r}; expected 'auto', 'cpu', 'cpu_reference' or 'cuda'") from None
 
 
-def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0, max_seqlen_k: int = 0,
+def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None,
+            max_seqlen_q: int = 0, max_seqlen_k: int = 0,
             softmax_scale: Optional[float] = None, causal: bool = False, window_size=(-1, -1),
             softcap: float = 0.0, alibi_slopes=None, out=None, lse=None, return_lse: bool = False,
             stream: Optional[int] = None, backend: str = "auto", num_threads: int = 0):
     """Attention of q over k, v. Returns out, or (out, lse) when return_lse is true.
 
+    seqused_q, seqused_k: optional int32 (batch,) used lengths (FlashAttention-3's seqused); rows
+        past them are not written, so pass zeroed out= / lse= buffers where those rows must be defined.
     stream: CUDA stream handle to launch on; by default the input library's current stream.
     backend: 'auto' (by device), 'cpu', 'cpu_reference' (float64 oracle) or 'cuda'.
     """
     _device_type(q)
+    _refuse_jax_outputs(out=out, lse=lse)
     varlen = cu_seqlens_q is not None
-    out = _empty(q, q.shape) if out is None else out
+    allocated = {}
+    if out is None:
+        out = allocated["out"] = _empty(q, q.shape)
     if lse is None and return_lse:
-        lse = _empty(q, _lse_shape(q, varlen), float32=True)
+        lse = allocated["lse"] = _empty(q, _lse_shape(q, varlen), float32=True)
+    stream = _current_stream(q, stream)
     _ext.forward(q, k, v, out, lse, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                 max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=_scale(softmax_scale, q),
+                 seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                 softmax_scale=_scale(softmax_scale, q),
                  causal=causal, window=tuple(window_size), softcap=softcap, alibi_slopes=alibi_slopes,
-                 backend=_backend(backend), num_threads=num_threads, stream=_current_stream(q, stream))
+                 backend=_backend(backend), num_threads=num_threads, stream=stream)
+    converted = _results(q, stream, allocated)
+    if converted:
+        out, lse = converted.get("out", out), converted.get("lse", lse)
     return (out, lse) if return_lse else out
 
 
-def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0,
-             max_seqlen_k: int = 0, softmax_scale: Optional[float] = None, causal: bool = False,
+def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None,
+             max_seqlen_q: int = 0, max_seqlen_k: int = 0, softmax_scale: Optional[float] = None, causal: bool = False,
              window_size=(-1, -1), softcap: float = 0.0, alibi_slopes=None, deterministic: bool = False,
              dq=None, dk=None, dv=None, stream: Optional[int] = None, backend: str = "auto",
              num_threads: int = 0):
-    """Gradients (dq, dk, dv) of the attention forward() computed, given dout and its out and lse."""
+    """Gradients (dq, dk, dv) of the attention forward() computed, given dout and its out and lse.
+    With seqused_q / seqused_k, gradient rows past them are not written (pass zeroed buffers)."""
     _device_type(q)
-    dq = _empty(q, q.shape) if dq is None else dq
-    dk = _empty(k, k.shape) if dk is None else dk
-    dv = _empty(v, v.shape) if dv is None else dv
+    _refuse_jax_outputs(dq=dq, dk=dk, dv=dv)
+    allocated = {}
+    if dq is None:
+        dq = allocated["dq"] = _empty(q, q.shape)
+    if dk is None:
+        dk = allocated["dk"] = _empty(k, k.shape)
+    if dv is None:
+        dv = allocated["dv"] = _empty(v, v.shape)
+    stream = _current_stream(q, stream)
     _ext.backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                  max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                  seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                   softmax_scale=_scale(softmax_scale, q), causal=causal, window=tuple(window_size),
                   softcap=softcap, alibi_slopes=alibi_slopes, deterministic=deterministic,
-                  backend=_backend(backend), num_threads=num_threads, stream=_current_stream(q, stream))
+                  backend=_backend(backend), num_threads=num_threads, stream=stream)
+    converted = _results(q, stream, allocated)
+    if converted:
+        dq, dk, dv = (converted.get(name, given) for name, given in (("dq", dq), ("dk", dk), ("dv", dv)))
     return dq, dk, dv

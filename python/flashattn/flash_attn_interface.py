@@ -50,17 +50,37 @@ def _window(window_size: Tuple[int, int]) -> Tuple[int, int]:
     return int(left), int(right)
 
 
-def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-               softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-               return_attn_probs):
-    _check_dropout(dropout_p)
-    for name, t in (("q", q), ("k", k), ("v", v)):
+def _check_tensors(**tensors) -> None:
+    for name, t in tensors.items():
         if not isinstance(t, Tensor):
             raise TypeError(f"argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
+
+
+def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+               softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+               return_attn_probs, seqused_q=None, seqused_k=None):
+    _check_dropout(dropout_p)
+    _check_tensors(q=q, k=k, v=v)
     left, right = _window(window_size)
     out, lse = ops.fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                        _scale(softmax_scale, q), bool(causal), left, right, float(softcap),
-                       alibi_slopes, bool(deterministic))
+                       alibi_slopes, bool(deterministic), seqused_q, seqused_k)
+    return (out, lse, None) if return_attn_probs else out
+
+
+def _packed_attention(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                      return_attn_probs):
+    """q, k, v as views of packed (qkv, or kv with q); the gradient comes back as one packed tensor."""
+    _check_dropout(dropout_p)
+    if q is None:
+        _check_tensors(qkv=packed)
+    else:
+        _check_tensors(q=q, kv=packed)
+    left, right = _window(window_size)
+    out, lse = ops.fwd_packed(packed, q, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                              _scale(softmax_scale, packed), bool(causal), left, right, float(softcap),
+                              alibi_slopes, bool(deterministic))
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -94,26 +114,27 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
                               deterministic=False, return_attn_probs=False):
     """flash_attn_func with qkv: (batch_size, seqlen, 3, nheads, headdim) stacked.
 
-    The three slices are passed as strided views; nothing is copied. Return as flash_attn_func.
+    The three slices are passed as strided views; nothing is copied, and the backward pass writes
+    dq, dk, dv straight into one (batch_size, seqlen, 3, nheads, headdim) gradient of qkv.
+    Return as flash_attn_func.
     """
-    q, k, v = qkv.unbind(dim=2)
-    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
-                      softcap, alibi_slopes, deterministic, return_attn_probs)
+    return _packed_attention(qkv, None, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                             softcap, alibi_slopes, deterministic, return_attn_probs)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                              deterministic=False, return_attn_probs=False):
-    """flash_attn_func with kv: (batch_size, seqlen_k, 2, nheads_k, headdim) stacked."""
-    k, v = kv.unbind(dim=2)
-    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
-                      softcap, alibi_slopes, deterministic, return_attn_probs)
+    """flash_attn_func with kv: (batch_size, seqlen_k, 2, nheads_k, headdim) stacked; dk and dv
+    are written into one gradient of kv's shape."""
+    return _packed_attention(kv, q, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                             softcap, alibi_slopes, deterministic, return_attn_probs)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                            softcap=0.0, alibi_slopes=None, deterministic=False,
-                           return_attn_probs=False, block_table=None):
+                           return_attn_probs=False, block_table=None, *, seqused_q=None, seqused_k=None):
     """Attention over variable-length batches packed along the token axis.
 
     Arguments:
@@ -121,6 +142,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         cu_seqlens_q, cu_seqlens_k: (batch_size + 1,) int32 prefix sums of the sequence lengths.
         max_seqlen_q, max_seqlen_k: the longest query / key sequence in the batch.
         block_table: paged KV caches are not supported; must be None.
+        seqused_q, seqused_k (keyword only, as in FlashAttention-3): optional (batch_size,) int32;
+            sequence b then uses only its first seqused_q[b] query rows and seqused_k[b] key rows
+            (at most its cu_seqlens span), and the masks align to these lengths. Output rows past
+            seqused_q are 0 (softmax_lse -inf), and so are the gradients of rows not used.
         Other arguments as flash_attn_func; masks are aligned per sequence.
     Return:
         out: (total_q, nheads, headdim), or (out, softmax_lse (nheads, total_q), None).
@@ -129,26 +154,26 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         raise NotImplementedError("argument 'block_table': paged KV caches are not supported by flashattn")
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                       softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-                      return_attn_probs)
+                      return_attn_probs, seqused_q, seqused_k)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None,
                                      causal=False, window_size=(-1, -1), softcap=0.0,
                                      alibi_slopes=None, deterministic=False,
                                      return_attn_probs=False):
-    """flash_attn_varlen_func with qkv: (total, 3, nheads, headdim) and one cu_seqlens."""
-    q, k, v = qkv.unbind(dim=1)
-    return _attention(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
-                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-                      return_attn_probs)
+    """flash_attn_varlen_func with qkv: (total, 3, nheads, headdim) and one cu_seqlens; the
+    gradient is one tensor of qkv's shape."""
+    return _packed_attention(qkv, None, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
+                             softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                             return_attn_probs)
 
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                     dropout_p=0.0, softmax_scale=None, causal=False,
                                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                                     deterministic=False, return_attn_probs=False):
-    """flash_attn_varlen_func with kv: (total_k, 2, nheads_k, headdim) stacked."""
-    k, v = kv.unbind(dim=1)
-    return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-                      return_attn_probs)
+    """flash_attn_varlen_func with kv: (total_k, 2, nheads_k, headdim) stacked; dk and dv are
+    written into one gradient of kv's shape."""
+    return _packed_attention(kv, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                             softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                             return_attn_probs)

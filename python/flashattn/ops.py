@@ -1,12 +1,15 @@
-"""The two torch.library custom ops every torch entry point is built on.
+"""The torch.library custom ops every torch entry point is built on.
 
 ``flashattn::fwd`` and ``flashattn::bwd`` cover fixed-length (4-D) and variable-length (3-D with
-cu_seqlens) batches. Each has a fake implementation, so torch.compile traces through them with
-fullgraph=True, and ``fwd`` has a registered backward. Outputs are allocated here, in torch, and
-the C++ library writes into them on the caller's current CUDA stream.
+cu_seqlens) batches. ``flashattn::fwd_packed`` / ``flashattn::bwd_packed`` are the same attention
+for q, k, v stacked along dimension -3 of one tensor (qkv, or q and kv): their backward writes
+dq, dk, dv straight into views of one packed gradient, so no gradient is concatenated afterwards.
+Each op has a fake implementation, so torch.compile traces through them with fullgraph=True, and
+the forward ops have a registered backward. Outputs are allocated here, in torch, and the C++
+library writes into them on the caller's current CUDA stream.
 """
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -14,7 +17,7 @@ from torch import Tensor
 from flashattn import _ext
 from flashattn._torch_util import kernel_ready, launch_options, on_device
 
-__all__ = ["fwd", "bwd", "lse_shape"]
+__all__ = ["fwd", "bwd", "fwd_packed", "bwd_packed", "lse_shape"]
 
 
 def lse_shape(q: Tensor, varlen: bool) -> Tuple[int, ...]:
@@ -40,15 +43,31 @@ def fwd(
     softcap: float,
     alibi_slopes: Optional[Tensor],
     deterministic: bool,
+    seqused_q: Optional[Tensor] = None,
+    seqused_k: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor]:
-    """Attention output (shape and dtype of q) and row logsumexp (float32)."""
+    """Attention output (shape and dtype of q) and row logsumexp (float32).
+
+    With seqused_q, the rows past each sequence's used length are not computed: out is 0 and lse
+    -inf there, as for rows that see no key."""
+    return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                        window_left, window_right, softcap, alibi_slopes, seqused_q, seqused_k)
+
+
+def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                 window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None):
     varlen = cu_seqlens_q is not None
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32, device=q.device)
+    if seqused_q is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32, device=q.device)
+    else:  # the library leaves the unused rows alone
+        out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
+        lse = torch.full(lse_shape(q, varlen), float("-inf"), dtype=torch.float32, device=q.device)
     with on_device(q):
         _ext.forward(
             kernel_ready(q), kernel_ready(k), kernel_ready(v), out, lse,
             cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
+            seqused_q=kernel_ready(seqused_q), seqused_k=kernel_ready(seqused_k),
             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
             causal=causal, window=(window_left, window_right), softcap=softcap,
             alibi_slopes=kernel_ready(alibi_slopes), **launch_options(q),
@@ -58,7 +77,7 @@ def fwd(
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-              window_left, window_right, softcap, alibi_slopes, deterministic):
+              window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None):
     out = q.new_empty(q.shape)
     lse = q.new_empty(lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
     return out, lse
@@ -83,16 +102,20 @@ def bwd(
     softcap: float,
     alibi_slopes: Optional[Tensor],
     deterministic: bool,
+    seqused_q: Optional[Tensor] = None,
+    seqused_k: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    """Gradients of q, k, v given the forward's out and lse."""
-    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    """Gradients of q, k, v given the forward's out and lse (0 in rows past seqused_q / seqused_k)."""
+    # The library leaves dq rows past seqused_q and dk, dv rows past seqused_k alone.
+    dq = (torch.empty if seqused_q is None else torch.zeros)(q.shape, dtype=q.dtype, device=q.device)
+    dk = (torch.empty if seqused_k is None else torch.zeros)(k.shape, dtype=k.dtype, device=k.device)
+    dv = (torch.empty if seqused_k is None else torch.zeros)(v.shape, dtype=v.dtype, device=v.device)
     with on_device(q):
         _ext.backward(
             kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v), kernel_ready(out),
             kernel_ready(lse), dq, dk, dv,
             cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
+            seqused_q=kernel_ready(seqused_q), seqused_k=kernel_ready(seqused_k),
             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
             causal=causal, window=(window_left, window_right), softcap=softcap,
             alibi_slopes=kernel_ready(alibi_slopes), deterministic=deterministic, **launch_options(q),
@@ -102,15 +125,16 @@ def bwd(
 
 @bwd.register_fake
 def _bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic):
+              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic,
+              seqused_q=None, seqused_k=None):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-     window_left, window_right, softcap, alibi_slopes, deterministic) = inputs
+     window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes)
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k)
     ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
                    softcap)
     ctx.deterministic = deterministic
@@ -119,12 +143,134 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, dout, _dlse):
-    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes = ctx.saved_tensors
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k = ctx.saved_tensors
     max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap = ctx.options
     dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
-                     ctx.deterministic)
-    return (dq, dk, dv) + (None,) * 11
+                     ctx.deterministic, seqused_q, seqused_k)
+    return (dq, dk, dv) + (None,) * 13
 
 
 fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---- packed q/k/v: one gradient buffer ----------------------------------------------------------
+
+def _unpack(packed: Tensor, q: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    """q, k, v as views: packed is qkv (..., 3, nheads, headdim) when q is None, else kv
+    (..., 2, nheads_k, headdim)."""
+    if q is None:
+        q, k, v = packed.unbind(-3)
+        return q, k, v
+    k, v = packed.unbind(-3)
+    return q, k, v
+
+
+def _check_packed(packed: Tensor, q: Optional[Tensor]) -> None:
+    expected = 3 if q is None else 2
+    if packed.dim() < 4 or packed.shape[-3] != expected:
+        name = "qkv" if q is None else "kv"
+        raise ValueError(f"argument '{name}': has shape {tuple(packed.shape)}; expected {expected} stacked tensors "
+                         f"in dimension -3, e.g. (batch, seqlen, {expected}, nheads, headdim)")
+
+
+@torch.library.custom_op("flashattn::fwd_packed", mutates_args=())
+def fwd_packed(
+    packed: Tensor,
+    q: Optional[Tensor],
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    alibi_slopes: Optional[Tensor],
+    deterministic: bool,
+) -> Tuple[Tensor, Tensor]:
+    """fwd of the q, k, v views of packed (qkv, or kv with q given)."""
+    _check_packed(packed, q)
+    q, k, v = _unpack(packed, q)
+    return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                        window_left, window_right, softcap, alibi_slopes)
+
+
+@fwd_packed.register_fake
+def _fwd_packed_fake(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                     window_left, window_right, softcap, alibi_slopes, deterministic):
+    _check_packed(packed, q)
+    q = _unpack(packed, q)[0]
+    return q.new_empty(q.shape), q.new_empty(lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
+
+
+@torch.library.custom_op("flashattn::bwd_packed", mutates_args=())
+def bwd_packed(
+    dout: Tensor,
+    packed: Tensor,
+    q: Optional[Tensor],
+    out: Tensor,
+    lse: Tensor,
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    alibi_slopes: Optional[Tensor],
+    deterministic: bool,
+) -> List[Tensor]:
+    """[dqkv] when packed is qkv, [dq, dkv] when it is kv: the kernels write each gradient into
+    its slice of the packed gradient, which has packed's shape (contiguous)."""
+    _check_packed(packed, q)
+    dpacked = torch.empty(packed.shape, dtype=packed.dtype, device=packed.device)
+    q_, k, v = _unpack(packed, q)
+    if q is None:
+        dq, dk, dv = dpacked.unbind(-3)
+    else:
+        dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        dk, dv = dpacked.unbind(-3)
+    with on_device(q_):
+        _ext.backward(
+            kernel_ready(dout), kernel_ready(q_), kernel_ready(k), kernel_ready(v), kernel_ready(out),
+            kernel_ready(lse), dq, dk, dv,
+            cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
+            max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
+            causal=causal, window=(window_left, window_right), softcap=softcap,
+            alibi_slopes=kernel_ready(alibi_slopes), deterministic=deterministic, **launch_options(q_),
+        )
+    return [dpacked] if q is None else [dq, dpacked]
+
+
+@bwd_packed.register_fake
+def _bwd_packed_fake(dout, packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic):
+    dpacked = packed.new_empty(packed.shape)
+    return [dpacked] if q is None else [q.new_empty(q.shape), dpacked]
+
+
+def _setup_packed_context(ctx, inputs, output):
+    (packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+     window_right, softcap, alibi_slopes, deterministic) = inputs
+    out, lse = output
+    ctx.save_for_backward(packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes)
+    ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+                   deterministic)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward_packed(ctx, dout, _dlse):
+    packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes = ctx.saved_tensors
+    (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+     deterministic) = ctx.options
+    grads = bwd_packed(dout, packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                       softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic)
+    dpacked, dq = (grads[0], None) if q is None else (grads[1], grads[0])
+    return (dpacked, dq) + (None,) * 11
+
+
+fwd_packed.register_autograd(_backward_packed, setup_context=_setup_packed_context)

@@ -11,10 +11,19 @@ aten::_flash_attention_forward/_backward and aten::_scaled_dot_product_flash_att
 on CUDA, and aten::_scaled_dot_product_flash_attention_for_cpu/_backward on the CPU. Inputs it
 cannot take (dropout, attention masks on CPU, unsupported head dims or dtypes) go to the kernel
 PyTorch had registered before activation.
+
+activate() also puts FLASH first in SDPA's backend priority order, because on sm90/sm100 with
+cuDNN newer than 9.15 PyTorch 2.11 tries cuDNN before FLASH (sdp_utils.cpp, priority_order()),
+and a model that does not force a backend would then never call the flash operators. PyTorch
+writes its cuDNN-first default into the global order lazily, on the first CUDA SDPA backend
+choice of the process (eager or while torch.compile traces), overwriting any order set before.
+activate() therefore makes that choice once itself (on three tiny CUDA tensors) before
+reordering; deactivate() puts back the order it found.
 """
 
 import warnings
 
+import torch as _torch
 from torch import _C as _torch_c
 from torch.library import Library, get_kernel
 from torch.nn import attention as _nn_attention
@@ -69,12 +78,27 @@ class ActiveHandle:
 _saved_priority = None
 
 
+def _settle_pytorch_priority() -> None:
+    """Lets PyTorch write its default backend order now rather than over ours at the first SDPA call.
+
+    The default is written by the first CUDA backend choice in the process and never again, so
+    this changes nothing PyTorch would not have set itself."""
+    if not _torch.cuda.is_available():
+        return  # the CPU SDPA path has no priority order
+    try:
+        probe = _torch.zeros((1, 1, 1, 8), dtype=_torch.float16, device="cuda")
+        _torch._fused_sdp_choice(probe, probe, probe)
+    except RuntimeError as why:  # e.g. every SDPA backend disabled: then there is nothing to settle
+        warnings.warn(f"flashattn.torch.activate(): could not settle SDPA's backend order ({why})", stacklevel=3)
+
+
 def _prefer_flash() -> None:
     """SDPA only reaches the flash kernels when it picks the FLASH backend; put it first so that
     models which do not ask for a backend run on flashattn too (PyTorch may otherwise prefer cuDNN)."""
     global _saved_priority
     if _saved_priority is not None or not hasattr(_torch_c, "_get_sdp_priority_order"):
         return
+    _settle_pytorch_priority()
     _saved_priority = list(_torch_c._get_sdp_priority_order())
     flash = int(_SDPBackend.FLASH_ATTENTION)
     _torch_c._set_sdp_priority_order([flash] + [b for b in _saved_priority if b != flash])

@@ -1,5 +1,11 @@
-import pytest
-import torch
+import os
+
+# JAX (where installed) would otherwise take most of the GPU memory when first used, leaving
+# little to the PyTorch tests in the same process.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):

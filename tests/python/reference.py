@@ -39,18 +39,29 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, s
     return torch.einsum("bhqk,bkhd->bqhd", p, v), lse.squeeze(-1)
 
 
-def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, alibi=None, **options):
-    """Packed (total, H, D) inputs: each sequence through attention(). lse is (H, total_q)."""
+def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, alibi=None, seqused_q=None, seqused_k=None, **options):
+    """Packed (total, H, D) inputs: each sequence through attention(). lse is (H, total_q).
+
+    With seqused_q/seqused_k, sequence b is only its first seqused rows; the query rows past them
+    get output 0 and lse -inf (and no gradient flows to any unused row)."""
     outs, lses = [], []
     bounds_q, bounds_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
     for b in range(len(bounds_q) - 1):
-        qb = q[bounds_q[b]:bounds_q[b + 1]].unsqueeze(0)
-        kb = k[bounds_k[b]:bounds_k[b + 1]].unsqueeze(0)
-        vb = v[bounds_k[b]:bounds_k[b + 1]].unsqueeze(0)
+        span_q = bounds_q[b + 1] - bounds_q[b]
+        used_q = span_q if seqused_q is None else int(seqused_q[b])
+        used_k = bounds_k[b + 1] - bounds_k[b] if seqused_k is None else int(seqused_k[b])
+        qb = q[bounds_q[b]:bounds_q[b] + used_q].unsqueeze(0)
+        kb = k[bounds_k[b]:bounds_k[b] + used_k].unsqueeze(0)
+        vb = v[bounds_k[b]:bounds_k[b] + used_k].unsqueeze(0)
         alibi_b = None if alibi is None else (alibi[b] if alibi.dim() == 2 else alibi)
-        out, lse = attention(qb, kb, vb, alibi=alibi_b, **options)
-        outs.append(out[0])
-        lses.append(lse[0])
+        if used_k:
+            out, lse = attention(qb, kb, vb, alibi=alibi_b, **options)
+        else:  # no key at all: every row sees none
+            dtype = options.get("dtype", torch.float64)
+            out = torch.zeros(1, used_q, *q.shape[1:], dtype=dtype, device=q.device)
+            lse = torch.full((1, q.shape[1], used_q), float("-inf"), dtype=dtype, device=q.device)
+        outs.append(torch.cat([out[0], out.new_zeros(span_q - used_q, *out.shape[2:])]))
+        lses.append(torch.cat([lse[0], lse.new_full((lse.shape[1], span_q - used_q), float("-inf"))], dim=1))
     return torch.cat(outs), torch.cat(lses, dim=1)
 
 

@@ -78,3 +78,70 @@ def test_cuda_arrays_through_dlpack():
     cq, ck, cv = (cupy.from_dlpack(t) for t in (q, k, v))
     cout = array.forward(cq, ck, cv, causal=True)
     torch.testing.assert_close(torch.from_dlpack(cout), out)
+
+
+def jax_or_skip(platform):
+    jax = pytest.importorskip("jax", reason="jax is not installed")
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError as err:
+        pytest.skip(f"jax has no {platform} backend here: {err}")
+    return jax, devices[0]
+
+
+def check_jax_forward_backward(jax, device, dtype, atol):
+    import jax.numpy as jnp
+
+    q, k, v = np_inputs((2, 33, 4, 64), (2, 47, 2, 64))
+    jq, jk, jv = (jax.device_put(jnp.asarray(a, dtype=dtype), device) for a in (q, k, v))
+    out, lse = array.forward(jq, jk, jv, causal=True, return_lse=True)
+    # New JAX arrays on the inputs' device, not views of anything the caller owns.
+    assert isinstance(out, jax.Array) and isinstance(lse, jax.Array)
+    assert out.dtype == dtype and lse.dtype == jnp.float32 and lse.shape == (2, 4, 33)
+    assert out.devices() == {device} and lse.devices() == {device}
+    tq, tk, tv = (torch.from_numpy(np.array(a.astype(jnp.float32))).double().requires_grad_() for a in (jq, jk, jv))
+    ref, ref_lse = attention(tq, tk, tv, causal=True)
+    np.testing.assert_allclose(np.asarray(out.astype(jnp.float32)), ref.detach().numpy(), atol=atol, rtol=0)
+    np.testing.assert_allclose(np.asarray(lse), ref_lse.detach().numpy(), atol=1e-3, rtol=0)
+
+    dout = jnp.asarray(np.random.default_rng(1).standard_normal(out.shape), dtype=dtype)
+    dq, dk, dv = array.backward(dout, jq, jk, jv, out, lse, causal=True)
+    expected = torch.autograd.grad(ref, (tq, tk, tv), torch.from_numpy(np.array(dout.astype(jnp.float32))).double())
+    for actual, exp, inp in zip((dq, dk, dv), expected, (jq, jk, jv)):
+        assert isinstance(actual, jax.Array) and actual.shape == inp.shape and actual.dtype == dtype
+        np.testing.assert_allclose(np.asarray(actual.astype(jnp.float32)), exp.numpy(), atol=atol * 4, rtol=0)
+    # Results stay valid after flashattn's side is gone and JAX computes with them.
+    del q, k, v
+    assert bool(jnp.isfinite(out.astype(jnp.float32) + dq.astype(jnp.float32)).all())
+
+
+def test_jax_cpu_arrays_come_back_as_new_jax_arrays():
+    jax, device = jax_or_skip("cpu")
+    import jax.numpy as jnp
+
+    check_jax_forward_backward(jax, device, jnp.float32, atol=1e-5)
+
+
+def test_jax_outputs_refused_writable_buffers_written():
+    jax, device = jax_or_skip("cpu")
+    import jax.numpy as jnp
+
+    q, k, v = np_inputs((1, 8, 2, 16), (1, 8, 2, 16))
+    jq, jk, jv = (jnp.asarray(a) for a in (q, k, v))
+    before = np.asarray(jq).copy()
+    with pytest.raises(TypeError, match="immutable"):
+        array.forward(jq, jk, jv, out=jnp.zeros_like(jq))
+    with pytest.raises(TypeError, match="immutable"):
+        array.backward(jq, jq, jk, jv, jq, jnp.zeros((1, 2, 8)), dv=jnp.zeros_like(jv))
+    np.testing.assert_array_equal(np.asarray(jq), before)
+    out = np.zeros_like(q)
+    assert array.forward(jq, jk, jv, out=out) is out
+    np.testing.assert_allclose(out, array.forward(q, k, v), atol=0)
+
+
+@pytest.mark.gpu
+def test_jax_cuda_arrays_come_back_as_new_jax_arrays():
+    jax, device = jax_or_skip("gpu")
+    import jax.numpy as jnp
+
+    check_jax_forward_backward(jax, device, jnp.bfloat16, atol=2e-2)

@@ -28,8 +28,14 @@ def _varlen_args(device="cpu", dtype=torch.float32, requires_grad=False):
     return (q, k, v, cu, cu, max(lengths), max(lengths), 0.25, True, -1, -1, 0.0, None, True)
 
 
+def _seqused_args(device="cpu", dtype=torch.float32, requires_grad=False):
+    args = _varlen_args(device, dtype, requires_grad)
+    used = torch.tensor([2, 11, 0], dtype=torch.int32, device=device)
+    return (*args, used, torch.tensor([3, 5, 7], dtype=torch.int32, device=device))
+
+
 def run_opcheck(device="cpu", dtype=torch.float32):
-    for make in (_fixed_args, _varlen_args):
+    for make in (_fixed_args, _varlen_args, _seqused_args):
         args = make(device, dtype, requires_grad=True)
         torch.library.opcheck(ops.fwd, args)
         plain = make(device, dtype)
@@ -37,6 +43,21 @@ def run_opcheck(device="cpu", dtype=torch.float32):
         dout = torch.randn_like(out)
         bwd_args = (dout, *plain[:3], out, lse, *plain[3:])
         torch.library.opcheck(ops.bwd, bwd_args)
+
+
+def run_opcheck_packed(device="cpu", dtype=torch.float32):
+    headdim = 64
+    varlen_cu = cu_seqlens([3, 11, 7], device)
+    for q_shape, pack_shape, cu, max_len in (((2, 19, 4, headdim), (2, 19, 3, 4, headdim), None, 0),
+                                             ((2, 19, 4, headdim), (2, 23, 2, 2, headdim), None, 0),
+                                             ((21, 4, headdim), (21, 2, 4, headdim), varlen_cu, 11)):
+        packed = torch.randn(pack_shape, device=device, dtype=dtype)
+        q = None if pack_shape[-3] == 3 else torch.randn(q_shape, device=device, dtype=dtype)
+        options = (cu, cu, max_len, max_len, 0.2, True, -1, -1, 0.0, None, False)
+        grad_args = (packed.clone().requires_grad_(), None if q is None else q.clone().requires_grad_())
+        torch.library.opcheck(ops.fwd_packed, (*grad_args, *options))
+        out, lse = ops.fwd_packed(packed, q, *options)
+        torch.library.opcheck(ops.bwd_packed, (torch.randn_like(out), packed, q, out, lse, *options))
 
 
 def run_compiled_matches_eager(device="cpu", dtype=torch.float32, backend="inductor"):
@@ -58,6 +79,21 @@ def run_compiled_matches_eager(device="cpu", dtype=torch.float32, backend="induc
 
 def test_opcheck_cpu():
     run_opcheck()
+
+
+def test_opcheck_packed_cpu():
+    run_opcheck_packed()
+
+
+def test_compile_packed_fullgraph_cpu():
+    def step(qkv):
+        return flashattn.flash_attn_qkvpacked_func(qkv, causal=True).float().square().sum()
+
+    qkv = torch.randn(2, 17, 3, 4, 32, requires_grad=True)
+    loss = torch.compile(step, fullgraph=True, backend="aot_eager")(qkv)
+    (got,) = torch.autograd.grad(loss, qkv)
+    (expected,) = torch.autograd.grad(step(qkv), qkv)
+    torch.testing.assert_close(got, expected)
 
 
 def test_compile_fullgraph_cpu_aot_eager():
@@ -83,6 +119,7 @@ def test_compile_varlen_fullgraph_cpu():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_opcheck_gpu(dtype):
     run_opcheck("cuda", dtype)
+    run_opcheck_packed("cuda", dtype)
 
 
 @pytest.mark.gpu

@@ -111,6 +111,55 @@ def test_kvpacked_gqa():
         assert_close_to_reference(actual, expected, atol=1e-4)
 
 
+class _AtenOps(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the aten operators that run while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func._schema.name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("layout", ["qkv", "kv", "varlen_qkv", "varlen_kv"])
+def test_packed_backward_writes_one_gradient_buffer(layout):
+    lengths = [7, 30, 12]
+    cu = cu_seqlens(lengths)
+    varlen = layout.startswith("varlen")
+    shape = (sum(lengths),) if varlen else (2, 29)
+    packed = torch.randn(*shape, 3 if layout.endswith("qkv") else 2, 4, 32, requires_grad=True)
+    q = None if layout.endswith("qkv") else torch.randn(*shape, 4, 32, requires_grad=True)
+    if layout == "qkv":
+        out = flash_attn_qkvpacked_func(packed, causal=True)
+    elif layout == "kv":
+        out = flash_attn_kvpacked_func(q, packed, causal=True)
+    elif layout == "varlen_qkv":
+        out = flash_attn_varlen_qkvpacked_func(packed, cu, max(lengths), causal=True)
+    else:
+        out = flash_attn_varlen_kvpacked_func(q, packed, cu, cu, max(lengths), max(lengths), causal=True)
+    # The attention node feeds packed's gradient accumulator directly (no unbind/stack in between).
+    leaves = [next_fn for next_fn, _ in out.grad_fn.next_functions if next_fn is not None]
+    assert any(getattr(node, "variable", None) is packed for node in leaves), out.grad_fn.next_functions
+    dout = torch.randn_like(out)
+    recorder = _AtenOps()
+    with recorder:
+        grads_packed = torch.autograd.grad(out, [packed] + ([] if q is None else [q]), dout)
+    assert not {"aten::stack", "aten::cat", "aten::copy_"} & set(recorder.names), recorder.names
+    assert grads_packed[0].is_contiguous() and grads_packed[0].shape == packed.shape
+
+    views = packed.unbind(-3)
+    qv, kv_ = (views[0], views[1:]) if q is None else (q, views)
+    if varlen:
+        ref, _ = varlen_attention(qv, kv_[0], kv_[1], cu, cu, causal=True)
+    else:
+        ref, _ = attention(qv, kv_[0], kv_[1], causal=True)
+    expected = torch.autograd.grad(ref, [packed] + ([] if q is None else [q]), dout.double())
+    for actual, exp in zip(grads_packed, expected):
+        assert_close_to_reference(actual, exp, atol=1e-4)
+
+
 VARLEN_CASES = {
     "plain": {},
     "causal": dict(causal=True),
@@ -139,6 +188,46 @@ def test_varlen_matches_per_sequence_reference(case):
     dout = torch.randn_like(out)
     for name, actual, expected in zip("qkv", grads(out, (q, k, v), dout), grads(ref, (q, k, v), dout.double())):
         assert_close_to_reference(actual, expected, atol=1e-4, name="d" + name)
+
+
+SEQUSED_CASES = {
+    "both_causal": dict(seqused_q=[3, 0, 17, 20], seqused_k=[9, 2, 10, 0], causal=True),
+    "q_only_window": dict(seqused_q=[5, 0, 1, 30], window=(3, 1)),
+    "k_only_softcap": dict(seqused_k=[1, 4, 16, 7], softcap=2.0),
+}
+
+
+@pytest.mark.parametrize("case", SEQUSED_CASES.values(), ids=SEQUSED_CASES.keys())
+def test_varlen_seqused_matches_reference_and_leaves_unused_rows(case):
+    case = dict(case)
+    lengths_q, lengths_k = [5, 0, 17, 33], [9, 4, 17, 20]
+    used = {name: None if case.get(name) is None else torch.tensor(case.pop(name), dtype=torch.int32)
+            for name in ("seqused_q", "seqused_k")}
+    q = torch.randn(sum(lengths_q), 4, 32)
+    k = torch.randn(sum(lengths_k), 2, 32)
+    v = torch.randn(sum(lengths_k), 2, 32)
+    cu_q, cu_k = cu_seqlens(lengths_q), cu_seqlens(lengths_k)
+    # Rows past seqused are poisoned: neither the forward nor the backward may read them.
+    unused_q = torch.ones(len(q), dtype=torch.bool)
+    unused_k = torch.ones(len(k), dtype=torch.bool)
+    for b in range(len(lengths_q)):
+        unused_q[cu_q[b]:cu_q[b] + (lengths_q[b] if used["seqused_q"] is None else used["seqused_q"][b])] = False
+        unused_k[cu_k[b]:cu_k[b] + (lengths_k[b] if used["seqused_k"] is None else used["seqused_k"][b])] = False
+    q[unused_q], k[unused_k], v[unused_k] = float("nan"), float("nan"), float("nan")
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    out, lse, _ = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k),
+                                         return_attn_probs=True, **flash_kwargs(case, None), **used)
+    ref, ref_lse = varlen_attention(q, k, v, cu_q, cu_k, **reference_kwargs(case, None), **used)
+    assert_close_to_reference(out, ref, name="out")
+    assert_close_to_reference(lse, ref_lse, name="lse")
+    assert torch.all(out[unused_q] == 0) and torch.all(lse[:, unused_q] == float("-inf"))
+    dout = torch.randn_like(out)
+    dout[unused_q] = float("nan")  # not read either
+    got = grads(out, (q, k, v), dout)
+    expected = grads(ref, (q, k, v), torch.nan_to_num(dout.double()))
+    for name, actual, exp in zip("qkv", got, expected):
+        assert_close_to_reference(actual, exp, atol=1e-4, name="d" + name)
+    assert torch.all(got[0][unused_q] == 0) and torch.all(got[1][unused_k] == 0) and torch.all(got[2][unused_k] == 0)
 
 
 def test_varlen_qkvpacked_and_kvpacked():

@@ -87,12 +87,50 @@ def test_varlen(dtype):
         check(g, e, el, "d" + name)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_varlen_seqused(dtype):
+    lengths_q, lengths_k = [1, 130, 0, 257, 64], [17, 130, 5, 300, 64]
+    used = dict(seqused_q=torch.tensor([1, 70, 0, 200, 0], dtype=torch.int32, device="cuda"),
+                seqused_k=torch.tensor([9, 130, 5, 0, 64], dtype=torch.int32, device="cuda"))
+    cu_q, cu_k = cu_seqlens(lengths_q, "cuda"), cu_seqlens(lengths_k, "cuda")
+    q = torch.randn(sum(lengths_q), 8, 128, device="cuda", dtype=dtype)
+    k = torch.randn(sum(lengths_k), 2, 128, device="cuda", dtype=dtype)
+    v = torch.randn(sum(lengths_k), 2, 128, device="cuda", dtype=dtype)
+    unused_q = torch.ones(len(q), dtype=torch.bool, device="cuda")
+    unused_k = torch.ones(len(k), dtype=torch.bool, device="cuda")
+    for b in range(len(lengths_q)):
+        unused_q[cu_q[b]:cu_q[b] + used["seqused_q"][b]] = False
+        unused_k[cu_k[b]:cu_k[b] + used["seqused_k"][b]] = False
+    q[unused_q], k[unused_k], v[unused_k] = float("nan"), float("nan"), float("nan")  # never to be read
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    out, lse, _ = run_or_skip(flash_attn_varlen_func, q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k),
+                              causal=True, return_attn_probs=True, **used)
+    ref, ref_lse = varlen_attention(q, k, v, cu_q, cu_k, causal=True, dtype=torch.float32, **used)
+    lowp, _ = varlen_attention(q, k, v, cu_q, cu_k, causal=True, dtype=dtype, **used)
+    check(out, ref, lowp, "out")
+    assert_close_to_reference(lse, ref_lse, atol=1e-3, name="lse")
+    assert torch.all(out[unused_q] == 0) and torch.all(lse[:, unused_q] == float("-inf"))
+    dout = torch.randn_like(out)
+    got = run_or_skip(torch.autograd.grad, out, (q, k, v), dout)
+    for name, g, e, el in zip("qkv", got, torch.autograd.grad(ref, (q, k, v), dout.float()),
+                              torch.autograd.grad(lowp, (q, k, v), dout)):
+        check(g, e, el, "d" + name)
+    assert torch.all(got[0][unused_q] == 0) and torch.all(got[1][unused_k] == 0) and torch.all(got[2][unused_k] == 0)
+
+
 def test_qkvpacked_bf16():
     qkv = torch.randn(2, 512, 3, 8, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     out = run_or_skip(flash_attn_qkvpacked_func, qkv, causal=True)
     ref, _ = attention(*qkv.unbind(2), causal=True, dtype=torch.float32)
     lowp, _ = attention(*qkv.unbind(2), causal=True, dtype=torch.bfloat16)
     check(out, ref, lowp, "out")
+    dout = torch.randn_like(out)
+    (dqkv,) = torch.autograd.grad(out, qkv, dout)
+    assert dqkv.is_contiguous()  # one packed gradient written by the kernels
+    (expected,) = torch.autograd.grad(ref, qkv, dout.float())
+    (expected_lowp,) = torch.autograd.grad(lowp, qkv, dout)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        check(dqkv[:, :, i], expected[:, :, i], expected_lowp[:, :, i], name)
 
 
 def test_runs_on_the_current_stream():

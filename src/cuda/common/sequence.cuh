@@ -16,8 +16,10 @@ struct DeviceSequence {
   FA_HD int64_t diag_offset() const { return len_k - len_q; }
 };
 
-// cu_seqlens are device pointers (null for fixed length).
-FA_DEV DeviceSequence device_sequence(const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k, int seqlen_q,
+// cu_seqlens are device pointers (null for fixed length); so are seqused (null when not given),
+// which replace the lengths the spans give.
+FA_DEV DeviceSequence device_sequence(const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+                                      const int32_t* seqused_q, const int32_t* seqused_k, int seqlen_q,
                                       int seqlen_k, int b) {
   DeviceSequence s;
   if (cu_seqlens_q != nullptr) {
@@ -29,6 +31,8 @@ FA_DEV DeviceSequence device_sequence(const int32_t* cu_seqlens_q, const int32_t
     s.len_q = seqlen_q;
     s.len_k = seqlen_k;
   }
+  if (seqused_q != nullptr) s.len_q = seqused_q[b];
+  if (seqused_k != nullptr) s.len_k = seqused_k[b];
   return s;
 }
 

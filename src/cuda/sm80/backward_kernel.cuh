@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim>::kThreads)
   const float* smem_dsum = reinterpret_cast<const float*>(smem + Cfg::kOffDsum);
 
   const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, b);
+  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
   const int n0 = n_block * kBlockN;
   if (n0 >= seq.len_k) return;
   const int tid = threadIdx.x;

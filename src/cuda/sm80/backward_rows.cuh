@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) backward_prepare_kernel(co
   const int h = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x % 32;
   const int i = blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
-  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, b);
+  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
   if (i >= seq.len_q) return;
   float partial = 0.0f;
   if (lane < p.headdim_chunks) {
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) backward_convert_dq_kernel
   const int h = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x % 32;
   const int i = blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
-  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlen_q, p.seqlen_k, b);
+  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
   if (i >= seq.len_q || lane >= p.headdim_chunks) return;
   const int64_t row = static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, i);
   const float4* acc = reinterpret_cast<const float4*>(p.dq_accum + row * p.headdim + lane * 8);

@@ -170,6 +170,8 @@ KernelParams make_params(const AttentionProblem& p) {
   kp.lse_row_stride = p.lse_row_stride;
   kp.cu_seqlens_q = p.cu_seqlens_q;
   kp.cu_seqlens_k = p.cu_seqlens_k;
+  kp.seqused_q = p.seqused_q;
+  kp.seqused_k = p.seqused_k;
   kp.batch = p.batch;
   kp.seqlen_q = p.seqlen_q;
   kp.seqlen_k = p.seqlen_k;

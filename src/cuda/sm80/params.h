@@ -15,6 +15,8 @@ struct KernelParams {
   int64_t lse_batch_stride = 0, lse_head_stride = 0, lse_row_stride = 0;
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* seqused_q = nullptr;  // null when not given
+  const int32_t* seqused_k = nullptr;
   int batch = 0, seqlen_q = 0, seqlen_k = 0;
   int nheads_q = 0, nheads_kv = 0, heads_per_kv = 1;
   int headdim = 0;        // the problem's; the kernel's tile width may be larger (zero padded)

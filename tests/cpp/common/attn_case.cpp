@@ -45,6 +45,8 @@ std::string CaseSpec::describe() const {
   } else {
     os << " batch=" << batch << " seqlen_q=" << seqlen_q << " seqlen_k=" << seqlen_k;
   }
+  if (!seqused_q.empty()) os << " seqused_q=" << list_str(seqused_q);
+  if (!seqused_k.empty()) os << " seqused_k=" << list_str(seqused_k);
   os << " nheads_q=" << nheads_q << " nheads_kv=" << nheads_kv << " headdim=" << headdim
      << " scale=" << softmax_scale << " causal=" << causal << " window=(" << window_left << "," << window_right
      << ") softcap=" << softcap << " alibi=" << static_cast<int>(alibi) << " pad=" << pad
@@ -70,6 +72,8 @@ AttentionParams AttnCase::params(Backend backend) const {
     p.max_seqlen_q = *std::max_element(spec.seqlens_q.begin(), spec.seqlens_q.end());
     p.max_seqlen_k = *std::max_element(spec.seqlens_k.begin(), spec.seqlens_k.end());
   }
+  if (seqused_q.defined()) p.seqused_q = seqused_q.view();
+  if (seqused_k.defined()) p.seqused_k = seqused_k.view();
   p.deterministic = spec.deterministic;
   p.backend = backend;
   p.num_threads = spec.num_threads;
@@ -95,15 +99,46 @@ int64_t AttnCase::k_index(int b, int64_t j, int hk, int d) const {
 }
 
 HostTensor AttnCase::used_part(const HostTensor& t, Role role) const {
-  if (!spec.varlen()) return t;
-  std::vector<int64_t> shape = t.shape(), strides;
-  for (int d = 0; d < t.ndim(); ++d) strides.push_back(t.stride(d));
-  if (role == Role::kLse) {
-    shape[1] = cu_q.back();
-  } else {
-    shape[0] = role == Role::kQ ? cu_q.back() : cu_k.back();
+  HostTensor part = t;
+  if (spec.varlen()) {
+    std::vector<int64_t> shape = t.shape(), strides;
+    for (int d = 0; d < t.ndim(); ++d) strides.push_back(t.stride(d));
+    if (role == Role::kLse) {
+      shape[1] = cu_q.back();
+    } else {
+      shape[0] = role == Role::kQ ? cu_q.back() : cu_k.back();
+    }
+    part = HostTensor::alias(t, 0, shape, strides);
   }
-  return HostTensor::alias(t, 0, shape, strides);
+  if (!spec.has_seqused()) return part;
+  HostTensor copy = part.converted(part.dtype());
+  for_each_unused(role, true, [&](int64_t linear) { copy.set(linear, 0.0f); });
+  return copy;
+}
+
+int64_t AttnCase::written_unused(const HostTensor& t, Role role) const {
+  int64_t written = 0;
+  for_each_unused(role, false, [&](int64_t linear) { written += std::isnan(t.get(linear)) ? 0 : 1; });
+  return written;
+}
+
+void AttnCase::for_each_unused(Role role, bool in_used_part, const std::function<void(int64_t)>& f) const {
+  // Only the varlen lse changes its linear indices in used_part (its row extent shrinks).
+  const int64_t varlen_lse_rows = in_used_part ? cu_q.back() : q.size(0);
+  const bool keys = role == Role::kK;
+  const int heads = keys ? spec.nheads_kv : spec.nheads_q, D = spec.headdim;
+  for (int b = 0; b < spec.batch_size(); ++b) {
+    const int used = keys ? spec.len_k(b) : spec.len_q(b), span = keys ? spec.span_k(b) : spec.span_q(b);
+    for (int64_t i = used; i < span; ++i) {
+      for (int h = 0; h < heads; ++h) {
+        if (role == Role::kLse) {
+          f(spec.varlen() ? h * varlen_lse_rows + cu_q[static_cast<size_t>(b)] + i : lse_index(b, h, i));
+          continue;
+        }
+        for (int d = 0; d < D; ++d) f(keys ? k_index(b, i, h, d) : q_index(b, i, h, d));
+      }
+    }
+  }
 }
 
 AttnCase make_case(const CaseSpec& spec) {
@@ -131,6 +166,8 @@ AttnCase make_case(const CaseSpec& spec) {
     c.v = HostTensor(spec.dtype, {B, spec.seqlen_k, spec.nheads_kv, spec.headdim}, spec.pad);
     c.dout = HostTensor(spec.dtype, {B, spec.seqlen_q, spec.nheads_q, spec.headdim}, spec.pad);
   }
+  if (!spec.seqused_q.empty()) c.seqused_q = int32_tensor(std::vector<int32_t>(spec.seqused_q.begin(), spec.seqused_q.end()));
+  if (!spec.seqused_k.empty()) c.seqused_k = int32_tensor(std::vector<int32_t>(spec.seqused_k.begin(), spec.seqused_k.end()));
   fill_normal(c.q, rng, spec.q_std);
   fill_normal(c.k, rng, spec.k_std);
   fill_normal(c.v, rng, spec.v_std);

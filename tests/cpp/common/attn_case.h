@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct CaseSpec {
   int batch = 1;
   int seqlen_q = 1, seqlen_k = 1;         // fixed length (ignored when varlen)
   std::vector<int> seqlens_q, seqlens_k;  // variable length: one entry per sequence
+  // seqused (either, both or neither): one used length per sequence, at most its span; the rows
+  // past it take no part and must be left untouched.
+  std::vector<int> seqused_q, seqused_k;
   int extra_rows = 0;                     // varlen: rows past cu_seqlens[batch] that no sequence uses
   int nheads_q = 1, nheads_kv = 1, headdim = 8;
   float softmax_scale = 0.0f;  // 0: 1/sqrt(headdim)
@@ -48,8 +52,13 @@ struct CaseSpec {
 
   bool varlen() const { return !seqlens_q.empty(); }
   int batch_size() const { return varlen() ? static_cast<int>(seqlens_q.size()) : batch; }
-  int len_q(int b) const { return varlen() ? seqlens_q[static_cast<size_t>(b)] : seqlen_q; }
-  int len_k(int b) const { return varlen() ? seqlens_k[static_cast<size_t>(b)] : seqlen_k; }
+  // Rows of sequence b in the tensors.
+  int span_q(int b) const { return varlen() ? seqlens_q[static_cast<size_t>(b)] : seqlen_q; }
+  int span_k(int b) const { return varlen() ? seqlens_k[static_cast<size_t>(b)] : seqlen_k; }
+  // Rows that take part: the span, or seqused where given. Masks align to these.
+  int len_q(int b) const { return seqused_q.empty() ? span_q(b) : seqused_q[static_cast<size_t>(b)]; }
+  int len_k(int b) const { return seqused_k.empty() ? span_k(b) : seqused_k[static_cast<size_t>(b)]; }
+  bool has_seqused() const { return !seqused_q.empty() || !seqused_k.empty(); }
   // Every field, so that a failure message alone reproduces the case.
   std::string describe() const;
 };
@@ -59,6 +68,7 @@ struct AttnCase {
   HostTensor q, k, v, dout;
   HostTensor alibi_slopes;              // float32 (nheads_q) or (batch, nheads_q), or undefined
   HostTensor cu_seqlens_q, cu_seqlens_k;  // int32 (batch + 1), varlen only
+  HostTensor seqused_q, seqused_k;        // int32 (batch), where the spec gives them
   std::vector<int32_t> cu_q, cu_k;      // the same, for host-side loops (fixed length: b * seqlen)
 
   AttentionParams params(Backend backend) const;
@@ -72,10 +82,17 @@ struct AttnCase {
   int64_t k_index(int b, int64_t j, int hk, int d) const;
   float scale() const;
 
-  // The part of a q-, k- or lse-shaped tensor that belongs to some sequence (a view, not a copy):
-  // varlen rows past cu_seqlens[batch] are no sequence's, and the library leaves them untouched.
+  // The part of a q-, k- or lse-shaped tensor that belongs to some sequence: varlen rows past
+  // cu_seqlens[batch] are no sequence's, and the library leaves them untouched. A view, except
+  // with seqused: then a copy in which the rows past each sequence's used length read 0.
   enum class Role { kQ, kK, kLse };
   HostTensor used_part(const HostTensor& t, Role role) const;
+  // Elements of rows inside a sequence's span but past its used length (seqused) that no longer
+  // hold the poison (NaN) they were filled with: the library must not write there.
+  int64_t written_unused(const HostTensor& t, Role role) const;
+  // Calls f with the linear index of every such element, in the whole tensor or, with
+  // `in_used_part`, in the tensor used_part() returns.
+  void for_each_unused(Role role, bool in_used_part, const std::function<void(int64_t)>& f) const;
 };
 
 // Draws the inputs of `spec` from its seed.

@@ -39,6 +39,15 @@ bool tensor_written(const char* name, const HostTensor& used, const HostTensor& 
   return ok;
 }
 
+// With seqused, rows past a sequence's used length must still hold the poison.
+bool unused_untouched(const char* name, const AttnCase& c, const HostTensor& whole, Role role, std::ostream& os) {
+  if (!c.spec.has_seqused()) return true;
+  const int64_t written = c.written_unused(whole, role);
+  if (written == 0) return true;
+  os << name << ": " << written << " elements of rows past seqused were written; ";
+  return false;
+}
+
 double l2_norm(const HostTensor& t) {
   double sq = 0.0;
   for (int64_t i = 0; i < t.numel(); ++i) sq += static_cast<double>(t.get(i)) * t.get(i);
@@ -62,6 +71,8 @@ double rel_l2_against_impl(const HostTensor& a, const HostTensor& ref, const Hos
   std::ostringstream os;
   bool ok = tensor_written("out", c.used_part(r.out, Role::kQ), r.out, false, os);
   if (r.lse.defined()) ok &= tensor_written("lse", c.used_part(r.lse, Role::kLse), r.lse, true, os);
+  ok &= unused_untouched("out", c, r.out, Role::kQ, os);
+  if (r.lse.defined()) ok &= unused_untouched("lse", c, r.lse, Role::kLse, os);
   return ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << os.str();
 }
 
@@ -71,6 +82,9 @@ double rel_l2_against_impl(const HostTensor& a, const HostTensor& ref, const Hos
   bool ok = tensor_written("dq", c.used_part(r.dq, Role::kQ), r.dq, false, os);
   ok &= tensor_written("dk", c.used_part(r.dk, Role::kK), r.dk, false, os);
   ok &= tensor_written("dv", c.used_part(r.dv, Role::kK), r.dv, false, os);
+  ok &= unused_untouched("dq", c, r.dq, Role::kQ, os);
+  ok &= unused_untouched("dk", c, r.dk, Role::kK, os);
+  ok &= unused_untouched("dv", c, r.dv, Role::kK, os);
   return ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << os.str();
 }
 

@@ -44,11 +44,18 @@ class DeviceCopy {
 };
 
 struct DeviceParams {
-  DeviceCopy alibi, cu_q, cu_k;
+  DeviceCopy alibi, cu_q, cu_k, used_q, used_k;
   flashattn::AttentionParams params;
   explicit DeviceParams(const AttnCase& c)
-      : alibi(c.alibi_slopes), cu_q(c.cu_seqlens_q), cu_k(c.cu_seqlens_k), params(c.params(Backend::kCUDA)) {
+      : alibi(c.alibi_slopes),
+        cu_q(c.cu_seqlens_q),
+        cu_k(c.cu_seqlens_k),
+        used_q(c.seqused_q),
+        used_k(c.seqused_k),
+        params(c.params(Backend::kCUDA)) {
     if (c.alibi_slopes.defined()) params.alibi_slopes = alibi.view();
+    if (c.seqused_q.defined()) params.seqused_q = used_q.view();
+    if (c.seqused_k.defined()) params.seqused_k = used_k.view();
     if (c.spec.varlen()) {
       params.cu_seqlens_q = cu_q.view();
       params.cu_seqlens_k = cu_k.view();
