@@ -7,7 +7,8 @@
 # (flashattn_gpu_tests_alt: the same tests built with the other default, e.g. the other tile
 # schedule; tested and sanitized too when present). Builds here instead when they do not start.
 # Usage: scripts/device_sm90.sh [tests|bench|all]   (default all)
-# Env: SM90_FP16=0 skips the fp16 timing pass; SM90_VARIANT_ARGS (reps rounds hdim) for the harness.
+# Env: SM90_FP16=0 skips the fp16 timing pass; SM90_SWEEP=0 skips the API sweep and the peers
+# (harness only); SM90_VARIANT_ARGS (reps rounds hdim) for the harness.
 # $OUT receives at most 8 files: logs.tgz, results.json, variants.jsonl; the summary prints last.
 set -u
 what=${1:-all}
@@ -51,7 +52,7 @@ for t in "${tests[@]}"; do
 done
 
 if [ "$what" != bench ]; then
-  small='*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*:*Sm90*small_d256_bf16*:*Sm90*varlen_window_d256*'
+  small='*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*:*Sm90*small_d256_bf16*:*Sm90*varlen_window_d256*:*Sm90*seqused_varlen_causal_bf16*:*Sm90*seqused_qk_fixed_causal_d256*'
   for t in "${tests[@]}"; do
     timeout 150 "$BIN/$t" --gtest_filter='*Sm90*' > "$LOG/tests_$t.log" 2>&1
     note "tests $t exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$LOG/tests_$t.log" | tr '\n' ' ')"
@@ -85,6 +86,7 @@ for k, v in by.items():
 for e in errs[:5]: print(e)
 EOF
   fi
+  [ "${SM90_SWEEP:-1}" = 1 ] || exit 0
   timeout 90 "$BIN/flashattn_sm90_bench" 20 > "$LOG/ours.jsonl" 2> "$LOG/bench.err"
   note "bench bf16 exit $?"
   if [ "${SM90_FP16:-1}" = 1 ]; then
