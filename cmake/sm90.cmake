@@ -26,8 +26,20 @@ endif()
 if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_variants.cu)
   add_executable(flashattn_sm90_variants ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_variants.cu)
   set_source_files_properties(${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_variants.cu PROPERTIES
-    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;--expt-relaxed-constexpr;-O3")
+    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;--expt-relaxed-constexpr;-O3;-lineinfo")
   set_target_properties(flashattn_sm90_variants PROPERTIES CUDA_ARCHITECTURES OFF)
   target_include_directories(flashattn_sm90_variants PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(flashattn_sm90_variants PRIVATE flashattn CUDA::cudart)
+  # An older kernel timed beside the current one (see benchmarks/cpp/sm90_baseline.cu).
+  set(FLASHATTN_SM90_BASELINE "" CACHE PATH "folder holding cuda/sm90/ of an older sm90 kernel to time beside this one")
+  if(FLASHATTN_SM90_BASELINE)
+    # Its own object library: the older cuda/sm90/ must come before the current src/ on the path.
+    add_library(flashattn_sm90_baseline OBJECT ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_baseline.cu)
+    target_include_directories(flashattn_sm90_baseline PRIVATE ${FLASHATTN_SM90_BASELINE} ${PROJECT_SOURCE_DIR}/src
+                               ${PROJECT_SOURCE_DIR}/include)
+    target_compile_options(flashattn_sm90_baseline PRIVATE -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -O3)
+    set_target_properties(flashattn_sm90_baseline PROPERTIES CUDA_ARCHITECTURES OFF)
+    target_sources(flashattn_sm90_variants PRIVATE $<TARGET_OBJECTS:flashattn_sm90_baseline>)
+    target_compile_definitions(flashattn_sm90_variants PRIVATE FLASHATTN_SM90_BASELINE=1)
+  endif()
 endif()

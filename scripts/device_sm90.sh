@@ -1,50 +1,99 @@
 #!/usr/bin/env bash
-# One call on the GPU machine for the sm90 forward: tests, compute-sanitizer on a small set, and
-# timing side by side with PyTorch SDPA (cuDNN and FlashAttention-2 backends) in the same run.
-# Expects binaries built on the development machine in .sm90-device/ (carried; see docs/perf.md);
-# builds here instead when they are missing or do not start. Logs and JSON go to $OUT; table last.
+# One call on the GPU machine for the sm90 forward: tests, compute-sanitizer on a small set, the
+# variant harness (current kernel vs other tile shapes / schedules / an older baseline, same
+# process) and timing side by side with PyTorch SDPA (cuDNN and FlashAttention-2 backends).
+# Expects binaries built on the development machine in .sm90-device/ (carried; see docs/perf.md):
+#   flashattn_gpu_tests [flashattn_gpu_tests_alt] flashattn_sm90_bench [flashattn_sm90_variants]
+# (flashattn_gpu_tests_alt: the same tests built with the other default, e.g. the other tile
+# schedule; tested and sanitized too when present). Builds here instead when they do not start.
 # Usage: scripts/device_sm90.sh [tests|bench|all]   (default all)
+# Env: SM90_FP16=0 skips the fp16 timing pass; SM90_SWEEP=0 skips the API sweep and the peers
+# (harness only); SM90_VARIANT_ARGS (reps rounds hdim) for the harness.
+# $OUT receives at most 8 files: logs.tgz, results.json, variants.jsonl; the summary prints last.
 set -u
 what=${1:-all}
 OUT=${OUT:-/tmp/sm90-out}
-mkdir -p "$OUT"
+LOG=/tmp/sm90-logs
+mkdir -p "$OUT" "$LOG"
 cd "$(dirname "$0")/.."
 BIN=.sm90-device
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:$PWD/$BIN/lib
+summary=$LOG/summary.txt
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+finish() {
+  tar -czf "$OUT/logs.tgz" -C "$LOG" . 2>/dev/null
+  echo "==== summary"
+  cat "$summary"
+}
+trap finish EXIT
 
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv 2>&1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv 2>&1 | tee "$LOG/gpu.txt"
 
 if ! "$BIN/flashattn_gpu_tests" --gtest_list_tests > /dev/null 2>&1; then
-  echo "carried binaries do not start here; building" | tee "$OUT/build.log"
+  note "carried binaries do not start here; building"
   cmake -B build-device -G Ninja -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=90a -DFLASHATTN_BUILD_TOOLS=OFF \
-    -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" >> "$OUT/build.log" 2>&1 &&
-    cmake --build build-device -j16 >> "$OUT/build.log" 2>&1
+    -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$LOG/build.log" 2>&1 &&
+    cmake --build build-device -j16 >> "$LOG/build.log" 2>&1
   mkdir -p "$BIN"
   cp build-device/tests/cpp/gpu/flashattn_gpu_tests build-device/flashattn_sm90_bench build-device/flashattn_sm90_variants "$BIN/" 2>/dev/null
-  tail -5 "$OUT/build.log"
+  tail -5 "$LOG/build.log"
 fi
 
-# A hang (a barrier that never completes) would eat every later timeout: try one case first.
-timeout 30 "$BIN/flashattn_gpu_tests" --gtest_filter='*Sm90*small_d128_bf16' > "$OUT/smoke.log" 2>&1
-rc=$?
-echo "smoke exit $rc"; grep -E "OK \]|FAILED \]|Failure|Expected|Which is|relative|logsumexp|NaN|outside" "$OUT/smoke.log" | head -20
-if [ $rc -eq 124 ]; then echo "smoke test hung; stopping"; exit 1; fi
+tests=(flashattn_gpu_tests)
+[ -x "$BIN/flashattn_gpu_tests_alt" ] && tests+=(flashattn_gpu_tests_alt)
+
+# A hang (a barrier that never completes) would eat every later timeout: one case first.
+for t in "${tests[@]}"; do
+  timeout 30 "$BIN/$t" --gtest_filter='*Sm90*small_d128_bf16' > "$LOG/smoke_$t.log" 2>&1
+  rc=$?
+  note "smoke $t exit $rc"
+  if [ $rc -eq 124 ]; then note "smoke test of $t hung; stopping"; exit 1; fi
+done
 
 if [ "$what" != bench ]; then
-  timeout 120 "$BIN/flashattn_gpu_tests" --gtest_filter='*Sm90*' > "$OUT/tests.log" 2>&1
-  echo "tests exit $?"
-  grep -E "^\[  (FAILED|PASSED) |Failure|error|Expected|Which is|relative|logsumexp|NaN|outside" "$OUT/tests.log" | head -60
-  small='*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*'
-  for tool in memcheck racecheck synccheck; do
-    timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/flashattn_gpu_tests" --gtest_filter="$small" \
-      > "$OUT/sanitizer_$tool.log" 2>&1
-    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY|Error' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
+  small='*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*:*Sm90*small_d256_bf16*:*Sm90*varlen_window_d256*:*Sm90*seqused_varlen_causal_bf16*:*Sm90*seqused_qk_fixed_causal_d256*'
+  for t in "${tests[@]}"; do
+    timeout 150 "$BIN/$t" --gtest_filter='*Sm90*' > "$LOG/tests_$t.log" 2>&1
+    note "tests $t exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$LOG/tests_$t.log" | tr '\n' ' ')"
+    grep -E "^\[  FAILED  \]|Failure|Expected|Which is|relative L2|logsumexp off|NaN|outside" "$LOG/tests_$t.log" | head -30 | tee -a "$summary"
+    for tool in memcheck racecheck synccheck; do
+      timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/$t" --gtest_filter="$small" \
+        > "$LOG/sanitizer_${tool}_$t.log" 2>&1
+      note "compute-sanitizer $tool $t exit $? ($(grep -c 'OK \]' "$LOG/sanitizer_${tool}_$t.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY|Error' "$LOG/sanitizer_${tool}_$t.log" | tr '\n' ' ')"
+    done
   done
 fi
 
 if [ "$what" != tests ]; then
-  timeout 60 "$BIN/flashattn_sm90_bench" 20 > "$OUT/ours.jsonl" 2>&1
-  echo "bench exit $?"; grep -v "^{" "$OUT/ours.jsonl" | tail -3
-  [ -x "$BIN/flashattn_sm90_variants" ] && timeout 60 "$BIN/flashattn_sm90_variants" > "$OUT/variants.log" 2>&1 && cat "$OUT/variants.log"
-  PYTHONUNBUFFERED=1 timeout 150 python3 benchmarks/cpp/sm90_peers.py "$OUT/ours.jsonl" "$OUT/results.json"
+  if [ -x "$BIN/flashattn_sm90_variants" ]; then
+    timeout 240 "$BIN/flashattn_sm90_variants" ${SM90_VARIANT_ARGS:-} > "$OUT/variants.jsonl" 2> "$LOG/variants.err"
+    note "variants exit $?"
+    python3 - "$OUT/variants.jsonl" <<'EOF' | tee -a "$summary"
+import json, sys, collections
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and "error" not in l]
+errs = [l.strip() for l in open(sys.argv[1]) if "error" in l]
+by = collections.OrderedDict()
+for r in rows:
+    by.setdefault((r["hdim"], r["hq"], r["hkv"], r["causal"], r["seqlen"]), {})[r["variant"]] = r["tflops"]
+names = []
+for v in by.values():
+    for n in v:
+        if n not in names: names.append(n)
+print("variants TFLOP/s: hdim hq/hkv causal seqlen | " + " | ".join(names))
+for k, v in by.items():
+    print(f"{k[0]:>4} {k[1]}/{k[2]} {k[3]} {k[4]:>5} | " + " | ".join(f"{v.get(n, '-')}" for n in names))
+for e in errs[:5]: print(e)
+EOF
+  fi
+  [ "${SM90_SWEEP:-1}" = 1 ] || exit 0
+  timeout 90 "$BIN/flashattn_sm90_bench" 20 > "$LOG/ours.jsonl" 2> "$LOG/bench.err"
+  note "bench bf16 exit $?"
+  if [ "${SM90_FP16:-1}" = 1 ]; then
+    timeout 90 "$BIN/flashattn_sm90_bench" 20 fp16 >> "$LOG/ours.jsonl" 2>> "$LOG/bench.err"
+    note "bench fp16 exit $?"
+  fi
+  PYTHONUNBUFFERED=1 timeout 200 python3 benchmarks/cpp/sm90_peers.py "$LOG/ours.jsonl" "$OUT/results.json" > "$LOG/peers.log" 2>&1
+  note "peers exit $?"
+  cat "$LOG/peers.log" >> "$summary"
 fi

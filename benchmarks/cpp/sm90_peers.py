@@ -64,12 +64,12 @@ def main():
             "matmul_bf16_tflops": round(ceiling, 1)}
     json.dump({"meta": meta, "rows": rows}, open(sys.argv[2], "w"), indent=1)
     print(json.dumps(meta))
-    print(f"{'hdim':>4} {'seq':>6} {'hq/hkv':>6} {'causal':>6} {'ours':>7} {'cudnn':>7} {'fa2':>7} {'vs cudnn':>8} {'vs best':>8}")
+    print(f"{'dtype':>5} {'hdim':>4} {'seq':>6} {'hq/hkv':>6} {'causal':>6} {'ours':>7} {'cudnn':>7} {'fa2':>7} {'vs cudnn':>8} {'vs best':>8}")
     for r in rows:
         if "error" in r:
             print(r)
             continue
-        print(f"{r['hdim']:>4} {r['seqlen']:>6} {str(r['hq']) + '/' + str(r['hkv']):>6} {r['causal']:>6} {r['tflops']:>7} "
+        print(f"{r['dtype']:>5} {r['hdim']:>4} {r['seqlen']:>6} {str(r['hq']) + '/' + str(r['hkv']):>6} {r['causal']:>6} {r['tflops']:>7} "
               f"{str(r.get('cudnn')):>7} {str(r.get('fa2')):>7} {str(r.get('ratio_vs_cudnn')):>8} {str(r.get('ratio_vs_best_peer')):>8}")
 
 

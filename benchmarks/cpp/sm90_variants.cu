@@ -1,11 +1,16 @@
-// Times tile-shape variants of the sm90 forward against the built-in configuration on a few
-// protocol shapes, in one process, to choose TileShape (src/cuda/sm90/config.h) from measurements.
-// Calls the launch template directly with a fixed-length, contiguous problem.
+// Side-by-side timing of sm90 forward variants in one process on the same inputs: the built-in
+// configuration, other tile shapes, the dynamic tile scheduler and (when built with
+// FLASHATTN_SM90_BASELINE) an older version of the kernel. Every protocol shape (tokens 16384,
+// width 2048, bf16) plus the GQA ones; the variants of a shape run interleaved over `rounds`
+// rounds and each reports the best of its per-round medians, so slow drift of the clocks hits
+// all variants alike. Calls the launch templates directly with contiguous fixed-length problems.
+// Usage: flashattn_sm90_variants [reps=10] [rounds=2] [hdim filter]; one JSON object per line.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -13,10 +18,16 @@
 
 using namespace flashattn;
 
+#ifdef FLASHATTN_SM90_BASELINE
+namespace flashattn {
+Status sm90_baseline_forward_bf16(const AttentionProblem& p);
+}
+#endif
+
 namespace {
 
 struct Shape {
-  int hdim, seqlen;
+  int hdim, seqlen, hq, hkv;
   bool causal;
 };
 
@@ -25,75 +36,111 @@ struct Variant {
   int hdim;
   const char* name;
   Launch launch;
+  int causal_only = -1;  // -1: every shape; 0: non-causal shapes only; 1: causal only
 };
 
-template <int D, int N, int S>
+template <int D, int N, int S, bool Dyn, int Out = sm90::kOutputAuto>
 Status run(const AttentionProblem& p) {
-  return sm90::launch_forward<sm90::KernelConfig<D, __nv_bfloat16, N, S>>(p);
+  return sm90::launch_forward<sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, Out>>(p);
 }
 
 const Variant kVariants[] = {
-    {64, "n128_s4(default)", run<64, 128, 4>}, {64, "n176_s3", run<64, 176, 3>}, {64, "n192_s3", run<64, 192, 3>},
-    {128, "n128_s2(default)", run<128, 128, 2>}, {128, "n144_s2", run<128, 144, 2>}, {128, "n160_s2", run<128, 160, 2>},
-    {256, "n80_s2(default)", run<256, 80, 2>},
+#ifdef FLASHATTN_SM90_BASELINE
+    {64, "baseline", sm90_baseline_forward_bf16},
+    {128, "baseline", sm90_baseline_forward_bf16},
+    {256, "baseline", sm90_baseline_forward_bf16},
+#endif
+    {64, "n128_s4", run<64, 128, 4, false>},
+    {64, "n128_s4_dyn", run<64, 128, 4, true>},
+    {128, "n128_s2", run<128, 128, 2, false>},
+    {128, "n128_s2_dyn", run<128, 128, 2, true>},
+    {256, "n80_s2", run<256, 80, 2, false>},
+    {256, "n80_s2_dyn", run<256, 80, 2, true>},
+    {256, "n80_s2_dyn_direct_out", run<256, 80, 2, true, sm90::kOutputDirect>},
 };
 
 }  // namespace
 
-int main() {
-  const int64_t tokens = 16384, width = 2048;
-  void *q, *k, *v, *o;
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 10;
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 2;
+  const int only_hdim = argc > 3 ? std::atoi(argv[3]) : 0;
+  const int64_t tokens = 16384, widest = 32 * 128;
+  // Two input sets rotate so that repeated calls do not run from L2.
+  void *q[2], *k[2], *v[2], *o[2];
   float* lse;
-  for (void** b : {&q, &k, &v, &o}) cudaMalloc(b, tokens * width * 2);
-  cudaMalloc(&lse, tokens * 32 * 4);
   {
     std::mt19937 rng(5);
     std::normal_distribution<float> nd;
-    std::vector<__nv_bfloat16> h(tokens * width);
-    for (void* b : {q, k, v}) {
-      for (auto& x : h) x = __float2bfloat16(nd(rng));
-      cudaMemcpy(b, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
-    }
+    std::vector<__nv_bfloat16> h(tokens * widest);
+    for (int s = 0; s < 2; ++s)
+      for (void** b : {&q[s], &k[s], &v[s], &o[s]}) {
+        cudaMalloc(b, tokens * widest * 2);
+        for (auto& x : h) x = __float2bfloat16(nd(rng));
+        cudaMemcpy(*b, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
+      }
   }
-  const Shape shapes[] = {{64, 2048, true}, {64, 8192, false}, {128, 1024, true}, {128, 2048, true},
-                          {128, 8192, true}, {128, 8192, false}, {256, 2048, true}, {256, 8192, false}};
-  const int reps = 20;
+  cudaMalloc(&lse, tokens * 32 * 4);
+  std::vector<Shape> shapes;
+  for (int hdim : {64, 128, 256})
+    for (int causal : {0, 1})
+      for (int seqlen : {512, 1024, 2048, 4096, 8192, 16384})
+        shapes.push_back({hdim, seqlen, int(2048 / hdim), int(2048 / hdim), causal != 0});
+  for (int seqlen : {2048, 8192}) shapes.push_back({128, seqlen, 32, 8, true});
+
   std::vector<cudaEvent_t> ev(2 * reps);
   for (auto& e : ev) cudaEventCreate(&e);
   for (const Shape& sh : shapes) {
-    AttentionProblem p;
-    p.dtype = DType::kBFloat16, p.device = Device::kCUDA, p.batch = int(tokens / sh.seqlen);
-    p.nheads_q = p.nheads_kv = int(width / sh.hdim), p.headdim = sh.hdim;
-    p.seqlen_q = p.seqlen_k = sh.seqlen, p.total_q = p.total_k = tokens;
-    for (auto [op, data] : {std::pair{&p.q, q}, {&p.k, k}, {&p.v, v}, {&p.out, o}}) {
-      *op = Operand{data, int64_t(sh.seqlen) * width, width, sh.hdim};
+    if (only_hdim && sh.hdim != only_hdim) continue;
+    AttentionProblem p[2];
+    for (int s = 0; s < 2; ++s) {
+      AttentionProblem& a = p[s];
+      a.dtype = DType::kBFloat16, a.device = Device::kCUDA, a.batch = int(tokens / sh.seqlen);
+      a.nheads_q = sh.hq, a.nheads_kv = sh.hkv, a.headdim = sh.hdim;
+      a.seqlen_q = a.seqlen_k = sh.seqlen, a.total_q = a.total_k = tokens;
+      const int64_t wq = int64_t(sh.hq) * sh.hdim, wk = int64_t(sh.hkv) * sh.hdim;
+      a.q = Operand{q[s], sh.seqlen * wq, wq, sh.hdim};
+      a.k = Operand{k[s], sh.seqlen * wk, wk, sh.hdim};
+      a.v = Operand{v[s], sh.seqlen * wk, wk, sh.hdim};
+      a.out = Operand{o[s], sh.seqlen * wq, wq, sh.hdim};
+      a.lse = lse, a.lse_batch_stride = int64_t(sh.hq) * sh.seqlen, a.lse_head_stride = sh.seqlen, a.lse_row_stride = 1;
+      a.score.scale = 1.0f / std::sqrt(float(sh.hdim));
+      a.mask.window_right = sh.causal ? 0 : -1;
     }
-    p.lse = lse, p.lse_batch_stride = int64_t(p.nheads_q) * sh.seqlen, p.lse_head_stride = sh.seqlen, p.lse_row_stride = 1;
-    p.score.scale = 1.0f / std::sqrt(float(sh.hdim));
-    p.mask.window_right = sh.causal ? 0 : -1;
-    const double flops = 4.0 * p.batch * p.nheads_q * double(sh.seqlen) * sh.seqlen * sh.hdim / (sh.causal ? 2 : 1);
+    const double flops = 4.0 * p[0].batch * sh.hq * double(sh.seqlen) * sh.seqlen * sh.hdim / (sh.causal ? 2 : 1);
+    std::vector<const Variant*> vars;
     for (const Variant& var : kVariants) {
-      if (var.hdim != sh.hdim) continue;
-      Status s;
-      for (int w = 0; w < 3; ++w) s = var.launch(p);
-      if (!s.ok()) {
-        std::printf("%s\n", s.message.c_str());
-        continue;
-      }
-      for (int r = 0; r < reps; ++r) {
-        cudaEventRecord(ev[2 * r]);
-        var.launch(p);
-        cudaEventRecord(ev[2 * r + 1]);
-      }
-      cudaDeviceSynchronize();
-      std::vector<float> ms(reps);
-      for (int r = 0; r < reps; ++r) cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]);
-      std::sort(ms.begin(), ms.end());
-      std::printf("variant hdim %3d seqlen %5d causal %d %-18s %7.1f TFLOP/s\n", sh.hdim, sh.seqlen, int(sh.causal),
-                  var.name, flops / ms[reps / 2] / 1e9);
+      if (var.hdim == sh.hdim && (var.causal_only < 0 || var.causal_only == int(sh.causal))) vars.push_back(&var);
     }
+    std::vector<float> best(vars.size(), 1e30f);
+    for (int round = 0; round < rounds; ++round) {
+      for (size_t i = 0; i < vars.size(); ++i) {
+        Status s;
+        for (int w = 0; w < 2; ++w) s = vars[i]->launch(p[w % 2]);
+        if (!s.ok()) {
+          std::printf("{\"variant\": \"%s\", \"error\": \"%s\"}\n", vars[i]->name, s.message.c_str());
+          continue;
+        }
+        for (int r = 0; r < reps; ++r) {
+          cudaEventRecord(ev[2 * r]);
+          vars[i]->launch(p[r % 2]);
+          cudaEventRecord(ev[2 * r + 1]);
+        }
+        cudaDeviceSynchronize();
+        std::vector<float> ms(reps);
+        for (int r = 0; r < reps; ++r) cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]);
+        std::sort(ms.begin(), ms.end());
+        best[i] = std::min(best[i], ms[reps / 2]);
+      }
+    }
+    for (size_t i = 0; i < vars.size(); ++i) {
+      std::printf("{\"variant\": \"%s\", \"hdim\": %d, \"seqlen\": %d, \"hq\": %d, \"hkv\": %d, \"causal\": %d, "
+                  "\"ms\": %.4f, \"tflops\": %.1f}\n",
+                  vars[i]->name, sh.hdim, sh.seqlen, sh.hq, sh.hkv, int(sh.causal), best[i], flops / best[i] / 1e9);
+    }
+    std::fflush(stdout);
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) std::printf("CUDA error: %s\n", cudaGetErrorString(err));
-  return 0;
+  return err == cudaSuccess ? 0 : 1;
 }

@@ -14,13 +14,13 @@ namespace sm90 {
 constexpr int kWarpgroupThreads = 128;
 constexpr int kConsumerWarpgroups = 2;
 constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
-// 128 * 24 + 256 * 240 = 64512 of the 65536 registers: the producer needs almost none, the
+// 128 * 24 + 256 * 240 = 64512 registers: the producer needs almost none, the
 // consumers hold S, P and O of a 64-row slice at once (intra-warpgroup overlap).
 constexpr int kProducerRegisters = 24;
 constexpr int kConsumerRegisters = 240;
 // setmaxnreg moves registers within what the CTA got at launch (__launch_bounds__(kThreads, 1):
 // 65536 / 384 rounded down to 8, i.e. 168 per thread). Asking for more makes the consumers'
-// increase wait forever (32 / 240 hung on the device), which is why the producer stays at 24.
+// increase wait forever: 32 / 240 hangs, which is why the producer stays at 24.
 constexpr int kLaunchRegisters = (65536 / (kWarpgroupThreads * (1 + kConsumerWarpgroups))) / 8 * 8;
 static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <=
                   kWarpgroupThreads * (1 + kConsumerWarpgroups) * kLaunchRegisters,
@@ -61,10 +61,25 @@ struct TileShape<256> {
   static constexpr int kBlockN = 80, kStages = 2;
 };
 
-// BlockN_ and Stages_ default to TileShape; benchmarks instantiate other shapes through them.
+// Static (snake) or dynamic (atomic counter) persistent tile schedule; see tile_scheduler.h.
+// FLASHATTN_SM90_DEFAULT_DYNAMIC=0/1 overrides the default (the device script builds a second
+// test binary with the other schedule).
+#ifdef FLASHATTN_SM90_DEFAULT_DYNAMIC
+constexpr bool kDefaultDynamicSchedule = FLASHATTN_SM90_DEFAULT_DYNAMIC != 0;
+#else
+constexpr bool kDefaultDynamicSchedule = true;
+#endif
+
+// BlockN_, Stages_ and Dynamic_ default to TileShape and the default schedule; benchmarks
+// instantiate other shapes through them.
+// Output_: how O leaves (see kStagedOutput, kOutputInQ below); kOutputAuto picks by head dim.
+constexpr int kOutputAuto = 0, kOutputDirect = 1, kOutputViaQ = 2;
+
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
-          int Stages_ = TileShape<HeadDim_>::kStages>
+          int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule,
+          int Output_ = kOutputAuto>
 struct KernelConfig {
+  static constexpr bool kDynamicSchedule = Dynamic_;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
@@ -80,14 +95,29 @@ struct KernelConfig {
   static constexpr int kQBytes = kQColumnBytes * kColumns;
   static constexpr int kKVStageBytes = kKVColumnBytes * kColumns;
 
-  // Layout: Q | K ring | V ring | mbarriers. Every tile starts on a swizzle atom.
+  static constexpr int kSmemLimit = 227 * 1024;
+  // Q full/empty, K and V full/empty per stage, the tile mailbox's full/empty (+ 8 spare bytes).
+  static constexpr int kBarrierCount = 2 + 4 * kStages + 2;
+  static constexpr int kFixedBytes = 8 * kBarrierCount + 8 + kSwizzleAtomBytes;  // + alignment slack
+  // The output goes through its own shared-memory tile and a TMA store when that tile fits
+  // beside Q and the K/V ring (head dims up to 128); larger head dims store O from registers.
+  // Either way Q is free once the tile's last S = Q K^T has retired, so the producer loads the
+  // next tile's Q while this tile's last P V and epilogue still run.
+  static constexpr bool kStagedOutput = 2 * kQBytes + 2 * kStages * kKVStageBytes + kFixedBytes <= kSmemLimit;
+  // Without room for an output tile, O is staged in the warpgroup's own rows of the Q tile (as v1
+  // did: 16-byte stores or one TMA store instead of 4-byte stores from registers), and Q is then
+  // released after the epilogue instead of after the last S = Q K^T. Output_ may force either.
+  static constexpr bool kOutputInQ = !kStagedOutput && Output_ != kOutputDirect;
+  static_assert(!(kStagedOutput && Output_ != kOutputAuto), "the output tile fits: no other output path");
+
+  // Layout: Q | K ring | V ring | O (when staged) | mbarriers. Every tile starts on a swizzle atom.
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVStageBytes;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kKVStageBytes;
-  static constexpr int kBarrierCount = 2 + 4 * kStages;
-  static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarrierCount + kSwizzleAtomBytes;  // + alignment slack
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm90 limit");
+  static constexpr int kOOffset = kVOffset + kStages * kKVStageBytes;
+  static constexpr int kBarrierOffset = kOOffset + (kStagedOutput ? kQBytes : 0);
+  static constexpr int kSmemBytes = kBarrierOffset + kFixedBytes;
+  static_assert(kSmemBytes <= kSmemLimit, "shared memory over the sm90 limit");
   static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");
 };
 

@@ -1,8 +1,12 @@
-// Writes a consumer warpgroup's 64 rows of O and their logsumexp. O is staged in the warpgroup's
-// own rows of the Q tile (its last wgmma reading them has retired), in the same swizzled layout
-// TMA uses. Fixed length: one TMA store per 64-column box; the TMA unit clips rows past the
-// sequence. Variable length: a box would spill into the next sequence, so the warpgroup copies
-// its rows out with predicated 16-byte stores instead.
+// Writes a consumer warpgroup's 64 rows of O and their logsumexp.
+// Staged (Cfg::kStagedOutput, head dims up to 128): O goes into the warpgroup's rows of the output
+// tile in shared memory, in the swizzled layout TMA uses; fixed length then leaves with one TMA
+// store per 64-column box (the TMA unit clips rows past the sequence), variable length with
+// predicated 16-byte stores (a box would spill into the next sequence). The store is not waited
+// for: the next tile's epilogue waits for it to have read the tile before overwriting it.
+// Via Q (Cfg::kOutputInQ, larger head dims, no room for the tile): the same through the
+// warpgroup's rows of the Q tile, which is released after the store has read them.
+// Direct (forced through KernelConfig's Output_): each thread stores its pairs of O.
 #pragma once
 
 #include <cmath>
@@ -43,16 +47,41 @@ struct Epilogue {
     }
   }
 
-  // Address of the 16-byte chunk `chunk` (of kChunksPerRow) of row `row` of the staged tile.
+  // Address of the 16-byte chunk `chunk` (of kChunksPerRow) of row `row` of the output tile.
   __device__ __forceinline__ uint32_t staged_chunk(int row, int chunk) const {
     const int column = chunk / 8, in_line = chunk % 8;
-    return tiles.q_column(column) + row * kLineBytes + ((in_line ^ (row % 8)) * 16);
+    const uint32_t base = Cfg::kOutputInQ ? tiles.q_column(column) : tiles.o_column(column);
+    return base + row * kLineBytes + ((in_line ^ (row % 8)) * 16);
+  }
+  __device__ __forceinline__ uint32_t staged_column(int c) const {
+    return Cfg::kOutputInQ ? tiles.q_column(c) : tiles.o_column(c);
+  }
+  // Output staged in Q: the warpgroup's 4 warps release Q once its rows have been read out.
+  __device__ __forceinline__ void release_q() const {
+    if constexpr (Cfg::kOutputInQ) {
+      if (thread == 0) mbarrier_arrive_count(bars.q_empty(), kWarpgroupThreads / 32);
+    }
   }
 
   __device__ void store(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
                         const TileCoord& t) const {
+    store_lse(seq, t, lse);
+    if constexpr (Cfg::kStagedOutput || Cfg::kOutputInQ) {
+      store_staged(o, seq, t);
+    } else {
+      store_direct(o, seq, t);
+    }
+  }
+
+  __device__ void store_staged(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const int warpgroup_row0 = wg * kRowsPerConsumer;
+    if constexpr (!Cfg::kOutputInQ) {
+      // The previous tile's TMA store must have read the output tile. (Staged in Q, the rows are
+      // this warpgroup's own and its wgmmas reading them have all retired.)
+      if (thread == 0) bulk_wait_read_all();
+      named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+    }
 #pragma unroll
     for (int i = 0; i < kOAccum / 4; ++i) {
 #pragma unroll
@@ -63,9 +92,7 @@ struct Epilogue {
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(pair) : "memory");
       }
     }
-    store_lse(seq, t, lse);
-    // The TMA unit reads what ordinary stores wrote, and later TMA loads overwrite what ordinary
-    // loads read: both directions need the proxy fence before the barrier.
+    // The TMA unit reads what ordinary stores wrote: fence before the barrier.
     fence_proxy_async_smem();
     named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
     const int tile_row = t.m_block * kBlockM + warpgroup_row0;
@@ -73,13 +100,13 @@ struct Epilogue {
       if (thread == 0) {
 #pragma unroll
         for (int c = 0; c < Cfg::kColumns; ++c) {
-          tma_store_4d(&p.tma_o, tiles.q_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, tile_row, t.head,
+          tma_store_4d(&p.tma_o, staged_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, tile_row, t.head,
                        t.batch);
         }
         bulk_commit_group();
-        bulk_wait_read_all();
-        mbarrier_arrive(bars.q_empty());
+        if constexpr (Cfg::kOutputInQ) bulk_wait_read_all();
       }
+      release_q();
       return;
     }
     char* out = static_cast<char*>(p.out);
@@ -92,13 +119,31 @@ struct Epilogue {
                    : "r"(staged_chunk(warpgroup_row0 + r, chunk)));
       *reinterpret_cast<uint4*>(out + (out_offset(seq, t, tile_row + r) + chunk * 8) * sizeof(Element)) = v;
     }
-    fence_proxy_async_smem();
-    named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
-    if (thread == 0) mbarrier_arrive(bars.q_empty());
+    if constexpr (Cfg::kOutputInQ) {
+      // The next Q arrives through TMA over what these ordinary loads read.
+      fence_proxy_async_smem();
+      named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+      release_q();
+    }
   }
 
-  // A tile whose rows see no key at all: O = 0 and lse = -inf, straight from registers (the Q
-  // tile was never loaded for it, so shared memory is not ours to use).
+  __device__ void store_direct(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t) const {
+    const FragmentPosition pos = FragmentPosition::of_thread(thread);
+    char* out = static_cast<char*>(p.out);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
+      if (row >= seq.len_q) continue;
+      char* row_out = out + out_offset(seq, t, row) * sizeof(Element);
+#pragma unroll
+      for (int i = 0; i < kOAccum / 4; ++i) {
+        *reinterpret_cast<uint32_t*>(row_out + (8 * i + pos.col0) * sizeof(Element)) =
+            pack_pair<Element>(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
+      }
+    }
+  }
+
+  // A tile whose rows see no key at all: O = 0 and lse = -inf, straight from registers.
   __device__ void store_empty(const SequenceInfo& seq, const TileCoord& t) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     char* out = static_cast<char*>(p.out);

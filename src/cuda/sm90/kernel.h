@@ -17,25 +17,37 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   // Warpgroup 0 issues first; from then on the turns alternate (see mainloop_mma.h).
   if (wg == 1) named_barrier_arrive(kSchedulerBarrier0, 2 * kWarpgroupThreads);
 
-  PipelineState<Cfg::kStages> k_state, v_state;
+  PipelineState<Cfg::kStages> kv_state;
   uint32_t q_phase = 0;
-  for (int index = blockIdx.x; index < p.num_tiles; index += gridDim.x) {
+  auto run_tile = [&](int index) {
     const TileCoord t = tile_coord(p, index);
     const SequenceInfo seq = sequence_info(p, t.batch);
-    if (t.m_block * kBlockM >= seq.len_q) continue;
+    if (t.m_block * kBlockM >= seq.len_q) return;
     const BlockRange<Cfg::kBlockN> range = key_block_range<Cfg::kBlockN>(p, seq, t.m_block);
     if (range.empty()) {
       epilogue.store_empty(seq, t);
-      continue;
+      return;
     }
     mbarrier_wait(bars.q_full(), q_phase);
     q_phase ^= 1;
     float o[MainloopMma<Cfg>::kOAccum];
     OnlineSoftmax<Cfg::kBlockN> softmax;
-    mma.compute_tile(seq, t, range, o, softmax, k_state, v_state);
+    mma.compute_tile(seq, t, range, o, softmax, kv_state);
     float lse[2];
     softmax.finalize(o, p.score_log2, lse);
     epilogue.store(o, lse, seq, t);
+  };
+  if constexpr (Cfg::kDynamicSchedule) {
+    TileRing ring;
+    for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false); index < p.num_tiles;
+         index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false)) {
+      run_tile(index);
+    }
+  } else {
+    for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
+      const int index = snake_tile(wave, first);
+      if (index < p.num_tiles) run_tile(index);
+    }
   }
   // Takes the last turn warpgroup 1 handed over, so no named-barrier arrival outlives the CTA.
   if (wg == 0) named_barrier_sync(kSchedulerBarrier0, 2 * kWarpgroupThreads);
@@ -55,6 +67,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   if (warpgroup == 0) {
     setmaxnreg_decrease<kProducerRegisters>();
     if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();
+    if constexpr (Cfg::kDynamicSchedule) {
+      if (threadIdx.x == 32) schedule_tiles(p, bars.tile_mailbox());
+    }
   } else {
     setmaxnreg_increase<kConsumerRegisters>();
     consumer_loop<Cfg>(p, tiles, bars, warpgroup - 1);

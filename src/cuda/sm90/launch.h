@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 
@@ -14,6 +15,14 @@
 
 namespace flashattn {
 namespace sm90 {
+
+namespace {
+// One counter slot per launch of a dynamically scheduled kernel (tile_scheduler.h).
+int next_counter_slot() {
+  static std::atomic<unsigned> launches{0};
+  return int(launches.fetch_add(1, std::memory_order_relaxed) % kCounterSlots);
+}
+}  // namespace
 
 template <class Cfg>
 Status launch_forward(const AttentionProblem& pb) {
@@ -45,6 +54,7 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.num_m_blocks = (pb.seqlen_q + kBlockM - 1) / kBlockM;
   kp.num_tiles = kp.num_m_blocks * pb.batch * pb.nheads_q;
   kp.longest_first = pb.mask.window_right >= 0 && pb.mask.window_left < 0;
+  kp.counter_slot = Cfg::kDynamicSchedule ? next_counter_slot() : 0;
   constexpr float kLog2e = 1.4426950408889634f;
   if (pb.score.softcap > 0.0f) {
     kp.score_pre = pb.score.scale / pb.score.softcap;
@@ -63,7 +73,7 @@ Status launch_forward(const AttentionProblem& pb) {
   auto kernel = forward_kernel<Cfg>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
-  const int grid = std::min(kp.num_tiles, sms);
+  const int grid = std::min({kp.num_tiles, sms, Cfg::kDynamicSchedule ? kMailboxCtas : sms});
   kernel<<<grid, kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(kp);
   err = cudaGetLastError();
   if (err != cudaSuccess) return Status::Runtime(std::string("sm90 forward launch: ") + cudaGetErrorString(err));

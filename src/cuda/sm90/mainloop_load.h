@@ -16,37 +16,19 @@ struct MainloopLoad {
   SharedTiles<Cfg> tiles;
   SharedBarriers<Cfg> bars;
 
-  // Rows past the tensor's end arrive zero-filled from the TMA unit.
-  __device__ __forceinline__ void load_q(const SequenceInfo& s, const TileCoord& t, bool varlen) const {
-    const int row = t.m_block * kBlockM;
-    mbarrier_arrive_expect_tx(bars.q_full(), Cfg::kQBytes);
+  // One box per 64-column slice; rows past the tensor's end arrive zero-filled. Variable-length
+  // maps have a batch extent of 1 (rows are packed), so batch is 0 there and row is absolute.
+  template <int kRows>
+  __device__ __forceinline__ static void load_tile(uint32_t dst, int column_bytes, const CUtensorMap* map,
+                                                   uint32_t bar, int row, int head, int batch) {
+    mbarrier_arrive_expect_tx(bar, kRows * kLineBytes * Cfg::kColumns);
 #pragma unroll
     for (int c = 0; c < Cfg::kColumns; ++c) {
-      if (varlen) {
-        tma_load_3d(tiles.q_column(c), &p.tma_q, bars.q_full(), c * kColumnElems, s.q_row0 + row, t.head);
-      } else {
-        tma_load_4d(tiles.q_column(c), &p.tma_q, bars.q_full(), c * kColumnElems, row, t.head, t.batch);
-      }
+      tma_load_4d(dst + c * column_bytes, map, bar, c * kColumnElems, row, head, batch);
     }
   }
 
-  __device__ __forceinline__ void load_kv(const CUtensorMap* map, bool is_v, int stage, uint32_t bar,
-                                          const SequenceInfo& s, const TileCoord& t, int n_block,
-                                          bool varlen) const {
-    const int row = n_block * Cfg::kBlockN;
-    const int head_kv = t.head / p.heads_per_kv;
-    mbarrier_arrive_expect_tx(bar, Cfg::kKVStageBytes);
-#pragma unroll
-    for (int c = 0; c < Cfg::kColumns; ++c) {
-      const uint32_t dst = is_v ? tiles.v_column(stage, c) : tiles.k_column(stage, c);
-      if (varlen) {
-        tma_load_3d(dst, map, bar, c * kColumnElems, s.k_row0 + row, head_kv);
-      } else {
-        tma_load_4d(dst, map, bar, c * kColumnElems, row, head_kv, t.batch);
-      }
-    }
-  }
-
+  // The producer runs on 24 registers: the loop keeps only what the loads need live.
   __device__ void run() const {
     const bool varlen = p.cu_seqlens_q != nullptr;
     prefetch_tensor_map(&p.tma_q);
@@ -54,25 +36,42 @@ struct MainloopLoad {
     prefetch_tensor_map(&p.tma_v);
     PipelineState<Cfg::kStages> kv;
     uint32_t q_phase = 0;
-    for (int index = blockIdx.x; index < p.num_tiles; index += gridDim.x) {
+    auto load_tiles_of = [&](int index) {
       const TileCoord t = tile_coord(p, index);
       const SequenceInfo s = sequence_info(p, t.batch);
-      if (t.m_block * kBlockM >= s.len_q) continue;
+      if (t.m_block * kBlockM >= s.len_q) return;
       const BlockRange<Cfg::kBlockN> range = key_block_range<Cfg::kBlockN>(p, s, t.m_block);
-      if (range.empty()) continue;
+      if (range.empty()) return;
+      const int batch = varlen ? 0 : t.batch;
+      const int head_kv = t.head / p.heads_per_kv;
       for (int n = range.n_end - 1; n >= range.n_begin; --n) {
+        const int k_row = s.k_row0 + n * Cfg::kBlockN;
         mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
-        load_kv(&p.tma_k, false, kv.stage, bars.k_full(kv.stage), s, t, n, varlen);
+        load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage),
+                                k_row, head_kv, batch);
         if (n == range.n_end - 1) {
-          // The consumers stage the previous tile's output in the Q tile, so Q waits for that
-          // epilogue; the first K block is already on its way meanwhile.
+          // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
           mbarrier_wait(bars.q_empty(), q_phase ^ 1);
           q_phase ^= 1;
-          load_q(s, t, varlen);
+          load_tile<kBlockM>(tiles.q_column(0), Cfg::kQColumnBytes, &p.tma_q, bars.q_full(),
+                             s.q_row0 + t.m_block * kBlockM, t.head, batch);
         }
         mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);
-        load_kv(&p.tma_v, true, kv.stage, bars.v_full(kv.stage), s, t, n, varlen);
+        load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, bars.v_full(kv.stage),
+                                k_row, head_kv, batch);
         kv.advance();
+      }
+    };
+    if constexpr (Cfg::kDynamicSchedule) {
+      TileRing ring;
+      for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true); index < p.num_tiles;
+           index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true)) {
+        load_tiles_of(index);
+      }
+    } else {
+      for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
+        const int index = snake_tile(wave, first);
+        if (index < p.num_tiles) load_tiles_of(index);
       }
     }
   }

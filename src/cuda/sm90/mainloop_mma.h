@@ -76,8 +76,10 @@ struct MainloopMma {
   __device__ __forceinline__ void compute_tile(const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                                OnlineSoftmax<Cfg::kBlockN>& softmax,
-                                               PipelineState<Cfg::kStages>& k_state,
-                                               PipelineState<Cfg::kStages>& v_state) const {
+                                               PipelineState<Cfg::kStages>& k_state) const {
+    // K and V of a block share a stage; V trails K by one block inside the tile and catches up
+    // at its end, so only the K position lives across tiles.
+    PipelineState<Cfg::kStages> v_state = k_state;
     float s[kSAccum];
     uint32_t prob[kSAccum / 2];
 #pragma unroll
@@ -95,6 +97,7 @@ struct MainloopMma {
     wgmma_wait_group<0>();
     pin_registers(s);
     release(bars.k_empty(k_state.stage));
+    if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
     k_state.advance();
     scores_to_probabilities(s, softmax, seq, t, n);
     accumulator_to_operand<Element>(s, prob);
@@ -115,6 +118,7 @@ struct MainloopMma {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
       release(bars.k_empty(k_state.stage));
+      if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
       k_state.advance();
       scores_to_probabilities(s, softmax, seq, t, n);
       wgmma_wait_group<0>();
@@ -122,7 +126,8 @@ struct MainloopMma {
       pin_registers(prob);
       release(bars.v_empty(v_state.stage));
       v_state.advance();
-      softmax.rescale_output(o);
+      // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
+      if (softmax.max_moved()) softmax.rescale_output(o);
       accumulator_to_operand<Element>(s, prob);
     }
 

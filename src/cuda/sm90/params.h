@@ -10,8 +10,8 @@ namespace flashattn {
 namespace sm90 {
 
 struct KernelParams {
-  // Fixed length: 4-D maps (dim, row, head, batch). Variable length: 3-D maps (dim, row, head)
-  // over the packed rows, addressed at cu_seqlens[b] + row.
+  // 4-D maps (dim, row, head, batch). Variable length: batch extent 1 over the packed rows,
+  // addressed at cu_seqlens[b] + row.
   CUtensorMap tma_q, tma_k, tma_v, tma_o;
 
   void* out = nullptr;  // the predicated (variable-length) epilogue writes through this
@@ -26,6 +26,7 @@ struct KernelParams {
 
   int num_m_blocks = 0, num_tiles = 0;
   int longest_first = 0;  // schedule tiles with the most key blocks first (causal)
+  int counter_slot = 0;   // dynamic schedule: this launch's counter slot (tile_scheduler.h)
 
   // Softmax in base 2: logit * log2(e) = score_pre ? tanh(dot * score_pre) * score_log2 : dot * score_log2.
   float score_log2 = 0.0f;

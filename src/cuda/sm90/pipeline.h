@@ -1,7 +1,7 @@
 // The shared-memory handshakes of the kernel. Each K/V stage has a "full" mbarrier (the producer's
 // expect-tx arrival plus the TMA bytes) and an "empty" one (one arrival per consumer warp once its
-// wgmma reading the stage has completed). Q has the same pair, the empty side arriving once per
-// consumer warpgroup after its epilogue has stopped using the Q tile (the output is staged there).
+// wgmma reading the stage has completed). Q has the same pair; its empty side completes when every
+// consumer warp has retired the tile's last S = Q K^T.
 #pragma once
 
 #include <cstdint>
@@ -34,9 +34,14 @@ struct SharedBarriers {
   __device__ __forceinline__ uint32_t v_full(int s) const { return base + 16 + 8 * (2 * Cfg::kStages + s); }
   __device__ __forceinline__ uint32_t v_empty(int s) const { return base + 16 + 8 * (3 * Cfg::kStages + s); }
 
+  // The tile mailbox's barriers (dynamic schedule): full, then empty (see TileRing).
+  __device__ __forceinline__ uint32_t tile_mailbox() const { return base + 16 + 8 * (4 * Cfg::kStages); }
+
   __device__ __forceinline__ void init() const {
+    mbarrier_init(tile_mailbox(), 1);
+    mbarrier_init(tile_mailbox() + 8, kConsumerWarps + 1);
     mbarrier_init(q_full(), 1);
-    mbarrier_init(q_empty(), kConsumerWarpgroups);
+    mbarrier_init(q_empty(), kConsumerWarps);
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(k_full(s), 1);
       mbarrier_init(k_empty(s), kConsumerWarps);
@@ -55,6 +60,7 @@ struct SharedTiles {
   __device__ __forceinline__ uint32_t k_column(int stage, int c) const {
     return base + Cfg::kKOffset + stage * Cfg::kKVStageBytes + c * Cfg::kKVColumnBytes;
   }
+  __device__ __forceinline__ uint32_t o_column(int c) const { return base + Cfg::kOOffset + c * Cfg::kQColumnBytes; }
   __device__ __forceinline__ uint32_t v_column(int stage, int c) const {
     return base + Cfg::kVOffset + stage * Cfg::kKVStageBytes + c * Cfg::kKVColumnBytes;
   }

@@ -52,10 +52,11 @@ Status encode_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int 
   const int eb = dtype_size(dtype);
   const CUtensorMapDataType type =
       dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const cuuint32_t rank = varlen ? 3 : 4;
-  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
+  const int batches = varlen ? 1 : batch;
+  const cuuint32_t rank = 4;
+  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batches)};
   const cuuint64_t strides[3] = {byte_stride(op.row_stride, rows, eb), byte_stride(op.head_stride, heads, eb),
-                                 byte_stride(op.batch_stride, batch, eb)};
+                                 byte_stride(op.batch_stride, batches, eb)};
   const cuuint32_t box[4] = {cuuint32_t(kColumnElems), cuuint32_t(box_rows), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const CUresult r = encode(map, type, rank, op.data, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,

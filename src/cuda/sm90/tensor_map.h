@@ -11,8 +11,8 @@ namespace flashattn {
 namespace sm90 {
 
 // A map over one operand whose boxes are 64 columns by `box_rows` rows, written to / read from
-// shared memory with the 128-byte swizzle. Fixed length: dims (headdim, rows, heads, batch);
-// variable length: (headdim, total rows, heads).
+// shared memory with the 128-byte swizzle. Dims (headdim, rows, heads, batch); variable length
+// packs the sequences' rows, so there rows is the total and batch is 1.
 Status encode_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows, int heads,
                           int batch, bool varlen, int box_rows);
 

@@ -1,9 +1,20 @@
-// Static persistent schedule: the grid is at most one CTA per SM and CTA c takes tiles c, c + grid,
-// c + 2 grid, ... Producer and consumers walk the same sequence independently, so the schedule
-// needs no communication between them.
+// Persistent schedules; the grid is at most one CTA per SM and tiles are numbered longest first
+// for causal masks (tile_coord).
+// Static: in wave w (tiles w * grid to w * grid + grid - 1) CTA c takes tile c when w is even and
+// grid - 1 - c when w is odd, which evens the work per CTA. Producer and consumers walk the same
+// sequence independently, so the schedule needs no communication.
+// Dynamic (Cfg::kDynamicSchedule): CTA c starts with tile c; afterwards a scheduler thread of the
+// producer warpgroup (not the loading thread, whose 24 registers are spoken for) takes grid + the
+// next value of a global atomic counter and hands each index to the loading thread and the
+// consumers through a one-entry mailbox (TileRing). The index past the last tile
+// ends every role. Counters live in a ring of kCounterSlots per translation unit, one
+// slot per launch (chosen on the host); the CTA that finishes last resets its slot, so no host
+// memset is needed and up to kCounterSlots launches may be in flight at once.
 #pragma once
 
+#include "cuda/sm90/config.h"
 #include "cuda/sm90/params.h"
+#include "cuda/sm90/ptx.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -11,6 +22,14 @@ namespace sm90 {
 struct TileCoord {
   int m_block = 0, head = 0, batch = 0;
 };
+
+// Tile of this CTA in wave `wave` (tiles first .. first + grid - 1). Written as plain arithmetic
+// on the loop counters: a search loop here (v2's TileWalk) made the compiler treat the consumers'
+// pipeline state as non-uniform, moving the wgmma descriptors out of uniform registers (an R2UR
+// before every HGMMA, about 8% slower).
+__device__ __forceinline__ int snake_tile(int wave, int first) {
+  return first + ((wave & 1) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x));
+}
 
 __device__ __forceinline__ TileCoord tile_coord(const KernelParams& p, int index) {
   const int heads = p.batch * p.nheads_q;
@@ -28,6 +47,83 @@ __device__ __forceinline__ TileCoord tile_coord(const KernelParams& p, int index
   t.head = bh % p.nheads_q;
   t.batch = bh / p.nheads_q;
   return t;
+}
+
+constexpr int kCounterSlots = 64;
+namespace {
+// [slot][0]: tiles handed out beyond the first wave; [slot][1]: CTAs that have taken their last.
+__device__ unsigned int g_tile_counters[kCounterSlots][2];
+}  // namespace
+
+// Scheduler thread only. Next tile index for this CTA.
+__device__ __forceinline__ int fetch_next_tile(const KernelParams& p) {
+  return int(gridDim.x) + int(atomicAdd(&g_tile_counters[p.counter_slot][0], 1u));
+}
+// Scheduler thread only, after its fetch returned an index past the last tile: the last CTA to
+// get here knows every CTA has stopped fetching and resets the slot for the next launch using it.
+__device__ __forceinline__ void retire_tile_counter(const KernelParams& p) {
+  __threadfence();
+  if (atomicAdd(&g_tile_counters[p.counter_slot][1], 1u) == gridDim.x - 1) {
+    atomicExch(&g_tile_counters[p.counter_slot][0], 0u);
+    atomicExch(&g_tile_counters[p.counter_slot][1], 0u);
+  }
+}
+
+// A mailbox for one tile index per CTA, with a full mbarrier (the scheduler thread's arrival after
+// writing the index) and an empty one (one arrival per consumer warp and one by the loading
+// thread, once each has read it). One slot keeps the claims one tile ahead of the consumers: the
+// next index is fetched once the consumers have taken the current one.
+// The index itself lives in global memory (g_tile_mailbox, this launch's slot, this CTA's entry),
+// written to and read from L2, ordered by the mbarriers (release on arrive, acquire on wait).
+// Kept out of shared memory because compute-sanitizer's racecheck does not follow mbarriers for
+// ordinary shared-memory accesses (it reported the correct shared-memory version as racing), and
+// shared-memory atomics instead cost hdim 256 consumers spills.
+constexpr int kMailboxCtas = 256;  // the launch caps a dynamically scheduled grid at this
+namespace {
+__device__ int g_tile_mailbox[kCounterSlots][kMailboxCtas];
+}  // namespace
+
+// The CTA index comes through a volatile read so that the compiler recomputes the address at each
+// use instead of keeping it in two registers across the consumers' whole tile loop (that cost the
+// hdim 256 consumers spills).
+__device__ __forceinline__ int* tile_mailbox_entry(const KernelParams& p) {
+  int cta;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  return &g_tile_mailbox[p.counter_slot][cta];
+}
+
+struct TileRing {
+  uint32_t phase = 0;
+  // `bar`: the full mbarrier; the empty one follows at bar + 8.
+  __device__ __forceinline__ void publish(uint32_t bar, int* entry, int index) {
+    mbarrier_wait(bar + 8, phase ^ 1);
+    __stcg(entry, index);
+    mbarrier_arrive(bar);
+    phase ^= 1;
+  }
+  // Called by every thread of a consumer warp, or by the loading thread alone (one_thread).
+  __device__ __forceinline__ int receive(uint32_t bar, const int* entry, bool one_thread) {
+    mbarrier_wait(bar, phase);
+    int index;
+    asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(index) : "l"(entry) : "memory");
+    if (!one_thread) __syncwarp();
+    if (one_thread || threadIdx.x % 32 == 0) mbarrier_arrive(bar + 8);
+    phase ^= 1;
+    return index;
+  }
+};
+
+// The scheduler thread's whole life (dynamic schedule): this CTA's first tile, then one claim from
+// the counter each time the mailbox has been emptied, and the index past the end to finish.
+__device__ __forceinline__ void schedule_tiles(const KernelParams& p, uint32_t mailbox) {
+  TileRing ring;
+  int index = blockIdx.x;
+  while (true) {
+    ring.publish(mailbox, tile_mailbox_entry(p), index);
+    if (index >= p.num_tiles) break;
+    index = fetch_next_tile(p);
+  }
+  retire_tile_counter(p);
 }
 
 }  // namespace sm90
