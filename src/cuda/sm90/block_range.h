@@ -25,6 +25,8 @@ __device__ __forceinline__ SequenceInfo sequence_info(const KernelParams& p, int
     s.len_q = p.seqlen_q;
     s.len_k = p.seqlen_k;
   }
+  if (p.seqused_q != nullptr) s.len_q = p.seqused_q[batch];
+  if (p.seqused_k != nullptr) s.len_k = p.seqused_k[batch];
   return s;
 }
 

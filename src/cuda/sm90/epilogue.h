@@ -2,7 +2,8 @@
 // Staged (Cfg::kStagedOutput, head dims up to 128): O goes into the warpgroup's rows of the output
 // tile in shared memory, in the swizzled layout TMA uses; fixed length then leaves with one TMA
 // store per 64-column box (the TMA unit clips rows past the sequence), variable length with
-// predicated 16-byte stores (a box would spill into the next sequence). The store is not waited
+// predicated 16-byte stores (a box would spill into the next sequence); so does seqused_q (rows
+// past the used length must stay untouched: KernelParams::clip_rows). The store is not waited
 // for: the next tile's epilogue waits for it to have read the tile before overwriting it.
 // Via Q (Cfg::kOutputInQ, larger head dims, no room for the tile): the same through the
 // warpgroup's rows of the Q tile, which is released after the store has read them.
@@ -96,7 +97,7 @@ struct Epilogue {
     fence_proxy_async_smem();
     named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
     const int tile_row = t.m_block * kBlockM + warpgroup_row0;
-    if (p.cu_seqlens_q == nullptr) {
+    if (!p.clip_rows) {
       if (thread == 0) {
 #pragma unroll
         for (int c = 0; c < Cfg::kColumns; ++c) {

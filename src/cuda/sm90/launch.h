@@ -46,6 +46,9 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.lse_row_stride = pb.lse_row_stride;
   kp.cu_seqlens_q = pb.cu_seqlens_q;
   kp.cu_seqlens_k = pb.cu_seqlens_k;
+  kp.seqused_q = pb.seqused_q;
+  kp.seqused_k = pb.seqused_k;
+  kp.clip_rows = varlen || pb.seqused_q != nullptr;
   kp.batch = pb.batch;
   kp.nheads_q = pb.nheads_q;
   kp.heads_per_kv = pb.heads_per_kv();

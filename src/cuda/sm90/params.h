@@ -21,6 +21,13 @@ struct KernelParams {
 
   const int32_t* cu_seqlens_q = nullptr;  // null for fixed length
   const int32_t* cu_seqlens_k = nullptr;
+  // Used lengths (null when not given): sequence b takes part with its first seqused[b] rows;
+  // masks align to them and rows of out / lse past seqused_q are neither read nor written.
+  const int32_t* seqused_q = nullptr;
+  const int32_t* seqused_k = nullptr;
+  // The output leaves through row-predicated stores (variable length, or seqused_q: a TMA box
+  // would spill into the next sequence or past the used rows), else through TMA stores.
+  int clip_rows = 0;
   int batch = 0, nheads_q = 0, heads_per_kv = 1;
   int seqlen_q = 0, seqlen_k = 0;  // fixed: the lengths; varlen: the longest
 

@@ -77,9 +77,6 @@ Status check_strides(const char* name, const Operand& op, int64_t rows, int head
 
 Status sm90_supports_forward(const AttentionProblem& p) {
   if (p.alibi_slopes != nullptr) return Status::Unsupported("the sm90 forward kernel does not implement ALiBi");
-  if (p.seqused_q != nullptr || p.seqused_k != nullptr) {
-    return Status::Unsupported("the sm90 forward kernel does not implement seqused_q / seqused_k");
-  }
   if (p.score.softcap <= 0.0f && !(p.score.scale > 0.0f)) {
     return Status::Unsupported("the sm90 forward kernel needs a positive softmax_scale without softcap; got " +
                                std::to_string(p.score.scale));

@@ -55,6 +55,9 @@ struct Case {
   int window_left = -1, window_right = -1;
   float softcap = 0.0f;
   std::vector<int> lens_q, lens_k;  // variable length when non-empty
+  // seqused (either, both or neither): one used length per sequence; rows of out and lse past
+  // used_q must keep their poison.
+  std::vector<int> used_q, used_k;
   Layout layout = Layout::kPacked;
   bool with_lse = true;
   bool varlen() const { return !lens_q.empty(); }
@@ -208,6 +211,9 @@ void run_case(const Case& c, uint32_t seed, bool direct = false) {
     prm.cu_seqlens_k = make_tensor(cu_k.data(), DType::kInt32, {int64_t(cu_k.size())});
     prm.max_seqlen_q = max_q, prm.max_seqlen_k = max_k;
   }
+  std::vector<int32_t> used_q(c.used_q.begin(), c.used_q.end()), used_k(c.used_k.begin(), c.used_k.end());
+  if (!used_q.empty()) prm.seqused_q = make_tensor(used_q.data(), DType::kInt32, {int64_t(used_q.size())});
+  if (!used_k.empty()) prm.seqused_k = make_tensor(used_k.data(), DType::kInt32, {int64_t(used_k.size())});
   prm.backend = Backend::kCPUReference;
   Status s = forward(ref, prm);
   ASSERT_TRUE(s.ok()) << "reference: " << s.message;
@@ -225,6 +231,16 @@ void run_case(const Case& c, uint32_t seed, bool direct = false) {
   CUDA_OK(cudaMemset(d_lse, 0xFF, lse_count * 4));
   int32_t* d_cu_q = nullptr;
   int32_t* d_cu_k = nullptr;
+  int32_t* d_used_q = nullptr;
+  int32_t* d_used_k = nullptr;
+  if (!used_q.empty()) {
+    d_used_q = static_cast<int32_t*>(mem.alloc(used_q.size() * 4));
+    CUDA_OK(cudaMemcpy(d_used_q, used_q.data(), used_q.size() * 4, cudaMemcpyHostToDevice));
+  }
+  if (!used_k.empty()) {
+    d_used_k = static_cast<int32_t*>(mem.alloc(used_k.size() * 4));
+    CUDA_OK(cudaMemcpy(d_used_k, used_k.data(), used_k.size() * 4, cudaMemcpyHostToDevice));
+  }
   if (varlen) {
     d_cu_q = static_cast<int32_t*>(mem.alloc(cu_q.size() * 4));
     d_cu_k = static_cast<int32_t*>(mem.alloc(cu_k.size() * 4));
@@ -245,6 +261,9 @@ void run_case(const Case& c, uint32_t seed, bool direct = false) {
     prm.cu_seqlens_q = make_tensor(d_cu_q, DType::kInt32, {int64_t(cu_q.size())}, Device::kCUDA);
     prm.cu_seqlens_k = make_tensor(d_cu_k, DType::kInt32, {int64_t(cu_k.size())}, Device::kCUDA);
   }
+  prm.seqused_q = prm.seqused_k = TensorView();
+  if (d_used_q) prm.seqused_q = make_tensor(d_used_q, DType::kInt32, {int64_t(used_q.size())}, Device::kCUDA);
+  if (d_used_k) prm.seqused_k = make_tensor(d_used_k, DType::kInt32, {int64_t(used_k.size())}, Device::kCUDA);
   prm.backend = Backend::kCUDA;
   if (direct) {
     AttentionProblem p;
@@ -258,6 +277,7 @@ void run_case(const Case& c, uint32_t seed, bool direct = false) {
     p.lse = d_lse, p.lse_batch_stride = int64_t(c.heads_q) * rows_q, p.lse_head_stride = rows_q, p.lse_row_stride = 1;
     p.score.scale = 1.0f / std::sqrt(float(c.headdim)), p.score.softcap = c.softcap;
     p.mask.window_left = c.window_left, p.mask.window_right = c.causal ? 0 : c.window_right;
+    p.seqused_q = d_used_q, p.seqused_k = d_used_k;
     ASSERT_FALSE(varlen) << "the direct call builds fixed-length problems only";
     s = sm90_supports_forward(p);
     ASSERT_TRUE(s.ok()) << s.message;
@@ -272,15 +292,29 @@ void run_case(const Case& c, uint32_t seed, bool direct = false) {
   CUDA_OK(cudaMemcpy(out_bits.data(), o.device, out_bits.size() * 2, cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(lse.data(), d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
 
+  // Query row r of the tensors (entry b): is it a used row of some sequence? Rows past a
+  // sequence's seqused_q must keep their poison in out and lse.
+  auto row_used = [&](int b, int64_t r) {
+    if (used_q.empty()) return true;
+    if (!varlen) return r < used_q[size_t(b)];
+    for (size_t s = 0; s + 1 < cu_q.size(); ++s) {
+      if (r >= cu_q[s] && r < cu_q[s + 1]) return r - cu_q[s] < used_q[s];
+    }
+    return true;
+  };
   std::vector<char> is_element(out_bits.size(), 0);
   double err2 = 0, ref2 = 0, max_err = 0;
-  int64_t unwritten = 0, bad_masked = 0;
+  int64_t unwritten = 0, bad_masked = 0, written_unused = 0;
   for (int b = 0; b < o.entries(); ++b)
     for (int64_t r = 0; r < rows_q; ++r)
       for (int h = 0; h < c.heads_q; ++h)
         for (int kk = 0; kk < c.headdim; ++kk) {
           const int64_t off = o.offset(b, r, h) + kk;
           is_element[off] = 1;
+          if (!row_used(b, r)) {
+            written_unused += out_bits[off] != 0xFFFF;
+            continue;
+          }
           const float got = from_bits(out_bits[off], c.dtype);
           const float want = ref_o[o.packed_index(b, r, h, kk)];
           if (std::isnan(got)) {
@@ -295,11 +329,20 @@ void run_case(const Case& c, uint32_t seed, bool direct = false) {
   for (size_t i = 0; i < out_bits.size(); ++i) clobbered += !is_element[i] && out_bits[i] != 0xFFFF;
   const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
   EXPECT_EQ(unwritten, 0) << "output elements left NaN";
+  EXPECT_EQ(written_unused, 0) << "output elements of rows past seqused_q were written";
   EXPECT_EQ(clobbered, 0) << "bytes outside the output's elements were written";
   EXPECT_LE(rel, tolerance(c.dtype)) << "relative L2 error of O; max abs error " << max_err;
   if (c.with_lse) {
     double lse_err = 0;
+    int64_t lse_written_unused = 0;
     for (int64_t i = 0; i < lse_count; ++i) {
+      // lse is (batch, heads, rows) or (heads, rows) for varlen.
+      const int64_t r = i % rows_q;
+      const int b = varlen ? 0 : int(i / (int64_t(c.heads_q) * rows_q));
+      if (!row_used(b, r)) {
+        lse_written_unused += !std::isnan(lse[i]);
+        continue;
+      }
       if (std::isinf(ref_lse[i])) {
         bad_masked += !(std::isinf(lse[i]) && lse[i] < 0);
       } else if (!(std::fabs(lse[i] - ref_lse[i]) <= 2e-3 * (1.0 + std::fabs(ref_lse[i])))) {
@@ -308,6 +351,7 @@ void run_case(const Case& c, uint32_t seed, bool direct = false) {
     }
     EXPECT_EQ(lse_err, 0.0) << "logsumexp off by up to " << lse_err;
     EXPECT_EQ(bad_masked, 0) << "rows that see no key must have lse -inf";
+    EXPECT_EQ(lse_written_unused, 0) << "lse of rows past seqused_q was written";
   }
 }
 
@@ -370,6 +414,22 @@ std::vector<Case> cases() {
   c = make("persistent_causal_bf16", bf, 128, 4, 640, 640, 8, 8), c.causal = true, v.push_back(c);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
+  // seqused: zero, full and ragged used lengths; masks align to the used lengths, and rows of
+  // out / lse past seqused_q stay poisoned (the fixed-length TMA store must not write them).
+  c = make("seqused_q_fixed_causal_bf16", bf, 128, 3, 300, 300, 4, 2), c.causal = true;
+  c.used_q = {0, 300, 157}, v.push_back(c);
+  c = make("seqused_k_fixed_fp16", fp, 64, 3, 190, 260, 4, 2), c.used_k = {257, 0, 131}, v.push_back(c);
+  c = make("seqused_qk_fixed_causal_d256_bf16", bf, 256, 3, 200, 333, 2, 1), c.causal = true;
+  c.used_q = {200, 77, 1}, c.used_k = {333, 100, 0}, v.push_back(c);
+  c = make("seqused_qk_fixed_window_d192_fp16", fp, 192, 2, 260, 260, 2, 2), c.window_left = 30, c.window_right = 5;
+  c.used_q = {129, 260}, c.used_k = {200, 3}, v.push_back(c);
+  c = make("seqused_varlen_causal_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {130, 1, 257}, c.lens_k = {200, 64, 300}, c.causal = true;
+  c.used_q = {0, 1, 180}, c.used_k = {197, 0, 131}, v.push_back(c);
+  c = make("seqused_varlen_d256_fp16", fp, 256, 0, 0, 0, 2, 2);
+  c.lens_q = {150, 260}, c.lens_k = {150, 300}, c.used_q = {149, 3}, c.used_k = {150, 299}, v.push_back(c);
+  c = make("seqused_persistent_bf16", bf, 64, 8, 256, 256, 16, 4);
+  c.used_q = {256, 200, 129, 128, 127, 1, 64, 0}, c.used_k = {256, 255, 1, 128, 200, 256, 64, 9}, v.push_back(c);
   return v;
 }
 
@@ -381,6 +441,13 @@ TEST(Sm90ForwardDirect, KernelRunsThroughKernelSet) {
   Case c = make("direct", DType::kBFloat16, 128, 2, 300, 300, 4, 2);
   c.causal = true;
   run_case(c, 7, /*direct=*/true);
+}
+
+TEST(Sm90ForwardDirect, SeqUsedRunsThroughKernelSet) {
+  SKIP_UNLESS_SM90();
+  Case c = make("direct_seqused", DType::kBFloat16, 128, 2, 300, 300, 4, 2);
+  c.causal = true, c.used_q = {211, 300}, c.used_k = {300, 129};
+  run_case(c, 11, /*direct=*/true);
 }
 
 TEST(Sm90ForwardDirect, RefusesAlibi) {
