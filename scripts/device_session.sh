@@ -6,6 +6,7 @@
 #   scripts/device_session.sh test    # C++ GPU tests, compute-sanitizer subsets, Python GPU tests
 #   scripts/device_session.sh bench   # side-by-side GPU benchmark and CPU benchmark vs PyTorch
 #   scripts/device_session.sh cli     # `flashattn check` and `flashattn bench` on the CUDA backend
+#   scripts/device_session.sh verify  # tests (sm80 forward forced too), sanitizers, CLI, quick bench
 #   scripts/device_session.sh all
 #
 # Logs, JSON and charts go to $OUT; short summaries print last.
@@ -49,14 +50,14 @@ cpp_tests() {
 }
 
 python_tests() {
-  PYTHONPATH="$PWD/python" timeout 400 python3 -m pytest tests/python -m gpu -q -rs -p no:cacheprovider \
+  PYTHONPATH="$PWD/python" timeout ${PY_TIMEOUT:-400} python3 -m pytest tests/python -m gpu -q -rs -p no:cacheprovider \
     > "$OUT/pytest_gpu.log" 2>&1
   echo "Python GPU tests exit $?: $(tail -1 "$OUT/pytest_gpu.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/pytest_gpu.log" | head -20
 }
 
 gpu_bench() {
-  PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 timeout 400 python3 benchmarks/bench_gpu.py ${GPU_BENCH_ARGS:-} \
+  PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 timeout ${GPU_BENCH_TIMEOUT:-400} python3 benchmarks/bench_gpu.py ${GPU_BENCH_ARGS:-} \
     --out "$OUT/gpu_bf16.json" --png-dir "$OUT" > "$OUT/bench_gpu.log" 2> "$OUT/bench_gpu.err"
   echo "GPU bench exit $?"
   tail -3 "$OUT/bench_gpu.err"
@@ -68,9 +69,33 @@ cli_gpu() {
   local cli="$BUILD/tools/flashattn/flashattn"
   timeout 120 "$cli" check --backend cuda --no-progress > "$OUT/cli_check_cuda.log" 2>&1
   echo "flashattn check --backend cuda exit $?: $(tail -1 "$OUT/cli_check_cuda.log")"
-  timeout 240 "$cli" bench --backend cuda --no-progress ${CLI_BENCH_ARGS:-} > "$OUT/cli_bench_cuda.log" 2>&1
+  timeout ${CLI_TIMEOUT:-240} "$cli" bench --backend cuda --no-progress ${CLI_BENCH_ARGS:-} > "$OUT/cli_bench_cuda.log" 2>&1
   echo "flashattn bench --backend cuda exit $?"
   tail -25 "$OUT/cli_bench_cuda.log"
+}
+
+# The session's last call: every test once, the sm80 forward forced on Hopper for its own tests,
+# the sanitizers, the CLI on the GPU and a quick side-by-side benchmark, within one call's limit.
+verify() {
+  local bin="$BUILD/tests/cpp/gpu/flashattn_gpu_tests"
+  timeout 150 "$bin" > "$OUT/gpu_tests.log" 2>&1
+  echo "C++ GPU tests exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/gpu_tests.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]" "$OUT/gpu_tests.log" | head -20
+  FLASHATTN_CUDA_KERNELS=sm80 timeout 100 "$bin" --gtest_filter='*Sm80*:*Seqused*' > "$OUT/gpu_tests_sm80.log" 2>&1
+  echo "C++ GPU tests, sm80 forward forced, exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/gpu_tests_sm80.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]" "$OUT/gpu_tests_sm80.log" | head -20
+  PY_TIMEOUT=130 python_tests
+  # The newest paths only (the kernel owners ran the full sanitizer sets on their last versions).
+  local small="${VERIFY_SANITIZE:-*GpuSeqused*varlen_q_k_causal*:*Sm90*seqused_q_fixed_causal*:*Sm90ForwardDirect.SeqUsed*}"
+  for tool in memcheck racecheck; do
+    timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 "$bin" --gtest_filter="$small" \
+      > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log")"
+  done
+  CLI_TIMEOUT=60 CLI_BENCH_ARGS="--quick ${CLI_BENCH_ARGS:-}" cli_gpu
+  GPU_BENCH_TIMEOUT=100 GPU_BENCH_ARGS="--quick --headdims 128" gpu_bench
+  # Few files come back from a call: the logs travel as one archive.
+  (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
 }
 
 cpu_bench() {
@@ -92,5 +117,6 @@ case "$what" in
   test) build && cpp_tests && python_tests ;;
   bench) build && cpu_bench && gpu_bench ;;
   cli) build && cli_gpu ;;
+  verify) build && verify ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
 esac

@@ -44,6 +44,7 @@ CaseSpec seqused_spec(uint64_t seed, bool varlen, bool used_q, bool used_k, bool
   s.nheads_kv = 2;
   s.headdim = 8 * uniform_int(1, 12);
   s.causal = causal;
+  s.nan_in_unused_kv = true;
   const int batch = 3;
   if (varlen) {
     for (int b = 0; b < batch; ++b) {

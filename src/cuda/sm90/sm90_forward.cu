@@ -77,6 +77,15 @@ Status check_strides(const char* name, const Operand& op, int64_t rows, int head
 
 Status sm90_supports_forward(const AttentionProblem& p) {
   if (p.alibi_slopes != nullptr) return Status::Unsupported("the sm90 forward kernel does not implement ALiBi");
+  // The TMA loads of a sequence's last key block read whole rows up to the block's end; rows past
+  // seqused_k, or past the last sequence, are the caller's and may hold NaN, which P = 0 does not
+  // cancel in P V. The sm80 kernels zero-fill those rows, so they take these problems.
+  if (p.seqused_k != nullptr) {
+    return Status::Unsupported("the sm90 forward kernel reads key rows past seqused_k; the sm80 kernel takes it");
+  }
+  if (p.kv_rows_past_last_sequence) {
+    return Status::Unsupported("the sm90 forward kernel reads k/v rows past cu_seqlens_k[batch]; the sm80 kernel takes it");
+  }
   if (p.score.softcap <= 0.0f && !(p.score.scale > 0.0f)) {
     return Status::Unsupported("the sm90 forward kernel needs a positive softmax_scale without softcap; got " +
                                std::to_string(p.score.scale));

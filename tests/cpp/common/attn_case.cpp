@@ -47,6 +47,7 @@ std::string CaseSpec::describe() const {
   }
   if (!seqused_q.empty()) os << " seqused_q=" << list_str(seqused_q);
   if (!seqused_k.empty()) os << " seqused_k=" << list_str(seqused_k);
+  if (nan_in_unused_kv) os << " nan_in_unused_kv";
   os << " nheads_q=" << nheads_q << " nheads_kv=" << nheads_kv << " headdim=" << headdim
      << " scale=" << softmax_scale << " causal=" << causal << " window=(" << window_left << "," << window_right
      << ") softcap=" << softcap << " alibi=" << static_cast<int>(alibi) << " pad=" << pad
@@ -172,6 +173,21 @@ AttnCase make_case(const CaseSpec& spec) {
   fill_normal(c.k, rng, spec.k_std);
   fill_normal(c.v, rng, spec.v_std);
   fill_normal(c.dout, rng, spec.dout_std);
+  if (spec.nan_in_unused_kv) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    c.for_each_unused(AttnCase::Role::kK, false, [&](int64_t linear) {
+      c.k.set(linear, nan);
+      c.v.set(linear, nan);
+    });
+    for (int64_t j = c.cu_k.back(); spec.varlen() && j < c.k.size(0); ++j) {
+      for (int h = 0; h < spec.nheads_kv; ++h) {
+        for (int d = 0; d < spec.headdim; ++d) {
+          c.k.set((j * spec.nheads_kv + h) * spec.headdim + d, nan);
+          c.v.set((j * spec.nheads_kv + h) * spec.headdim + d, nan);
+        }
+      }
+    }
+  }
   if (spec.alibi != Alibi::kNone) {
     std::uniform_real_distribution<float> slope(0.0f, spec.alibi_max_slope);
     c.alibi_slopes = spec.alibi == Alibi::kPerHead ? HostTensor(DType::kFloat32, {spec.nheads_q})

@@ -37,6 +37,9 @@ struct CaseSpec {
   // seqused (either, both or neither): one used length per sequence, at most its span; the rows
   // past it take no part and must be left untouched.
   std::vector<int> seqused_q, seqused_k;
+  // K and V rows that no sequence uses (varlen rows past cu_seqlens_k[batch], rows past seqused_k)
+  // hold NaN instead of random values: a kernel that lets them into P V turns the output NaN.
+  bool nan_in_unused_kv = false;
   int extra_rows = 0;                     // varlen: rows past cu_seqlens[batch] that no sequence uses
   int nheads_q = 1, nheads_kv = 1, headdim = 8;
   float softmax_scale = 0.0f;  // 0: 1/sqrt(headdim)

@@ -29,6 +29,7 @@ TEST_P(GpuSeqused, MatchesReferenceAndLeavesUnusedRows) {
   s.nheads_kv = 2;
   s.headdim = which == 1 ? 64 : 128;
   s.causal = causal;
+  s.nan_in_unused_kv = true;  // also the varlen rows past the last sequence
   if (varlen) {
     s.seqlens_q = {130, 1, 257};
     s.seqlens_k = {200, 64, 300};

@@ -446,7 +446,7 @@ TEST(Sm90ForwardDirect, KernelRunsThroughKernelSet) {
 TEST(Sm90ForwardDirect, SeqUsedRunsThroughKernelSet) {
   SKIP_UNLESS_SM90();
   Case c = make("direct_seqused", DType::kBFloat16, 128, 2, 300, 300, 4, 2);
-  c.causal = true, c.used_q = {211, 300}, c.used_k = {300, 129};
+  c.causal = true, c.used_q = {211, 300};  // seqused_k goes to the sm80 kernel (see sm90_supports_forward)
   run_case(c, 11, /*direct=*/true);
 }
 
@@ -458,6 +458,23 @@ TEST(Sm90ForwardDirect, RefusesAlibi) {
   Status s = sm90_supports_forward(p);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message.find("ALiBi"), std::string::npos) << s.message;
+}
+
+// Key rows the kernel's last block would read but no sequence uses go to the sm80 kernel, which
+// zero-fills them (NaN there would survive P = 0 in P V).
+TEST(Sm90ForwardDirect, RefusesReadsOfUnusedKeyRows) {
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16, p.headdim = 128, p.score.scale = 0.1f;
+  int32_t used = 3;
+  p.seqused_k = &used;
+  Status s = sm90_supports_forward(p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("seqused_k"), std::string::npos) << s.message;
+  p.seqused_k = nullptr;
+  p.kv_rows_past_last_sequence = true;
+  s = sm90_supports_forward(p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("cu_seqlens_k[batch]"), std::string::npos) << s.message;
 }
 
 }  // namespace
