@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 
@@ -159,6 +160,12 @@ size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 // 134 MB dQ workspace (0.84 ms kernels vs 1.17 ms through the API at d128, seqlen 512). Keeping
 // up to the largest workspace asked for in the pool avoids that; failures only cost speed.
 void keep_workspace_in_pool(size_t bytes) {
+  // FLASHATTN_WORKSPACE_POOL=release leaves the pool's threshold alone (for A/B timing).
+  static const bool keep = [] {
+    const char* v = std::getenv("FLASHATTN_WORKSPACE_POOL");
+    return v == nullptr || std::string(v) != "release";
+  }();
+  if (!keep) return;
   int device = 0;
   cudaMemPool_t pool;
   if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) {
