@@ -5,8 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <cstdint>
 #include <string>
 
 #include "cuda/kernel_sets.h"
@@ -154,33 +152,6 @@ Status launch_status(const char* what, cudaError_t err) {
 
 size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The workspace comes from the device's default memory pool (cudaMallocAsync). With the pool's
-// default release threshold of 0 every synchronisation hands the freed workspace back to the
-// driver, and the next backward maps it afresh: measured 0.3-0.4 ms per call for the protocol's
-// 134 MB dQ workspace (0.84 ms kernels vs 1.17 ms through the API at d128, seqlen 512). Keeping
-// up to the largest workspace asked for in the pool avoids that; failures only cost speed.
-void keep_workspace_in_pool(size_t bytes) {
-  // FLASHATTN_WORKSPACE_POOL=release leaves the pool's threshold alone (for A/B timing).
-  static const bool keep = [] {
-    const char* v = std::getenv("FLASHATTN_WORKSPACE_POOL");
-    return v == nullptr || std::string(v) != "release";
-  }();
-  if (!keep) return;
-  int device = 0;
-  cudaMemPool_t pool;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) {
-    cudaGetLastError();
-    return;
-  }
-  uint64_t threshold = 0;
-  if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) == cudaSuccess &&
-      threshold < bytes) {
-    threshold = bytes;
-    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-  }
-  cudaGetLastError();  // clear any error of the calls above; they are advisory
-}
-
 }  // namespace
 
 KernelParams make_params(const AttentionProblem& p) {
@@ -256,7 +227,6 @@ Status sm80_backward(const AttentionProblem& p) {
   const size_t total = dq_bytes + dsum_bytes + sem_bytes;
   char* workspace = nullptr;
   if (total > 0) {
-    sm80::keep_workspace_in_pool(total);
     cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&workspace), total, stream);
     if (err != cudaSuccess) return sm80::launch_status("backward workspace allocation", err);
   }
