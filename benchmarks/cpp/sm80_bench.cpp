@@ -14,34 +14,12 @@
 #include <random>
 #include <vector>
 
+#include "bench_util.h"
 #include "flashattn/flashattn.h"
 
 namespace {
 
 using namespace flashattn;
-
-#define CHECK_CUDA(expr)                                                               \
-  do {                                                                                 \
-    cudaError_t err_ = (expr);                                                         \
-    if (err_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(err_));       \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
-
-// Normal random bf16 values (never zeros), drawn on the host once and reused.
-void fill_random(uint16_t* dev, size_t n, uint32_t seed) {
-  std::vector<uint16_t> host(n);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  for (auto& h : host) {
-    float f = nd(rng);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    h = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-  }
-  CHECK_CUDA(cudaMemcpy(dev, host.data(), n * 2, cudaMemcpyHostToDevice));
-}
 
 template <typename Fn>
 double median_ms(int reps, Fn&& fn) {
@@ -85,10 +63,10 @@ int main(int argc, char** argv) {
   float* lse;
   for (uint16_t** p : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) CHECK_CUDA(cudaMalloc(p, elems * 2));
   CHECK_CUDA(cudaMalloc(&lse, static_cast<size_t>(tokens) * 64 * 4));
-  fill_random(q, elems, 1);
-  fill_random(k, elems, 2);
-  fill_random(v, elems, 3);
-  fill_random(dout, elems, 4);
+  bench::fill_random_bf16(q, elems, 1);
+  bench::fill_random_bf16(k, elems, 2);
+  bench::fill_random_bf16(v, elems, 3);
+  bench::fill_random_bf16(dout, elems, 4);
 
   for (int d : headdims) {
     for (int seqlen : {512, 1024, 2048, 4096, 8192, 16384}) {

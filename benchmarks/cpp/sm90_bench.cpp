@@ -11,41 +11,12 @@
 #include <random>
 #include <vector>
 
+#include "bench_util.h"
 #include "flashattn/flashattn.h"
 
 using namespace flashattn;
 
 namespace {
-
-#define CHECK_CUDA(x)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                     \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
-
-// Random normal 16-bit values (bf16: a rounded float's top half; fp16 via exponent rebias). One
-// host draw feeds every buffer at a different offset: distinct data without redrawing.
-std::vector<uint16_t> random_bits(size_t n, bool bf16) {
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd;
-  std::vector<uint16_t> host(n);
-  for (auto& h : host) {
-    float x = nd(rng);
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    if (bf16) {
-      h = uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-    } else {
-      const uint32_t sign = (u >> 16) & 0x8000;
-      const int exp = int((u >> 23) & 0xFF) - 127 + 15;
-      h = exp <= 0 ? uint16_t(sign) : uint16_t(sign | (std::min(exp, 30) << 10) | ((u >> 13) & 0x3FF));
-    }
-  }
-  return host;
-}
 
 struct Shape {
   int hdim, seqlen, hq, hkv;
@@ -65,7 +36,7 @@ int main(int argc, char** argv) {
   void *q[sets], *k[sets], *v[sets], *o[sets];
   float* lse;
   const size_t elems = size_t(tokens * widest);
-  const std::vector<uint16_t> bits = random_bits(elems + 64, bf16);
+  const std::vector<uint16_t> bits = bench::random_16bit(elems + 64, bf16, 7);
   for (int s = 0; s < sets; ++s) {
     int shift = 0;
     for (void** p : {&q[s], &k[s], &v[s], &o[s]}) {
