@@ -347,7 +347,9 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     p->seqlen_k = longest_k;
     p->cu_seqlens_q = static_cast<const int32_t*>(cq.data);
     p->cu_seqlens_k = static_cast<const int32_t*>(ck.data);
-    p->kv_rows_past_last_sequence = !host_cu_k.empty() && p->total_k > host_cu_k[static_cast<size_t>(p->batch)];
+    // Unknown under graph capture (cu_seqlens not read): assume such rows, as padded serving
+    // buffers have them.
+    p->kv_rows_past_last_sequence = host_cu_k.empty() || p->total_k > host_cu_k[static_cast<size_t>(p->batch)];
   } else {
     p->batch = static_cast<int>(q.shape[0]);
     p->seqlen_q = static_cast<int>(q.shape[1]);

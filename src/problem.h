@@ -40,7 +40,7 @@ struct AttentionProblem {
   const int32_t* seqused_k = nullptr;
   // Variable length: k/v hold rows past cu_seqlens_k[batch] (caller's memory, any values). A
   // kernel whose last key block may read rows past a sequence must not run then: P = 0 times a
-  // NaN there is NaN. False when cu_seqlens could not be read (CUDA graph capture).
+  // NaN there is NaN. True when cu_seqlens could not be read (CUDA graph capture).
   bool kv_rows_past_last_sequence = false;
 
   Operand q, k, v, out;
