@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "flashattn/flashattn.h"
+#include "variants/sequence.h"
 #include "variants/variant.h"
 
 namespace flashattn {
@@ -73,19 +74,7 @@ struct SequenceSpan {
 };
 
 inline SequenceSpan host_sequence(const AttentionProblem& p, int b) {
-  SequenceSpan s;
-  if (p.varlen()) {
-    s.q_row0 = p.cu_seqlens_q[b];
-    s.k_row0 = p.cu_seqlens_k[b];
-    s.len_q = p.cu_seqlens_q[b + 1] - s.q_row0;
-    s.len_k = p.cu_seqlens_k[b + 1] - s.k_row0;
-  } else {
-    s.len_q = p.seqlen_q;
-    s.len_k = p.seqlen_k;
-  }
-  if (p.seqused_q != nullptr) s.len_q = p.seqused_q[b];
-  if (p.seqused_k != nullptr) s.len_k = p.seqused_k[b];
-  return s;
+  return sequence_of<SequenceSpan>(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
 }
 
 // Element offset of row i (counted inside the sequence) of head h of batch b.

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/common/ptx.cuh"
+#include "variants/sequence.h"
 #include "variants/variant.h"
 
 namespace flashattn::cuda {
@@ -16,24 +17,11 @@ struct DeviceSequence {
   FA_HD int64_t diag_offset() const { return len_k - len_q; }
 };
 
-// cu_seqlens are device pointers (null for fixed length); so are seqused (null when not given),
-// which replace the lengths the spans give.
+// cu_seqlens and seqused are device pointers (null when not given): variants/sequence.h.
 FA_DEV DeviceSequence device_sequence(const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
                                       const int32_t* seqused_q, const int32_t* seqused_k, int seqlen_q,
                                       int seqlen_k, int b) {
-  DeviceSequence s;
-  if (cu_seqlens_q != nullptr) {
-    s.q_row0 = cu_seqlens_q[b];
-    s.k_row0 = cu_seqlens_k[b];
-    s.len_q = cu_seqlens_q[b + 1] - cu_seqlens_q[b];
-    s.len_k = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
-  } else {
-    s.len_q = seqlen_q;
-    s.len_k = seqlen_k;
-  }
-  if (seqused_q != nullptr) s.len_q = seqused_q[b];
-  if (seqused_k != nullptr) s.len_k = seqused_k[b];
-  return s;
+  return sequence_of<DeviceSequence>(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, seqlen_q, seqlen_k, b);
 }
 
 // Half-open range of tile indices.

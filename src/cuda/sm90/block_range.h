@@ -4,6 +4,7 @@
 
 #include "cuda/sm90/config.h"
 #include "cuda/sm90/params.h"
+#include "variants/sequence.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -15,19 +16,8 @@ struct SequenceInfo {
 };
 
 __device__ __forceinline__ SequenceInfo sequence_info(const KernelParams& p, int batch) {
-  SequenceInfo s;
-  if (p.cu_seqlens_q != nullptr) {
-    s.q_row0 = p.cu_seqlens_q[batch];
-    s.k_row0 = p.cu_seqlens_k[batch];
-    s.len_q = p.cu_seqlens_q[batch + 1] - s.q_row0;
-    s.len_k = p.cu_seqlens_k[batch + 1] - s.k_row0;
-  } else {
-    s.len_q = p.seqlen_q;
-    s.len_k = p.seqlen_k;
-  }
-  if (p.seqused_q != nullptr) s.len_q = p.seqused_q[batch];
-  if (p.seqused_k != nullptr) s.len_k = p.seqused_k[batch];
-  return s;
+  return sequence_of<SequenceInfo>(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k,
+                                   batch);
 }
 
 // Key blocks [n_begin, n_end) that hold at least one key visible from some row of the tile.
