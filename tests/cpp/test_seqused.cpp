@@ -84,9 +84,7 @@ TEST_P(Seqused, MatchesReferenceAndLeavesUnusedRows) {
 }
 
 std::string seqused_name(const ::testing::TestParamInfo<Seqused::ParamType>& info) {
-  const int which = std::get<1>(info.param);
-  return std::string(std::get<0>(info.param) ? "varlen" : "fixed") + (which & 1 ? "_q" : "") + (which & 2 ? "_k" : "") +
-         (std::get<2>(info.param) ? "_causal" : "");
+  return seqused_case_name(std::get<0>(info.param), std::get<1>(info.param), std::get<2>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Seqused, ::testing::Combine(::testing::Bool(), ::testing::Values(1, 2, 3), ::testing::Bool()),

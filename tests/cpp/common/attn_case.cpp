@@ -248,6 +248,11 @@ BackwardResult run_backward(const AttnCase& c, Backend backend, const ForwardRes
   return r;
 }
 
+std::string seqused_case_name(bool varlen, int which, bool causal) {
+  return std::string(varlen ? "varlen" : "fixed") + (which & 1 ? "_q" : "") + (which & 2 ? "_k" : "") +
+         (causal ? "_causal" : "");
+}
+
 bool key_visible(const CaseSpec& s, int64_t i, int64_t j, int64_t len_q, int64_t len_k) {
   if (j < 0 || j >= len_k) return false;
   const int64_t diag = i + len_k - len_q;

@@ -152,6 +152,10 @@ struct RandomLimits {
 };
 CaseSpec random_spec(uint64_t seed, const RandomLimits& limits);
 
+// Test name of a seqused case: "fixed" or "varlen", then "_q" / "_k" for which of seqused_q
+// (bit 1 of `which`) and seqused_k (bit 2) are given, then "_causal".
+std::string seqused_case_name(bool varlen, int which, bool causal);
+
 // FLASHATTN_TEST_SEED (default 0) shifts every seeded sweep, to explore beyond the default set;
 // the failing case's describe() carries the seed that reproduces it.
 uint64_t test_seed_base();
