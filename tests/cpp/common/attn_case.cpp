@@ -179,11 +179,12 @@ AttnCase make_case(const CaseSpec& spec) {
       c.k.set(linear, nan);
       c.v.set(linear, nan);
     });
-    for (int64_t j = c.cu_k.back(); spec.varlen() && j < c.k.size(0); ++j) {
+    // Varlen rows past the last sequence: row j of "sequence" batch_size(), whose start is cu_k.back().
+    for (int64_t j = 0; spec.varlen() && c.cu_k.back() + j < c.k.size(0); ++j) {
       for (int h = 0; h < spec.nheads_kv; ++h) {
         for (int d = 0; d < spec.headdim; ++d) {
-          c.k.set((j * spec.nheads_kv + h) * spec.headdim + d, nan);
-          c.v.set((j * spec.nheads_kv + h) * spec.headdim + d, nan);
+          c.k.set(c.k_index(B, j, h, d), nan);
+          c.v.set(c.k_index(B, j, h, d), nan);
         }
       }
     }
