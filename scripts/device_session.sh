@@ -36,17 +36,29 @@ build() {
   return $rc
 }
 
-cpp_tests() {
-  local bin="$BUILD/tests/cpp/gpu/flashattn_gpu_tests"
-  timeout 300 "$bin" > "$OUT/gpu_tests.log" 2>&1
-  echo "C++ GPU tests exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/gpu_tests.log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED  \]" "$OUT/gpu_tests.log" | head -20
-  local small='*Sanitize*:*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*'
-  for tool in memcheck racecheck synccheck; do
-    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$bin" --gtest_filter="$small" \
-      > "$OUT/sanitizer_$tool.log" 2>&1
+# gtest_run LOG SECONDS LABEL [gtest args...]: the C++ GPU tests, a one-line summary and the failures.
+gtest_run() {
+  local log="$OUT/$1" seconds=$2 label=$3
+  shift 3
+  timeout "$seconds" "$BUILD/tests/cpp/gpu/flashattn_gpu_tests" "$@" > "$log" 2>&1
+  echo "$label exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]" "$log" | head -20
+}
+
+# sanitize SECONDS FILTER TOOL...: compute-sanitizer over the tests FILTER selects, per tool.
+sanitize() {
+  local seconds=$1 filter=$2
+  shift 2
+  for tool in "$@"; do
+    timeout "$seconds" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/cpp/gpu/flashattn_gpu_tests" \
+      --gtest_filter="$filter" > "$OUT/sanitizer_$tool.log" 2>&1
     echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log")"
   done
+}
+
+cpp_tests() {
+  gtest_run gpu_tests.log 300 "C++ GPU tests"
+  sanitize 150 '*Sanitize*:*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*' memcheck racecheck synccheck
 }
 
 python_tests() {
@@ -77,21 +89,13 @@ cli_gpu() {
 # The session's last call: every test once, the sm80 forward forced on Hopper for its own tests,
 # the sanitizers, the CLI on the GPU and a quick side-by-side benchmark, within one call's limit.
 verify() {
-  local bin="$BUILD/tests/cpp/gpu/flashattn_gpu_tests"
-  timeout 150 "$bin" > "$OUT/gpu_tests.log" 2>&1
-  echo "C++ GPU tests exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/gpu_tests.log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED  \]" "$OUT/gpu_tests.log" | head -20
-  FLASHATTN_CUDA_KERNELS=sm80 timeout 100 "$bin" --gtest_filter='*Sm80*:*Seqused*' > "$OUT/gpu_tests_sm80.log" 2>&1
-  echo "C++ GPU tests, sm80 forward forced, exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/gpu_tests_sm80.log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED  \]" "$OUT/gpu_tests_sm80.log" | head -20
+  gtest_run gpu_tests.log 150 "C++ GPU tests"
+  FLASHATTN_CUDA_KERNELS=sm80 gtest_run gpu_tests_sm80.log 100 "C++ GPU tests, sm80 forward forced" \
+    --gtest_filter='*Sm80*:*Seqused*'
   PY_TIMEOUT=130 python_tests
   # The newest paths only (the kernel owners ran the full sanitizer sets on their last versions).
-  local small="${VERIFY_SANITIZE:-*GpuSeqused*varlen_q_k_causal*:*Sm90*seqused_q_fixed_causal*:*Sm90ForwardDirect.SeqUsed*}"
-  for tool in memcheck racecheck; do
-    timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 "$bin" --gtest_filter="$small" \
-      > "$OUT/sanitizer_$tool.log" 2>&1
-    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log")"
-  done
+  sanitize 60 "${VERIFY_SANITIZE:-*GpuSeqused*varlen_q_k_causal*:*Sm90*seqused_q_fixed_causal*:*Sm90ForwardDirect.SeqUsed*}" \
+    memcheck racecheck
   CLI_TIMEOUT=60 CLI_BENCH_ARGS="--quick ${CLI_BENCH_ARGS:-}" cli_gpu
   GPU_BENCH_TIMEOUT=100 GPU_BENCH_ARGS="--quick --headdims 128" gpu_bench
   # Few files come back from a call: the logs travel as one archive.
