@@ -110,6 +110,16 @@ def bwd(
     dq = (torch.empty if seqused_q is None else torch.zeros)(q.shape, dtype=q.dtype, device=q.device)
     dk = (torch.empty if seqused_k is None else torch.zeros)(k.shape, dtype=k.dtype, device=k.device)
     dv = (torch.empty if seqused_k is None else torch.zeros)(v.shape, dtype=v.dtype, device=v.device)
+    _run_backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic,
+                  seqused_q, seqused_k)
+    return dq, dk, dv
+
+
+def _run_backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic,
+                  seqused_q=None, seqused_k=None):
+    """The library's backward into dq, dk, dv (any views), on q's device and current stream."""
     with on_device(q):
         _ext.backward(
             kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v), kernel_ready(out),
@@ -120,7 +130,6 @@ def bwd(
             causal=causal, window=(window_left, window_right), softcap=softcap,
             alibi_slopes=kernel_ready(alibi_slopes), deterministic=deterministic, **launch_options(q),
         )
-    return dq, dk, dv
 
 
 @bwd.register_fake
@@ -234,15 +243,8 @@ def bwd_packed(
     else:
         dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         dk, dv = dpacked.unbind(-3)
-    with on_device(q_):
-        _ext.backward(
-            kernel_ready(dout), kernel_ready(q_), kernel_ready(k), kernel_ready(v), kernel_ready(out),
-            kernel_ready(lse), dq, dk, dv,
-            cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
-            max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
-            causal=causal, window=(window_left, window_right), softcap=softcap,
-            alibi_slopes=kernel_ready(alibi_slopes), deterministic=deterministic, **launch_options(q_),
-        )
+    _run_backward(dout, q_, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic)
     return [dpacked] if q is None else [dq, dpacked]
 
 
