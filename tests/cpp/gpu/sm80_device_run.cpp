@@ -32,6 +32,12 @@ class DeviceCopy {
   DeviceCopy& operator=(const DeviceCopy&) = delete;
 
   TensorView view() const { return host_.defined() ? host_.view_at(ptr_, Device::kCUDA) : TensorView{}; }
+  // Copies the host tensor's storage (for outputs: the poison) to the device again.
+  void upload() {
+    if (ptr_ && cudaMemcpy(ptr_, host_.storage(), host_.storage_bytes(), cudaMemcpyHostToDevice) != cudaSuccess) {
+      ADD_FAILURE() << "could not copy a tensor to the device";
+    }
+  }
   void copy_back() {
     if (ptr_ && cudaMemcpy(host_.storage(), ptr_, host_.storage_bytes(), cudaMemcpyDeviceToHost) != cudaSuccess) {
       ADD_FAILURE() << "could not copy a tensor back from the device";
@@ -69,9 +75,40 @@ Status synchronized(Status s) {
   return s;
 }
 
+Status cuda_status(const char* what, cudaError_t err) {
+  return err == cudaSuccess ? Status::Ok() : Status::Runtime(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+// Runs `call(stream)` as CallMode says; `poison_outputs` re-poisons the outputs before each replay.
+template <typename Call, typename Poison>
+Status run_call(CallMode mode, Call&& call, Poison&& poison_outputs) {
+  if (mode.graph_replays <= 0) return synchronized(call(nullptr));
+  cudaStream_t stream = nullptr;
+  Status s = cuda_status("cudaStreamCreate", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (!s.ok()) return s;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  s = cuda_status("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  if (s.ok()) {
+    const Status called = call(stream);
+    const Status ended = cuda_status("cudaStreamEndCapture", cudaStreamEndCapture(stream, &graph));
+    s = called.ok() ? ended : called;
+  }
+  if (s.ok()) s = cuda_status("cudaGraphInstantiate", cudaGraphInstantiate(&exec, graph, 0));
+  for (int r = 0; s.ok() && r < mode.graph_replays; ++r) {
+    poison_outputs();
+    s = cuda_status("cudaGraphLaunch", cudaGraphLaunch(exec, stream));
+    if (s.ok()) s = cuda_status("replay", cudaStreamSynchronize(stream));
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return synchronized(s);
+}
+
 }  // namespace
 
-ForwardResult gpu_forward(const AttnCase& c, bool with_lse) {
+ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
   ForwardResult r;
   r.out = HostTensor(c.spec.dtype, c.out_shape(), c.spec.pad);
   r.out.poison();
@@ -87,13 +124,23 @@ ForwardResult gpu_forward(const AttnCase& c, bool with_lse) {
   args.v = v.view();
   args.out = out.view();
   if (with_lse) args.lse = lse.view();
-  r.status = synchronized(flashattn::forward(args, dp.params));
+  r.status = run_call(
+      mode,
+      [&](void* stream) {
+        dp.params.stream = stream;
+        if (mode.derive_max_seqlen) dp.params.max_seqlen_q = dp.params.max_seqlen_k = 0;
+        return flashattn::forward(args, dp.params);
+      },
+      [&] {
+        out.upload();
+        lse.upload();
+      });
   out.copy_back();
   lse.copy_back();
   return r;
 }
 
-BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd) {
+BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd, CallMode mode) {
   BackwardResult r;
   r.dq = HostTensor(c.spec.dtype, c.q.shape(), c.spec.pad);
   r.dk = HostTensor(c.spec.dtype, c.k.shape(), c.spec.pad);
@@ -113,7 +160,17 @@ BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd) {
   args.dq = dq.view();
   args.dk = dk.view();
   args.dv = dv.view();
-  r.status = synchronized(flashattn::backward(args, dp.params));
+  r.status = run_call(
+      mode,
+      [&](void* stream) {
+        dp.params.stream = stream;
+        return flashattn::backward(args, dp.params);
+      },
+      [&] {
+        dq.upload();
+        dk.upload();
+        dv.upload();
+      });
   dq.copy_back();
   dk.copy_back();
   dv.copy_back();

@@ -18,8 +18,17 @@ namespace fa_test {
     if (!flashattn::cuda_available()) GTEST_SKIP() << "no CUDA device is available"; \
   } while (0)
 
-ForwardResult gpu_forward(const AttnCase& c, bool with_lse = true);
-BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd);
+// How the library call runs: directly on the default stream, or (graph_replays > 0) captured into a
+// CUDA graph on a stream of its own (global capture mode, as PyTorch's graphs use) and replayed
+// that many times, the outputs poisoned again before each replay, so the results come from the
+// last replay alone.
+struct CallMode {
+  int graph_replays = 0;
+  bool derive_max_seqlen = false;  // varlen: max_seqlen_q/k passed as 0 (the library derives them)
+};
+
+ForwardResult gpu_forward(const AttnCase& c, bool with_lse = true, CallMode mode = {});
+BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd, CallMode mode = {});
 
 // The fp64 oracle run on float32 copies of the (already rounded) fp16/bf16 inputs.
 struct Reference {
