@@ -1,10 +1,16 @@
-// Thin wrappers over the sm90 instructions the kernel needs: mbarriers, TMA (cp.async.bulk.tensor),
-// proxy fences, named barriers, setmaxnreg and the wgmma synchronisation. Each is one instruction.
+// The sm90 instructions the kernel needs, each one instruction: mbarriers, TMA (cp.async.bulk.tensor),
+// proxy fences, named barriers, setmaxnreg and the wgmma synchronisation. Where CCCL's cuda::ptx has
+// the instruction (mbarriers, TMA, bulk groups, fences) these forward to it; named barriers,
+// setmaxnreg, prefetch.tensormap and wgmma are not in cuda::ptx and stay inline PTX here.
+// The kernel passes 32-bit shared-memory addresses (they live in uniform registers); cuda::ptx
+// takes generic pointers and converts them back, a round trip the compiler folds away (the SASS
+// is the same as with direct inline PTX).
 #pragma once
 
 #include <cstdint>
 
 #include <cuda.h>
+#include <cuda/ptx>
 
 namespace flashattn {
 namespace sm90 {
@@ -12,32 +18,36 @@ namespace sm90 {
 __device__ __forceinline__ uint32_t smem_address(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
+template <typename T>
+__device__ __forceinline__ T* smem_pointer(uint32_t address) {
+  return static_cast<T*>(__cvta_shared_to_generic(address));
+}
+__device__ __forceinline__ uint64_t* mbarrier_pointer(uint32_t bar) { return smem_pointer<uint64_t>(bar); }
 
 // ---- mbarriers -----------------------------------------------------------------------------
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
+  cuda::ptx::mbarrier_init(mbarrier_pointer(bar), arrivals);
 }
 // Makes the initialised barriers visible to the TMA unit before any copy completes on them.
 __device__ __forceinline__ void fence_barrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
 }
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+  cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+                                       mbarrier_pointer(bar), bytes);
 }
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+  (void)cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+                                   mbarrier_pointer(bar));
 }
 __device__ __forceinline__ void mbarrier_arrive_count(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+  (void)cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+                                   mbarrier_pointer(bar), count);
 }
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
+    done = cuda::ptx::mbarrier_try_wait_parity(mbarrier_pointer(bar), parity);
   } while (!done);
 }
 
@@ -47,26 +57,24 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
 }
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                             int c2, int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
+  const int32_t coords[4] = {c0, c1, c2, c3};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem_pointer<void>(dst), map,
+                                  coords, mbarrier_pointer(bar));
 }
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
+  const int32_t coords[4] = {c0, c1, c2, c3};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, map, coords,
+                                  smem_pointer<const void>(src));
 }
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_commit_group() { cuda::ptx::cp_async_bulk_commit_group(); }
 // The shared-memory source of earlier bulk stores may be overwritten after this.
-__device__ __forceinline__ void bulk_wait_read_all() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read_all() { cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{}); }
+__device__ __forceinline__ void bulk_wait_all() { cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{}); }
 
 // Ordinary shared-memory accesses must be fenced before the async proxy (TMA, wgmma) touches
 // the same bytes, and the other way round.
 __device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
 }
 
 // ---- named barriers ------------------------------------------------------------------------
