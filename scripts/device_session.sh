@@ -97,7 +97,8 @@ verify() {
   sanitize 60 "${VERIFY_SANITIZE:-*GpuSeqused*varlen_q_k_causal*:*Sm90*seqused_q_fixed_causal*:*Sm90ForwardDirect.SeqUsed*}" \
     memcheck racecheck
   CLI_TIMEOUT=60 CLI_BENCH_ARGS="--quick ${CLI_BENCH_ARGS:-}" cli_gpu
-  GPU_BENCH_TIMEOUT=100 GPU_BENCH_ARGS="--quick --headdims 128" gpu_bench
+  # VERIFY_BENCH_ARGS="" times the whole protocol sweep (all head dims, fwd and bwd, ~2 min).
+  GPU_BENCH_TIMEOUT=${VERIFY_BENCH_TIMEOUT:-100} GPU_BENCH_ARGS="${VERIFY_BENCH_ARGS---quick --headdims 128}" gpu_bench
   # Few files come back from a call: the logs travel as one archive.
   (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
 }
