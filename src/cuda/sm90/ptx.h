@@ -30,18 +30,13 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbarrier_arrive_count(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
-// With a suspend-time hint the waiting thread sleeps until the phase completes (or the hint's
-// nanoseconds pass) instead of retrying every few cycles: ncu showed the loading thread's and the
-// scheduler thread's waits spinning (37 M retries, 17% of all issued instructions at hdim 128 8k)
-// on the sub-partitions of consumer warps 4, 5, 8 and 9, slowing their softmax.
-constexpr uint32_t kMbarrierSuspendHintNs = 1000000;
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
     asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
-        : "r"(bar), "r"(parity), "n"(kMbarrierSuspendHintNs)
+        : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
 }
