@@ -4,7 +4,9 @@
 // width 2048, bf16) plus the GQA ones; the variants of a shape run interleaved over `rounds`
 // rounds and each reports the best of its per-round medians, so slow drift of the clocks hits
 // all variants alike. Calls the launch templates directly with contiguous fixed-length problems.
-// Usage: flashattn_sm90_variants [reps=10] [rounds=2] [hdim filter]; one JSON object per line.
+// Usage: flashattn_sm90_variants [reps=10] [rounds=2] [hdim] [seqlen] [causal 0/1] [variant name];
+// the last four filter (0 or -1: all; the name must match exactly). One JSON object per line.
+// One shape and one variant with reps=1 rounds=1 gives ncu three launches of that kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/sm90/launch.h"
@@ -54,6 +57,9 @@ const Variant kVariants[] = {
     {64, "n128_s4_dyn", run<64, 128, 4, true>},
     {128, "n128_s2", run<128, 128, 2, false>},
     {128, "n128_s2_dyn", run<128, 128, 2, true>},
+    // FlashAttention-3's key-block width for long non-causal rows at hdim 128 (no room for an
+    // output tile beside 2 stages of 176 keys: O goes out through Q).
+    {128, "n176_s2_dyn", run<128, 176, 2, true>, 0},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
     {256, "n80_s2_dyn_direct_out", run<256, 80, 2, true, sm90::kOutputDirect>},
@@ -65,6 +71,9 @@ int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 10;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 2;
   const int only_hdim = argc > 3 ? std::atoi(argv[3]) : 0;
+  const int only_seqlen = argc > 4 ? std::atoi(argv[4]) : 0;
+  const int only_causal = argc > 5 ? std::atoi(argv[5]) : -1;
+  const std::string only_variant = argc > 6 ? argv[6] : "";
   const int64_t tokens = 16384, widest = 32 * 128;
   // Two input sets rotate so that repeated calls do not run from L2.
   void *q[2], *k[2], *v[2], *o[2];
@@ -92,6 +101,8 @@ int main(int argc, char** argv) {
   for (auto& e : ev) cudaEventCreate(&e);
   for (const Shape& sh : shapes) {
     if (only_hdim && sh.hdim != only_hdim) continue;
+    if (only_seqlen > 0 && sh.seqlen != only_seqlen) continue;
+    if (only_causal >= 0 && int(sh.causal) != only_causal) continue;
     AttentionProblem p[2];
     for (int s = 0; s < 2; ++s) {
       AttentionProblem& a = p[s];
@@ -110,6 +121,7 @@ int main(int argc, char** argv) {
     const double flops = 4.0 * p[0].batch * sh.hq * double(sh.seqlen) * sh.seqlen * sh.hdim / (sh.causal ? 2 : 1);
     std::vector<const Variant*> vars;
     for (const Variant& var : kVariants) {
+      if (!only_variant.empty() && only_variant != var.name) continue;
       if (var.hdim == sh.hdim && (var.causal_only < 0 || var.causal_only == int(sh.causal))) vars.push_back(&var);
     }
     std::vector<float> best(vars.size(), 1e30f);

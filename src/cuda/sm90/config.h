@@ -40,6 +40,9 @@ constexpr int kSwizzleAtomBytes = 8 * kLineBytes;  // 8 lines: the period of the
 constexpr int kSchedulerBarrier0 = 1;
 constexpr int kEpilogueBarrier0 = 1 + kConsumerWarpgroups;
 
+// Tile indices the dynamic schedule's mailbox holds per CTA (tile_scheduler.h, TileRing).
+constexpr int kMailboxSlots = 2;
+
 // Key-block width and K/V ring depth per head dim: the largest that fits 227 KB of shared
 // memory with the register budget above (S is kBlockN/2, O is HeadDim/2 floats per thread).
 template <int HeadDim>
@@ -96,8 +99,8 @@ struct KernelConfig {
   static constexpr int kKVStageBytes = kKVColumnBytes * kColumns;
 
   static constexpr int kSmemLimit = 227 * 1024;
-  // Q full/empty, K and V full/empty per stage, the tile mailbox's full/empty (+ 8 spare bytes).
-  static constexpr int kBarrierCount = 2 + 4 * kStages + 2;
+  // Q full/empty, K and V full/empty per stage, full/empty per tile mailbox slot (+ 8 spare bytes).
+  static constexpr int kBarrierCount = 2 + 4 * kStages + 2 * kMailboxSlots;
   static constexpr int kFixedBytes = 8 * kBarrierCount + 8 + kSwizzleAtomBytes;  // + alignment slack
   // The output goes through its own shared-memory tile and a TMA store when that tile fits
   // beside Q and the K/V ring (head dims up to 128); larger head dims store O from registers.

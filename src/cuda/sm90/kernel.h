@@ -38,10 +38,14 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
     epilogue.store(o, lse, seq, t);
   };
   if constexpr (Cfg::kDynamicSchedule) {
+    // The next index is read at the start of a tile and used at its end, so the L2 read of the
+    // mailbox is hidden under the tile (the scheduler has published it a tile earlier).
     TileRing ring;
-    for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false); index < p.num_tiles;
-         index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false)) {
+    int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false);
+    while (index < p.num_tiles) {
+      const int next = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false);
       run_tile(index);
+      index = next;
     }
   } else {
     for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
@@ -63,7 +67,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
   if (threadIdx.x == 0) bars.init();
   __syncthreads();
 
-  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  // Through a shuffle from lane 0 the compiler knows the index is warp-uniform, so values derived
+  // from it (the Q descriptors of S = Q K^T) can live in uniform registers.
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / kWarpgroupThreads), 0);
   if (warpgroup == 0) {
     setmaxnreg_decrease<kProducerRegisters>();
     if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();

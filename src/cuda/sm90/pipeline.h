@@ -34,12 +34,15 @@ struct SharedBarriers {
   __device__ __forceinline__ uint32_t v_full(int s) const { return base + 16 + 8 * (2 * Cfg::kStages + s); }
   __device__ __forceinline__ uint32_t v_empty(int s) const { return base + 16 + 8 * (3 * Cfg::kStages + s); }
 
-  // The tile mailbox's barriers (dynamic schedule): full, then empty (see TileRing).
+  // The tile mailbox's barriers (dynamic schedule): full, then empty, of each of its
+  // kMailboxSlots slots (see TileRing).
   __device__ __forceinline__ uint32_t tile_mailbox() const { return base + 16 + 8 * (4 * Cfg::kStages); }
 
   __device__ __forceinline__ void init() const {
-    mbarrier_init(tile_mailbox(), 1);
-    mbarrier_init(tile_mailbox() + 8, kConsumerWarps + 1);
+    for (int slot = 0; slot < kMailboxSlots; ++slot) {
+      mbarrier_init(tile_mailbox() + 16 * slot, 1);
+      mbarrier_init(tile_mailbox() + 16 * slot + 8, kConsumerWarps + 1);
+    }
     mbarrier_init(q_full(), 1);
     mbarrier_init(q_empty(), kConsumerWarps);
     for (int s = 0; s < Cfg::kStages; ++s) {

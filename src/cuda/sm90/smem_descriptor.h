@@ -33,8 +33,13 @@ __device__ __forceinline__ uint64_t mn_major_descriptor(uint32_t address, uint32
 }
 
 // The start address lives in the low bits in 16-byte units and never carries out of its 14
-// bits (shared memory is below 256 KB), so advancing a descriptor is an addition.
-__device__ __forceinline__ uint64_t advance_descriptor(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+// bits (shared memory is below 256 KB), so advancing a descriptor is a 32-bit addition to the low
+// word. Written as such, the compiler sees that the high word (stride and swizzle) stays the
+// same constant and needs no 64-bit add per wgmma (at hdim 256 it kept some of those sums in
+// vector registers, an R2UR before the wgmma).
+__device__ __forceinline__ uint64_t advance_descriptor(uint64_t desc, uint32_t bytes) {
+  return (desc & ~uint64_t(0xFFFFFFFFu)) | uint32_t(uint32_t(desc) + (bytes >> 4));
+}
 
 }  // namespace sm90
 }  // namespace flashattn

@@ -6,7 +6,7 @@
 // Dynamic (Cfg::kDynamicSchedule): CTA c starts with tile c; afterwards a scheduler thread of the
 // producer warpgroup (not the loading thread, whose 24 registers are spoken for) takes grid + the
 // next value of a global atomic counter and hands each index to the loading thread and the
-// consumers through a one-entry mailbox (TileRing). The index past the last tile
+// consumers through a two-slot mailbox (TileRing). The index past the last tile
 // ends every role. Counters live in a ring of kCounterSlots per translation unit, one
 // slot per launch (chosen on the host); the CTA that finishes last resets its slot, so no host
 // memset is needed and up to kCounterSlots launches may be in flight at once.
@@ -69,18 +69,22 @@ __device__ __forceinline__ void retire_tile_counter(const KernelParams& p) {
   }
 }
 
-// A mailbox for one tile index per CTA, with a full mbarrier (the scheduler thread's arrival after
-// writing the index) and an empty one (one arrival per consumer warp and one by the loading
-// thread, once each has read it). One slot keeps the claims one tile ahead of the consumers: the
-// next index is fetched once the consumers have taken the current one.
-// The index itself lives in global memory (g_tile_mailbox, this launch's slot, this CTA's entry),
+// A mailbox of kMailboxSlots tile indices per CTA, each slot with a full mbarrier (the scheduler
+// thread's arrival after writing the index) and an empty one (one arrival per consumer warp and one
+// by the loading thread once each is done with the index). The slots are used in turn.
+// Two slots, and a receiver releases a slot only at its next receive (when the index it read has
+// long been used): the scheduler claims tile k + 1 while the consumers still run tile k - 1, so
+// neither the loading thread nor the consumers wait for the counter's atomic. With one slot (v4) the
+// claim of tile k + 1 started only once every consumer warp had read tile k at the start of tile k,
+// an atomic round trip the producer then waited for on short tiles.
+// The index itself lives in global memory (g_tile_mailbox, this launch's slot, this CTA's entries),
 // written to and read from L2, ordered by the mbarriers (release on arrive, acquire on wait).
 // Kept out of shared memory because compute-sanitizer's racecheck does not follow mbarriers for
 // ordinary shared-memory accesses (it reported the correct shared-memory version as racing), and
 // shared-memory atomics instead cost hdim 256 consumers spills.
 constexpr int kMailboxCtas = 256;  // the launch caps a dynamically scheduled grid at this
 namespace {
-__device__ int g_tile_mailbox[kCounterSlots][kMailboxCtas];
+__device__ int g_tile_mailbox[kCounterSlots][kMailboxCtas][kMailboxSlots];
 }  // namespace
 
 // The CTA index comes through a volatile read so that the compiler recomputes the address at each
@@ -89,26 +93,36 @@ __device__ int g_tile_mailbox[kCounterSlots][kMailboxCtas];
 __device__ __forceinline__ int* tile_mailbox_entry(const KernelParams& p) {
   int cta;
   asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
-  return &g_tile_mailbox[p.counter_slot][cta];
+  return &g_tile_mailbox[p.counter_slot][cta][0];
 }
 
 struct TileRing {
-  uint32_t phase = 0;
-  // `bar`: the full mbarrier; the empty one follows at bar + 8.
+  // Indices published (scheduler) or received (others) so far: slot = count % kMailboxSlots, and
+  // the mbarrier phase flips each time the slots wrap. One register for the whole ring.
+  uint32_t count = 0;
+  __device__ __forceinline__ int slot() const { return int(count % kMailboxSlots); }
+  __device__ __forceinline__ uint32_t phase() const { return (count / kMailboxSlots) & 1; }
+  // `bar`: the first slot's full mbarrier; its empty one is at bar + 8, the next slot's pair 16 on.
+  __device__ __forceinline__ static uint32_t full(uint32_t bar, int slot) { return bar + 16 * slot; }
+  __device__ __forceinline__ static uint32_t empty(uint32_t bar, int slot) { return bar + 16 * slot + 8; }
+
   __device__ __forceinline__ void publish(uint32_t bar, int* entry, int index) {
-    mbarrier_wait(bar + 8, phase ^ 1);
-    __stcg(entry, index);
-    mbarrier_arrive(bar);
-    phase ^= 1;
+    mbarrier_wait(empty(bar, slot()), phase() ^ 1);
+    __stcg(entry + slot(), index);
+    mbarrier_arrive(full(bar, slot()));
+    ++count;
   }
-  // Called by every thread of a consumer warp, or by the loading thread alone (one_thread).
+  // Called by every thread of a consumer warp, or by the loading thread alone (one_thread). First
+  // releases the slot of the previous receive: its index has been used by the caller since.
   __device__ __forceinline__ int receive(uint32_t bar, const int* entry, bool one_thread) {
-    mbarrier_wait(bar, phase);
+    if (count > 0) {
+      if (!one_thread) __syncwarp();
+      if (one_thread || threadIdx.x % 32 == 0) mbarrier_arrive(empty(bar, int((count - 1) % kMailboxSlots)));
+    }
+    mbarrier_wait(full(bar, slot()), phase());
     int index;
-    asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(index) : "l"(entry) : "memory");
-    if (!one_thread) __syncwarp();
-    if (one_thread || threadIdx.x % 32 == 0) mbarrier_arrive(bar + 8);
-    phase ^= 1;
+    asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(index) : "l"(entry + slot()) : "memory");
+    ++count;
     return index;
   }
 };
