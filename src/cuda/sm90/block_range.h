@@ -55,5 +55,33 @@ __device__ __forceinline__ bool block_needs_mask(const KernelParams& p, const Se
   return false;
 }
 
+// The same two over an explicit query-row range: the tile holds query rows [m_first, m_first +
+// rows) (GQA packing: rows = kBlockM / G, pack_gqa.h). Separate from the functions above so the
+// default kernel's code stays exactly as it was.
+template <int kBlockN>
+__device__ __forceinline__ BlockRange<kBlockN> key_block_range_rows(const KernelParams& p, const SequenceInfo& s,
+                                                                    int m_first, int rows) {
+  const int m_last = min(m_first + rows, s.len_q) - 1;
+  int hi = s.len_k;
+  if (p.window_right >= 0) hi = min(hi, m_last + s.diag() + p.window_right + 1);
+  int lo = 0;
+  if (p.window_left >= 0) lo = max(0, m_first + s.diag() - p.window_left);
+  BlockRange<kBlockN> r;
+  r.n_begin = lo / kBlockN;
+  r.n_end = hi <= lo ? r.n_begin : (hi + kBlockN - 1) / kBlockN;
+  return r;
+}
+
+template <int kBlockN>
+__device__ __forceinline__ bool block_needs_mask_rows(const KernelParams& p, const SequenceInfo& s, int m_first,
+                                                      int rows, int n_block) {
+  const int n_first = n_block * kBlockN, n_last = n_first + kBlockN - 1;
+  const int m_last = m_first + rows - 1;
+  if (n_last >= s.len_k) return true;
+  if (p.window_right >= 0 && n_last > m_first + s.diag() + p.window_right) return true;
+  if (p.window_left >= 0 && n_first < m_last + s.diag() - p.window_left) return true;
+  return false;
+}
+
 }  // namespace sm90
 }  // namespace flashattn

@@ -76,13 +76,17 @@ constexpr bool kDefaultDynamicSchedule = true;
 // BlockN_, Stages_ and Dynamic_ default to TileShape and the default schedule; benchmarks
 // instantiate other shapes through them.
 // Output_: how O leaves (see kStagedOutput, kOutputInQ below); kOutputAuto picks by head dim.
+// PackGqa_: GQA head packing (see kPackGqa below).
 constexpr int kOutputAuto = 0, kOutputDirect = 1, kOutputViaQ = 2;
 
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
           int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule,
-          int Output_ = kOutputAuto>
+          int Output_ = kOutputAuto, bool PackGqa_ = false>
 struct KernelConfig {
   static constexpr bool kDynamicSchedule = Dynamic_;
+  // GQA head packing (pack_gqa.h): the query heads that share a KV head fill one 128-row tile
+  // together. Off by default; only sm90_forward_pack_gqa() instantiates it. NOT YET RUN ON A GPU.
+  static constexpr bool kPackGqa = PackGqa_;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
@@ -123,6 +127,11 @@ struct KernelConfig {
   static_assert(kSmemBytes <= kSmemLimit, "shared memory over the sm90 limit");
   static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");
 };
+
+// The default tile shape and schedule with GQA head packing on (sm90_forward_pack_gqa only).
+template <int HeadDim_, typename Element_>
+using PackGqaConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
+                                   kDefaultDynamicSchedule, kOutputAuto, true>;
 
 }  // namespace sm90
 }  // namespace flashattn

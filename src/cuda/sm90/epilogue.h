@@ -8,12 +8,16 @@
 // Via Q (Cfg::kOutputInQ, larger head dims, no room for the tile): the same through the
 // warpgroup's rows of the Q tile, which is released after the store has read them.
 // Direct (forced through KernelConfig's Output_): each thread stores its pairs of O.
+// GQA packing (Cfg::kPackGqa, pack_gqa.h): tile row r is query row r >> log2 G of head
+// kv * G + (r & (G - 1)); lse and the predicated paths address each row that way, and the TMA
+// store goes through the 5-D output map with boxes (64, G, 64 / G, 1, 1) per warpgroup.
 #pragma once
 
 #include <cmath>
 
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/fragment.h"
+#include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/pipeline.h"
 #include "cuda/sm90/tile_scheduler.h"
 
@@ -34,16 +38,30 @@ struct Epilogue {
   __device__ __forceinline__ int64_t out_offset(const SequenceInfo& seq, const TileCoord& t, int row) const {
     return t.batch * p.out_batch_stride + int64_t(seq.q_row0 + row) * p.out_row_stride + t.head * p.out_head_stride;
   }
+  // Query row `row` of query head `head` (GQA packing: the head varies with the tile row).
+  __device__ __forceinline__ int64_t out_offset_at(const SequenceInfo& seq, const TileCoord& t, int row,
+                                                   int head) const {
+    return t.batch * p.out_batch_stride + int64_t(seq.q_row0 + row) * p.out_row_stride + head * p.out_head_stride;
+  }
 
   __device__ __forceinline__ void store_lse(const SequenceInfo& seq, const TileCoord& t, const float (&lse)[2]) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     if (p.lse == nullptr || pos.col0 != 0) return;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
-      if (row < seq.len_q) {
-        p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride] =
-            lse[h];
+      if constexpr (Cfg::kPackGqa) {
+        const int r = wg * kRowsPerConsumer + pos.row0 + 8 * h;
+        const int row = tile_row_query<Cfg>(p, t, r), head = tile_row_head<Cfg>(p, t, r);
+        if (row < seq.len_q) {
+          p.lse[t.batch * p.lse_batch_stride + head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride] =
+              lse[h];
+        }
+      } else {
+        const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
+        if (row < seq.len_q) {
+          p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride] =
+              lse[h];
+        }
       }
     }
   }
@@ -101,8 +119,14 @@ struct Epilogue {
       if (thread == 0) {
 #pragma unroll
         for (int c = 0; c < Cfg::kColumns; ++c) {
-          tma_store_4d(&p.tma_o, staged_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, tile_row, t.head,
-                       t.batch);
+          if constexpr (Cfg::kPackGqa) {
+            // The warpgroup's 64 rows: 64 / G query rows of all G heads (G <= 64).
+            tma_store_5d(&p.tma_o, staged_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, 0,
+                         tile_row_query<Cfg>(p, t, warpgroup_row0), t.head, t.batch);
+          } else {
+            tma_store_4d(&p.tma_o, staged_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, tile_row, t.head,
+                         t.batch);
+          }
         }
         bulk_commit_group();
         if constexpr (Cfg::kOutputInQ) bulk_wait_read_all();
@@ -113,6 +137,18 @@ struct Epilogue {
     char* out = static_cast<char*>(p.out);
     for (int idx = thread; idx < kRowsPerConsumer * kChunksPerRow; idx += kWarpgroupThreads) {
       const int r = idx / kChunksPerRow, chunk = idx % kChunksPerRow;
+      if constexpr (Cfg::kPackGqa) {
+        // Query rows grow with r, so the first row past the sequence ends the loop here too.
+        const int row = tile_row_query<Cfg>(p, t, warpgroup_row0 + r);
+        if (row >= seq.len_q) break;
+        const int64_t offset = out_offset_at(seq, t, row, tile_row_head<Cfg>(p, t, warpgroup_row0 + r));
+        uint4 v;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(staged_chunk(warpgroup_row0 + r, chunk)));
+        *reinterpret_cast<uint4*>(out + (offset + chunk * 8) * sizeof(Element)) = v;
+        continue;
+      }
       if (tile_row + r >= seq.len_q) break;
       uint4 v;
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -133,9 +169,17 @@ struct Epilogue {
     char* out = static_cast<char*>(p.out);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
-      if (row >= seq.len_q) continue;
-      char* row_out = out + out_offset(seq, t, row) * sizeof(Element);
+      char* row_out;
+      if constexpr (Cfg::kPackGqa) {
+        const int r = wg * kRowsPerConsumer + pos.row0 + 8 * h;
+        const int row = tile_row_query<Cfg>(p, t, r);
+        if (row >= seq.len_q) continue;
+        row_out = out + out_offset_at(seq, t, row, tile_row_head<Cfg>(p, t, r)) * sizeof(Element);
+      } else {
+        const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
+        if (row >= seq.len_q) continue;
+        row_out = out + out_offset(seq, t, row) * sizeof(Element);
+      }
 #pragma unroll
       for (int i = 0; i < kOAccum / 4; ++i) {
         *reinterpret_cast<uint32_t*>(row_out + (8 * i + pos.col0) * sizeof(Element)) =
@@ -152,10 +196,20 @@ struct Epilogue {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       lse[h] = -INFINITY;
-      const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
-      if (row >= seq.len_q) continue;
-      for (int i = 0; i < kOAccum / 4; ++i) {
-        *reinterpret_cast<uint32_t*>(out + (out_offset(seq, t, row) + 8 * i + pos.col0) * sizeof(Element)) = 0u;
+      if constexpr (Cfg::kPackGqa) {
+        const int r = wg * kRowsPerConsumer + pos.row0 + 8 * h;
+        const int row = tile_row_query<Cfg>(p, t, r);
+        if (row >= seq.len_q) continue;
+        const int64_t offset = out_offset_at(seq, t, row, tile_row_head<Cfg>(p, t, r));
+        for (int i = 0; i < kOAccum / 4; ++i) {
+          *reinterpret_cast<uint32_t*>(out + (offset + 8 * i + pos.col0) * sizeof(Element)) = 0u;
+        }
+      } else {
+        const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
+        if (row >= seq.len_q) continue;
+        for (int i = 0; i < kOAccum / 4; ++i) {
+          *reinterpret_cast<uint32_t*>(out + (out_offset(seq, t, row) + 8 * i + pos.col0) * sizeof(Element)) = 0u;
+        }
       }
     }
     store_lse(seq, t, lse);

@@ -5,6 +5,7 @@
 #include "cuda/sm90/epilogue.h"
 #include "cuda/sm90/mainloop_load.h"
 #include "cuda/sm90/mainloop_mma.h"
+#include "cuda/sm90/pack_gqa.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -20,10 +21,10 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   PipelineState<Cfg::kStages> kv_state;
   uint32_t q_phase = 0;
   auto run_tile = [&](int index) {
-    const TileCoord t = tile_coord(p, index);
+    const TileCoord t = tile_coord_of<Cfg>(p, index);
     const SequenceInfo seq = sequence_info(p, t.batch);
-    if (t.m_block * kBlockM >= seq.len_q) return;
-    const BlockRange<Cfg::kBlockN> range = key_block_range<Cfg::kBlockN>(p, seq, t.m_block);
+    if (t.m_block * tile_query_rows<Cfg>(p) >= seq.len_q) return;
+    const BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, seq, t.m_block);
     if (range.empty()) {
       epilogue.store_empty(seq, t);
       return;

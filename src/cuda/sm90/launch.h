@@ -30,10 +30,35 @@ Status launch_forward(const AttentionProblem& pb) {
   KernelParams kp;
   const int64_t rows_q = varlen ? pb.total_q : pb.seqlen_q;
   const int64_t rows_k = varlen ? pb.total_k : pb.seqlen_k;
-  Status s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, kBlockM);
+  // GQA packing (pack_gqa.h; the caller, sm90_forward_pack_gqa, has checked that the group is a
+  // power of two in 2..64): a tile holds kBlockM / G query rows of the G heads of one KV head.
+  const int group = pb.heads_per_kv();
+  int pack_log2 = 0;
+  if constexpr (Cfg::kPackGqa) {
+    while ((2 << pack_log2) <= group) ++pack_log2;
+    if (group < 2 || group > kRowsPerConsumer || (1 << pack_log2) != group) {
+      return Status::Unsupported("GQA head packing needs a power-of-two group of 2..64 query heads per KV head, not " +
+                                 std::to_string(group));
+    }
+  }
+  const int tile_rows_q = kBlockM >> pack_log2;  // query rows per tile
+  Status s;
+  if constexpr (Cfg::kPackGqa) {
+    s = encode_packed_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_kv, group, pb.batch,
+                                  varlen, tile_rows_q);
+  } else {
+    s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, kBlockM);
+  }
   if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch, varlen, Cfg::kBlockN);
   if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch, varlen, Cfg::kBlockN);
-  if (s.ok()) s = encode_operand_map(&kp.tma_o, pb.out, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, kRowsPerConsumer);
+  if constexpr (Cfg::kPackGqa) {
+    if (s.ok()) {
+      s = encode_packed_operand_map(&kp.tma_o, pb.out, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_kv, group, pb.batch,
+                                    varlen, kRowsPerConsumer >> pack_log2);
+    }
+  } else {
+    if (s.ok()) s = encode_operand_map(&kp.tma_o, pb.out, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, kRowsPerConsumer);
+  }
   if (!s.ok()) return s;
 
   kp.out = pb.out.data;
@@ -54,8 +79,10 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.heads_per_kv = pb.heads_per_kv();
   kp.seqlen_q = pb.seqlen_q;
   kp.seqlen_k = pb.seqlen_k;
-  kp.num_m_blocks = (pb.seqlen_q + kBlockM - 1) / kBlockM;
-  kp.num_tiles = kp.num_m_blocks * pb.batch * pb.nheads_q;
+  kp.num_m_blocks = (pb.seqlen_q + tile_rows_q - 1) / tile_rows_q;
+  kp.num_tiles = kp.num_m_blocks * pb.batch * (Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
+  kp.pack_log2 = pack_log2;
+  kp.nheads_kv = pb.nheads_kv;
   kp.longest_first = pb.mask.window_right >= 0 && pb.mask.window_left < 0;
   kp.counter_slot = Cfg::kDynamicSchedule ? next_counter_slot() : 0;
   constexpr float kLog2e = 1.4426950408889634f;

@@ -10,6 +10,7 @@
 
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/fragment.h"
+#include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/pipeline.h"
 #include "cuda/sm90/smem_descriptor.h"
 #include "cuda/sm90/softmax.h"
@@ -65,7 +66,14 @@ struct MainloopMma {
                                                           const SequenceInfo& seq, const TileCoord& t,
                                                           int n_block) const {
     if (p.score_pre != 0.0f) OnlineSoftmax<Cfg::kBlockN>::apply_softcap(s, p.score_pre);
-    if (block_needs_mask<Cfg::kBlockN>(p, seq, t.m_block, n_block)) {
+    if constexpr (Cfg::kPackGqa) {
+      if (tile_block_needs_mask<Cfg>(p, seq, t.m_block, n_block)) {
+        const FragmentPosition pos = FragmentPosition::of_thread(thread);
+        const int r = wg * kRowsPerConsumer + pos.row0;
+        const int rows[2] = {tile_row_query<Cfg>(p, t, r), tile_row_query<Cfg>(p, t, r + 8)};
+        OnlineSoftmax<Cfg::kBlockN>::apply_mask_rows(s, p, seq, rows, n_block, pos);
+      }
+    } else if (block_needs_mask<Cfg::kBlockN>(p, seq, t.m_block, n_block)) {
       OnlineSoftmax<Cfg::kBlockN>::apply_mask(s, p, seq, t.m_block * kBlockM + wg * kRowsPerConsumer, n_block,
                                               FragmentPosition::of_thread(thread));
     }

@@ -39,6 +39,12 @@ struct KernelParams {
   float score_log2 = 0.0f;
   float score_pre = 0.0f;  // scale / softcap when the soft cap is on, else 0
   int window_left = -1, window_right = -1;
+
+  // GQA head packing (Cfg::kPackGqa only; pack_gqa.h). Appended after every field the default
+  // kernel reads, so its parameter offsets stay as they were.
+  int pack_log2 = 0;   // log2 of the group G = heads_per_kv; tile row r is query row r >> pack_log2
+                       // of head kv * G + (r & (G - 1))
+  int nheads_kv = 0;   // tiles are (m block, kv head, batch) when packing
 };
 
 }  // namespace sm90

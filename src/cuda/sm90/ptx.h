@@ -66,6 +66,19 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t sr
   cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, map, coords,
                                   smem_pointer<const void>(src));
 }
+// 5-D forms: the GQA-packed Q / O maps (dim, head in group, row, kv head, batch); see pack_gqa.h.
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                            int c2, int c3, int c4) {
+  const int32_t coords[5] = {c0, c1, c2, c3, c4};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem_pointer<void>(dst), map,
+                                  coords, mbarrier_pointer(bar));
+}
+__device__ __forceinline__ void tma_store_5d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3,
+                                             int c4) {
+  const int32_t coords[5] = {c0, c1, c2, c3, c4};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, map, coords,
+                                  smem_pointer<const void>(src));
+}
 __device__ __forceinline__ void bulk_commit_group() { cuda::ptx::cp_async_bulk_commit_group(); }
 // The shared-memory source of earlier bulk stores may be overwritten after this.
 __device__ __forceinline__ void bulk_wait_read_all() { cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{}); }

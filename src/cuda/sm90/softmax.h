@@ -51,6 +51,28 @@ struct OnlineSoftmax {
     }
   }
 
+  // apply_mask with the query row of each of the thread's two fragment rows given (GQA packing:
+  // tile row r is query row r >> log2 G, pack_gqa.h).
+  __device__ __forceinline__ static void apply_mask_rows(float (&s)[kAccum], const KernelParams& p,
+                                                         const SequenceInfo& seq, const int (&rows)[2], int n_block,
+                                                         FragmentPosition pos) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = rows[h];
+      int hi = seq.len_k;
+      if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1);
+      const int lo = p.window_left >= 0 ? row + seq.diag() - p.window_left : INT_MIN;
+#pragma unroll
+      for (int i = 0; i < kBlockN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = n_block * kBlockN + 8 * i + pos.col0 + e;
+          if (col >= hi || col < lo) s[4 * i + 2 * h + e] = -INFINITY;
+        }
+      }
+    }
+  }
+
   // Turns S into unnormalised probabilities exp2(s * score_log2 - max * score_log2), updating the
   // running max and sums; rescale[] is what O, built against the old max, must be multiplied by.
   __device__ __forceinline__ void update(float (&s)[kAccum], float score_log2) {

@@ -16,5 +16,12 @@ namespace sm90 {
 Status encode_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows, int heads,
                           int batch, bool varlen, int box_rows);
 
+// GQA head packing (pack_gqa.h): a 5-D map (headdim, head in group, rows, kv head, batch) over the
+// query-side operand (q or out) whose heads are nheads_kv groups of `group` consecutive heads,
+// with boxes (64, group, box_rows, 1, 1): a box fills group * box_rows shared-memory lines, the
+// group index fastest. `group` a power of two.
+Status encode_packed_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows,
+                                 int nheads_kv, int group, int batch, bool varlen, int box_rows);
+
 }  // namespace sm90
 }  // namespace flashattn

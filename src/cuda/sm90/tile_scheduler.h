@@ -49,6 +49,25 @@ __device__ __forceinline__ TileCoord tile_coord(const KernelParams& p, int index
   return t;
 }
 
+// GQA head packing (pack_gqa.h): the same numbering over KV heads; TileCoord::head is then the
+// KV head. Kept beside tile_coord rather than sharing its body, so that the default kernel's code
+// stays exactly as it was.
+__device__ __forceinline__ TileCoord tile_coord_packed(const KernelParams& p, int index) {
+  const int heads = p.batch * p.nheads_kv;
+  TileCoord t;
+  int bh;
+  if (p.longest_first) {
+    t.m_block = p.num_m_blocks - 1 - index / heads;
+    bh = index % heads;
+  } else {
+    t.m_block = index % p.num_m_blocks;
+    bh = index / p.num_m_blocks;
+  }
+  t.head = bh % p.nheads_kv;
+  t.batch = bh / p.nheads_kv;
+  return t;
+}
+
 constexpr int kCounterSlots = 64;
 namespace {
 // [slot][0]: tiles handed out beyond the first wave; [slot][1]: CTAs that have taken their last.

@@ -1,0 +1,96 @@
+// GQA head packing (Cfg::kPackGqa; off by default, NOT YET RUN ON A GPU).
+//
+// With G = nheads_q / nheads_kv query heads per KV head (G a power of two, 2..64), one 128-row
+// query tile holds kBlockM / G query rows of all G heads of one KV head: tile row r is query row
+// m_block * (kBlockM / G) + (r >> log2 G) of query head kv * G + (r & (G - 1)). K and V of a key
+// block are then loaded once for the G heads instead of once per head, and a decode-like problem
+// (seqlen_q * G <= 128) needs one tile per KV head instead of one per query head.
+//
+// Q and O go through 5-D tensor maps (dim, head in group, row, kv head, batch) whose boxes are
+// (64, G, rows, 1, 1): the box lands in shared memory with the group dimension fastest, which is
+// exactly the row order above (tensor_map.cu: encode_packed_operand_map). Tiles are
+// (m block, kv head, batch): TileCoord::head is the KV head. Masks, the key-block range, lse and
+// the row clipping of the output use the query row r >> log2 G; each query row is still bottom-
+// right aligned to its own sequence (the same for every head of the group).
+//
+// Every helper here gives the unpacked expressions unchanged when Cfg::kPackGqa is false, so the
+// default kernel's code is the same as before the packing was added (checked on the SASS).
+#pragma once
+
+#include "cuda/sm90/block_range.h"
+#include "cuda/sm90/tile_scheduler.h"
+
+namespace flashattn {
+namespace sm90 {
+
+// Query rows per tile.
+template <class Cfg>
+__device__ __forceinline__ int tile_query_rows(const KernelParams& p) {
+  if constexpr (Cfg::kPackGqa) {
+    return kBlockM >> p.pack_log2;
+  } else {
+    return kBlockM;
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ TileCoord tile_coord_of(const KernelParams& p, int index) {
+  if constexpr (Cfg::kPackGqa) {
+    return tile_coord_packed(p, index);
+  } else {
+    return tile_coord(p, index);
+  }
+}
+
+// KV head whose K and V the tile reads.
+template <class Cfg>
+__device__ __forceinline__ int tile_kv_head(const KernelParams& p, const TileCoord& t) {
+  if constexpr (Cfg::kPackGqa) {
+    return t.head;
+  } else {
+    return t.head / p.heads_per_kv;
+  }
+}
+
+// Query row (within the sequence) and query head of tile row r (0 .. kBlockM - 1).
+template <class Cfg>
+__device__ __forceinline__ int tile_row_query(const KernelParams& p, const TileCoord& t, int r) {
+  if constexpr (Cfg::kPackGqa) {
+    return t.m_block * (kBlockM >> p.pack_log2) + (r >> p.pack_log2);
+  } else {
+    return t.m_block * kBlockM + r;
+  }
+}
+template <class Cfg>
+__device__ __forceinline__ int tile_row_head(const KernelParams& p, const TileCoord& t, int r) {
+  if constexpr (Cfg::kPackGqa) {
+    return (t.head << p.pack_log2) + (r & ((1 << p.pack_log2) - 1));
+  } else {
+    return t.head;
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ BlockRange<Cfg::kBlockN> tile_key_block_range(const KernelParams& p,
+                                                                         const SequenceInfo& s, int m_block) {
+  if constexpr (Cfg::kPackGqa) {
+    const int rows = tile_query_rows<Cfg>(p);
+    return key_block_range_rows<Cfg::kBlockN>(p, s, m_block * rows, rows);
+  } else {
+    return key_block_range<Cfg::kBlockN>(p, s, m_block);
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ bool tile_block_needs_mask(const KernelParams& p, const SequenceInfo& s, int m_block,
+                                                      int n_block) {
+  if constexpr (Cfg::kPackGqa) {
+    const int rows = tile_query_rows<Cfg>(p);
+    return block_needs_mask_rows<Cfg::kBlockN>(p, s, m_block * rows, rows, n_block);
+  } else {
+    return block_needs_mask<Cfg::kBlockN>(p, s, m_block, n_block);
+  }
+}
+
+}  // namespace sm90
+}  // namespace flashattn
