@@ -2,7 +2,8 @@
 """Writes the generated parts of the sm90 forward kernel set.
 
   src/cuda/sm90/wgmma_ops.h               one inline-PTX wrapper per wgmma shape the kernels issue
-  src/cuda/instantiations/sm90_fwd_*.cu   one explicit instantiation per (dtype, head dim)
+  src/cuda/instantiations/sm90_fwd_*.cu   one explicit instantiation per (dtype, head dim), and one
+                                          with GQA head packing (sm90_fwd_pack_gqa_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
 operand list; writing them out by hand invites off-by-one mistakes, hence this script.
@@ -94,6 +95,15 @@ def write_instantiations():
                     f"template Status launch_forward<KernelConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
                     "}  // namespace sm90\n}  // namespace flashattn\n")
             (out_dir / f"sm90_fwd_{dt}_hdim{hd}.cu").write_text(text)
+            # GQA head packing (config.h PackGqaConfig): off by default, reached only through
+            # sm90_forward_pack_gqa (src/cuda/sm90/pack_gqa_api.h), in its own file so the default
+            # instantiation's object is untouched.
+            text = (LICENSE_LINE +
+                    '#include "cuda/sm90/launch.h"\n\n'
+                    "namespace flashattn {\nnamespace sm90 {\n"
+                    f"template Status launch_forward<PackGqaConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
+                    "}  // namespace sm90\n}  // namespace flashattn\n")
+            (out_dir / f"sm90_fwd_pack_gqa_{dt}_hdim{hd}.cu").write_text(text)
 
 
 if __name__ == "__main__":

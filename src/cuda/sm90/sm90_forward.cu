@@ -5,6 +5,7 @@
 
 #include "cuda/kernel_sets.h"
 #include "cuda/sm90/config.h"
+#include "cuda/sm90/pack_gqa_api.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -14,13 +15,16 @@ Status launch_forward(const AttentionProblem& p);
 
 namespace {
 
+// pack_gqa: the GQA head-packing instantiation (sm90::PackGqaConfig) instead of the default one.
 template <typename Element>
-Status dispatch_head_dim(const AttentionProblem& p, bool run) {
+Status dispatch_head_dim(const AttentionProblem& p, bool run, bool pack_gqa = false) {
   constexpr bool kBf16 = std::is_same<Element, __nv_bfloat16>::value;
   (void)kBf16;
 #define FLASHATTN_SM90_CASE(DT, HD)                                                                    \
   if (p.headdim == HD && kBf16 == std::is_same<__nv_bfloat16, DT>::value) {                           \
-    return run ? sm90::launch_forward<sm90::KernelConfig<HD, DT>>(p) : Status::Ok();                  \
+    if (!run) return Status::Ok();                                                                     \
+    return pack_gqa ? sm90::launch_forward<sm90::PackGqaConfig<HD, DT>>(p)                             \
+                    : sm90::launch_forward<sm90::KernelConfig<HD, DT>>(p);                             \
   }
 #if defined(FLASHATTN_SM90_BF16_HDIM64)
   FLASHATTN_SM90_CASE(__nv_bfloat16, 64)
@@ -51,9 +55,9 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run) {
                              " with dtype " + dtype_name(p.dtype) + " (FLASHATTN_HDIMS / FLASHATTN_DTYPES)");
 }
 
-Status dispatch(const AttentionProblem& p, bool run) {
-  if (p.dtype == DType::kBFloat16) return dispatch_head_dim<__nv_bfloat16>(p, run);
-  if (p.dtype == DType::kFloat16) return dispatch_head_dim<__half>(p, run);
+Status dispatch(const AttentionProblem& p, bool run, bool pack_gqa = false) {
+  if (p.dtype == DType::kBFloat16) return dispatch_head_dim<__nv_bfloat16>(p, run, pack_gqa);
+  if (p.dtype == DType::kFloat16) return dispatch_head_dim<__half>(p, run, pack_gqa);
   return Status::Unsupported(std::string("the sm90 forward kernel takes bf16 or fp16, not ") + dtype_name(p.dtype));
 }
 
@@ -109,6 +113,27 @@ Status sm90_forward(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
   return dispatch(p, true);
+}
+
+// GQA head packing (cuda/sm90/pack_gqa.h). Not selected by the API; NOT YET RUN ON A GPU.
+Status sm90_supports_forward_pack_gqa(const AttentionProblem& p) {
+  Status s = sm90_supports_forward(p);
+  if (!s.ok()) return s;
+  const int group = p.nheads_kv > 0 ? p.heads_per_kv() : 0;
+  // G <= 64: each consumer warpgroup's 64 rows hold at least one query row of the whole group
+  // (its TMA store box is (64, G, 64 / G)).
+  if (p.nheads_kv <= 0 || p.nheads_q != group * p.nheads_kv || group < 2 || group > sm90::kRowsPerConsumer ||
+      (group & (group - 1)) != 0) {
+    return Status::Unsupported("GQA head packing needs nheads_q / nheads_kv a power of two in 2..64; got " +
+                               std::to_string(p.nheads_q) + " / " + std::to_string(p.nheads_kv));
+  }
+  return Status::Ok();
+}
+
+Status sm90_forward_pack_gqa(const AttentionProblem& p) {
+  Status s = sm90_supports_forward_pack_gqa(p);
+  if (!s.ok()) return s;
+  return dispatch(p, true, /*pack_gqa=*/true);
 }
 
 }  // namespace flashattn
