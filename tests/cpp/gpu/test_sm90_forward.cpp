@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/kernel_sets.h"
+#include "cuda/sm90/pack_gqa_api.h"
 #include "flashattn/flashattn.h"
 #include "problem.h"
 
@@ -173,7 +174,10 @@ struct DeviceBuffers {
 double tolerance(DType dt) { return dt == DType::kBFloat16 ? 1e-2 : 2e-3; }
 
 // direct: call sm90_forward itself (proves this kernel ran) instead of the public API.
-void run_case(const Case& c, uint32_t seed, bool direct = false) {
+// pack_gqa: call sm90_forward_pack_gqa instead (GQA head packing, which the API does not select);
+// implies direct. A head dim the build did not compile skips.
+void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa = false) {
+  direct = direct || pack_gqa;
   std::mt19937 rng(seed);
   const bool varlen = c.varlen();
   std::vector<int32_t> cu_q(1, 0), cu_k(1, 0);
@@ -274,14 +278,17 @@ void run_case(const Case& c, uint32_t seed, bool direct = false) {
       return flashattn::Operand{op.device, op.varlen ? 0 : op.st.batch, op.st.row, op.st.head};
     };
     p.q = operand(q), p.k = operand(k), p.v = operand(v), p.out = operand(o);
-    p.lse = d_lse, p.lse_batch_stride = int64_t(c.heads_q) * rows_q, p.lse_head_stride = rows_q, p.lse_row_stride = 1;
+    p.lse = c.with_lse ? d_lse : nullptr;
+    p.lse_batch_stride = varlen ? 0 : int64_t(c.heads_q) * rows_q, p.lse_head_stride = rows_q, p.lse_row_stride = 1;
+    if (varlen) p.cu_seqlens_q = d_cu_q, p.cu_seqlens_k = d_cu_k;
     p.score.scale = 1.0f / std::sqrt(float(c.headdim)), p.score.softcap = c.softcap;
     p.mask.window_left = c.window_left, p.mask.window_right = c.causal ? 0 : c.window_right;
     p.seqused_q = d_used_q, p.seqused_k = d_used_k;
-    ASSERT_FALSE(varlen) << "the direct call builds fixed-length problems only";
-    s = sm90_supports_forward(p);
+    ASSERT_TRUE(!varlen || pack_gqa) << "the default direct call is tested with fixed-length problems only";
+    s = pack_gqa ? sm90_supports_forward_pack_gqa(p) : sm90_supports_forward(p);
+    if (pack_gqa && !s.ok() && s.message.find("not built") != std::string::npos) GTEST_SKIP() << s.message;
     ASSERT_TRUE(s.ok()) << s.message;
-    s = sm90_forward(p);
+    s = pack_gqa ? sm90_forward_pack_gqa(p) : sm90_forward(p);
   } else {
     s = forward(dev, prm);
   }
@@ -475,6 +482,115 @@ TEST(Sm90ForwardDirect, RefusesReadsOfUnusedKeyRows) {
   s = sm90_supports_forward(p);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message.find("cu_seqlens_k[batch]"), std::string::npos) << s.message;
+}
+
+// ---- GQA head packing (sm90_forward_pack_gqa; NOT YET RUN ON A GPU when these were written) ----
+// The query heads of a KV head share one 128-row tile (tile row r = query row r / G of head
+// kv * G + r % G). Called directly: the API does not select the packed kernel. Same oracle,
+// poison and lse checks as above.
+class Sm90GqaPacking : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90GqaPacking, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  for (uint32_t seed : {1u, 2u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    run_case(c, seed + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
+    if (::testing::Test::IsSkipped()) return;
+  }
+}
+
+std::vector<Case> pack_gqa_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  // Every group size with every short query length; key lengths that are not multiples of the
+  // key block, and the masks, dtypes and head dims rotated through the grid.
+  const int groups[] = {2, 4, 8};
+  const int lens_q[] = {1, 7, 16, 33, 64};
+  const int lens_k[] = {1, 97, 200, 333, 515, 129, 1000, 45, 260, 700, 3, 384, 81, 611, 150};
+  const int hdims[] = {128, 64, 128, 256, 64, 192};
+  int i = 0;
+  for (int g : groups) {
+    for (int sq : lens_q) {
+      const DType dt = i % 2 ? fp : bf;
+      const int d = hdims[i % 6], sk = lens_k[i % 15];
+      const int heads_kv = 1 + i % 3, batch = 1 + (i / 3) % 3;
+      Case c = make("", dt, d, batch, sq, sk, g * heads_kv, heads_kv);
+      std::string mask;
+      switch (i % 5) {
+        case 0: mask = "full"; break;
+        case 1: c.causal = true, mask = "causal"; break;
+        case 2: c.window_left = 20, c.window_right = 5, mask = "window"; break;
+        case 3: c.softcap = 30.0f, mask = "softcap"; break;
+        case 4: c.causal = true, c.softcap = 15.0f, mask = "causal_softcap"; break;
+      }
+      c.name = "g" + std::to_string(g) + "_q" + std::to_string(sq) + "_k" + std::to_string(sk) + "_d" +
+               std::to_string(d) + "_" + mask + (dt == bf ? "_bf16" : "_fp16");
+      v.push_back(c);
+      ++i;
+    }
+  }
+  Case c;
+  // Query rows past seqlen_k under a causal mask see no key (O = 0, lse = -inf), some tiles entirely.
+  c = make("g4_causal_q64_k20_bf16", bf, 128, 2, 64, 20, 8, 2), c.causal = true, v.push_back(c);
+  c = make("g8_causal_window_q33_k40_fp16", fp, 64, 1, 33, 40, 8, 1), c.causal = true, c.window_left = 3, v.push_back(c);
+  // Several query tiles per KV head (longer query than 128 / G rows), longest-first causal order.
+  c = make("g2_q300_k300_causal_bf16", bf, 128, 2, 300, 300, 4, 2), c.causal = true, v.push_back(c);
+  c = make("g4_q130_k517_fp16", fp, 64, 1, 130, 517, 8, 2), v.push_back(c);
+  c = make("g8_q100_k250_window_bf16", bf, 256, 1, 100, 250, 8, 1), c.window_left = 64, c.window_right = 0, v.push_back(c);
+  // Larger groups: 16 and 64 (MQA), the largest the packing takes.
+  c = make("g16_q5_k300_causal_bf16", bf, 128, 2, 5, 300, 32, 2), c.causal = true, v.push_back(c);
+  c = make("g64_mqa_q2_k777_fp16", fp, 128, 1, 2, 777, 64, 1), v.push_back(c);
+  c = make("g64_mqa_q3_k100_causal_bf16", bf, 64, 2, 3, 100, 64, 1), c.causal = true, v.push_back(c);
+  // Strided layouts: the 5-D maps step the group with the head stride and the kv head with G times it.
+  c = make("g4_padded_q9_k300_bf16", bf, 128, 2, 9, 300, 8, 2), c.layout = Layout::kPadded, v.push_back(c);
+  c = make("g2_head_major_q17_k90_causal_fp16", fp, 64, 2, 17, 90, 4, 2), c.layout = Layout::kHeadMajor;
+  c.causal = true, v.push_back(c);
+  c = make("g4_no_lse_q16_k200_bf16", bf, 128, 1, 16, 200, 8, 2), c.with_lse = false, v.push_back(c);
+  // More tiles than SMs (decode-like batch): every persistent CTA walks several packed tiles.
+  c = make("g4_persistent_q4_k300_bf16", bf, 128, 48, 4, 300, 16, 4), c.causal = true, v.push_back(c);
+  c = make("g8_persistent_q1_k1000_fp16", fp, 64, 40, 1, 1000, 32, 4), v.push_back(c);
+  // seqused_q (fixed length): the row-predicated epilogue; rows past it keep their poison.
+  c = make("g4_seqused_q_q33_k200_causal_bf16", bf, 128, 3, 33, 200, 8, 2), c.causal = true;
+  c.used_q = {0, 33, 5}, v.push_back(c);
+  // Variable length (cu_seqlens): the row-predicated epilogue, boxes that run into the next sequence.
+  c = make("g4_varlen_causal_bf16", bf, 128, 0, 0, 0, 8, 2);
+  c.lens_q = {1, 7, 0, 33, 64, 130}, c.lens_k = {100, 7, 50, 333, 1, 200}, c.causal = true, v.push_back(c);
+  c = make("g8_varlen_window_fp16", fp, 64, 0, 0, 0, 16, 2);
+  c.lens_q = {16, 1, 40}, c.lens_k = {515, 129, 40}, c.window_left = 30, c.window_right = 2, v.push_back(c);
+  c = make("g2_varlen_softcap_d256_bf16", bf, 256, 0, 0, 0, 2, 1);
+  c.lens_q = {64, 3, 65}, c.lens_k = {64, 250, 300}, c.softcap = 20.0f, v.push_back(c);
+  c = make("g4_varlen_seqused_q_fp16", fp, 128, 0, 0, 0, 4, 1);
+  c.lens_q = {20, 40}, c.lens_k = {200, 81}, c.used_q = {13, 40}, c.causal = true, v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Groups the packing does not take: not a power of two, 1 (nothing to pack) and above 64.
+// Host-side checks only: these run without a GPU.
+TEST(Sm90GqaPackingDirect, RefusesUnsupportedGroups) {
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16, p.headdim = 128, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 1, p.seqlen_k = 64;
+  const int row = 1024;  // element strides that TMA accepts
+  p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 64 * row, row, 128};
+  const struct {
+    int q, kv;
+  } refused[] = {{6, 2}, {2, 2}, {128, 1}, {12, 4}};
+  for (const auto& r : refused) {
+    p.nheads_q = r.q, p.nheads_kv = r.kv;
+    Status s = sm90_supports_forward_pack_gqa(p);
+    EXPECT_FALSE(s.ok()) << r.q << " / " << r.kv;
+    if (sm90_supports_forward(p).ok()) {
+      EXPECT_NE(s.message.find("power of two"), std::string::npos) << s.message;
+    }
+  }
+  for (int g : {2, 4, 8, 16, 32, 64}) {
+    p.nheads_q = 2 * g, p.nheads_kv = 2;
+    if (!sm90_supports_forward(p).ok()) continue;  // head dim 128 bf16 not built
+    EXPECT_TRUE(sm90_supports_forward_pack_gqa(p).ok()) << "group " << g;
+  }
 }
 
 }  // namespace
