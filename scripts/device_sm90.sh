@@ -75,7 +75,10 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and "error
 errs = [l.strip() for l in open(sys.argv[1]) if "error" in l]
 by = collections.OrderedDict()
 for r in rows:
-    by.setdefault((r["hdim"], r["hq"], r["hkv"], r["causal"], r["seqlen"]), {})[r["variant"]] = r["tflops"]
+    sq = r.get("seqlen_q", r["seqlen"])  # decode-like shapes: seqlen_q/seqlen_k, and ms (TFLOP/s is tiny)
+    val = r["tflops"] if sq == r["seqlen"] else f'{r["ms"]}ms'
+    key_len = r["seqlen"] if sq == r["seqlen"] else f'{sq}/{r["seqlen"]}'
+    by.setdefault((r["hdim"], r["hq"], r["hkv"], r["causal"], key_len), {})[r["variant"]] = val
 names = []
 for v in by.values():
     for n in v:

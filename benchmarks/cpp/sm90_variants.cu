@@ -7,6 +7,8 @@
 // Usage: flashattn_sm90_variants [reps=10] [rounds=2] [hdim] [seqlen] [causal 0/1] [variant name];
 // the last four filter (0 or -1: all; the name must match exactly). One JSON object per line.
 // One shape and one variant with reps=1 rounds=1 gives ncu three launches of that kernel.
+// Decode-like GQA shapes (seqlen_q 1 and 16 against 1k / 4k keys) time the GQA head packing
+// (variant "n128_s2_dyn_pack_gqa", PackGqaConfig; not selected by the API) beside the default.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,6 +34,7 @@ namespace {
 struct Shape {
   int hdim, seqlen, hq, hkv;
   bool causal;
+  int seqlen_q = 0;  // 0: seqlen (square); else a decode-like query length against seqlen keys
 };
 
 using Launch = Status (*)(const AttentionProblem&);
@@ -40,11 +43,17 @@ struct Variant {
   const char* name;
   Launch launch;
   int causal_only = -1;  // -1: every shape; 0: non-causal shapes only; 1: causal only
+  bool gqa_only = false;  // only shapes with hq != hkv
 };
 
 template <int D, int N, int S, bool Dyn, int Out = sm90::kOutputAuto>
 Status run(const AttentionProblem& p) {
   return sm90::launch_forward<sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, Out>>(p);
+}
+
+template <int D>
+Status run_pack_gqa(const AttentionProblem& p) {
+  return sm90::launch_forward<sm90::PackGqaConfig<D, __nv_bfloat16>>(p);
 }
 
 const Variant kVariants[] = {
@@ -60,6 +69,7 @@ const Variant kVariants[] = {
     // FlashAttention-3's key-block width for long non-causal rows at hdim 128 (no room for an
     // output tile beside 2 stages of 176 keys: O goes out through Q).
     {128, "n176_s2_dyn", run<128, 176, 2, true>, 0},
+    {128, "n128_s2_dyn_pack_gqa", run_pack_gqa<128>, -1, true},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
     {256, "n80_s2_dyn_direct_out", run<256, 80, 2, true, sm90::kOutputDirect>},
@@ -96,6 +106,9 @@ int main(int argc, char** argv) {
       for (int seqlen : {512, 1024, 2048, 4096, 8192, 16384})
         shapes.push_back({hdim, seqlen, int(2048 / hdim), int(2048 / hdim), causal != 0});
   for (int seqlen : {2048, 8192}) shapes.push_back({128, seqlen, 32, 8, true});
+  // Decode-like GQA 32/8: batch tokens / seqlen_k (16 at 1k: 512 unpacked tiles, 128 packed).
+  for (int seqlen : {1024, 4096})
+    for (int seqlen_q : {1, 16}) shapes.push_back({128, seqlen, 32, 8, false, seqlen_q});
 
   std::vector<cudaEvent_t> ev(2 * reps);
   for (auto& e : ev) cudaEventCreate(&e);
@@ -109,19 +122,22 @@ int main(int argc, char** argv) {
       a.dtype = DType::kBFloat16, a.device = Device::kCUDA, a.batch = int(tokens / sh.seqlen);
       a.nheads_q = sh.hq, a.nheads_kv = sh.hkv, a.headdim = sh.hdim;
       a.seqlen_q = a.seqlen_k = sh.seqlen, a.total_q = a.total_k = tokens;
+      if (sh.seqlen_q > 0) a.seqlen_q = sh.seqlen_q, a.total_q = int64_t(a.batch) * sh.seqlen_q;
       const int64_t wq = int64_t(sh.hq) * sh.hdim, wk = int64_t(sh.hkv) * sh.hdim;
-      a.q = Operand{q[s], sh.seqlen * wq, wq, sh.hdim};
+      a.q = Operand{q[s], a.seqlen_q * wq, wq, sh.hdim};
       a.k = Operand{k[s], sh.seqlen * wk, wk, sh.hdim};
       a.v = Operand{v[s], sh.seqlen * wk, wk, sh.hdim};
-      a.out = Operand{o[s], sh.seqlen * wq, wq, sh.hdim};
-      a.lse = lse, a.lse_batch_stride = int64_t(sh.hq) * sh.seqlen, a.lse_head_stride = sh.seqlen, a.lse_row_stride = 1;
+      a.out = Operand{o[s], a.seqlen_q * wq, wq, sh.hdim};
+      a.lse = lse, a.lse_batch_stride = int64_t(sh.hq) * a.seqlen_q, a.lse_head_stride = a.seqlen_q, a.lse_row_stride = 1;
       a.score.scale = 1.0f / std::sqrt(float(sh.hdim));
       a.mask.window_right = sh.causal ? 0 : -1;
     }
-    const double flops = 4.0 * p[0].batch * sh.hq * double(sh.seqlen) * sh.seqlen * sh.hdim / (sh.causal ? 2 : 1);
+    const double flops =
+        4.0 * p[0].batch * sh.hq * double(p[0].seqlen_q) * sh.seqlen * sh.hdim / (sh.causal ? 2 : 1);
     std::vector<const Variant*> vars;
     for (const Variant& var : kVariants) {
       if (!only_variant.empty() && only_variant != var.name) continue;
+      if (var.gqa_only && sh.hq == sh.hkv) continue;
       if (var.hdim == sh.hdim && (var.causal_only < 0 || var.causal_only == int(sh.causal))) vars.push_back(&var);
     }
     std::vector<float> best(vars.size(), 1e30f);
@@ -147,8 +163,9 @@ int main(int argc, char** argv) {
     }
     for (size_t i = 0; i < vars.size(); ++i) {
       std::printf("{\"variant\": \"%s\", \"hdim\": %d, \"seqlen\": %d, \"hq\": %d, \"hkv\": %d, \"causal\": %d, "
-                  "\"ms\": %.4f, \"tflops\": %.1f}\n",
-                  vars[i]->name, sh.hdim, sh.seqlen, sh.hq, sh.hkv, int(sh.causal), best[i], flops / best[i] / 1e9);
+                  "\"seqlen_q\": %d, \"ms\": %.4f, \"tflops\": %.1f}\n",
+                  vars[i]->name, sh.hdim, sh.seqlen, sh.hq, sh.hkv, int(sh.causal), p[0].seqlen_q, best[i],
+                  flops / best[i] / 1e9);
     }
     std::fflush(stdout);
   }
