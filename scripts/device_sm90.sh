@@ -52,7 +52,7 @@ for t in "${tests[@]}"; do
 done
 
 if [ "$what" != bench ]; then
-  small='*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*:*Sm90*small_d256_bf16*:*Sm90*varlen_window_d256*:*Sm90*seqused_varlen_causal_bf16*:*Sm90*seqused_qk_fixed_causal_d256*:*Sm90GqaPacking*g4_varlen_causal_bf16*:*Sm90GqaPacking*g8_persistent_q1_k1000_fp16*:*Sm90GqaPacking*g4_q33_k333_d256_window_bf16*'
+  small='*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*:*Sm90*small_d256_bf16*:*Sm90*varlen_window_d256*:*Sm90*seqused_varlen_causal_bf16*:*Sm90*seqused_qk_fixed_causal_d256*:*Sm90GqaPacking*g4_varlen_causal_bf16*:*Sm90GqaPacking*g8_persistent_q1_k1000_fp16*:*Sm90GqaPacking*g4_q64_k700_d256_causal_softcap_fp16*'
   for t in "${tests[@]}"; do
     timeout 150 "$BIN/$t" --gtest_filter='*Sm90*' > "$LOG/tests_$t.log" 2>&1
     note "tests $t exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$LOG/tests_$t.log" | tr '\n' ' ')"
