@@ -7,7 +7,7 @@
 // Usage: flashattn_sm90_variants [reps=10] [rounds=2] [hdim] [seqlen] [causal 0/1] [variant name];
 // the last four filter (0 or -1: all; the name must match exactly). One JSON object per line.
 // One shape and one variant with reps=1 rounds=1 gives ncu three launches of that kernel.
-// Decode-like GQA shapes (seqlen_q 1 and 16 against 1k / 4k keys) time the GQA head packing
+// Decode-like GQA shapes (seqlen_q 1 to 128 against 1k / 4k keys, G = 2, 4, 8) time the GQA head packing
 // (variant "n128_s2_dyn_pack_gqa", PackGqaConfig; not selected by the API) beside the default.
 #include <cuda_runtime.h>
 
@@ -107,8 +107,14 @@ int main(int argc, char** argv) {
         shapes.push_back({hdim, seqlen, int(2048 / hdim), int(2048 / hdim), causal != 0});
   for (int seqlen : {2048, 8192}) shapes.push_back({128, seqlen, 32, 8, true});
   // Decode-like GQA 32/8: batch tokens / seqlen_k (16 at 1k: 512 unpacked tiles, 128 packed).
+  // seqlen_q * G from 4 to 512 rows, to choose where the API picks the packed kernel; causal at
+  // 32 / 64 (speculative decoding, chunked prefill against a cache).
   for (int seqlen : {1024, 4096})
-    for (int seqlen_q : {1, 16}) shapes.push_back({128, seqlen, 32, 8, false, seqlen_q});
+    for (int seqlen_q : {1, 16, 32, 64, 128}) shapes.push_back({128, seqlen, 32, 8, false, seqlen_q});
+  for (int seqlen_q : {32, 64}) shapes.push_back({128, 4096, 32, 8, true, seqlen_q});
+  // G = 8 (32/4) and G = 2 (32/16).
+  for (int seqlen_q : {1, 16, 32}) shapes.push_back({128, 1024, 32, 4, false, seqlen_q});
+  for (int seqlen_q : {1, 64, 128}) shapes.push_back({128, 1024, 32, 16, false, seqlen_q});
 
   std::vector<cudaEvent_t> ev(2 * reps);
   for (auto& e : ev) cudaEventCreate(&e);
