@@ -8,7 +8,8 @@
 # schedule; tested and sanitized too when present). Builds here instead when they do not start.
 # Usage: scripts/device_sm90.sh [tests|bench|all]   (default all)
 # Env: SM90_FP16=0 skips the fp16 timing pass; SM90_SWEEP=0 skips the API sweep and the peers
-# (harness only); SM90_VARIANT_ARGS (reps rounds hdim) for the harness.
+# (harness only); SM90_VARIANT_ARGS (reps rounds hdim) for the harness; SM90_SANITIZE: the gtest
+# filter compute-sanitizer runs (default: a representative set); SM90_TESTS: the test filter ('*Sm90*').
 # $OUT receives at most 8 files: logs.tgz, results.json, variants.jsonl; the summary prints last.
 set -u
 what=${1:-all}
@@ -52,9 +53,9 @@ for t in "${tests[@]}"; do
 done
 
 if [ "$what" != bench ]; then
-  small='*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*:*Sm90*small_d256_bf16*:*Sm90*varlen_window_d256*:*Sm90*seqused_varlen_causal_bf16*:*Sm90*seqused_qk_fixed_causal_d256*:*Sm90GqaPacking*g4_varlen_causal_bf16*:*Sm90GqaPacking*g8_persistent_q1_k1000_fp16*:*Sm90GqaPacking*g4_q64_k700_d256_causal_softcap_fp16*'
+  small=${SM90_SANITIZE:-'*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*:*Sm90*small_d256_bf16*:*Sm90*varlen_window_d256*:*Sm90*seqused_varlen_causal_bf16*:*Sm90*seqused_qk_fixed_causal_d256*:*Sm90GqaPacking*g4_varlen_causal_bf16*:*Sm90GqaPacking*g8_persistent_q1_k1000_fp16*:*Sm90GqaPacking*g4_q64_k700_d256_causal_softcap_fp16*'}
   for t in "${tests[@]}"; do
-    timeout 150 "$BIN/$t" --gtest_filter='*Sm90*' > "$LOG/tests_$t.log" 2>&1
+    timeout 150 "$BIN/$t" --gtest_filter="${SM90_TESTS:-*Sm90*}" > "$LOG/tests_$t.log" 2>&1
     note "tests $t exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$LOG/tests_$t.log" | tr '\n' ' ')"
     grep -E "^\[  FAILED  \]|Failure|Expected|Which is|relative L2|logsumexp off|NaN|outside" "$LOG/tests_$t.log" | head -30 | tee -a "$summary"
     for tool in memcheck racecheck synccheck; do
