@@ -1,6 +1,7 @@
 // The sm90 kernel set's entry points: which problems the FlashAttention-3 forward takes, and the
 // switch from run-time dtype / head dim to a compiled configuration. cmake/sm90.cmake defines
 // FLASHATTN_SM90_<DTYPE>_HDIM<D> for each instantiation it builds.
+#include <atomic>
 #include <string>
 
 #include "cuda/kernel_sets.h"
@@ -109,21 +110,42 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   return Status::Ok();
 }
 
+namespace {
+
+std::atomic<int64_t> g_pack_gqa_launches{0};
+
+// G <= 64: each consumer warpgroup's 64 rows hold at least one query row of the whole group
+// (its TMA store box is (64, G, 64 / G)).
+bool pack_gqa_group_ok(const AttentionProblem& p) {
+  const int group = p.nheads_kv > 0 ? p.heads_per_kv() : 0;
+  return p.nheads_kv > 0 && p.nheads_q == group * p.nheads_kv && group >= 2 && group <= sm90::kRowsPerConsumer &&
+         (group & (group - 1)) == 0;
+}
+
+Status launch_pack_gqa(const AttentionProblem& p) {
+  g_pack_gqa_launches.fetch_add(1, std::memory_order_relaxed);
+  return dispatch(p, true, /*pack_gqa=*/true);
+}
+
+}  // namespace
+
+bool sm90_picks_pack_gqa(const AttentionProblem& p) {
+  return pack_gqa_group_ok(p) && p.seqlen_q <= kSm90PackGqaMaxQuery &&
+         int64_t(p.seqlen_q) * p.heads_per_kv() <= kSm90PackGqaMaxRows;
+}
+
 Status sm90_forward(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
+  if (sm90_picks_pack_gqa(p)) return launch_pack_gqa(p);
   return dispatch(p, true);
 }
 
-// GQA head packing (cuda/sm90/pack_gqa.h). Not selected by the API; NOT YET RUN ON A GPU.
+// GQA head packing (cuda/sm90/pack_gqa.h).
 Status sm90_supports_forward_pack_gqa(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
-  const int group = p.nheads_kv > 0 ? p.heads_per_kv() : 0;
-  // G <= 64: each consumer warpgroup's 64 rows hold at least one query row of the whole group
-  // (its TMA store box is (64, G, 64 / G)).
-  if (p.nheads_kv <= 0 || p.nheads_q != group * p.nheads_kv || group < 2 || group > sm90::kRowsPerConsumer ||
-      (group & (group - 1)) != 0) {
+  if (!pack_gqa_group_ok(p)) {
     return Status::Unsupported("GQA head packing needs nheads_q / nheads_kv a power of two in 2..64; got " +
                                std::to_string(p.nheads_q) + " / " + std::to_string(p.nheads_kv));
   }
@@ -133,7 +155,9 @@ Status sm90_supports_forward_pack_gqa(const AttentionProblem& p) {
 Status sm90_forward_pack_gqa(const AttentionProblem& p) {
   Status s = sm90_supports_forward_pack_gqa(p);
   if (!s.ok()) return s;
-  return dispatch(p, true, /*pack_gqa=*/true);
+  return launch_pack_gqa(p);
 }
+
+int64_t sm90_pack_gqa_launches() { return g_pack_gqa_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn

@@ -174,8 +174,8 @@ struct DeviceBuffers {
 double tolerance(DType dt) { return dt == DType::kBFloat16 ? 1e-2 : 2e-3; }
 
 // direct: call sm90_forward itself (proves this kernel ran) instead of the public API.
-// pack_gqa: call sm90_forward_pack_gqa instead (GQA head packing, which the API does not select);
-// implies direct. A head dim the build did not compile skips.
+// pack_gqa: call sm90_forward_pack_gqa instead (forces GQA head packing); implies direct. A head
+// dim the build did not compile skips.
 void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa = false) {
   direct = direct || pack_gqa;
   std::mt19937 rng(seed);
@@ -484,10 +484,10 @@ TEST(Sm90ForwardDirect, RefusesReadsOfUnusedKeyRows) {
   EXPECT_NE(s.message.find("cu_seqlens_k[batch]"), std::string::npos) << s.message;
 }
 
-// ---- GQA head packing (sm90_forward_pack_gqa; NOT YET RUN ON A GPU when these were written) ----
+// ---- GQA head packing (sm90_forward_pack_gqa) ----
 // The query heads of a KV head share one 128-row tile (tile row r = query row r / G of head
-// kv * G + r % G). Called directly: the API does not select the packed kernel. Same oracle,
-// poison and lse checks as above.
+// kv * G + r % G). Called directly here, whatever sm90_picks_pack_gqa says. Same oracle, poison
+// and lse checks as above.
 class Sm90GqaPacking : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Sm90GqaPacking, MatchesReference) {
@@ -592,5 +592,46 @@ TEST(Sm90GqaPackingDirect, RefusesUnsupportedGroups) {
     EXPECT_TRUE(sm90_supports_forward_pack_gqa(p).ok()) << "group " << g;
   }
 }
+
+// The public API on sm90 picks the packed kernel for decode-like GQA (sm90_picks_pack_gqa) and
+// the default one otherwise; the packed-launch counter tells which ran.
+struct ApiPick {
+  Case c;
+  bool packed;
+};
+
+class Sm90GqaPackingApi : public ::testing::TestWithParam<ApiPick> {};
+
+TEST_P(Sm90GqaPackingApi, PicksByRuleAndMatchesReference) {
+  SKIP_UNLESS_SM90();
+  const ApiPick& a = GetParam();
+  const int64_t before = sm90_pack_gqa_launches();
+  run_case(a.c, 17u + uint32_t(a.c.name.size()));
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(sm90_pack_gqa_launches() - before, a.packed ? 1 : 0)
+      << (a.packed ? "the API did not run the packed kernel" : "the API ran the packed kernel");
+}
+
+std::vector<ApiPick> api_pick_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<ApiPick> v;
+  Case c;
+  c = make("api_decode_q1_g4_bf16", bf, 128, 16, 1, 1000, 32, 8), v.push_back({c, true});
+  c = make("api_q64_g4_causal_fp16", fp, 128, 2, 64, 517, 8, 2), c.causal = true, v.push_back({c, true});
+  c = make("api_q32_g8_window_bf16", bf, 64, 2, 32, 300, 16, 2), c.window_left = 40, c.window_right = 0;
+  v.push_back({c, true});
+  c = make("api_q4_mqa_g64_fp16", fp, 256, 1, 4, 333, 64, 1), v.push_back({c, true});
+  c = make("api_varlen_decode_g4_bf16", bf, 128, 0, 0, 0, 16, 4);
+  c.lens_q = {1, 3, 1, 2}, c.lens_k = {700, 64, 1, 300}, c.causal = true, v.push_back({c, true});
+  // Not picked: too many packed rows (64 * 8), a longer query, no group, a group of 3.
+  c = make("api_q64_g8_default_bf16", bf, 128, 1, 64, 300, 16, 2), v.push_back({c, false});
+  c = make("api_q100_g2_default_fp16", fp, 64, 1, 100, 300, 4, 2), v.push_back({c, false});
+  c = make("api_q1_mha_default_bf16", bf, 128, 4, 1, 300, 4, 4), v.push_back({c, false});
+  c = make("api_q1_g3_default_bf16", bf, 128, 4, 1, 300, 6, 2), v.push_back({c, false});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPackingApi, ::testing::ValuesIn(api_pick_cases()),
+                         [](const ::testing::TestParamInfo<ApiPick>& info) { return info.param.c.name; });
 
 }  // namespace
