@@ -103,8 +103,9 @@ struct KernelConfig {
   static constexpr int kKVStageBytes = kKVColumnBytes * kColumns;
 
   static constexpr int kSmemLimit = 227 * 1024;
-  // Q full/empty, K and V full/empty per stage, full/empty per tile mailbox slot (+ 8 spare bytes).
-  static constexpr int kBarrierCount = 2 + 4 * kStages + 2 * kMailboxSlots;
+  // Q full/empty, K and V full/empty per stage, full/empty per tile mailbox slot, the V-tail
+  // zeroing job's full/empty (mainloop_load.h) (+ 8 spare bytes).
+  static constexpr int kBarrierCount = 2 + 4 * kStages + 2 * kMailboxSlots + 2;
   static constexpr int kFixedBytes = 8 * kBarrierCount + 8 + kSwizzleAtomBytes;  // + alignment slack
   // The output goes through its own shared-memory tile and a TMA store when that tile fits
   // beside Q and the K/V ring (head dims up to 128); larger head dims store O from registers.

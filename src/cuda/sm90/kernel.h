@@ -77,6 +77,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
     if constexpr (Cfg::kDynamicSchedule) {
       if (threadIdx.x == 32) schedule_tiles(p, bars.tile_mailbox());
     }
+    if constexpr (MainloopLoad<Cfg>::kZeroesKvTail) {
+      if (threadIdx.x / 32 == 2 && p.zero_kv_tail) MainloopLoad<Cfg>{p, tiles, bars}.zero_unused_rows();
+    }
   } else {
     setmaxnreg_increase<kConsumerRegisters>();
     consumer_loop<Cfg>(p, tiles, bars, warpgroup - 1);

@@ -84,7 +84,10 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.pack_log2 = pack_log2;
   kp.nheads_kv = pb.nheads_kv;
   kp.longest_first = pb.mask.window_right >= 0 && pb.mask.window_left < 0;
-  kp.counter_slot = Cfg::kDynamicSchedule ? next_counter_slot() : 0;
+  // Key rows past a sequence's length that may hold anything (mainloop_load.h zeroes their V).
+  kp.zero_kv_tail = MainloopLoad<Cfg>::kZeroesKvTail && (pb.seqused_k != nullptr || pb.kv_rows_past_last_sequence);
+  // The zeroing job's global slot needs a slot of its own per launch, with either schedule.
+  kp.counter_slot = Cfg::kDynamicSchedule || kp.zero_kv_tail ? next_counter_slot() : 0;
   constexpr float kLog2e = 1.4426950408889634f;
   if (pb.score.softcap > 0.0f) {
     kp.score_pre = pb.score.scale / pb.score.softcap;

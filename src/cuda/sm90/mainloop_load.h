@@ -1,6 +1,17 @@
 // The producer: one thread walks the tile schedule and issues every TMA load. Q once per tile,
 // then K and V of each key block into the next free stage of the ring, in the order the
 // consumers visit the blocks (last block first, so the masked blocks come first).
+//
+// Unused key rows (p.zero_kv_tail: seqused_k, or varlen k/v rows past the last sequence): TMA
+// reads whole key blocks, so a sequence's partial last block brings rows past its length, which
+// may hold NaN. K's are harmless (the mask overwrites their scores with -inf, softcap included),
+// but P = 0 does not cancel a NaN of V in P V. For such a block the loading thread lands V on the
+// zeroing job's barrier instead of the stage's full barrier and hands the stage and the valid
+// row count to warp 2 of the producer warpgroup (otherwise idle), which zeroes the rows past the
+// length in shared memory (whole 128-byte lines: the swizzle only permutes 16-byte chunks within
+// a row's line), fences them for the async proxy and then arrives on the stage's full barrier
+// itself. The consumers see an ordinary full V stage. The job's two words travel through global
+// memory (g_zero_job), ordered by the job barriers, like the tile mailbox (tile_scheduler.h).
 #pragma once
 
 #include "cuda/sm90/block_range.h"
@@ -11,8 +22,21 @@
 namespace flashattn {
 namespace sm90 {
 
+namespace {
+// The zeroing job of each CTA of each launch slot: (stage << 16) | valid rows, or -1 to finish.
+__device__ int g_zero_job[kCounterSlots][kMailboxCtas];
+}  // namespace
+
+__device__ __forceinline__ int* zero_job_entry(const KernelParams& p) {
+  int cta;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  return &g_zero_job[p.counter_slot][cta];
+}
+
 template <class Cfg>
 struct MainloopLoad {
+  // Whether this configuration carries the V-tail zeroing (params.h).
+  static constexpr bool kZeroesKvTail = Cfg::kHeadDim <= kZeroKvTailMaxHeadDim;
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
   SharedBarriers<Cfg> bars;
@@ -46,7 +70,9 @@ struct MainloopLoad {
     prefetch_tensor_map(&p.tma_k);
     prefetch_tensor_map(&p.tma_v);
     PipelineState<Cfg::kStages> kv;
-    uint32_t q_phase = 0;
+    // Bit 0: Q's phase; bit 1: the zeroing job's (p.zero_kv_tail only). One register for both: a
+    // second one made the 24-register loop spill.
+    uint32_t phases = 0;
     auto load_tiles_of = [&](int index) {
       const TileCoord t = tile_coord_of<Cfg>(p, index);
       const SequenceInfo s = sequence_info(p, t.batch);
@@ -62,8 +88,8 @@ struct MainloopLoad {
                                 k_row, head_kv, batch);
         if (n == range.n_end - 1) {
           // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
-          mbarrier_wait(bars.q_empty(), q_phase ^ 1);
-          q_phase ^= 1;
+          mbarrier_wait(bars.q_empty(), (phases & 1) ^ 1);
+          phases ^= 1;
           if constexpr (Cfg::kPackGqa) {
             load_packed_q(s.q_row0 + t.m_block * tile_query_rows<Cfg>(p), t.head, batch);
           } else {
@@ -72,8 +98,17 @@ struct MainloopLoad {
           }
         }
         mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);
-        load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, bars.v_full(kv.stage),
-                                k_row, head_kv, batch);
+        const int valid = s.len_k - n * Cfg::kBlockN;
+        uint32_t v_bar = bars.v_full(kv.stage);
+        if (kZeroesKvTail && p.zero_kv_tail && valid < Cfg::kBlockN) {
+          // Partial last block: warp 2 zeroes its rows past the length (see the top of the file).
+          mbarrier_wait(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
+          phases ^= 2;
+          __stcg(zero_job_entry(p), (kv.stage << 16) | valid);
+          v_bar = bars.zero_job();
+        }
+        load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, v_bar, k_row, head_kv,
+                                batch);
         kv.advance();
       }
     };
@@ -87,6 +122,42 @@ struct MainloopLoad {
       for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
         const int index = snake_tile(wave, first);
         if (index < p.num_tiles) load_tiles_of(index);
+      }
+    }
+    if (kZeroesKvTail && p.zero_kv_tail) {
+      // Ends the zeroing warp once it has finished the last job.
+      mbarrier_wait(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
+      __stcg(zero_job_entry(p), -1);
+      mbarrier_arrive(bars.zero_job());
+    }
+  }
+
+  // Warp 2 of the producer warpgroup when p.zero_kv_tail: zeroes V rows [valid, kBlockN) of the
+  // stage each job names, then completes the stage's full barrier for the consumers.
+  __device__ void zero_unused_rows() const {
+    const int lane = threadIdx.x % 32;
+    for (uint32_t phase = 0;; phase ^= 1) {
+      mbarrier_wait(bars.zero_job(), phase);
+      int job;
+      asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(job) : "l"(zero_job_entry(p)) : "memory");
+      if (job < 0) return;
+      const int stage = job >> 16, valid = job & 0xffff;
+      // Rows [valid, kBlockN) of a column are one contiguous byte range (128 bytes a row).
+      const int chunks = (Cfg::kBlockN - valid) * (kLineBytes / 16);
+#pragma unroll 1
+      for (int c = 0; c < Cfg::kColumns; ++c) {
+        const uint32_t first = tiles.v_column(stage, c) + valid * kLineBytes;
+#pragma unroll 1
+        for (int i = lane; i < chunks; i += 32) {
+          asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(first + 16 * i), "r"(0) : "memory");
+        }
+      }
+      // The zeros must be visible to wgmma (async proxy) once the consumers see the stage full.
+      fence_proxy_async_smem();
+      __syncwarp();
+      if (lane == 0) {
+        mbarrier_arrive(bars.v_full(stage));
+        mbarrier_arrive(bars.zero_job() + 8);
       }
     }
   }

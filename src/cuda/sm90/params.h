@@ -45,7 +45,17 @@ struct KernelParams {
   int pack_log2 = 0;   // log2 of the group G = heads_per_kv; tile row r is query row r >> pack_log2
                        // of head kv * G + (r & (G - 1))
   int nheads_kv = 0;   // tiles are (m block, kv head, batch) when packing
+
+  // Key rows past a sequence's length may hold anything (seqused_k, varlen rows past the last
+  // sequence): the V rows of a partial last key block are zeroed in shared memory before P V
+  // (mainloop_load.h). Set by the launch; 0 keeps the producer on its plain path.
+  int zero_kv_tail = 0;
 };
+
+// The head dims whose kernels carry the zeroing above. At 256 the producer's extra code made
+// ptxas spill 40 bytes in the consumers (CUDA 13.0; 0 at 64, 128, 192), so problems that need it
+// stay on the sm80 kernel there (sm90_supports_forward).
+constexpr int kZeroKvTailMaxHeadDim = 192;
 
 }  // namespace sm90
 }  // namespace flashattn

@@ -37,12 +37,19 @@ struct SharedBarriers {
   // The tile mailbox's barriers (dynamic schedule): full, then empty, of each of its
   // kMailboxSlots slots (see TileRing).
   __device__ __forceinline__ uint32_t tile_mailbox() const { return base + 16 + 8 * (4 * Cfg::kStages); }
+  // The V-tail zeroing job (mainloop_load.h): full (the loading thread's arrival plus the staged
+  // V block's TMA bytes), then empty (the zeroing warp's arrival once the job is done).
+  __device__ __forceinline__ uint32_t zero_job() const {
+    return base + 16 + 8 * (4 * Cfg::kStages + 2 * kMailboxSlots);
+  }
 
   __device__ __forceinline__ void init() const {
     for (int slot = 0; slot < kMailboxSlots; ++slot) {
       mbarrier_init(tile_mailbox() + 16 * slot, 1);
       mbarrier_init(tile_mailbox() + 16 * slot + 8, kConsumerWarps + 1);
     }
+    mbarrier_init(zero_job(), 1);
+    mbarrier_init(zero_job() + 8, 1);
     mbarrier_init(q_full(), 1);
     mbarrier_init(q_empty(), kConsumerWarps);
     for (int s = 0; s < Cfg::kStages; ++s) {

@@ -6,6 +6,7 @@
 
 #include "cuda/kernel_sets.h"
 #include "cuda/sm90/config.h"
+#include "cuda/sm90/params.h"
 #include "cuda/sm90/pack_gqa_api.h"
 
 namespace flashattn {
@@ -82,14 +83,14 @@ Status check_strides(const char* name, const Operand& op, int64_t rows, int head
 
 Status sm90_supports_forward(const AttentionProblem& p) {
   if (p.alibi_slopes != nullptr) return Status::Unsupported("the sm90 forward kernel does not implement ALiBi");
-  // The TMA loads of a sequence's last key block read whole rows up to the block's end; rows past
-  // seqused_k, or past the last sequence, are the caller's and may hold NaN, which P = 0 does not
-  // cancel in P V. The sm80 kernels zero-fill those rows, so they take these problems.
-  if (p.seqused_k != nullptr) {
-    return Status::Unsupported("the sm90 forward kernel reads key rows past seqused_k; the sm80 kernel takes it");
-  }
-  if (p.kv_rows_past_last_sequence) {
-    return Status::Unsupported("the sm90 forward kernel reads k/v rows past cu_seqlens_k[batch]; the sm80 kernel takes it");
+  // seqused_k and varlen k/v rows past cu_seqlens_k[batch]: the TMA loads of a sequence's last
+  // key block read rows past its length, which may hold NaN. Their scores are masked, and their V
+  // rows are zeroed in shared memory before P V (KernelParams::zero_kv_tail, mainloop_load.h),
+  // up to head dim 192; at 256 (no zeroing there, see params.h) the sm80 kernel takes them.
+  if ((p.seqused_k != nullptr || p.kv_rows_past_last_sequence) && p.headdim > sm90::kZeroKvTailMaxHeadDim) {
+    return Status::Unsupported("the sm90 forward kernel zeroes k/v rows past seqused_k or cu_seqlens_k[batch] only "
+                               "up to head dim " + std::to_string(sm90::kZeroKvTailMaxHeadDim) +
+                               "; the sm80 kernel takes head dim " + std::to_string(p.headdim));
   }
   if (p.score.softcap <= 0.0f && !(p.score.scale > 0.0f)) {
     return Status::Unsupported("the sm90 forward kernel needs a positive softmax_scale without softcap; got " +

@@ -59,6 +59,10 @@ struct Case {
   // seqused (either, both or neither): one used length per sequence; rows of out and lse past
   // used_q must keep their poison.
   std::vector<int> used_q, used_k;
+  // Variable length: k/v rows past cu_seqlens_k[batch] that no sequence uses. These, and the
+  // rows past seqused_k, hold NaN on the device (the reference never reads them): a kernel that
+  // lets them into P V turns the output NaN.
+  int extra_k = 0;
   Layout layout = Layout::kPacked;
   bool with_lse = true;
   bool varlen() const { return !lens_q.empty(); }
@@ -193,12 +197,30 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
   }
   Case cc = c;
   if (varlen) cc.batch = int(c.lens_q.size());
-  const int64_t rows_q = varlen ? cu_q.back() : c.seqlen_q, rows_k = varlen ? cu_k.back() : c.seqlen_k;
+  const int64_t rows_q = varlen ? cu_q.back() : c.seqlen_q, rows_k = varlen ? cu_k.back() + c.extra_k : c.seqlen_k;
   Operand16 q, k, v, o;
   make_operand(&q, cc, rows_q, c.heads_q, &rng, true);
   make_operand(&k, cc, rows_k, c.heads_kv, &rng, true);
   make_operand(&v, cc, rows_k, c.heads_kv, &rng, true);
   make_operand(&o, cc, rows_q, c.heads_q, &rng, false);
+  // NaN (0xFFFF) in the device copies of the k/v rows no sequence uses: past seqused_k, and
+  // (varlen) past cu_seqlens_k[batch]. The reference's fp32 copies keep their random values.
+  for (int b = 0; b < k.entries(); ++b) {
+    for (int64_t r = 0; r < rows_k; ++r) {
+      bool unused = false;
+      if (!varlen) {
+        unused = !c.used_k.empty() && r >= c.used_k[size_t(b)];
+      } else {
+        unused = r >= cu_k.back();
+        for (size_t s = 0; s + 1 < cu_k.size() && !c.used_k.empty(); ++s) {
+          if (r >= cu_k[s] && r < cu_k[s + 1]) unused = r - cu_k[s] >= c.used_k[s];
+        }
+      }
+      if (!unused) continue;
+      for (int h = 0; h < c.heads_kv; ++h)
+        for (int kk = 0; kk < c.headdim; ++kk) k.host[k.offset(b, r, h) + kk] = v.host[v.offset(b, r, h) + kk] = 0xFFFF;
+    }
+  }
   const int64_t lse_count = int64_t(q.entries()) * c.heads_q * rows_q;
 
   // Reference: the fp64 oracle on exact fp32 copies of the inputs.
@@ -281,10 +303,10 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
     p.lse = c.with_lse ? d_lse : nullptr;
     p.lse_batch_stride = varlen ? 0 : int64_t(c.heads_q) * rows_q, p.lse_head_stride = rows_q, p.lse_row_stride = 1;
     if (varlen) p.cu_seqlens_q = d_cu_q, p.cu_seqlens_k = d_cu_k;
+    p.kv_rows_past_last_sequence = varlen && c.extra_k > 0;
     p.score.scale = 1.0f / std::sqrt(float(c.headdim)), p.score.softcap = c.softcap;
     p.mask.window_left = c.window_left, p.mask.window_right = c.causal ? 0 : c.window_right;
     p.seqused_q = d_used_q, p.seqused_k = d_used_k;
-    ASSERT_TRUE(!varlen || pack_gqa) << "the default direct call is tested with fixed-length problems only";
     s = pack_gqa ? sm90_supports_forward_pack_gqa(p) : sm90_supports_forward(p);
     if (pack_gqa && !s.ok() && s.message.find("not built") != std::string::npos) GTEST_SKIP() << s.message;
     ASSERT_TRUE(s.ok()) << s.message;
@@ -453,7 +475,7 @@ TEST(Sm90ForwardDirect, KernelRunsThroughKernelSet) {
 TEST(Sm90ForwardDirect, SeqUsedRunsThroughKernelSet) {
   SKIP_UNLESS_SM90();
   Case c = make("direct_seqused", DType::kBFloat16, 128, 2, 300, 300, 4, 2);
-  c.causal = true, c.used_q = {211, 300};  // seqused_k goes to the sm80 kernel (see sm90_supports_forward)
+  c.causal = true, c.used_q = {211, 300}, c.used_k = {250, 129};
   run_case(c, 11, /*direct=*/true);
 }
 
@@ -467,22 +489,95 @@ TEST(Sm90ForwardDirect, RefusesAlibi) {
   EXPECT_NE(s.message.find("ALiBi"), std::string::npos) << s.message;
 }
 
-// Key rows the kernel's last block would read but no sequence uses go to the sm80 kernel, which
-// zero-fills them (NaN there would survive P = 0 in P V).
-TEST(Sm90ForwardDirect, RefusesReadsOfUnusedKeyRows) {
+// Key rows the kernel's last block reads but no sequence uses (past seqused_k, varlen rows past
+// cu_seqlens_k[batch]) are taken: their V rows are zeroed in shared memory (mainloop_load.h).
+// Host-side check; Sm90UnusedKeyRows runs them.
+TEST(Sm90ForwardDirect, TakesUnusedKeyRows) {
   AttentionProblem p;
-  p.dtype = DType::kBFloat16, p.headdim = 128, p.score.scale = 0.1f;
+  p.dtype = DType::kBFloat16, p.headdim = 128, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 1, p.seqlen_k = 64;
+  p.nheads_q = p.nheads_kv = 2;
+  const int row = 1024;
+  p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 64 * row, row, 128};
+  const Status plain = sm90_supports_forward(p);
+  if (!plain.ok()) GTEST_SKIP() << plain.message;  // head dim 128 bf16 not built
   int32_t used = 3;
+  p.seqused_k = &used;
+  EXPECT_TRUE(sm90_supports_forward(p).ok()) << sm90_supports_forward(p).message;
+  p.seqused_k = nullptr;
+  p.kv_rows_past_last_sequence = true;
+  EXPECT_TRUE(sm90_supports_forward(p).ok()) << sm90_supports_forward(p).message;
+  // Head dim 256 has no zeroing (params.h: kZeroKvTailMaxHeadDim): those go to the sm80 kernel.
+  p.headdim = 256;
+  p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 64 * row, row, 256};
+  p.kv_rows_past_last_sequence = false;
+  if (!sm90_supports_forward(p).ok()) return;  // head dim 256 bf16 not built
   p.seqused_k = &used;
   Status s = sm90_supports_forward(p);
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message.find("seqused_k"), std::string::npos) << s.message;
+  EXPECT_NE(s.message.find("head dim 256"), std::string::npos) << s.message;
   p.seqused_k = nullptr;
   p.kv_rows_past_last_sequence = true;
-  s = sm90_supports_forward(p);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message.find("cu_seqlens_k[batch]"), std::string::npos) << s.message;
+  EXPECT_FALSE(sm90_supports_forward(p).ok());
 }
+
+// ---- Unused key rows (seqused_k, varlen rows past the last sequence) in the sm90 kernel ----
+// Every such row holds NaN (run_case); the default and (for GQA groups) the packed kernel are
+// called directly, so these prove the sm90 kernel ran.
+class Sm90UnusedKeyRows : public ::testing::TestWithParam<Case> {};
+
+bool packable(const Case& c) {
+  const int g = c.heads_q / c.heads_kv;
+  return c.heads_q % c.heads_kv == 0 && g >= 2 && g <= 64 && (g & (g - 1)) == 0;
+}
+
+TEST_P(Sm90UnusedKeyRows, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  for (uint32_t seed : {1u, 2u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    run_case(c, seed + 313u * uint32_t(c.name.size()), /*direct=*/true);
+  }
+  if (!packable(c)) return;
+  SCOPED_TRACE("GQA head packing");
+  run_case(c, 3u + 313u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
+}
+
+std::vector<Case> unused_key_row_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  Case c;
+  c = make("uk_fixed_fp16", fp, 64, 3, 190, 260, 4, 2), c.used_k = {257, 0, 131}, v.push_back(c);
+  c = make("uk_fixed_block_multiple_bf16", bf, 128, 3, 64, 384, 8, 2), c.used_k = {256, 128, 1}, v.push_back(c);
+  c = make("uk_fixed_causal_d192_bf16", bf, 192, 3, 200, 333, 2, 1), c.causal = true;
+  c.used_q = {200, 77, 1}, c.used_k = {333, 100, 0}, v.push_back(c);
+  c = make("uk_fixed_window_d192_fp16", fp, 192, 2, 260, 260, 4, 2), c.window_left = 30, c.window_right = 5;
+  c.used_q = {129, 260}, c.used_k = {200, 3}, v.push_back(c);
+  c = make("uk_fixed_softcap_d128_fp16", fp, 128, 2, 100, 300, 4, 1), c.softcap = 20.0f;
+  c.used_k = {299, 77}, v.push_back(c);
+  c = make("uk_varlen_extra_rows_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {130, 1, 257}, c.lens_k = {200, 64, 300}, c.extra_k = 3, v.push_back(c);
+  c = make("uk_varlen_seqused_causal_extra_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {130, 1, 257}, c.lens_k = {200, 64, 300}, c.causal = true, c.extra_k = 40;
+  c.used_q = {0, 1, 180}, c.used_k = {197, 0, 131}, v.push_back(c);
+  c = make("uk_varlen_d192_fp16", fp, 192, 0, 0, 0, 4, 2);
+  c.lens_q = {150, 260}, c.lens_k = {150, 300}, c.used_q = {149, 3}, c.used_k = {150, 299}, c.extra_k = 81;
+  v.push_back(c);
+  c = make("uk_varlen_window_d64_fp16", fp, 64, 0, 0, 0, 8, 1);
+  c.lens_q = {33, 7}, c.lens_k = {515, 129}, c.window_left = 50, c.window_right = 0, c.extra_k = 200, v.push_back(c);
+  // More tiles than SMs: each persistent CTA hands the zeroing warp several jobs.
+  c = make("uk_persistent_bf16", bf, 64, 8, 256, 256, 16, 4);
+  c.used_q = {256, 200, 129, 128, 127, 1, 64, 0}, c.used_k = {256, 255, 1, 128, 200, 256, 64, 9}, v.push_back(c);
+  // Decode against a cache with ragged used lengths (paged-cache style), GQA 32/8.
+  c = make("uk_decode_q1_g4_bf16", bf, 128, 24, 1, 1000, 32, 8);
+  for (int b = 0; b < 24; ++b) c.used_k.push_back(b == 0 ? 0 : (b * 397) % 1000 + 1);
+  v.push_back(c);
+  c = make("uk_decode_q16_g8_causal_fp16", fp, 64, 6, 16, 700, 16, 2), c.causal = true;
+  c.used_k = {700, 16, 129, 513, 5, 640}, v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90UnusedKeyRows, ::testing::ValuesIn(unused_key_row_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // ---- GQA head packing (sm90_forward_pack_gqa) ----
 // The query heads of a KV head share one 128-row tile (tile row r = query row r / G of head
@@ -621,8 +716,9 @@ std::vector<ApiPick> api_pick_cases() {
   c = make("api_q32_g8_window_bf16", bf, 64, 2, 32, 300, 16, 2), c.window_left = 40, c.window_right = 0;
   v.push_back({c, true});
   c = make("api_q4_mqa_g64_fp16", fp, 256, 1, 4, 333, 64, 1), v.push_back({c, true});
-  c = make("api_varlen_decode_g4_bf16", bf, 128, 0, 0, 0, 16, 4);
-  c.lens_q = {1, 3, 1, 2}, c.lens_k = {700, 64, 1, 300}, c.causal = true, v.push_back({c, true});
+  c = make("api_varlen_decode_g4_seqused_k_bf16", bf, 128, 0, 0, 0, 16, 4);
+  c.lens_q = {1, 3, 1, 2}, c.lens_k = {700, 64, 1, 300}, c.used_k = {650, 64, 1, 17}, c.extra_k = 5, c.causal = true;
+  v.push_back({c, true});
   // Not picked: too many packed rows (64 * 8), a longer query, no group, a group of 3.
   c = make("api_q64_g8_default_bf16", bf, 128, 1, 64, 300, 16, 2), v.push_back({c, false});
   c = make("api_q100_g2_default_fp16", fp, 64, 1, 100, 300, 4, 2), v.push_back({c, false});
