@@ -44,7 +44,12 @@ struct Variant {
   Launch launch;
   int causal_only = -1;  // -1: every shape; 0: non-causal shapes only; 1: causal only
   bool gqa_only = false;  // only shapes with hq != hkv
+  bool decode_only = false;  // only the decode-like shapes (seqlen_q < seqlen_k)
 };
+
+// seqused_k = seqlen_k - 1 for every batch entry (filled per shape in main): every tile's last
+// key block is partial, so the V-tail zeroing (mainloop_load.h) runs once per tile.
+int32_t* g_used_k = nullptr;
 
 template <int D, int N, int S, bool Dyn, int Out = sm90::kOutputAuto>
 Status run(const AttentionProblem& p) {
@@ -54,6 +59,13 @@ Status run(const AttentionProblem& p) {
 template <int D>
 Status run_pack_gqa(const AttentionProblem& p) {
   return sm90::launch_forward<sm90::PackGqaConfig<D, __nv_bfloat16>>(p);
+}
+
+template <class Cfg>
+Status run_used_k(const AttentionProblem& p) {
+  AttentionProblem u = p;
+  u.seqused_k = g_used_k;
+  return sm90::launch_forward<Cfg>(u);
 }
 
 const Variant kVariants[] = {
@@ -70,6 +82,8 @@ const Variant kVariants[] = {
     // output tile beside 2 stages of 176 keys: O goes out through Q).
     {128, "n176_s2_dyn", run<128, 176, 2, true>, 0},
     {128, "n128_s2_dyn_pack_gqa", run_pack_gqa<128>, -1, true},
+    {128, "n128_s2_dyn_used_k", run_used_k<sm90::KernelConfig<128, __nv_bfloat16>>, -1, true, true},
+    {128, "n128_s2_dyn_pack_gqa_used_k", run_used_k<sm90::PackGqaConfig<128, __nv_bfloat16>>, -1, true, true},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
     {256, "n80_s2_dyn_direct_out", run<256, 80, 2, true, sm90::kOutputDirect>},
@@ -100,6 +114,7 @@ int main(int argc, char** argv) {
       }
   }
   cudaMalloc(&lse, tokens * 32 * 4);
+  cudaMalloc(&g_used_k, tokens * 4);
   std::vector<Shape> shapes;
   for (int hdim : {64, 128, 256})
     for (int causal : {0, 1})
@@ -138,12 +153,17 @@ int main(int argc, char** argv) {
       a.score.scale = 1.0f / std::sqrt(float(sh.hdim));
       a.mask.window_right = sh.causal ? 0 : -1;
     }
+    {
+      const std::vector<int32_t> used(size_t(p[0].batch), sh.seqlen - 1);
+      cudaMemcpy(g_used_k, used.data(), used.size() * 4, cudaMemcpyHostToDevice);
+    }
     const double flops =
         4.0 * p[0].batch * sh.hq * double(p[0].seqlen_q) * sh.seqlen * sh.hdim / (sh.causal ? 2 : 1);
     std::vector<const Variant*> vars;
     for (const Variant& var : kVariants) {
       if (!only_variant.empty() && only_variant != var.name) continue;
       if (var.gqa_only && sh.hq == sh.hkv) continue;
+      if (var.decode_only && sh.seqlen_q == 0) continue;
       if (var.hdim == sh.hdim && (var.causal_only < 0 || var.causal_only == int(sh.causal))) vars.push_back(&var);
     }
     std::vector<float> best(vars.size(), 1e30f);
