@@ -8,7 +8,8 @@
 // the last four filter (0 or -1: all; the name must match exactly). One JSON object per line.
 // One shape and one variant with reps=1 rounds=1 gives ncu three launches of that kernel.
 // Decode-like GQA shapes (seqlen_q 1 to 128 against 1k / 4k keys, G = 2, 4, 8) time the GQA head packing
-// (variant "n128_s2_dyn_pack_gqa", PackGqaConfig; not selected by the API) beside the default.
+// (variant "n128_s2_dyn_pack_gqa", PackGqaConfig; the API picks it by sm90_picks_pack_gqa) beside the default,
+// and both with seqused_k = seqlen_k - 1 (the V-tail zeroing, mainloop_load.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>

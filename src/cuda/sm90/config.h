@@ -85,7 +85,7 @@ template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kB
 struct KernelConfig {
   static constexpr bool kDynamicSchedule = Dynamic_;
   // GQA head packing (pack_gqa.h): the query heads that share a KV head fill one 128-row tile
-  // together. Off by default; only sm90_forward_pack_gqa() instantiates it. NOT YET RUN ON A GPU.
+  // together. PackGqaConfig sets it; sm90_forward picks that for decode-like GQA (pack_gqa_api.h).
   static constexpr bool kPackGqa = PackGqa_;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
