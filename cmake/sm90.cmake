@@ -10,7 +10,8 @@ foreach(dtype IN ITEMS bf16 fp16)
   foreach(hdim IN ITEMS 64 128 192 256)
     if(hdim IN_LIST FLASHATTN_HDIMS)
       list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_${dtype}_hdim${hdim}.cu
-           src/cuda/instantiations/sm90_fwd_pack_gqa_${dtype}_hdim${hdim}.cu)
+           src/cuda/instantiations/sm90_fwd_pack_gqa_${dtype}_hdim${hdim}.cu
+           src/cuda/instantiations/sm90_fwd_static_${dtype}_hdim${hdim}.cu)
       string(TOUPPER "FLASHATTN_SM90_${dtype}_HDIM${hdim}" definition)
       list(APPEND FLASHATTN_SM90_DEFINITIONS ${definition}=1)
     endif()

@@ -2,8 +2,9 @@
 """Writes the generated parts of the sm90 forward kernel set.
 
   src/cuda/sm90/wgmma_ops.h               one inline-PTX wrapper per wgmma shape the kernels issue
-  src/cuda/instantiations/sm90_fwd_*.cu   one explicit instantiation per (dtype, head dim), and one
-                                          with GQA head packing (sm90_fwd_pack_gqa_*.cu)
+  src/cuda/instantiations/sm90_fwd_*.cu   one explicit instantiation per (dtype, head dim), one
+                                          with GQA head packing (sm90_fwd_pack_gqa_*.cu) and one
+                                          with the static schedule (sm90_fwd_static_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
 operand list; writing them out by hand invites off-by-one mistakes, hence this script.
@@ -104,6 +105,17 @@ def write_instantiations():
                     f"template Status launch_forward<PackGqaConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
                     "}  // namespace sm90\n}  // namespace flashattn\n")
             (out_dir / f"sm90_fwd_pack_gqa_{dt}_hdim{hd}.cu").write_text(text)
+            # The static schedule for short masked problems (config.h StaticScheduleConfig). Where
+            # the static schedule is the default (FLASHATTN_SM90_DEFAULT_DYNAMIC=0) it is the
+            # default instantiation, so this file is empty there.
+            text = (LICENSE_LINE +
+                    '#include "cuda/sm90/launch.h"\n\n'
+                    "#if !defined(FLASHATTN_SM90_DEFAULT_DYNAMIC) || FLASHATTN_SM90_DEFAULT_DYNAMIC\n"
+                    "namespace flashattn {\nnamespace sm90 {\n"
+                    f"template Status launch_forward<StaticScheduleConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
+                    "}  // namespace sm90\n}  // namespace flashattn\n"
+                    "#endif\n")
+            (out_dir / f"sm90_fwd_static_{dt}_hdim{hd}.cu").write_text(text)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kB
 struct KernelConfig {
   static constexpr bool kDynamicSchedule = Dynamic_;
   // GQA head packing (pack_gqa.h): the query heads that share a KV head fill one 128-row tile
-  // together. PackGqaConfig sets it; sm90_forward picks that for decode-like GQA (pack_gqa_api.h).
+  // together. PackGqaConfig sets it; sm90_forward picks that for decode-like GQA (kernel_choice.h).
   static constexpr bool kPackGqa = PackGqa_;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
@@ -128,6 +128,12 @@ struct KernelConfig {
   static_assert(kSmemBytes <= kSmemLimit, "shared memory over the sm90 limit");
   static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");
 };
+
+// The default tile shape with the static schedule, which sm90_forward picks for short masked
+// (causal / local) problems where the default is the dynamic one (sm90_picks_static_schedule).
+template <int HeadDim_, typename Element_>
+using StaticScheduleConfig =
+    KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages, false>;
 
 // The default tile shape and schedule with GQA head packing on (sm90_forward_pack_gqa only).
 template <int HeadDim_, typename Element_>

@@ -119,8 +119,8 @@ struct MainloopLoad {
         load_tiles_of(index);
       }
     } else {
-      for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
-        const int index = snake_tile(wave, first);
+      for (int wave = 0; wave * grid_size_reread() < p.num_tiles; ++wave) {
+        const int index = snake_tile_reread(wave);
         if (index < p.num_tiles) load_tiles_of(index);
       }
     }

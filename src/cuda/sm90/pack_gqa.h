@@ -1,4 +1,4 @@
-// GQA head packing (Cfg::kPackGqa; PackGqaConfig, picked by sm90_forward for decode-like GQA: pack_gqa_api.h).
+// GQA head packing (Cfg::kPackGqa; PackGqaConfig, picked by sm90_forward for decode-like GQA: kernel_choice.h).
 //
 // With G = nheads_q / nheads_kv query heads per KV head (G a power of two, 2..64), one 128-row
 // query tile holds kBlockM / G query rows of all G heads of one KV head: tile row r is query row

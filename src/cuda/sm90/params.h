@@ -52,10 +52,11 @@ struct KernelParams {
   int zero_kv_tail = 0;
 };
 
-// The head dims whose kernels carry the zeroing above. At 256 the producer's extra code made
-// ptxas spill 40 bytes in the consumers (CUDA 13.0; 0 at 64, 128, 192), so problems that need it
-// stay on the sm80 kernel there (sm90_supports_forward).
-constexpr int kZeroKvTailMaxHeadDim = 192;
+// The head dims whose kernels carry the zeroing above; problems that need it at larger head dims
+// go to the sm80 kernel (sm90_supports_forward). All of them now: at 256 the producer's extra code
+// first made ptxas spill 40 bytes in the consumers, but not since the v5 kernel (CUDA 13.0: 0 bytes
+// of stack, no LDL/STL, in the default, packed and static-schedule hdim 256 instantiations).
+constexpr int kZeroKvTailMaxHeadDim = 256;
 
 }  // namespace sm90
 }  // namespace flashattn

@@ -7,7 +7,7 @@
 #include "cuda/kernel_sets.h"
 #include "cuda/sm90/config.h"
 #include "cuda/sm90/params.h"
-#include "cuda/sm90/pack_gqa_api.h"
+#include "cuda/sm90/kernel_choice.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -17,16 +17,27 @@ Status launch_forward(const AttentionProblem& p);
 
 namespace {
 
-// pack_gqa: the GQA head-packing instantiation (sm90::PackGqaConfig) instead of the default one.
+// Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
+// (sm90::PackGqaConfig) or the static schedule (sm90::StaticScheduleConfig).
+enum class Variant { kDefault, kPackGqa, kStaticSchedule };
+
+template <class Default, class Packed, class Static>
+Status launch_variant(const AttentionProblem& p, Variant variant) {
+  if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
+  // Where the static schedule is the default there is no second instantiation of it.
+  if (variant == Variant::kStaticSchedule && Default::kDynamicSchedule) return sm90::launch_forward<Static>(p);
+  return sm90::launch_forward<Default>(p);
+}
+
 template <typename Element>
-Status dispatch_head_dim(const AttentionProblem& p, bool run, bool pack_gqa = false) {
+Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
   constexpr bool kBf16 = std::is_same<Element, __nv_bfloat16>::value;
   (void)kBf16;
 #define FLASHATTN_SM90_CASE(DT, HD)                                                                    \
   if (p.headdim == HD && kBf16 == std::is_same<__nv_bfloat16, DT>::value) {                           \
     if (!run) return Status::Ok();                                                                     \
-    return pack_gqa ? sm90::launch_forward<sm90::PackGqaConfig<HD, DT>>(p)                             \
-                    : sm90::launch_forward<sm90::KernelConfig<HD, DT>>(p);                             \
+    return launch_variant<sm90::KernelConfig<HD, DT>, sm90::PackGqaConfig<HD, DT>,                     \
+                          sm90::StaticScheduleConfig<HD, DT>>(p, variant);                            \
   }
 #if defined(FLASHATTN_SM90_BF16_HDIM64)
   FLASHATTN_SM90_CASE(__nv_bfloat16, 64)
@@ -57,9 +68,9 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run, bool pack_gqa = fa
                              " with dtype " + dtype_name(p.dtype) + " (FLASHATTN_HDIMS / FLASHATTN_DTYPES)");
 }
 
-Status dispatch(const AttentionProblem& p, bool run, bool pack_gqa = false) {
-  if (p.dtype == DType::kBFloat16) return dispatch_head_dim<__nv_bfloat16>(p, run, pack_gqa);
-  if (p.dtype == DType::kFloat16) return dispatch_head_dim<__half>(p, run, pack_gqa);
+Status dispatch(const AttentionProblem& p, bool run, Variant variant = Variant::kDefault) {
+  if (p.dtype == DType::kBFloat16) return dispatch_head_dim<__nv_bfloat16>(p, run, variant);
+  if (p.dtype == DType::kFloat16) return dispatch_head_dim<__half>(p, run, variant);
   return Status::Unsupported(std::string("the sm90 forward kernel takes bf16 or fp16, not ") + dtype_name(p.dtype));
 }
 
@@ -85,8 +96,9 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   if (p.alibi_slopes != nullptr) return Status::Unsupported("the sm90 forward kernel does not implement ALiBi");
   // seqused_k and varlen k/v rows past cu_seqlens_k[batch]: the TMA loads of a sequence's last
   // key block read rows past its length, which may hold NaN. Their scores are masked, and their V
-  // rows are zeroed in shared memory before P V (KernelParams::zero_kv_tail, mainloop_load.h),
-  // up to head dim 192; at 256 (no zeroing there, see params.h) the sm80 kernel takes them.
+  // rows are zeroed in shared memory before P V (KernelParams::zero_kv_tail, mainloop_load.h)
+  // by the kernels of head dims up to kZeroKvTailMaxHeadDim (params.h); the sm80 kernel takes
+  // larger ones.
   if ((p.seqused_k != nullptr || p.kv_rows_past_last_sequence) && p.headdim > sm90::kZeroKvTailMaxHeadDim) {
     return Status::Unsupported("the sm90 forward kernel zeroes k/v rows past seqused_k or cu_seqlens_k[batch] only "
                                "up to head dim " + std::to_string(sm90::kZeroKvTailMaxHeadDim) +
@@ -114,6 +126,7 @@ Status sm90_supports_forward(const AttentionProblem& p) {
 namespace {
 
 std::atomic<int64_t> g_pack_gqa_launches{0};
+std::atomic<int64_t> g_static_schedule_launches{0};
 
 // G <= 64: each consumer warpgroup's 64 rows hold at least one query row of the whole group
 // (its TMA store box is (64, G, 64 / G)).
@@ -125,7 +138,12 @@ bool pack_gqa_group_ok(const AttentionProblem& p) {
 
 Status launch_pack_gqa(const AttentionProblem& p) {
   g_pack_gqa_launches.fetch_add(1, std::memory_order_relaxed);
-  return dispatch(p, true, /*pack_gqa=*/true);
+  return dispatch(p, true, Variant::kPackGqa);
+}
+
+Status launch_static_schedule(const AttentionProblem& p) {
+  g_static_schedule_launches.fetch_add(1, std::memory_order_relaxed);
+  return dispatch(p, true, Variant::kStaticSchedule);
 }
 
 }  // namespace
@@ -139,8 +157,17 @@ Status sm90_forward(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
   if (sm90_picks_pack_gqa(p)) return launch_pack_gqa(p);
+  if (sm90_picks_static_schedule(p)) return launch_static_schedule(p);
   return dispatch(p, true);
 }
+
+bool sm90_picks_static_schedule(const AttentionProblem& p) {
+  return sm90::kDefaultDynamicSchedule && p.mask.has_mask() && p.seqlen_k <= kSm90StaticScheduleMaxKeys;
+}
+
+int64_t sm90_static_schedule_launches() { return g_static_schedule_launches.load(std::memory_order_relaxed); }
+
+bool sm90_dynamic_schedule_by_default() { return sm90::kDefaultDynamicSchedule; }
 
 // GQA head packing (cuda/sm90/pack_gqa.h).
 Status sm90_supports_forward_pack_gqa(const AttentionProblem& p) {

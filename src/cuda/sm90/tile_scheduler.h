@@ -31,6 +31,21 @@ __device__ __forceinline__ int snake_tile(int wave, int first) {
   return first + ((wave & 1) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x));
 }
 
+// The same tile for the loading thread, whose 24 registers cannot also hold the CTA index and the
+// grid size across its loads (ptxas spilled them to the stack): both are read again at each call
+// (volatile), and the wave counter is all its loop keeps.
+__device__ __forceinline__ int grid_size_reread() {
+  int grid;
+  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
+  return grid;
+}
+__device__ __forceinline__ int snake_tile_reread(int wave) {
+  int cta;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  const int grid = grid_size_reread();
+  return wave * grid + ((wave & 1) ? grid - 1 - cta : cta);
+}
+
 __device__ __forceinline__ TileCoord tile_coord(const KernelParams& p, int index) {
   const int heads = p.batch * p.nheads_q;
   TileCoord t;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cuda/kernel_sets.h"
-#include "cuda/sm90/pack_gqa_api.h"
+#include "cuda/sm90/kernel_choice.h"
 #include "flashattn/flashattn.h"
 #include "problem.h"
 
@@ -506,18 +506,16 @@ TEST(Sm90ForwardDirect, TakesUnusedKeyRows) {
   p.seqused_k = nullptr;
   p.kv_rows_past_last_sequence = true;
   EXPECT_TRUE(sm90_supports_forward(p).ok()) << sm90_supports_forward(p).message;
-  // Head dim 256 has no zeroing (params.h: kZeroKvTailMaxHeadDim): those go to the sm80 kernel.
+  // Every head dim the sm90 kernel is built for zeroes unused V rows (kZeroKvTailMaxHeadDim).
   p.headdim = 256;
   p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 64 * row, row, 256};
   p.kv_rows_past_last_sequence = false;
   if (!sm90_supports_forward(p).ok()) return;  // head dim 256 bf16 not built
   p.seqused_k = &used;
-  Status s = sm90_supports_forward(p);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message.find("head dim 256"), std::string::npos) << s.message;
+  EXPECT_TRUE(sm90_supports_forward(p).ok()) << sm90_supports_forward(p).message;
   p.seqused_k = nullptr;
   p.kv_rows_past_last_sequence = true;
-  EXPECT_FALSE(sm90_supports_forward(p).ok());
+  EXPECT_TRUE(sm90_supports_forward(p).ok()) << sm90_supports_forward(p).message;
 }
 
 // ---- Unused key rows (seqused_k, varlen rows past the last sequence) in the sm90 kernel ----
@@ -562,6 +560,11 @@ std::vector<Case> unused_key_row_cases() {
   c = make("uk_varlen_d192_fp16", fp, 192, 0, 0, 0, 4, 2);
   c.lens_q = {150, 260}, c.lens_k = {150, 300}, c.used_q = {149, 3}, c.used_k = {150, 299}, c.extra_k = 81;
   v.push_back(c);
+  // Head dim 256: key blocks of 80 rows.
+  c = make("uk_fixed_causal_d256_bf16", bf, 256, 3, 200, 333, 2, 1), c.causal = true;
+  c.used_q = {200, 77, 1}, c.used_k = {333, 100, 0}, v.push_back(c);
+  c = make("uk_varlen_d256_fp16", fp, 256, 0, 0, 0, 4, 2);
+  c.lens_q = {150, 260}, c.lens_k = {161, 300}, c.used_k = {81, 239}, c.extra_k = 77, v.push_back(c);
   c = make("uk_varlen_window_d64_fp16", fp, 64, 0, 0, 0, 8, 1);
   c.lens_q = {33, 7}, c.lens_k = {515, 129}, c.window_left = 50, c.window_right = 0, c.extra_k = 200, v.push_back(c);
   // More tiles than SMs: each persistent CTA hands the zeroing warp several jobs.
@@ -692,7 +695,7 @@ TEST(Sm90GqaPackingDirect, RefusesUnsupportedGroups) {
 // the default one otherwise; the packed-launch counter tells which ran.
 struct ApiPick {
   Case c;
-  bool packed;
+  bool picked;  // whether the API should run the variant under test
 };
 
 class Sm90GqaPackingApi : public ::testing::TestWithParam<ApiPick> {};
@@ -703,8 +706,8 @@ TEST_P(Sm90GqaPackingApi, PicksByRuleAndMatchesReference) {
   const int64_t before = sm90_pack_gqa_launches();
   run_case(a.c, 17u + uint32_t(a.c.name.size()));
   if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(sm90_pack_gqa_launches() - before, a.packed ? 1 : 0)
-      << (a.packed ? "the API did not run the packed kernel" : "the API ran the packed kernel");
+  EXPECT_EQ(sm90_pack_gqa_launches() - before, a.picked ? 1 : 0)
+      << (a.picked ? "the API did not run the packed kernel" : "the API ran the packed kernel");
 }
 
 std::vector<ApiPick> api_pick_cases() {
@@ -728,6 +731,40 @@ std::vector<ApiPick> api_pick_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPackingApi, ::testing::ValuesIn(api_pick_cases()),
+                         [](const ::testing::TestParamInfo<ApiPick>& info) { return info.param.c.name; });
+
+// The API runs the static tile schedule for masked problems with at most
+// kSm90StaticScheduleMaxKeys keys and the dynamic one otherwise; the static-launch counter tells
+// which ran. The long causal case is also what keeps the dynamic schedule's causal path tested.
+class Sm90ScheduleApi : public ::testing::TestWithParam<ApiPick> {};
+
+TEST_P(Sm90ScheduleApi, PicksByRuleAndMatchesReference) {
+  SKIP_UNLESS_SM90();
+  const ApiPick& a = GetParam();
+  const int64_t before = sm90_static_schedule_launches();
+  run_case(a.c, 29u + uint32_t(a.c.name.size()));
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  const bool dynamic_default = sm90_dynamic_schedule_by_default();
+  EXPECT_EQ(sm90_static_schedule_launches() - before, a.picked && dynamic_default ? 1 : 0)
+      << (a.picked ? "the API did not run the static schedule" : "the API ran the static schedule");
+}
+
+std::vector<ApiPick> schedule_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<ApiPick> v;
+  Case c;
+  c = make("sched_causal_512_static_bf16", bf, 128, 2, 512, 512, 16, 16), c.causal = true, v.push_back({c, true});
+  c = make("sched_window_2048_static_fp16", fp, 64, 1, 700, 2048, 8, 2), c.window_left = 300, c.window_right = 0;
+  v.push_back({c, true});
+  c = make("sched_causal_varlen_static_d256_bf16", bf, 256, 0, 0, 0, 4, 2);
+  c.lens_q = {900, 33, 1500}, c.lens_k = {900, 700, 1500}, c.causal = true, v.push_back({c, true});
+  c = make("sched_causal_2100_dynamic_bf16", bf, 128, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, false});
+  c = make("sched_causal_long_k_dynamic_fp16", fp, 192, 1, 300, 2500, 4, 4), c.causal = true, v.push_back({c, false});
+  c = make("sched_noncausal_512_dynamic_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, false});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90ScheduleApi, ::testing::ValuesIn(schedule_cases()),
                          [](const ::testing::TestParamInfo<ApiPick>& info) { return info.param.c.name; });
 
 }  // namespace

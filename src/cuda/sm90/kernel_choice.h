@@ -1,5 +1,5 @@
-// GQA head packing in the sm90 forward (pack_gqa.h). sm90_forward (the API's path on sm90) picks
-// it by sm90_picks_pack_gqa; sm90_forward_pack_gqa forces it (tests, the variant harness).
+// Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
+// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), the static schedule, or the default.
 #pragma once
 
 #include <cstdint>
@@ -24,5 +24,18 @@ Status sm90_forward_pack_gqa(const AttentionProblem& p);
 bool sm90_picks_pack_gqa(const AttentionProblem& p);
 // Packed launches so far in this process (tests check that the API path took the packed kernel).
 int64_t sm90_pack_gqa_launches();
+
+// The persistent tile schedule: the dynamic one (atomic tile counter) is the default; for masked
+// (causal / local) problems with at most kSm90StaticScheduleMaxKeys keys (varlen: the longest)
+// sm90_forward runs the static one, whose tiles start without the mailbox hand-over. Measured in
+// one process on the H200 (docs/perf.md, v5): static 3-14% faster on causal 512-2k at head dims
+// 64, 128 and 256, dynamic 2-4% faster on causal 8k at head dims 64 and 128.
+constexpr int kSm90StaticScheduleMaxKeys = 2048;
+bool sm90_picks_static_schedule(const AttentionProblem& p);
+// Launches of the static-schedule instantiation through sm90_forward so far in this process.
+int64_t sm90_static_schedule_launches();
+// False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which
+// then run it everywhere.
+bool sm90_dynamic_schedule_by_default();
 
 }  // namespace flashattn
