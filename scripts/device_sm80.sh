@@ -6,7 +6,7 @@
 # Expects binaries built on the development machine in .sm80-device/ (carried: build with
 # -DFLASHATTN_CUDA_ARCHS=80 so the API runs the sm80 forward on Hopper too, then copy
 # flashattn_gpu_tests and flashattn_sm80_bench there); builds here when they are missing.
-# Usage: scripts/device_sm80.sh [tests|bench|all|profile] [bench head dims...]
+# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5] [bench head dims...]
 set -u
 what=${1:-all}
 shift || true
@@ -50,6 +50,51 @@ if [ "$what" = profile ]; then
   exit 0
 fi
 
+# v5 mode: build here (sm_90 machine code only), an A/B of the backward against the previous
+# kernel (flashattn_sm80_bwd_variants built from the previous headers: $BIN/old_variants.o, linked
+# here), ncu per-kernel times and instruction counts of one whole backward (ours old and new, FA2's)
+# and warp-state sections of the main kernels, then the usual tests, sanitizers and sweep below.
+if [ "$what" = v5 ]; then
+  start=$(date +%s)
+  cmake -S . -B build-sm80-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=80 \
+    -DFLASHATTN_SM80_SASS_80=OFF -DFLASHATTN_BUILD_TOOLS=OFF -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$OUT/build.log" 2>&1 &&
+    cmake --build build-sm80-device -j16 --target flashattn_gpu_tests flashattn_sm80_bench flashattn_sm80_bwd_variants >> "$OUT/build.log" 2>&1
+  echo "build exit $? in $(( $(date +%s) - start )) s"; tail -3 "$OUT/build.log"
+  mkdir -p "$BIN"
+  cp build-sm80-device/tests/cpp/gpu/flashattn_gpu_tests build-sm80-device/flashattn_sm80_bench \
+    build-sm80-device/flashattn_sm80_bwd_variants "$BIN/"
+  if [ -f "$BIN/old_variants.o" ]; then
+    c++ -O3 "$BIN/old_variants.o" -o "$BIN/old_variants" build-sm80-device/libflashattn.a -L/usr/local/cuda/lib64 \
+      -lcudart -lgomp -lpthread -ldl -lrt >> "$OUT/build.log" 2>&1 || echo "old_variants link failed"
+  fi
+  # A/B, alternating processes: old then new per shape.
+  while read -r shape; do
+    [ -n "$shape" ] || continue
+    for which in old new; do
+      exe="$BIN/flashattn_sm80_bwd_variants" vars=${SM80_AB_VARIANTS:-0}
+      [ $which = old ] && exe="$BIN/old_variants" vars=0
+      # shellcheck disable=SC2086
+      SM80_VARIANT=$vars timeout 30 "$exe" $shape 20 2>&1 | grep -E "^variant|rror" | sed "s/^/$which /" | tee -a "$OUT/ab.log"
+    done
+  done <<< "${SM80_AB_SHAPES:-$'128 8192 0\n128 512 1\n64 8192 0\n256 8192 0'}"
+  # Kernels of one backward and their times (ncu, a few metrics) at d128 512 causal, ours and FA2's,
+  # and warp-state sections of both main kernels there.
+  mkdir -p "$OUT/prof"
+  metrics=gpu__time_duration.sum,smsp__inst_executed.sum,launch__grid_size,launch__registers_per_thread
+  SM80_VARIANT=0 timeout 40 ncu --metrics $metrics --csv "$BIN/flashattn_sm80_bwd_variants" 128 512 1 1 \
+    > "$OUT/prof/kernels_ours_512c.csv" 2>&1
+  timeout 60 ncu --metrics $metrics --csv python3 benchmarks/cpp/sm80_fa2_profile.py 128 512 1 \
+    > "$OUT/prof/kernels_fa2_512c.csv" 2>&1
+  sections=(--section SpeedOfLight --section WarpStateStats --section InstructionStats --section SchedulerStats --section Occupancy)
+  SM80_VARIANT=0 timeout 40 ncu "${sections[@]}" -k regex:backward_kernel -s 1 -c 1 "$BIN/flashattn_sm80_bwd_variants" 128 512 1 1 \
+    > "$OUT/prof/sections_ours_512c.txt" 2>&1
+  timeout 60 ncu "${sections[@]}" -k regex:flash_bwd_dq_dk_dv -s 1 -c 1 python3 benchmarks/cpp/sm80_fa2_profile.py 128 512 1 \
+    > "$OUT/prof/sections_fa2_512c.txt" 2>&1
+  (cd "$OUT" && tar czf prof.tgz --remove-files prof)
+  echo "profiling done at $(( $(date +%s) - start )) s"
+  what=${SM80_V5_THEN:-all}
+fi
+
 if ! "$BIN/flashattn_gpu_tests" --gtest_list_tests > /dev/null 2>&1; then
   echo "carried binaries do not start here; building" | tee "$OUT/build.log"
   cmake -B build-sm80-device -G Ninja -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=80 -DFLASHATTN_BUILD_TOOLS=OFF \
@@ -82,7 +127,7 @@ fi
 
 if [ "$what" != bench ]; then
   small='Sm80Sanitize.*'
-  for tool in memcheck racecheck; do
+  for tool in ${SM80_SANITIZERS-memcheck racecheck}; do
     timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/flashattn_gpu_tests" --gtest_filter="$small" \
       > "$OUT/sanitizer_$tool.log" 2>&1
     echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
@@ -95,5 +140,5 @@ if [ "$what" != bench ]; then
 fi
 
 # At most 8 files come back from the device: the logs travel as one archive.
-(cd "$OUT" && tar czf logs.tgz --remove-files ./*.log ./*.err ./*.txt ./*.jsonl 2> /dev/null)
+(cd "$OUT" && tar czf logs.tgz --remove-files ./*.log ./*.err ./*.txt ./*.jsonl ./*.csv 2> /dev/null)
 ls "$OUT"

@@ -23,7 +23,8 @@ cudaError_t launch_backward_variant(const KernelParams& p, cudaStream_t stream) 
     auto kernel = backward_kernel<Element, kHeadDim, kVariant>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     if (err != cudaSuccess) return err;
-    const dim3 grid((p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN, p.nheads_kv, p.batch);
+    const int num_n = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    const dim3 grid = Cfg::kKeyTileMajor ? dim3(p.nheads_kv, p.batch, num_n) : dim3(num_n, p.nheads_kv, p.batch);
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
