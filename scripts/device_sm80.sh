@@ -56,6 +56,8 @@ fi
 # and warp-state sections of the main kernels, then the usual tests, sanitizers and sweep below.
 if [ "$what" = v5 ]; then
   start=$(date +%s)
+  # SM80_PREBUILT=1: the binaries (and old_variants) were built on the development machine and carried.
+  [ "${SM80_PREBUILT:-0}" = 1 ] && [ -x "$BIN/flashattn_gpu_tests" ] || {
   cmake -S . -B build-sm80-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=80 \
     -DFLASHATTN_SM80_SASS_80=OFF -DFLASHATTN_BUILD_TOOLS=OFF -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$OUT/build.log" 2>&1 &&
     cmake --build build-sm80-device -j16 --target flashattn_gpu_tests flashattn_sm80_bench flashattn_sm80_bwd_variants >> "$OUT/build.log" 2>&1
@@ -67,6 +69,7 @@ if [ "$what" = v5 ]; then
     c++ -O3 "$BIN/old_variants.o" -o "$BIN/old_variants" build-sm80-device/libflashattn.a -L/usr/local/cuda/lib64 \
       -lcudart -lgomp -lpthread -ldl -lrt >> "$OUT/build.log" 2>&1 || echo "old_variants link failed"
   fi
+  }
   # A/B, alternating processes: old then new per shape.
   while read -r shape; do
     [ -n "$shape" ] || continue
@@ -83,6 +86,8 @@ if [ "$what" = v5 ]; then
   metrics=gpu__time_duration.sum,smsp__inst_executed.sum,launch__grid_size,launch__registers_per_thread
   SM80_VARIANT=0 timeout 40 ncu --metrics $metrics --csv "$BIN/flashattn_sm80_bwd_variants" 128 512 1 1 \
     > "$OUT/prof/kernels_ours_512c.csv" 2>&1
+  # SM80_PROFILE=ours: only the line above (our kernels' times), none of FA2's or the sections.
+  if [ "${SM80_PROFILE:-all}" = all ]; then
   timeout 60 ncu --metrics $metrics --csv python3 benchmarks/cpp/sm80_fa2_profile.py 128 512 1 \
     > "$OUT/prof/kernels_fa2_512c.csv" 2>&1
   sections=(--section SpeedOfLight --section WarpStateStats --section InstructionStats --section SchedulerStats --section Occupancy)
@@ -90,6 +95,7 @@ if [ "$what" = v5 ]; then
     > "$OUT/prof/sections_ours_512c.txt" 2>&1
   timeout 60 ncu "${sections[@]}" -k regex:flash_bwd_dq_dk_dv -s 1 -c 1 python3 benchmarks/cpp/sm80_fa2_profile.py 128 512 1 \
     > "$OUT/prof/sections_fa2_512c.txt" 2>&1
+  fi
   (cd "$OUT" && tar czf prof.tgz --remove-files prof)
   echo "profiling done at $(( $(date +%s) - start )) s"
   what=${SM80_V5_THEN:-all}

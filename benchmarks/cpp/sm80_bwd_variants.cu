@@ -53,6 +53,7 @@ cudaError_t run(int variant, const sm80::KernelParams& kp, float* workspace) {
     case 2: return run_variant<kHeadDim, 2>(kp, workspace);
     case 3: return run_variant<kHeadDim, 3>(kp, workspace);
     case 4: return run_variant<kHeadDim, 4>(kp, workspace);
+    case 5: return run_variant<kHeadDim, 5>(kp, workspace);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
   const char* only = std::getenv("SM80_VARIANT");
-  for (int variant = 0; variant < 5; ++variant) {
+  for (int variant = 0; variant < 6; ++variant) {
     if (only != nullptr && std::string(only).find(std::to_string(variant)) == std::string::npos) continue;
     for (uint16_t* g : {dq, dk, dv}) CHECK_CUDA(cudaMemset(g, 0xff, elems * 2));  // poison (NaN)
     CHECK_CUDA(launch(variant));

@@ -70,63 +70,28 @@ struct FragmentAddress {
   }
 };
 
-// The same addresses with the tile base kept apart from the lane offset: address = tile base +
-// (lane offset ^ step << 5) + constant. The lane offset does not depend on the tile, so every
-// tile read with the same lane pattern shares the four XORed offsets, and the tile base (shared
-// memory base + a constant) folds into the instruction's uniform register and immediate. The
-// backward, which derives its fragment addresses afresh per work item, needs ~100 fewer
-// instructions with it; the forward, which keeps them in registers for the whole kernel, spills
-// more with it (d128 8 -> 52 bytes), so it keeps FragmentAddress.
-template <class Tile>
-struct LaneFragmentAddress {
-  uint32_t base = 0;  // the tile's shared memory address
-  uint32_t full = 0;  // this lane's offset in a 64-wide panel (step 0); the same for every tile
-  uint32_t tail = 0;  // the same in the 32-wide tail panel, relative to the tail panel
-
-  FA_DEV static LaneFragmentAddress make(uint32_t base, int lane, LanePattern pattern) {
-    const bool rows_then_cols = pattern == LanePattern::kRowsThenCols;
-    const int lr = rows_then_cols ? (lane & 7) + ((lane >> 3) & 1) * 8 : (lane & 7) + (lane >> 4) * 8;
-    const int lc = rows_then_cols ? (lane >> 4) : ((lane >> 3) & 1);
-    LaneFragmentAddress f;
-    f.base = base;
-    f.full = lr * 128 + ((lc ^ (lr & 7)) << 4);
-    f.tail = lr * 64 + ((lc ^ ((lr >> 1) & 3)) << 4);
-    return f;
-  }
-
-  FA_DEV uint32_t at(int row0, int col0) const {
-    const int panel = col0 / 64;
-    const int step = (col0 % 64) / 16;
-    constexpr int kFullPanels = Tile::kChunks / 8;
-    if (Tile::kChunks % 8 == 0 || panel < kFullPanels) {
-      return base + (panel * Tile::kRowsConst * 128 + row0 * 128) + (full ^ (step << 5));
-    }
-    return base + (kFullPanels * Tile::kRowsConst * 128 + row0 * 64) + (tail ^ (step << 5));
-  }
-};
-
 // A operand (16x16, rows = M, cols = K) from a tile whose rows are M.   lanes: kRowsThenCols
-template <class Address>
-FA_DEV void load_a(uint32_t (&a)[4], const Address& t, int row0, int col0) {
+template <class Tile>
+FA_DEV void load_a(uint32_t (&a)[4], const FragmentAddress<Tile>& t, int row0, int col0) {
   ldmatrix_x4(a, t.at(row0, col0));
 }
 
 // A operand from a tile stored transposed (rows = K, cols = M).         lanes: kColsThenRows
-template <class Address>
-FA_DEV void load_a_trans(uint32_t (&a)[4], const Address& t, int k0, int m0) {
+template <class Tile>
+FA_DEV void load_a_trans(uint32_t (&a)[4], const FragmentAddress<Tile>& t, int k0, int m0) {
   ldmatrix_x4_trans(a, t.at(k0, m0));
 }
 
 // B operands of two adjacent n8 tiles (n0, n0 + 8) over k0..k0+15 from a tile whose rows are N
 // (K of the attention forward). b[0], b[1] feed tile n0; b[2], b[3] tile n0 + 8. lanes: kColsThenRows
-template <class Address>
-FA_DEV void load_b(uint32_t (&b)[4], const Address& t, int n0, int k0) {
+template <class Tile>
+FA_DEV void load_b(uint32_t (&b)[4], const FragmentAddress<Tile>& t, int n0, int k0) {
   ldmatrix_x4(b, t.at(n0, k0));
 }
 
 // The same two B tiles from a tile whose rows are K (V of the attention forward). lanes: kRowsThenCols
-template <class Address>
-FA_DEV void load_b_trans(uint32_t (&b)[4], const Address& t, int k0, int n0) {
+template <class Tile>
+FA_DEV void load_b_trans(uint32_t (&b)[4], const FragmentAddress<Tile>& t, int k0, int n0) {
   ldmatrix_x4_trans(b, t.at(k0, n0));
 }
 
@@ -201,25 +166,6 @@ FA_DEV void copy_tile_async(uint32_t base, const Element* gmem, int64_t row_stri
   for (int i = 0; i < Plan::kIters; ++i) {
     const bool valid = chunk_valid && row + i * Plan::kRowStep < valid_rows;
     cp_async_16(Plan::access_offset(dst0, dst1, step, i), valid ? src + i * Plan::kRowStep * row_stride : gmem, valid);
-  }
-}
-
-// copy_tile_async for a tile whose rows and chunks are all valid: no per-row bounds, address
-// selects or zero fill, just one 64-bit address step per row.
-template <class Tile, int kThreads, typename Element>
-FA_DEV void copy_whole_tile_async(uint32_t base, const Element* gmem, int64_t row_stride, int tid) {
-  using Plan = TileCopyPlan<Tile, kThreads>;
-  const int row = Plan::row(tid), chunk = Plan::chunk(tid);
-  if (chunk >= Tile::kChunks) return;
-  const uint32_t dst0 = base + Tile::offset(row, chunk);
-  const uint32_t dst1 = Plan::kRowStep % 8 == 0 ? dst0 : base + Tile::offset(row + Plan::kRowStep, chunk);
-  const uint32_t step = Plan::row_step_bytes(chunk);
-  const Element* src = gmem + row * row_stride + chunk * 8;
-  const int64_t src_step = Plan::kRowStep * row_stride;
-#pragma unroll
-  for (int i = 0; i < Plan::kIters; ++i) {
-    cp_async_16(Plan::access_offset(dst0, dst1, step, i), src, true);
-    src += src_step;
   }
 }
 

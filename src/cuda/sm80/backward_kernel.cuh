@@ -26,16 +26,16 @@ using namespace flashattn::cuda;
 // kVariant selects experimental layouts timed by benchmarks/cpp/sm80_bwd_variants.cu (0: the
 // production kernel): 1 = FlashAttention-2's product order (dV, then dQ and its reductions, then
 // dK, so the reductions drain under the dK products); 2 = 64-row query tiles for head dims <= 64
-// (v3's tile); 3 = the dQ product in twice the column chunks; 4 = key tiles in the slowest grid
-// order (all heads' key tile 0 first), so under a causal mask the blocks with the most query
-// tiles start first and the grid's tail is made of the short ones.
+// (v3's tile); 3 = the dQ product in twice the column chunks; 4 = the key-tile-major grid order
+// (see backward_launch.cuh) at every shape; 5 = v4's thread index in the prefetch and epilogue.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
   // tile amortises the per-tile barriers and fixed costs over twice the work: +10% at d64 8k).
   static constexpr int kBlockM = kHeadDim <= 64 && kVariant != 2 ? 128 : 64;
   static constexpr bool kSplitDkDv = kVariant == 1;
-  static constexpr bool kKeyTileMajor = kVariant == 4;
+  static constexpr bool kForceKeyTileMajor = kVariant == 4;
+  static constexpr bool kHoistedPrefetch = kVariant == 5;
   // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kWarps = 8;
@@ -90,11 +90,9 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   const float* smem_lse = reinterpret_cast<const float*>(smem + Cfg::kOffLse);
   const float* smem_dsum = reinterpret_cast<const float*>(smem + Cfg::kOffDsum);
 
-  // Grid (key tiles, KV heads, batch), or with kKeyTileMajor (KV heads, batch, key tiles) so that
-  // the key tile is the slowest index of the launch order.
-  const int n_block = Cfg::kKeyTileMajor ? blockIdx.z : blockIdx.x;
-  const int hk = Cfg::kKeyTileMajor ? blockIdx.x : blockIdx.y;
-  const int b = Cfg::kKeyTileMajor ? blockIdx.y : blockIdx.z;
+  const int n_block = p.key_tile_major ? blockIdx.z : blockIdx.x;
+  const int hk = p.key_tile_major ? blockIdx.x : blockIdx.y;
+  const int b = p.key_tile_major ? blockIdx.y : blockIdx.z;
   const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
   const int n0 = n_block * kBlockN;
   if (n0 >= seq.len_k) return;
@@ -127,36 +125,26 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
 
   // Loads Q, dO, lse and D of the work item (step, query head h) into stage `stage`.
   auto prefetch = [&](int step, int h, int stage) {
-    const int tid = fresh_thread_index();  // recomputed per call, not hoisted (see fresh_thread_index)
+    // The thread's copy slots derived afresh per call instead of hoisted (see fresh_thread_index;
+    // variant 5 keeps v4's hoisted form for comparison).
+    const int tid = Cfg::kHoistedPrefetch ? static_cast<int>(threadIdx.x) : fresh_thread_index();
     const int m0 = step_m_block(step) * kBlockM;
     const int rows = min(kBlockM, seq.len_q - m0);
     const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
                        (seq.q_row0 + m0) * p.q.row_stride + h * p.q.head_stride;
     const Element* dout = static_cast<const Element*>(p.dout.data) + b * p.dout.batch_stride +
                           (seq.q_row0 + m0) * p.dout.row_stride + h * p.dout.head_stride;
-    const uint32_t q_dst = smem_base + Cfg::kOffQ + stage * QTile::kBytes;
-    const uint32_t do_dst = smem_base + Cfg::kOffDO + stage * QTile::kBytes;
-    const uint32_t lse_dst = smem_base + Cfg::kOffLse + (stage * kBlockM + tid) * 4;
-    const uint32_t dsum_dst = smem_base + Cfg::kOffDsum + (stage * kBlockM + tid) * 4;
-    const float* lse = p.lse + b * p.lse_batch_stride + h * p.lse_head_stride + (seq.q_row0 + m0) * p.lse_row_stride;
-    const float* dsum = p.dsum + h * p.total_q + workspace_row(p, seq.q_row0, b, m0);
-    if (rows == kBlockM && p.headdim_chunks == QTile::kChunks) {
-      // Whole tile (every tile but a sequence's last one): no bounds, selects or zero fill.
-      copy_whole_tile_async<QTile, Cfg::kThreads>(q_dst, q, p.q.row_stride, tid);
-      copy_whole_tile_async<QTile, Cfg::kThreads>(do_dst, dout, p.dout.row_stride, tid);
-      if (tid < kBlockM) {
-        cp_async_4(lse_dst, lse + tid * p.lse_row_stride, true);
-        cp_async_4(dsum_dst, dsum + tid, true);
-      }
-    } else {
-      copy_tile_async<QTile, Cfg::kThreads>(q_dst, q, p.q.row_stride, rows, p.headdim_chunks, tid);
-      copy_tile_async<QTile, Cfg::kThreads>(do_dst, dout, p.dout.row_stride, rows, p.headdim_chunks, tid);
-      if (tid < kBlockM) {
-        const bool valid = tid < rows;
-        const int r = valid ? tid : 0;
-        cp_async_4(lse_dst, lse + r * p.lse_row_stride, valid);
-        cp_async_4(dsum_dst, dsum + r, valid);
-      }
+    copy_tile_async<QTile, Cfg::kThreads>(smem_base + Cfg::kOffQ + stage * QTile::kBytes, q, p.q.row_stride, rows,
+                                          p.headdim_chunks, tid);
+    copy_tile_async<QTile, Cfg::kThreads>(smem_base + Cfg::kOffDO + stage * QTile::kBytes, dout,
+                                          p.dout.row_stride, rows, p.headdim_chunks, tid);
+    if (tid < kBlockM) {
+      const bool valid = tid < rows;
+      const float* lse = p.lse + b * p.lse_batch_stride + h * p.lse_head_stride +
+                         (seq.q_row0 + m0 + (valid ? tid : 0)) * p.lse_row_stride;
+      const float* dsum = p.dsum + h * p.total_q + workspace_row(p, seq.q_row0, b, m0 + (valid ? tid : 0));
+      cp_async_4(smem_base + Cfg::kOffLse + (stage * kBlockM + tid) * 4, lse, valid);
+      cp_async_4(smem_base + Cfg::kOffDsum + (stage * kBlockM + tid) * 4, dsum, valid);
     }
   };
   if (num_items > 0) prefetch(0, hk * group, 0);
@@ -192,11 +180,11 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     const int row1 = wn1 * kMF1 * 16, col1 = wm1 * kNF1 * 8;
     const int row2 = wn2 * kMF2 * 16, col2 = wd2 * kNF2 * 8;
     const int row3 = wm3 * Cfg::kMF3 * 16, col3 = wd3 * Cfg::kNF3Total * 8;
-    const auto k_rc = LaneFragmentAddress<KVTile>::make(smem_base + Cfg::kOffK, lane, LanePattern::kRowsThenCols);
-    const auto v_rc = LaneFragmentAddress<KVTile>::make(smem_base + Cfg::kOffV, lane, LanePattern::kRowsThenCols);
-    const auto p_rc = LaneFragmentAddress<PTile>::make(smem_base + Cfg::kOffP, lane, LanePattern::kRowsThenCols);
-    const auto ds_rc = LaneFragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kRowsThenCols);
-    const auto ds_cr = LaneFragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kColsThenRows);
+    const auto k_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffK, lane, LanePattern::kRowsThenCols);
+    const auto v_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffV, lane, LanePattern::kRowsThenCols);
+    const auto p_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffP, lane, LanePattern::kRowsThenCols);
+    const auto ds_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kRowsThenCols);
+    const auto ds_cr = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kColsThenRows);
     // P^T and dS^T stores: one lane offset (P tile; the dS tile sits kOffDS - kOffP above it).
     const auto pds_st = PairStoreOffset<PTile>::make(Cfg::kOffP, row1, col1, g, tig);
     auto store_p = [&](int row0, int nf, uint32_t packed) {
@@ -207,8 +195,8 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     };
     const uint32_t q_base = smem_base + Cfg::kOffQ + stage * QTile::kBytes;
     const uint32_t do_base = smem_base + Cfg::kOffDO + stage * QTile::kBytes;
-    const auto q_cr = LaneFragmentAddress<QTile>::make(q_base, lane, LanePattern::kColsThenRows);
-    const auto do_cr = LaneFragmentAddress<QTile>::make(do_base, lane, LanePattern::kColsThenRows);
+    const auto q_cr = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kColsThenRows);
+    const auto do_cr = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kColsThenRows);
 
     // 1. S^T = K Q^T, then P^T (to shared memory); dP^T = V dO^T, then dS^T (to shared memory).
     // The two products run one after the other so only one set of operand fragments is live.
@@ -344,8 +332,8 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     // 2. dV += P^T dO, dK += dS^T Q (both in one pass, or one of them per call).
     auto product_dkdv = [&](auto with_dv, auto with_dk) {
       constexpr bool kDV = decltype(with_dv)::value, kDK = decltype(with_dk)::value;
-      const auto q_rc = LaneFragmentAddress<QTile>::make(q_base, lane, LanePattern::kRowsThenCols);
-      const auto do_rc = LaneFragmentAddress<QTile>::make(do_base, lane, LanePattern::kRowsThenCols);
+      const auto q_rc = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kRowsThenCols);
+      const auto do_rc = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kRowsThenCols);
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
         uint32_t ap[kMF2][4], ads[kMF2][4];
@@ -464,10 +452,13 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     h = next_h;
   }
 
-  // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores.
+  // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores. The thread index
+  // is read afresh: derived from `tid`, the copy rows of the prologue's K/V copy were kept in
+  // registers through the whole loop for the store here (and spilled).
   cp_async_wait<0>();
   __syncthreads();
-  const int warp = tid / 32, lane = tid % 32, g = lane >> 2, tig = lane & 3;
+  const int et = Cfg::kHoistedPrefetch ? tid : fresh_thread_index();
+  const int warp = et / 32, lane = et % 32, g = lane >> 2, tig = lane & 3;
   const int row2 = warp / Cfg::kWarpsD2 * kMF2 * 16, col2 = warp % Cfg::kWarpsD2 * kNF2 * 8;
 #pragma unroll
   for (int mf = 0; mf < kMF2; ++mf)
@@ -487,8 +478,8 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
                 hk * p.dk.head_stride;
   Element* dv = static_cast<Element*>(p.dv.data) + b * p.dv.batch_stride + (seq.k_row0 + n0) * p.dv.row_stride +
                 hk * p.dv.head_stride;
-  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffK, dk, p.dk.row_stride, cols_valid, p.headdim_chunks, tid);
-  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffV, dv, p.dv.row_stride, cols_valid, p.headdim_chunks, tid);
+  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffK, dk, p.dk.row_stride, cols_valid, p.headdim_chunks, et);
+  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffV, dv, p.dv.row_stride, cols_valid, p.headdim_chunks, et);
 }
 
 }  // namespace flashattn::sm80
