@@ -121,6 +121,21 @@ if [ -x "$BIN/flashattn_sm80_bwd_variants" ] && [ -n "${SM80_VARIANT_SHAPES:-}" 
   done <<< "$SM80_VARIANT_SHAPES"
 fi
 
+# Correctness first (tests, sanitizers), so a call cut short still reports them; the timing table last.
+if [ "$what" != bench ]; then
+  timeout ${SM80_TEST_TIMEOUT:-240} "$BIN/flashattn_gpu_tests" --gtest_filter='*Sm80*' > "$OUT/tests.log" 2>&1
+  echo "tests exit $?"
+  grep -E "^\[  (PASSED|FAILED) |tests ran" "$OUT/tests.log" | head -5
+  grep -E "^\[  FAILED  \]" "$OUT/tests.log" | head -40
+  grep -E "Failure" "$OUT/tests.log" | head -20
+  small='Sm80Sanitize.*'
+  for tool in ${SM80_SANITIZERS-memcheck racecheck}; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/flashattn_gpu_tests" --gtest_filter="$small" \
+      > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
+  done
+fi
+
 if [ "$what" != tests ]; then
   # shellcheck disable=SC2086
   timeout 200 "$BIN/flashattn_sm80_bench" ${SM80_BENCH_REPS:-20} $headdims > "$OUT/ours.jsonl" 2> "$OUT/ours.err"
@@ -129,20 +144,6 @@ if [ "$what" != tests ]; then
   PYTHONUNBUFFERED=1 timeout 240 python3 benchmarks/cpp/sm80_peers.py "$OUT/ours.jsonl" "$OUT/results.json" 2> "$OUT/peers.err"
   echo "peers exit $?"
   tail -3 "$OUT/peers.err"
-fi
-
-if [ "$what" != bench ]; then
-  small='Sm80Sanitize.*'
-  for tool in ${SM80_SANITIZERS-memcheck racecheck}; do
-    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/flashattn_gpu_tests" --gtest_filter="$small" \
-      > "$OUT/sanitizer_$tool.log" 2>&1
-    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
-  done
-  timeout ${SM80_TEST_TIMEOUT:-240} "$BIN/flashattn_gpu_tests" --gtest_filter='*Sm80*' > "$OUT/tests.log" 2>&1
-  echo "tests exit $?"
-  grep -E "^\[  (PASSED|FAILED) |tests ran" "$OUT/tests.log" | head -5
-  grep -E "^\[  FAILED  \]" "$OUT/tests.log" | head -40
-  grep -E "Failure|out [0-9.e+-]+ \(naive" "$OUT/tests.log" | head -30
 fi
 
 # At most 8 files come back from the device: the logs travel as one archive.
