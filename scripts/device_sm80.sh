@@ -15,6 +15,7 @@ OUT=${OUT:-/tmp/sm80-out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 BIN=.sm80-device
+t0=$(date +%s)
 export LD_LIBRARY_PATH="$PWD/$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
@@ -124,7 +125,7 @@ fi
 # Correctness first (tests, sanitizers), so a call cut short still reports them; the timing table last.
 if [ "$what" != bench ]; then
   timeout ${SM80_TEST_TIMEOUT:-240} "$BIN/flashattn_gpu_tests" --gtest_filter='*Sm80*' > "$OUT/tests.log" 2>&1
-  echo "tests exit $?"
+  echo "tests exit $? at $(( $(date +%s) - t0 )) s"
   grep -E "^\[  (PASSED|FAILED) |tests ran" "$OUT/tests.log" | head -5
   grep -E "^\[  FAILED  \]" "$OUT/tests.log" | head -40
   grep -E "Failure" "$OUT/tests.log" | head -20
@@ -132,18 +133,24 @@ if [ "$what" != bench ]; then
   for tool in ${SM80_SANITIZERS-memcheck racecheck}; do
     timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/flashattn_gpu_tests" --gtest_filter="$small" \
       > "$OUT/sanitizer_$tool.log" 2>&1
-    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
+    echo "compute-sanitizer $tool exit $? at $(( $(date +%s) - t0 )) s ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
   done
 fi
 
 if [ "$what" != tests ]; then
-  # shellcheck disable=SC2086
-  timeout 200 "$BIN/flashattn_sm80_bench" ${SM80_BENCH_REPS:-20} $headdims > "$OUT/ours.jsonl" 2> "$OUT/ours.err"
-  echo "bench exit $?"
-  tail -3 "$OUT/ours.err"
-  PYTHONUNBUFFERED=1 timeout 240 python3 benchmarks/cpp/sm80_peers.py "$OUT/ours.jsonl" "$OUT/results.json" 2> "$OUT/peers.err"
-  echo "peers exit $?"
-  tail -3 "$OUT/peers.err"
+  # One head dim at a time (ours, then the peers at the same shapes), the results archived after
+  # each, so a call cut short keeps the head dims already done.
+  rm -rf /tmp/sm80-sweep && mkdir -p /tmp/sm80-sweep
+  for d in $headdims; do
+    timeout 120 "$BIN/flashattn_sm80_bench" "${SM80_BENCH_REPS:-20}" "$d" > "/tmp/sm80-sweep/ours_d$d.jsonl" 2> "/tmp/sm80-sweep/ours_d$d.err"
+    echo "bench d$d exit $? at $(( $(date +%s) - t0 )) s"
+    PYTHONUNBUFFERED=1 timeout 150 python3 benchmarks/cpp/sm80_peers.py "/tmp/sm80-sweep/ours_d$d.jsonl" \
+      "/tmp/sm80-sweep/results_d$d.json" 2> "/tmp/sm80-sweep/peers_d$d.err"
+    echo "peers d$d exit $? at $(( $(date +%s) - t0 )) s"
+    tail -2 "/tmp/sm80-sweep/peers_d$d.err"
+    tar czf "$OUT/sweep.tgz" -C /tmp sm80-sweep
+  done
+  python3 -c "import json,glob,sys; json.dump(sum((json.load(open(f)) for f in sorted(glob.glob('/tmp/sm80-sweep/results_d*.json'))), []), open(sys.argv[1], 'w'), indent=1)" "$OUT/results.json"
 fi
 
 # At most 8 files come back from the device: the logs travel as one archive.
