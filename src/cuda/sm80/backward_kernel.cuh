@@ -27,7 +27,8 @@ using namespace flashattn::cuda;
 // production kernel): 1 = FlashAttention-2's product order (dV, then dQ and its reductions, then
 // dK, so the reductions drain under the dK products); 2 = 64-row query tiles for head dims <= 64
 // (v3's tile); 3 = the dQ product in twice the column chunks; 4 = the key-tile-major grid order
-// (see backward_launch.cuh) at every shape; 5 = v4's thread index in the prefetch and epilogue.
+// (see backward_launch.cuh) at every shape; 5 = the thread index read afresh in the prefetch and
+// the epilogue.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
@@ -35,7 +36,7 @@ struct BackwardConfig {
   static constexpr int kBlockM = kHeadDim <= 64 && kVariant != 2 ? 128 : 64;
   static constexpr bool kSplitDkDv = kVariant == 1;
   static constexpr bool kForceKeyTileMajor = kVariant == 4;
-  static constexpr bool kHoistedPrefetch = kVariant == 5;
+  static constexpr bool kFreshThreadIndex = kVariant == 5;
   // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kWarps = 8;
@@ -125,9 +126,9 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
 
   // Loads Q, dO, lse and D of the work item (step, query head h) into stage `stage`.
   auto prefetch = [&](int step, int h, int stage) {
-    // The thread's copy slots derived afresh per call instead of hoisted (see fresh_thread_index;
-    // variant 5 keeps v4's hoisted form for comparison).
-    const int tid = Cfg::kHoistedPrefetch ? static_cast<int>(threadIdx.x) : fresh_thread_index();
+    // Variant 5: the thread's copy slots derived afresh per call (fresh_thread_index) instead of
+    // hoisted; it moved d128's spill reloads out of the loop but timed ~1% slower (device call 9).
+    const int tid = Cfg::kFreshThreadIndex ? fresh_thread_index() : static_cast<int>(threadIdx.x);
     const int m0 = step_m_block(step) * kBlockM;
     const int rows = min(kBlockM, seq.len_q - m0);
     const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
@@ -452,12 +453,10 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     h = next_h;
   }
 
-  // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores. The thread index
-  // is read afresh: derived from `tid`, the copy rows of the prologue's K/V copy were kept in
-  // registers through the whole loop for the store here (and spilled).
+  // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores.
   cp_async_wait<0>();
   __syncthreads();
-  const int et = Cfg::kHoistedPrefetch ? tid : fresh_thread_index();
+  const int et = Cfg::kFreshThreadIndex ? fresh_thread_index() : tid;
   const int warp = et / 32, lane = et % 32, g = lane >> 2, tig = lane & 3;
   const int row2 = warp / Cfg::kWarpsD2 * kMF2 * 16, col2 = warp % Cfg::kWarpsD2 * kNF2 * 8;
 #pragma unroll

@@ -174,8 +174,9 @@ TEST(Sm80Attention, FullyMaskedRows) {
   check_case(w);
 }
 
-// ---- causal backward at seqlen_k >= 2048: the key-tile-major grid order --------------------------
-// (backward_launch.cuh's key_tile_major_pays): GQA, ragged lengths, seqlen_q != seqlen_k, varlen.
+// ---- causal backward at seqlen_k >= 2048: the key-tile-major grid order for head dims > 64 -------
+// (backward_launch.cuh's key_tile_major_pays; d64 keeps the default order): GQA, ragged lengths,
+// seqlen_q != seqlen_k, varlen.
 
 TEST(Sm80Attention, CausalLongKeyTileMajorGrid) {
   SM80_SKIP_WITHOUT_GPU();
@@ -231,7 +232,7 @@ TEST(Sm80Attention, DeterministicBackwardIsBitwiseReproducible) {
     EXPECT_TRUE(within_twice_naive(c, reference(c, true), f, &first));
   }
   // Causal at seqlen 2100 runs the key-tile-major grid: the semaphores must order it too.
-  CaseSpec l = base_spec(DType::kBFloat16, 64, 33);
+  CaseSpec l = base_spec(DType::kBFloat16, 128, 33);
   l.batch = 1;
   l.seqlen_q = l.seqlen_k = 2100;
   l.nheads_q = 2;
@@ -370,8 +371,8 @@ TEST(Sm80Sanitize, SmallCases) {
   z.seqlen_k = 192;
   z.causal = true;
   check_case(z);
-  // The key-tile-major grid (causal, seqlen_k >= 2048), ragged.
-  CaseSpec k = base_spec(DType::kBFloat16, 64, 77);
+  // The key-tile-major grid (causal, seqlen_k >= 2048, head dim > 64), ragged.
+  CaseSpec k = base_spec(DType::kBFloat16, 128, 77);
   k.batch = 1;
   k.seqlen_q = 100;
   k.seqlen_k = 2090;
