@@ -6,7 +6,7 @@
 # Expects binaries built on the development machine in .sm80-device/ (carried: build with
 # -DFLASHATTN_CUDA_ARCHS=80 so the API runs the sm80 forward on Hopper too, then copy
 # flashattn_gpu_tests and flashattn_sm80_bench there); builds here when they are missing.
-# Usage: scripts/device_sm80.sh [tests|bench|all|profile] [bench head dims...]
+# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5] [bench head dims...]
 set -u
 what=${1:-all}
 shift || true
@@ -15,6 +15,7 @@ OUT=${OUT:-/tmp/sm80-out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 BIN=.sm80-device
+t0=$(date +%s)
 export LD_LIBRARY_PATH="$PWD/$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
@@ -50,6 +51,57 @@ if [ "$what" = profile ]; then
   exit 0
 fi
 
+# v5 mode: build here (sm_90 machine code only), an A/B of the backward against the previous
+# kernel (flashattn_sm80_bwd_variants built from the previous headers: $BIN/old_variants.o, linked
+# here), ncu per-kernel times and instruction counts of one whole backward (ours old and new, FA2's)
+# and warp-state sections of the main kernels, then the usual tests, sanitizers and sweep below.
+if [ "$what" = v5 ]; then
+  start=$(date +%s)
+  # SM80_PREBUILT=1: the binaries (and old_variants) were built on the development machine and carried.
+  [ "${SM80_PREBUILT:-0}" = 1 ] && [ -x "$BIN/flashattn_gpu_tests" ] || {
+  cmake -S . -B build-sm80-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=80 \
+    -DFLASHATTN_SM80_SASS_80=OFF -DFLASHATTN_BUILD_TOOLS=OFF -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$OUT/build.log" 2>&1 &&
+    cmake --build build-sm80-device -j16 --target flashattn_gpu_tests flashattn_sm80_bench flashattn_sm80_bwd_variants >> "$OUT/build.log" 2>&1
+  echo "build exit $? in $(( $(date +%s) - start )) s"; tail -3 "$OUT/build.log"
+  mkdir -p "$BIN"
+  cp build-sm80-device/tests/cpp/gpu/flashattn_gpu_tests build-sm80-device/flashattn_sm80_bench \
+    build-sm80-device/flashattn_sm80_bwd_variants "$BIN/"
+  if [ -f "$BIN/old_variants.o" ]; then
+    c++ -O3 "$BIN/old_variants.o" -o "$BIN/old_variants" build-sm80-device/libflashattn.a -L/usr/local/cuda/lib64 \
+      -lcudart -lgomp -lpthread -ldl -lrt >> "$OUT/build.log" 2>&1 || echo "old_variants link failed"
+  fi
+  }
+  # A/B, alternating processes: old then new per shape.
+  while read -r shape; do
+    [ -n "$shape" ] || continue
+    for which in old new; do
+      exe="$BIN/flashattn_sm80_bwd_variants" vars=${SM80_AB_VARIANTS:-0}
+      [ $which = old ] && exe="$BIN/old_variants" vars=0
+      # shellcheck disable=SC2086
+      SM80_VARIANT=$vars timeout 30 "$exe" $shape 20 2>&1 | grep -E "^variant|rror" | sed "s/^/$which /" | tee -a "$OUT/ab.log"
+    done
+  done <<< "${SM80_AB_SHAPES:-$'128 8192 0\n128 512 1\n64 8192 0\n256 8192 0'}"
+  # Kernels of one backward and their times (ncu, a few metrics) at d128 512 causal, ours and FA2's,
+  # and warp-state sections of both main kernels there.
+  mkdir -p "$OUT/prof"
+  metrics=gpu__time_duration.sum,smsp__inst_executed.sum,launch__grid_size,launch__registers_per_thread
+  SM80_VARIANT=0 timeout 40 ncu --metrics $metrics --csv "$BIN/flashattn_sm80_bwd_variants" 128 512 1 1 \
+    > "$OUT/prof/kernels_ours_512c.csv" 2>&1
+  # SM80_PROFILE=ours: only the line above (our kernels' times), none of FA2's or the sections.
+  if [ "${SM80_PROFILE:-all}" = all ]; then
+  timeout 60 ncu --metrics $metrics --csv python3 benchmarks/cpp/sm80_fa2_profile.py 128 512 1 \
+    > "$OUT/prof/kernels_fa2_512c.csv" 2>&1
+  sections=(--section SpeedOfLight --section WarpStateStats --section InstructionStats --section SchedulerStats --section Occupancy)
+  SM80_VARIANT=0 timeout 40 ncu "${sections[@]}" -k regex:backward_kernel -s 1 -c 1 "$BIN/flashattn_sm80_bwd_variants" 128 512 1 1 \
+    > "$OUT/prof/sections_ours_512c.txt" 2>&1
+  timeout 60 ncu "${sections[@]}" -k regex:flash_bwd_dq_dk_dv -s 1 -c 1 python3 benchmarks/cpp/sm80_fa2_profile.py 128 512 1 \
+    > "$OUT/prof/sections_fa2_512c.txt" 2>&1
+  fi
+  (cd "$OUT" && tar czf prof.tgz --remove-files prof)
+  echo "profiling done at $(( $(date +%s) - start )) s"
+  what=${SM80_V5_THEN:-all}
+fi
+
 if ! "$BIN/flashattn_gpu_tests" --gtest_list_tests > /dev/null 2>&1; then
   echo "carried binaries do not start here; building" | tee "$OUT/build.log"
   cmake -B build-sm80-device -G Ninja -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=80 -DFLASHATTN_BUILD_TOOLS=OFF \
@@ -70,30 +122,37 @@ if [ -x "$BIN/flashattn_sm80_bwd_variants" ] && [ -n "${SM80_VARIANT_SHAPES:-}" 
   done <<< "$SM80_VARIANT_SHAPES"
 fi
 
-if [ "$what" != tests ]; then
-  # shellcheck disable=SC2086
-  timeout 200 "$BIN/flashattn_sm80_bench" ${SM80_BENCH_REPS:-20} $headdims > "$OUT/ours.jsonl" 2> "$OUT/ours.err"
-  echo "bench exit $?"
-  tail -3 "$OUT/ours.err"
-  PYTHONUNBUFFERED=1 timeout 240 python3 benchmarks/cpp/sm80_peers.py "$OUT/ours.jsonl" "$OUT/results.json" 2> "$OUT/peers.err"
-  echo "peers exit $?"
-  tail -3 "$OUT/peers.err"
-fi
-
+# Correctness first (tests, sanitizers), so a call cut short still reports them; the timing table last.
 if [ "$what" != bench ]; then
-  small='Sm80Sanitize.*'
-  for tool in memcheck racecheck; do
-    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/flashattn_gpu_tests" --gtest_filter="$small" \
-      > "$OUT/sanitizer_$tool.log" 2>&1
-    echo "compute-sanitizer $tool exit $? ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
-  done
   timeout ${SM80_TEST_TIMEOUT:-240} "$BIN/flashattn_gpu_tests" --gtest_filter='*Sm80*' > "$OUT/tests.log" 2>&1
-  echo "tests exit $?"
+  echo "tests exit $? at $(( $(date +%s) - t0 )) s"
   grep -E "^\[  (PASSED|FAILED) |tests ran" "$OUT/tests.log" | head -5
   grep -E "^\[  FAILED  \]" "$OUT/tests.log" | head -40
-  grep -E "Failure|out [0-9.e+-]+ \(naive" "$OUT/tests.log" | head -30
+  grep -E "Failure" "$OUT/tests.log" | head -20
+  small='Sm80Sanitize.*'
+  for tool in ${SM80_SANITIZERS-memcheck racecheck}; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/flashattn_gpu_tests" --gtest_filter="$small" \
+      > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "compute-sanitizer $tool exit $? at $(( $(date +%s) - t0 )) s ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
+  done
+fi
+
+if [ "$what" != tests ]; then
+  # One head dim at a time (ours, then the peers at the same shapes), the results archived after
+  # each, so a call cut short keeps the head dims already done.
+  rm -rf /tmp/sm80-sweep && mkdir -p /tmp/sm80-sweep
+  for d in $headdims; do
+    timeout 120 "$BIN/flashattn_sm80_bench" "${SM80_BENCH_REPS:-20}" "$d" > "/tmp/sm80-sweep/ours_d$d.jsonl" 2> "/tmp/sm80-sweep/ours_d$d.err"
+    echo "bench d$d exit $? at $(( $(date +%s) - t0 )) s"
+    PYTHONUNBUFFERED=1 timeout 150 python3 benchmarks/cpp/sm80_peers.py "/tmp/sm80-sweep/ours_d$d.jsonl" \
+      "/tmp/sm80-sweep/results_d$d.json" 2> "/tmp/sm80-sweep/peers_d$d.err"
+    echo "peers d$d exit $? at $(( $(date +%s) - t0 )) s"
+    tail -2 "/tmp/sm80-sweep/peers_d$d.err"
+    tar czf "$OUT/sweep.tgz" -C /tmp sm80-sweep
+  done
+  python3 -c "import json,glob,sys; json.dump(sum((json.load(open(f)) for f in sorted(glob.glob('/tmp/sm80-sweep/results_d*.json'))), []), open(sys.argv[1], 'w'), indent=1)" "$OUT/results.json"
 fi
 
 # At most 8 files come back from the device: the logs travel as one archive.
-(cd "$OUT" && tar czf logs.tgz --remove-files ./*.log ./*.err ./*.txt ./*.jsonl 2> /dev/null)
+(cd "$OUT" && tar czf logs.tgz --remove-files ./*.log ./*.err ./*.txt ./*.jsonl ./*.csv 2> /dev/null)
 ls "$OUT"

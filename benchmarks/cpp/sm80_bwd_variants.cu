@@ -3,7 +3,7 @@
 // nheads * headdim = 2048. The forward (public API) supplies O and lse; each variant runs the
 // whole backward (prepare, main, dQ conversion) and its dq/dk/dv are compared with variant 0's.
 //
-// Usage: flashattn_sm80_bwd_variants headdim seqlen causal [reps]
+// Usage: flashattn_sm80_bwd_variants headdim seqlen causal [reps]   (SM80_VARIANT=0,4 runs only those)
 // Prints one line per variant: variant, ms (median), TFLOP/s (2.5x the forward's FLOPs), max |diff|.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench_util.h"
@@ -51,6 +52,8 @@ cudaError_t run(int variant, const sm80::KernelParams& kp, float* workspace) {
     case 1: return run_variant<kHeadDim, 1>(kp, workspace);
     case 2: return run_variant<kHeadDim, 2>(kp, workspace);
     case 3: return run_variant<kHeadDim, 3>(kp, workspace);
+    case 4: return run_variant<kHeadDim, 4>(kp, workspace);
+    case 5: return run_variant<kHeadDim, 5>(kp, workspace);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -138,8 +141,8 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
   const char* only = std::getenv("SM80_VARIANT");
-  for (int variant = 0; variant < 4; ++variant) {
-    if (only != nullptr && std::atoi(only) != variant) continue;
+  for (int variant = 0; variant < 6; ++variant) {
+    if (only != nullptr && std::string(only).find(std::to_string(variant)) == std::string::npos) continue;
     for (uint16_t* g : {dq, dk, dv}) CHECK_CUDA(cudaMemset(g, 0xff, elems * 2));  // poison (NaN)
     CHECK_CUDA(launch(variant));
     CHECK_CUDA(cudaDeviceSynchronize());

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Times PyTorch SDPA (FLASH = its bundled FlashAttention-2, and CUDNN) at the shapes of
 flashattn_sm80_bench's output, in the same call on the same GPU, and prints one table with the
-ratios ours / FA2 and ours / best peer. Forward: the SDPA call; backward: (fwd + bwd) - fwd.
+ratios ours / FA2 and ours / best peer (and, as "sync", our backward with a host wait after every
+call). Forward: the SDPA call; backward: (fwd + bwd) - fwd.
 
 Usage: sm80_peers.py ours.jsonl results.json
 """
@@ -71,12 +72,14 @@ def main():
                 row[f"{name}_tflops"] = round(v[direction], 1)
             rows.append(row)
     json.dump(rows, open(sys.argv[2], "w"), indent=1)
-    print(f"{'dir':4} {'d':>4} {'seqlen':>6} {'causal':>6} {'ours':>7} {'fa2':>7} {'cudnn':>7} {'/fa2':>6} {'/best':>6}")
+    print(f"{'dir':4} {'d':>4} {'seqlen':>6} {'causal':>6} {'ours':>7} {'fa2':>7} {'cudnn':>7} {'/fa2':>6} {'/best':>6} "
+          f"{'sync':>7}")
     for r in rows:
         fa2, cud = r.get("fa2_tflops", 0.0), r.get("cudnn_tflops", 0.0)
         best = max(fa2, cud)
         print(f"{r['direction']:4} {r['headdim']:>4} {r['seqlen']:>6} {str(r['causal']):>6} {r['tflops']:>7.1f} "
-              f"{fa2:>7.1f} {cud:>7.1f} {r['tflops'] / fa2 if fa2 else 0:>6.2f} {r['tflops'] / best if best else 0:>6.2f}")
+              f"{fa2:>7.1f} {cud:>7.1f} {r['tflops'] / fa2 if fa2 else 0:>6.2f} {r['tflops'] / best if best else 0:>6.2f} "
+              f"{r.get('tflops_sync_each', 0.0):>7.1f}")
 
 
 if __name__ == "__main__":

@@ -26,13 +26,17 @@ using namespace flashattn::cuda;
 // kVariant selects experimental layouts timed by benchmarks/cpp/sm80_bwd_variants.cu (0: the
 // production kernel): 1 = FlashAttention-2's product order (dV, then dQ and its reductions, then
 // dK, so the reductions drain under the dK products); 2 = 64-row query tiles for head dims <= 64
-// (v3's tile); 3 = the dQ product in twice the column chunks.
+// (v3's tile); 3 = the dQ product in twice the column chunks; 4 = the key-tile-major grid order
+// (see backward_launch.cuh) at every shape; 5 = the thread index read afresh in the prefetch and
+// the epilogue.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
   // tile amortises the per-tile barriers and fixed costs over twice the work: +10% at d64 8k).
   static constexpr int kBlockM = kHeadDim <= 64 && kVariant != 2 ? 128 : 64;
   static constexpr bool kSplitDkDv = kVariant == 1;
+  static constexpr bool kForceKeyTileMajor = kVariant == 4;
+  static constexpr bool kFreshThreadIndex = kVariant == 5;
   // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kWarps = 8;
@@ -87,7 +91,9 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   const float* smem_lse = reinterpret_cast<const float*>(smem + Cfg::kOffLse);
   const float* smem_dsum = reinterpret_cast<const float*>(smem + Cfg::kOffDsum);
 
-  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const int n_block = p.key_tile_major ? blockIdx.z : blockIdx.x;
+  const int hk = p.key_tile_major ? blockIdx.x : blockIdx.y;
+  const int b = p.key_tile_major ? blockIdx.y : blockIdx.z;
   const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
   const int n0 = n_block * kBlockN;
   if (n0 >= seq.len_k) return;
@@ -120,6 +126,9 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
 
   // Loads Q, dO, lse and D of the work item (step, query head h) into stage `stage`.
   auto prefetch = [&](int step, int h, int stage) {
+    // Variant 5: the thread's copy slots derived afresh per call (fresh_thread_index) instead of
+    // hoisted; it moved d128's spill reloads out of the loop but timed ~1% slower (device call 9).
+    const int tid = Cfg::kFreshThreadIndex ? fresh_thread_index() : static_cast<int>(threadIdx.x);
     const int m0 = step_m_block(step) * kBlockM;
     const int rows = min(kBlockM, seq.len_q - m0);
     const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
@@ -447,7 +456,8 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores.
   cp_async_wait<0>();
   __syncthreads();
-  const int warp = tid / 32, lane = tid % 32, g = lane >> 2, tig = lane & 3;
+  const int et = Cfg::kFreshThreadIndex ? fresh_thread_index() : tid;
+  const int warp = et / 32, lane = et % 32, g = lane >> 2, tig = lane & 3;
   const int row2 = warp / Cfg::kWarpsD2 * kMF2 * 16, col2 = warp % Cfg::kWarpsD2 * kNF2 * 8;
 #pragma unroll
   for (int mf = 0; mf < kMF2; ++mf)
@@ -467,8 +477,8 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
                 hk * p.dk.head_stride;
   Element* dv = static_cast<Element*>(p.dv.data) + b * p.dv.batch_stride + (seq.k_row0 + n0) * p.dv.row_stride +
                 hk * p.dv.head_stride;
-  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffK, dk, p.dk.row_stride, cols_valid, p.headdim_chunks, tid);
-  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffV, dv, p.dv.row_stride, cols_valid, p.headdim_chunks, tid);
+  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffK, dk, p.dk.row_stride, cols_valid, p.headdim_chunks, et);
+  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffV, dv, p.dv.row_stride, cols_valid, p.headdim_chunks, et);
 }
 
 }  // namespace flashattn::sm80

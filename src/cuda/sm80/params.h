@@ -37,6 +37,9 @@ struct KernelParams {
   int* dq_semaphore = nullptr;
   int num_m_blocks = 0;
   bool deterministic = false;
+  // Backward grid order, set by the launch: (key tiles, KV heads, batch) with the key tile
+  // fastest, or with key_tile_major (KV heads, batch, key tiles) with the key tile slowest.
+  bool key_tile_major = false;
 };
 
 KernelParams make_params(const AttentionProblem& p);

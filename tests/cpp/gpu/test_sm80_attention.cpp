@@ -174,6 +174,37 @@ TEST(Sm80Attention, FullyMaskedRows) {
   check_case(w);
 }
 
+// ---- causal backward at seqlen_k >= 2048: the key-tile-major grid order for head dims > 64 -------
+// (backward_launch.cuh's key_tile_major_pays; d64 keeps the default order): GQA, ragged lengths,
+// seqlen_q != seqlen_k, varlen.
+
+TEST(Sm80Attention, CausalLongKeyTileMajorGrid) {
+  SM80_SKIP_WITHOUT_GPU();
+  CaseSpec s = base_spec(DType::kBFloat16, 64, 41);
+  s.batch = 1;
+  s.seqlen_q = 2100;
+  s.seqlen_k = 2170;  // neither a multiple of a tile; 17 key tiles of 128
+  s.nheads_q = 2;
+  s.nheads_kv = 1;
+  s.causal = true;
+  check_case(s);
+  CaseSpec t = base_spec(DType::kFloat16, 256, 42);  // 64-column key tiles
+  t.batch = 1;
+  t.seqlen_q = 1100;
+  t.seqlen_k = 2060;
+  t.nheads_q = 1;
+  t.nheads_kv = 1;
+  t.causal = true;
+  check_case(t);
+  CaseSpec v = base_spec(DType::kBFloat16, 128, 43);
+  v.seqlens_q = {2049, 300};
+  v.seqlens_k = {2100, 2050};
+  v.nheads_q = 2;
+  v.nheads_kv = 2;
+  v.causal = true;
+  check_case(v);
+}
+
 // ---- deterministic backward: bitwise equal across runs ----------------------------------------
 
 TEST(Sm80Attention, DeterministicBackwardIsBitwiseReproducible) {
@@ -199,6 +230,23 @@ TEST(Sm80Attention, DeterministicBackwardIsBitwiseReproducible) {
       EXPECT_TRUE(same_bytes(first.dv, again.dv)) << "dv differs in run " << run;
     }
     EXPECT_TRUE(within_twice_naive(c, reference(c, true), f, &first));
+  }
+  // Causal at seqlen 2100 runs the key-tile-major grid: the semaphores must order it too.
+  CaseSpec l = base_spec(DType::kBFloat16, 128, 33);
+  l.batch = 1;
+  l.seqlen_q = l.seqlen_k = 2100;
+  l.nheads_q = 2;
+  l.nheads_kv = 1;
+  l.causal = true;
+  l.deterministic = true;
+  {
+    const AttnCase c = make_case(l);
+    const ForwardResult f = gpu_forward(c);
+    ASSERT_TRUE(f.status.ok()) << f.status.message;
+    const BackwardResult a = gpu_backward(c, f), b = gpu_backward(c, f);
+    ASSERT_TRUE(a.status.ok() && b.status.ok());
+    EXPECT_TRUE(same_bytes(a.dq, b.dq) && same_bytes(a.dk, b.dk) && same_bytes(a.dv, b.dv));
+    EXPECT_TRUE(within_twice_naive(c, reference(c, true), f, &a));
   }
   CaseSpec v = base_spec(DType::kFloat16, 64, 32);
   v.seqlens_q = {300, 0, 129};
@@ -323,6 +371,15 @@ TEST(Sm80Sanitize, SmallCases) {
   z.seqlen_k = 192;
   z.causal = true;
   check_case(z);
+  // The key-tile-major grid (causal, seqlen_k >= 2048, head dim > 64), ragged.
+  CaseSpec k = base_spec(DType::kBFloat16, 128, 77);
+  k.batch = 1;
+  k.seqlen_q = 100;
+  k.seqlen_k = 2090;
+  k.nheads_q = 1;
+  k.nheads_kv = 1;
+  k.causal = true;
+  check_case(k);
 }
 
 }  // namespace
