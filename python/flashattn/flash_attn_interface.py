@@ -62,9 +62,9 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     _check_dropout(dropout_p)
     _check_tensors(q=q, k=k, v=v)
     left, right = _window(window_size)
-    out, lse = ops.fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                       _scale(softmax_scale, q), bool(causal), left, right, float(softcap),
-                       alibi_slopes, bool(deterministic), seqused_q, seqused_k)
+    out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                             _scale(softmax_scale, q), bool(causal), left, right, float(softcap),
+                             alibi_slopes, bool(deterministic), seqused_q, seqused_k)
     return (out, lse, None) if return_attn_probs else out
 
 

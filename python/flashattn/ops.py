@@ -17,7 +17,7 @@ from torch import Tensor
 from flashattn import _ext
 from flashattn._torch_util import kernel_ready, launch_options, on_device
 
-__all__ = ["fwd", "bwd", "fwd_packed", "bwd_packed", "lse_shape"]
+__all__ = ["fwd", "bwd", "fwd_packed", "bwd_packed", "attention", "lse_shape"]
 
 
 def lse_shape(q: Tensor, varlen: bool) -> Tuple[int, ...]:
@@ -106,6 +106,13 @@ def bwd(
     seqused_k: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor, Tensor]:
     """Gradients of q, k, v given the forward's out and lse (0 in rows past seqused_q / seqused_k)."""
+    return _grads(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                  causal, window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k)
+
+
+def _grads(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+           causal, window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q=None,
+           seqused_k=None):
     # The library leaves dq rows past seqused_q and dk, dv rows past seqused_k alone.
     dq = (torch.empty if seqused_q is None else torch.zeros)(q.shape, dtype=q.dtype, device=q.device)
     dk = (torch.empty if seqused_k is None else torch.zeros)(k.shape, dtype=k.dtype, device=k.device)
@@ -151,16 +158,51 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse)
 
 
-def _backward(ctx, dout, _dlse):
-    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k = ctx.saved_tensors
-    max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap = ctx.options
-    dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                     softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
-                     ctx.deterministic, seqused_q, seqused_k)
-    return (dq, dk, dv) + (None,) * 13
+def _backward_with(grads):
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k = ctx.saved_tensors
+        max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap = ctx.options
+        dq, dk, dv = grads(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+                           ctx.deterministic, seqused_q, seqused_k)
+        return (dq, dk, dv) + (None,) * 13
+    return backward
 
 
-fwd.register_autograd(_backward, setup_context=_setup_context)
+fwd.register_autograd(_backward_with(bwd), setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """flashattn::fwd / bwd without the dispatcher, for plain eager calls. The custom ops' Python
+    wrapping (argument defaults, autograd wrapper, op redispatch) cost about 1.1 ms of host time
+    per forward + backward on the H200 machine's host (torch.profiler, d128 seqlen 512 causal),
+    more than the kernels' 0.95 ms, so short sequences waited for the host. Same library calls,
+    same saved tensors; torch.compile, tracing and dispatch modes still get the custom ops."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        out, lse = _run_forward(*inputs[:13], *inputs[14:])  # inputs[13]: deterministic
+        _setup_context(ctx, inputs, (out, lse))
+        return out, lse
+
+    backward = staticmethod(_backward_with(_grads))
+
+
+def _plain_eager(tensors) -> bool:
+    if torch.compiler.is_compiling() or torch.utils._python_dispatch._get_current_dispatch_mode() is not None:
+        return False
+    return all(t is None or type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
+
+
+def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+              window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None):
+    """flashattn::fwd with its backward: through the custom op when compiling or tracing, else
+    through _EagerAttention (the same computation with less host time)."""
+    inputs = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+              window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k)
+    if _plain_eager((q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k)):
+        return _EagerAttention.apply(*inputs)
+    return fwd(*inputs)
 
 
 # ---- packed q/k/v: one gradient buffer ----------------------------------------------------------
