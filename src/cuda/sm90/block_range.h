@@ -27,37 +27,9 @@ struct BlockRange {
   __device__ __forceinline__ bool empty() const { return n_end <= n_begin; }
 };
 
-template <int kBlockN>
-__device__ __forceinline__ BlockRange<kBlockN> key_block_range(const KernelParams& p, const SequenceInfo& s,
-                                                               int m_block) {
-  const int m_first = m_block * kBlockM;
-  const int m_last = min(m_first + kBlockM, s.len_q) - 1;
-  int hi = s.len_k;
-  if (p.window_right >= 0) hi = min(hi, m_last + s.diag() + p.window_right + 1);
-  int lo = 0;
-  if (p.window_left >= 0) lo = max(0, m_first + s.diag() - p.window_left);
-  BlockRange<kBlockN> r;
-  r.n_begin = lo / kBlockN;
-  r.n_end = hi <= lo ? r.n_begin : (hi + kBlockN - 1) / kBlockN;
-  return r;
-}
-
-// True when some key of block n is invisible from some row of the tile: only those blocks pay
-// for the per-element mask.
-template <int kBlockN>
-__device__ __forceinline__ bool block_needs_mask(const KernelParams& p, const SequenceInfo& s, int m_block,
-                                                 int n_block) {
-  const int n_first = n_block * kBlockN, n_last = n_first + kBlockN - 1;
-  const int m_first = m_block * kBlockM, m_last = m_first + kBlockM - 1;
-  if (n_last >= s.len_k) return true;
-  if (p.window_right >= 0 && n_last > m_first + s.diag() + p.window_right) return true;
-  if (p.window_left >= 0 && n_first < m_last + s.diag() - p.window_left) return true;
-  return false;
-}
-
-// The same two over an explicit query-row range: the tile holds query rows [m_first, m_first +
-// rows) (GQA packing: rows = kBlockM / G, pack_gqa.h). Separate from the functions above so the
-// default kernel's code stays exactly as it was.
+// Key blocks that some query row of the tile sees, and whether block n needs the per-element
+// mask; the tile holds query rows [m_first, m_first + rows): kBlockM rows of tile m_block, or
+// kBlockM / G rows with GQA packing (pack_gqa.h).
 template <int kBlockN>
 __device__ __forceinline__ BlockRange<kBlockN> key_block_range_rows(const KernelParams& p, const SequenceInfo& s,
                                                                     int m_first, int rows) {
@@ -81,6 +53,20 @@ __device__ __forceinline__ bool block_needs_mask_rows(const KernelParams& p, con
   if (p.window_right >= 0 && n_last > m_first + s.diag() + p.window_right) return true;
   if (p.window_left >= 0 && n_first < m_last + s.diag() - p.window_left) return true;
   return false;
+}
+
+template <int kBlockN>
+__device__ __forceinline__ BlockRange<kBlockN> key_block_range(const KernelParams& p, const SequenceInfo& s,
+                                                               int m_block) {
+  return key_block_range_rows<kBlockN>(p, s, m_block * kBlockM, kBlockM);
+}
+
+// True when some key of block n is invisible from some row of the tile: only those blocks pay
+// for the per-element mask.
+template <int kBlockN>
+__device__ __forceinline__ bool block_needs_mask(const KernelParams& p, const SequenceInfo& s, int m_block,
+                                                 int n_block) {
+  return block_needs_mask_rows<kBlockN>(p, s, m_block * kBlockM, kBlockM, n_block);
 }
 
 }  // namespace sm90

@@ -52,7 +52,9 @@ struct OnlineSoftmax {
   }
 
   // apply_mask with the query row of each of the thread's two fragment rows given (GQA packing:
-  // tile row r is query row r >> log2 G, pack_gqa.h).
+  // tile row r is query row r >> log2 G, pack_gqa.h). apply_mask does not call this: written as a
+  // call, the default kernels' SASS changed (1000-1600 lines differ at hdim 128 / 256), so the two
+  // stay separate until a GPU run shows the shared form is as fast.
   __device__ __forceinline__ static void apply_mask_rows(float (&s)[kAccum], const KernelParams& p,
                                                          const SequenceInfo& seq, const int (&rows)[2], int n_block,
                                                          FragmentPosition pos) {
