@@ -42,59 +42,52 @@ cuuint64_t byte_stride(int64_t elements, int64_t extent, int elem_bytes) {
   return extent <= 1 ? cuuint64_t(16) : cuuint64_t(bytes);
 }
 
-}  // namespace
-
-Status encode_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows, int heads,
-                          int batch, bool varlen, int box_rows) {
+// The encode call both maps share: bf16/fp16 elements, 128-byte swizzle, no OOB fill (rows past
+// the extent read as zero), unit element strides. `what` names the map in the error.
+Status encode_map(CUtensorMap* map, DType dtype, void* data, cuuint32_t rank, const cuuint64_t* dims,
+                  const cuuint64_t* strides, const cuuint32_t* box, const std::string& what) {
   EncodeTiled encode = nullptr;
   Status s = encoder(&encode);
   if (!s.ok()) return s;
-  const int eb = dtype_size(dtype);
   const CUtensorMapDataType type =
       dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const int batches = varlen ? 1 : batch;
-  const cuuint32_t rank = 4;
-  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batches)};
-  const cuuint64_t strides[3] = {byte_stride(op.row_stride, rows, eb), byte_stride(op.head_stride, heads, eb),
-                                 byte_stride(op.batch_stride, batches, eb)};
-  const cuuint32_t box[4] = {cuuint32_t(kColumnElems), cuuint32_t(box_rows), 1, 1};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode(map, type, rank, op.data, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const CUresult r = encode(map, type, rank, data, dims, strides, box, element_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    return Status::Runtime("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(int(r)) +
-                           " (headdim " + std::to_string(headdim) + ", rows " + std::to_string(rows) + ")");
+    return Status::Runtime("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(int(r)) + " " + what);
   }
   return Status::Ok();
 }
 
+}  // namespace
+
+Status encode_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows, int heads,
+                          int batch, bool varlen, int box_rows) {
+  const int eb = dtype_size(dtype);
+  const int batches = varlen ? 1 : batch;
+  const cuuint64_t dims[4] = {cuuint64_t(headdim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batches)};
+  const cuuint64_t strides[3] = {byte_stride(op.row_stride, rows, eb), byte_stride(op.head_stride, heads, eb),
+                                 byte_stride(op.batch_stride, batches, eb)};
+  const cuuint32_t box[4] = {cuuint32_t(kColumnElems), cuuint32_t(box_rows), 1, 1};
+  return encode_map(map, dtype, op.data, 4, dims, strides, box,
+                    "(headdim " + std::to_string(headdim) + ", rows " + std::to_string(rows) + ")");
+}
+
 Status encode_packed_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows,
                                  int nheads_kv, int group, int batch, bool varlen, int box_rows) {
-  EncodeTiled encode = nullptr;
-  Status s = encoder(&encode);
-  if (!s.ok()) return s;
   const int eb = dtype_size(dtype);
-  const CUtensorMapDataType type =
-      dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const int batches = varlen ? 1 : batch;
-  const cuuint32_t rank = 5;
   const cuuint64_t dims[5] = {cuuint64_t(headdim), cuuint64_t(group), cuuint64_t(rows), cuuint64_t(nheads_kv),
                               cuuint64_t(batches)};
   const cuuint64_t strides[4] = {byte_stride(op.head_stride, group, eb), byte_stride(op.row_stride, rows, eb),
                                  byte_stride(op.head_stride * group, nheads_kv, eb),
                                  byte_stride(op.batch_stride, batches, eb)};
   const cuuint32_t box[5] = {cuuint32_t(kColumnElems), cuuint32_t(group), cuuint32_t(box_rows), 1, 1};
-  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
-  const CUresult r = encode(map, type, rank, op.data, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    return Status::Runtime("cuTensorMapEncodeTiled (GQA-packed map) failed with CUresult " + std::to_string(int(r)) +
-                           " (headdim " + std::to_string(headdim) + ", group " + std::to_string(group) + ", rows " +
-                           std::to_string(rows) + ")");
-  }
-  return Status::Ok();
+  return encode_map(map, dtype, op.data, 5, dims, strides, box,
+                    "(GQA-packed map, headdim " + std::to_string(headdim) + ", group " + std::to_string(group) +
+                        ", rows " + std::to_string(rows) + ")");
 }
 
 }  // namespace sm90
