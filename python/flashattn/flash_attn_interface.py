@@ -78,9 +78,9 @@ def _packed_attention(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
     else:
         _check_tensors(q=q, kv=packed)
     left, right = _window(window_size)
-    out, lse = ops.fwd_packed(packed, q, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                              _scale(softmax_scale, packed), bool(causal), left, right, float(softcap),
-                              alibi_slopes, bool(deterministic))
+    out, lse = ops.attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                                    _scale(softmax_scale, packed), bool(causal), left, right, float(softcap),
+                                    alibi_slopes, bool(deterministic))
     return (out, lse, None) if return_attn_probs else out
 
 

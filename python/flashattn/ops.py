@@ -17,7 +17,7 @@ from torch import Tensor
 from flashattn import _ext
 from flashattn._torch_util import kernel_ready, launch_options, on_device
 
-__all__ = ["fwd", "bwd", "fwd_packed", "bwd_packed", "attention", "lse_shape"]
+__all__ = ["fwd", "bwd", "fwd_packed", "bwd_packed", "attention", "attention_packed", "lse_shape"]
 
 
 def lse_shape(q: Tensor, varlen: bool) -> Tuple[int, ...]:
@@ -242,6 +242,12 @@ def fwd_packed(
     deterministic: bool,
 ) -> Tuple[Tensor, Tensor]:
     """fwd of the q, k, v views of packed (qkv, or kv with q given)."""
+    return _packed_forward(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                           window_left, window_right, softcap, alibi_slopes, deterministic)
+
+
+def _packed_forward(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                    window_left, window_right, softcap, alibi_slopes, deterministic):
     _check_packed(packed, q)
     q, k, v = _unpack(packed, q)
     return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
@@ -277,6 +283,12 @@ def bwd_packed(
 ) -> List[Tensor]:
     """[dqkv] when packed is qkv, [dq, dkv] when it is kv: the kernels write each gradient into
     its slice of the packed gradient, which has packed's shape (contiguous)."""
+    return _packed_grads(dout, packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                         softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic)
+
+
+def _packed_grads(dout, packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                  causal, window_left, window_right, softcap, alibi_slopes, deterministic):
     _check_packed(packed, q)
     dpacked = torch.empty(packed.shape, dtype=packed.dtype, device=packed.device)
     q_, k, v = _unpack(packed, q)
@@ -307,14 +319,39 @@ def _setup_packed_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse)
 
 
-def _backward_packed(ctx, dout, _dlse):
-    packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes = ctx.saved_tensors
-    (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
-     deterministic) = ctx.options
-    grads = bwd_packed(dout, packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                       softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic)
-    dpacked, dq = (grads[0], None) if q is None else (grads[1], grads[0])
-    return (dpacked, dq) + (None,) * 11
+def _backward_packed_with(grads_of):
+    def backward(ctx, dout, _dlse):
+        packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes = ctx.saved_tensors
+        (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+         deterministic) = ctx.options
+        grads = grads_of(dout, packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                         softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic)
+        dpacked, dq = (grads[0], None) if q is None else (grads[1], grads[0])
+        return (dpacked, dq) + (None,) * 11
+    return backward
 
 
-fwd_packed.register_autograd(_backward_packed, setup_context=_setup_packed_context)
+fwd_packed.register_autograd(_backward_packed_with(bwd_packed), setup_context=_setup_packed_context)
+
+
+class _EagerPackedAttention(torch.autograd.Function):
+    """flashattn::fwd_packed / bwd_packed without the dispatcher (see _EagerAttention)."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        out, lse = _packed_forward(*inputs)
+        _setup_packed_context(ctx, inputs, (out, lse))
+        return out, lse
+
+    backward = staticmethod(_backward_packed_with(_packed_grads))
+
+
+def attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                     window_left, window_right, softcap, alibi_slopes, deterministic):
+    """flashattn::fwd_packed with its backward, through the custom op when compiling or tracing,
+    else through _EagerPackedAttention."""
+    inputs = (packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+              window_right, softcap, alibi_slopes, deterministic)
+    if _plain_eager((packed, q, cu_seqlens_q, cu_seqlens_k, alibi_slopes)):
+        return _EagerPackedAttention.apply(*inputs)
+    return fwd_packed(*inputs)

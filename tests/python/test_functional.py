@@ -301,3 +301,17 @@ def test_eager_path_matches_custom_op():
     assert torch.equal(out, op_out)
     for name, g, e in zip("qkv", grads, op_grads):
         assert torch.equal(g, e), f"d{name} differs between the eager path and the custom op"
+
+
+def test_eager_packed_path_matches_custom_op():
+    from flashattn import ops
+    qkv = torch.randn(2, 41, 3, 4, 32, requires_grad=True)
+    dout = torch.randn(2, 41, 4, 32)
+    out = flash_attn_qkvpacked_func(qkv, causal=True)
+    assert type(out.grad_fn).__name__ == "_EagerPackedAttentionBackward"
+    (grad,) = torch.autograd.grad(out, (qkv,), dout)
+    op_out, _ = ops.fwd_packed(qkv, None, None, None, 0, 0, 32 ** -0.5, True, -1, 0, 0.0, None, False)
+    assert "flashattn_fwd_packed" in type(op_out.grad_fn).__name__
+    (op_grad,) = torch.autograd.grad(op_out, (qkv,), dout)
+    assert torch.equal(out, op_out)
+    assert torch.equal(grad, op_grad)
