@@ -207,6 +207,25 @@ TEST(Sm80Attention, CausalLongKeyTileMajorGrid) {
 
 // ---- deterministic backward: bitwise equal across runs ----------------------------------------
 
+// One forward, then `runs` + 1 deterministic backwards whose gradients must be byte for byte
+// equal; with `check_reference` the first is also checked against the fp64 oracle.
+void expect_bitwise_reproducible(const CaseSpec& s, int runs, bool check_reference) {
+  SCOPED_TRACE(s.describe());
+  const AttnCase c = make_case(s);
+  const ForwardResult f = gpu_forward(c);
+  ASSERT_TRUE(f.status.ok()) << f.status.message;
+  const BackwardResult first = gpu_backward(c, f);
+  ASSERT_TRUE(first.status.ok()) << first.status.message;
+  for (int run = 0; run < runs; ++run) {
+    const BackwardResult again = gpu_backward(c, f);
+    ASSERT_TRUE(again.status.ok()) << again.status.message;
+    EXPECT_TRUE(same_bytes(first.dq, again.dq)) << "dq differs in run " << run;
+    EXPECT_TRUE(same_bytes(first.dk, again.dk)) << "dk differs in run " << run;
+    EXPECT_TRUE(same_bytes(first.dv, again.dv)) << "dv differs in run " << run;
+  }
+  if (check_reference) EXPECT_TRUE(within_twice_naive(c, reference(c, true), f, &first));
+}
+
 TEST(Sm80Attention, DeterministicBackwardIsBitwiseReproducible) {
   SM80_SKIP_WITHOUT_GPU();
   for (bool causal : {false, true}) {
@@ -217,19 +236,7 @@ TEST(Sm80Attention, DeterministicBackwardIsBitwiseReproducible) {
     s.nheads_kv = 2;
     s.causal = causal;
     s.deterministic = true;
-    const AttnCase c = make_case(s);
-    const ForwardResult f = gpu_forward(c);
-    ASSERT_TRUE(f.status.ok()) << f.status.message;
-    const BackwardResult first = gpu_backward(c, f);
-    ASSERT_TRUE(first.status.ok()) << first.status.message;
-    for (int run = 0; run < 3; ++run) {
-      const BackwardResult again = gpu_backward(c, f);
-      ASSERT_TRUE(again.status.ok());
-      EXPECT_TRUE(same_bytes(first.dq, again.dq)) << "dq differs in run " << run;
-      EXPECT_TRUE(same_bytes(first.dk, again.dk)) << "dk differs in run " << run;
-      EXPECT_TRUE(same_bytes(first.dv, again.dv)) << "dv differs in run " << run;
-    }
-    EXPECT_TRUE(within_twice_naive(c, reference(c, true), f, &first));
+    expect_bitwise_reproducible(s, 3, true);
   }
   // Causal at seqlen 2100 runs the key-tile-major grid: the semaphores must order it too.
   CaseSpec l = base_spec(DType::kBFloat16, 128, 33);
@@ -239,25 +246,13 @@ TEST(Sm80Attention, DeterministicBackwardIsBitwiseReproducible) {
   l.nheads_kv = 1;
   l.causal = true;
   l.deterministic = true;
-  {
-    const AttnCase c = make_case(l);
-    const ForwardResult f = gpu_forward(c);
-    ASSERT_TRUE(f.status.ok()) << f.status.message;
-    const BackwardResult a = gpu_backward(c, f), b = gpu_backward(c, f);
-    ASSERT_TRUE(a.status.ok() && b.status.ok());
-    EXPECT_TRUE(same_bytes(a.dq, b.dq) && same_bytes(a.dk, b.dk) && same_bytes(a.dv, b.dv));
-    EXPECT_TRUE(within_twice_naive(c, reference(c, true), f, &a));
-  }
+  expect_bitwise_reproducible(l, 1, true);
   CaseSpec v = base_spec(DType::kFloat16, 64, 32);
   v.seqlens_q = {300, 0, 129};
   v.seqlens_k = {260, 50, 400};
   v.window_left = 64;
   v.deterministic = true;
-  const AttnCase c = make_case(v);
-  const ForwardResult f = gpu_forward(c);
-  const BackwardResult a = gpu_backward(c, f), b = gpu_backward(c, f);
-  ASSERT_TRUE(a.status.ok() && b.status.ok());
-  EXPECT_TRUE(same_bytes(a.dq, b.dq) && same_bytes(a.dk, b.dk) && same_bytes(a.dv, b.dv));
+  expect_bitwise_reproducible(v, 1, false);
 }
 
 // ---- forward without lse; head-major strides ---------------------------------------------------
