@@ -691,6 +691,36 @@ TEST(Sm90GqaPackingDirect, RefusesUnsupportedGroups) {
   }
 }
 
+// The choice rules themselves (kernel_choice.h), host-side: these run without a GPU.
+TEST(Sm90KernelChoice, RulesAsDocumented) {
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16, p.headdim = 128, p.batch = 2;
+  p.nheads_q = 32, p.nheads_kv = 8;  // G = 4
+  p.seqlen_q = 1, p.seqlen_k = 4096;
+  EXPECT_TRUE(sm90_picks_pack_gqa(p)) << "decode, G = 4";
+  p.seqlen_q = kSm90PackGqaMaxQuery;
+  EXPECT_TRUE(sm90_picks_pack_gqa(p)) << "seqlen_q at the bound, 64 x 4 = 256 rows";
+  p.seqlen_q = kSm90PackGqaMaxQuery + 1;
+  EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "seqlen_q past the bound";
+  p.seqlen_q = 64, p.nheads_q = 64;  // G = 8: 512 packed rows
+  EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "too many packed rows";
+  p.seqlen_q = 1, p.nheads_q = 24;  // G = 3
+  EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "group not a power of two";
+  p.nheads_q = 8;  // G = 1
+  EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "no group";
+
+  p.nheads_q = p.nheads_kv = 16, p.seqlen_q = 512, p.seqlen_k = 512;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask";
+  p.mask.window_right = 0;  // causal
+  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "causal 512";
+  p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys;
+  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "causal at the bound";
+  p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys + 1;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "causal past the bound";
+  p.seqlen_q = p.seqlen_k = 1000, p.mask.window_right = -1, p.mask.window_left = 100;
+  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "local window";
+}
+
 // The public API on sm90 picks the packed kernel for decode-like GQA (sm90_picks_pack_gqa) and
 // the default one otherwise; the packed-launch counter tells which ran.
 struct ApiPick {
