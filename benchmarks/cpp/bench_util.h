@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "flashattn/flashattn.h"
+
 #define CHECK_CUDA(expr)                                                         \
   do {                                                                           \
     cudaError_t err_ = (expr);                                                   \
@@ -49,6 +51,19 @@ inline std::vector<uint16_t> random_16bit(size_t n, bool bf16, uint32_t seed) {
 inline void fill_random_bf16(uint16_t* dev, size_t n, uint32_t seed) {
   const std::vector<uint16_t> host = random_16bit(n, true, seed);
   CHECK_CUDA(cudaMemcpy(dev, host.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+// A bf16 device buffer as a (batch, seqlen, heads, headdim) tensor, flash_attn's layout.
+inline flashattn::TensorView bshd(void* data, int64_t batch, int64_t seqlen, int64_t heads, int64_t d) {
+  return flashattn::make_tensor(data, flashattn::DType::kBFloat16, {batch, seqlen, heads, d}, flashattn::Device::kCUDA, 0);
+}
+
+// Forward arguments over bf16 device buffers of that layout, lse float32 (batch, heads, seqlen).
+inline flashattn::ForwardArgs bshd_forward_args(void* q, void* k, void* v, void* o, float* lse, int64_t batch,
+                                                int64_t seqlen, int64_t heads, int64_t d) {
+  return {bshd(q, batch, seqlen, heads, d), bshd(k, batch, seqlen, heads, d), bshd(v, batch, seqlen, heads, d),
+          bshd(o, batch, seqlen, heads, d),
+          flashattn::make_tensor(lse, flashattn::DType::kFloat32, {batch, heads, seqlen}, flashattn::Device::kCUDA, 0)};
 }
 
 }  // namespace bench

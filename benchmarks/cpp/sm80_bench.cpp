@@ -84,17 +84,20 @@ int main(int argc, char** argv) {
     for (int seqlen : {512, 1024, 2048, 4096, 8192, 16384}) {
       for (int causal = 0; causal < 2; ++causal) {
         const int64_t batch = tokens / seqlen, heads = width / d;
-        auto t = [&](void* data, std::initializer_list<int64_t> shape, DType dt = DType::kBFloat16) {
-          return make_tensor(data, dt, shape, Device::kCUDA, 0);
-        };
-        ForwardArgs fa{t(q, {batch, seqlen, heads, d}), t(k, {batch, seqlen, heads, d}), t(v, {batch, seqlen, heads, d}),
-                       t(o, {batch, seqlen, heads, d}), t(lse, {batch, heads, seqlen}, DType::kFloat32)};
+        ForwardArgs fa = bench::bshd_forward_args(q, k, v, o, lse, batch, seqlen, heads, d);
         AttentionParams params;
         params.causal = causal;
         params.backend = Backend::kCUDA;
         require(forward(fa, params), "forward");
-        BackwardArgs ba{fa.q, fa.k, fa.v, fa.out, t(dout, {batch, seqlen, heads, d}), fa.lse,
-                        t(dq, {batch, seqlen, heads, d}), t(dk, {batch, seqlen, heads, d}), t(dv, {batch, seqlen, heads, d})};
+        BackwardArgs ba{fa.q,
+                        fa.k,
+                        fa.v,
+                        fa.out,
+                        bench::bshd(dout, batch, seqlen, heads, d),
+                        fa.lse,
+                        bench::bshd(dq, batch, seqlen, heads, d),
+                        bench::bshd(dk, batch, seqlen, heads, d),
+                        bench::bshd(dv, batch, seqlen, heads, d)};
         const double flops = 4.0 * batch * heads * double(seqlen) * seqlen * d / (causal ? 2.0 : 1.0);
         const double fwd_ms = median_ms(reps, [&] { require(forward(fa, params), "forward"); });
         const double bwd_ms = median_ms(reps, [&] { require(backward(ba, params), "backward"); });

@@ -80,11 +80,7 @@ int main(int argc, char** argv) {
   bench::fill_random_bf16(v, elems, 3);
   bench::fill_random_bf16(dout, elems, 4);
 
-  auto t = [&](void* data, std::initializer_list<int64_t> shape, DType dt = DType::kBFloat16) {
-    return make_tensor(data, dt, shape, Device::kCUDA, 0);
-  };
-  ForwardArgs fa{t(q, {batch, seqlen, heads, d}), t(k, {batch, seqlen, heads, d}), t(v, {batch, seqlen, heads, d}),
-                 t(o, {batch, seqlen, heads, d}), t(lse, {batch, heads, seqlen}, DType::kFloat32)};
+  ForwardArgs fa = bench::bshd_forward_args(q, k, v, o, lse, batch, seqlen, heads, d);
   AttentionParams params;
   params.causal = causal;
   params.backend = Backend::kCUDA;
