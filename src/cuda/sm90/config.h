@@ -84,6 +84,8 @@ template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kB
           int Output_ = kOutputAuto, bool PackGqa_ = false>
 struct KernelConfig {
   static constexpr bool kDynamicSchedule = Dynamic_;
+  // The loading and scheduler threads wait with a sleep hint (ptx.h, mbarrier_wait_sleeping).
+  static constexpr bool kProducerSleeps = false;
   // GQA head packing (pack_gqa.h): the query heads that share a KV head fill one 128-row tile
   // together. PackGqaConfig sets it; sm90_forward picks that for decode-like GQA (kernel_choice.h).
   static constexpr bool kPackGqa = PackGqa_;

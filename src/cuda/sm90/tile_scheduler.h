@@ -141,20 +141,22 @@ struct TileRing {
   __device__ __forceinline__ static uint32_t full(uint32_t bar, int slot) { return bar + 16 * slot; }
   __device__ __forceinline__ static uint32_t empty(uint32_t bar, int slot) { return bar + 16 * slot + 8; }
 
+  template <bool kSleep>
   __device__ __forceinline__ void publish(uint32_t bar, int* entry, int index) {
-    mbarrier_wait(empty(bar, slot()), phase() ^ 1);
+    mbarrier_wait_slack<kSleep>(empty(bar, slot()), phase() ^ 1);
     __stcg(entry + slot(), index);
     mbarrier_arrive(full(bar, slot()));
     ++count;
   }
   // Called by every thread of a consumer warp, or by the loading thread alone (one_thread). First
   // releases the slot of the previous receive: its index has been used by the caller since.
+  template <bool kSleep = false>
   __device__ __forceinline__ int receive(uint32_t bar, const int* entry, bool one_thread) {
     if (count > 0) {
       if (!one_thread) __syncwarp();
       if (one_thread || threadIdx.x % 32 == 0) mbarrier_arrive(empty(bar, int((count - 1) % kMailboxSlots)));
     }
-    mbarrier_wait(full(bar, slot()), phase());
+    mbarrier_wait_slack<kSleep>(full(bar, slot()), phase());
     int index;
     asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(index) : "l"(entry + slot()) : "memory");
     ++count;
@@ -164,11 +166,12 @@ struct TileRing {
 
 // The scheduler thread's whole life (dynamic schedule): this CTA's first tile, then one claim from
 // the counter each time the mailbox has been emptied, and the index past the end to finish.
+template <bool kSleep>
 __device__ __forceinline__ void schedule_tiles(const KernelParams& p, uint32_t mailbox) {
   TileRing ring;
   int index = blockIdx.x;
   while (true) {
-    ring.publish(mailbox, tile_mailbox_entry(p), index);
+    ring.publish<kSleep>(mailbox, tile_mailbox_entry(p), index);
     if (index >= p.num_tiles) break;
     index = fetch_next_tile(p);
   }
