@@ -7,6 +7,7 @@
 #   scripts/device_session.sh bench   # side-by-side GPU benchmark and CPU benchmark vs PyTorch
 #   scripts/device_session.sh cli     # `flashattn check` and `flashattn bench` on the CUDA backend
 #   scripts/device_session.sh verify  # tests (sm80 forward forced too), sanitizers, CLI, quick bench
+#   scripts/device_session.sh probe   # Python GPU tests, host/kernel profile, clock probe, quick bench
 #   scripts/device_session.sh all
 #
 # Logs, JSON and charts go to $OUT; short summaries print last.
@@ -106,6 +107,19 @@ verify() {
   (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
 }
 
+# Where the package's time goes: the per-kernel profile of one forward + backward (short causal),
+# and the clocks / power / host cost of ours and the peers under sustained load (clock_probe.py).
+probe() {
+  PY_TIMEOUT=150 python_tests
+  PYTHONPATH="$PWD/python" timeout 60 python3 benchmarks/profile_backward.py --causal > "$OUT/profile_backward.log" 2>&1
+  echo "profile_backward exit $?"; tail -25 "$OUT/profile_backward.log"
+  PYTHONPATH="$PWD/python" timeout 120 python3 benchmarks/clock_probe.py ${PROBE_ARGS:---headdim 128 --seqlen 8192} \
+    --out "$OUT/clock_probe.json" > "$OUT/clock_probe.log" 2>&1
+  echo "clock_probe exit $?"; tail -8 "$OUT/clock_probe.log"
+  GPU_BENCH_TIMEOUT=${PROBE_BENCH_TIMEOUT:-150} GPU_BENCH_ARGS="${PROBE_BENCH_ARGS---quick}" gpu_bench
+  (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
+}
+
 cpu_bench() {
   # Two threads is what CI machines have; sixteen is this host. Longer sequences only at sixteen.
   for threads in 16 2; do
@@ -126,5 +140,6 @@ case "$what" in
   bench) build && cpu_bench && gpu_bench ;;
   cli) build && cli_gpu ;;
   verify) build && verify ;;
+  probe) build && probe ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
 esac

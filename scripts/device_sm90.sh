@@ -70,25 +70,7 @@ if [ "$what" != tests ]; then
   if [ -x "$BIN/flashattn_sm90_variants" ]; then
     timeout 240 "$BIN/flashattn_sm90_variants" ${SM90_VARIANT_ARGS:-} > "$OUT/variants.jsonl" 2> "$LOG/variants.err"
     note "variants exit $?"
-    python3 - "$OUT/variants.jsonl" <<'EOF' | tee -a "$summary"
-import json, sys, collections
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and "error" not in l]
-errs = [l.strip() for l in open(sys.argv[1]) if "error" in l]
-by = collections.OrderedDict()
-for r in rows:
-    sq = r.get("seqlen_q", r["seqlen"])  # decode-like shapes: seqlen_q/seqlen_k, and ms (TFLOP/s is tiny)
-    val = r["tflops"] if sq == r["seqlen"] else f'{r["ms"]}ms'
-    key_len = r["seqlen"] if sq == r["seqlen"] else f'{sq}/{r["seqlen"]}'
-    by.setdefault((r["hdim"], r["hq"], r["hkv"], r["causal"], key_len), {})[r["variant"]] = val
-names = []
-for v in by.values():
-    for n in v:
-        if n not in names: names.append(n)
-print("variants TFLOP/s: hdim hq/hkv causal seqlen | " + " | ".join(names))
-for k, v in by.items():
-    print(f"{k[0]:>4} {k[1]}/{k[2]} {k[3]} {k[4]:>5} | " + " | ".join(f"{v.get(n, '-')}" for n in names))
-for e in errs[:5]: print(e)
-EOF
+    python3 benchmarks/cpp/sm90_variants_table.py "$OUT/variants.jsonl" | tee -a "$summary"
   fi
   [ "${SM90_SWEEP:-1}" = 1 ] || exit 0
   timeout 90 "$BIN/flashattn_sm90_bench" 20 > "$LOG/ours.jsonl" 2> "$LOG/bench.err"

@@ -4,7 +4,8 @@
   src/cuda/sm90/wgmma_ops.h               one inline-PTX wrapper per wgmma shape the kernels issue
   src/cuda/instantiations/sm90_fwd_*.cu   one explicit instantiation per (dtype, head dim), one
                                           with GQA head packing (sm90_fwd_pack_gqa_*.cu) and one
-                                          with the static schedule (sm90_fwd_static_*.cu)
+                                          with the static schedule (sm90_fwd_static_*.cu) and, at
+                                          head dim 128, one with wide key blocks (sm90_fwd_wide_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
 operand list; writing them out by hand invites off-by-one mistakes, hence this script.
@@ -17,6 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DTYPES = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
 HEAD_DIMS = [64, 128, 192, 256]
+WIDE_KEY_HEAD_DIMS = [128]  # keep in step with config.h WideKeyBlock and cmake/sm90.cmake
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.
 SS_WIDTHS = [80, 112, 128, 144, 160, 176, 192]
 RS_WIDTHS = [64, 128, 192, 256]
@@ -116,6 +118,15 @@ def write_instantiations():
                     "}  // namespace sm90\n}  // namespace flashattn\n"
                     "#endif\n")
             (out_dir / f"sm90_fwd_static_{dt}_hdim{hd}.cu").write_text(text)
+            # Wide key blocks (config.h WideKeyBlockConfig): its own configuration at head dim 128
+            # only; elsewhere it is the default instantiation.
+            if hd in WIDE_KEY_HEAD_DIMS:
+                text = (LICENSE_LINE +
+                        '#include "cuda/sm90/launch.h"\n\n'
+                        "namespace flashattn {\nnamespace sm90 {\n"
+                        f"template Status launch_forward<WideKeyBlockConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
+                        "}  // namespace sm90\n}  // namespace flashattn\n")
+                (out_dir / f"sm90_fwd_wide_{dt}_hdim{hd}.cu").write_text(text)
 
 
 if __name__ == "__main__":

@@ -57,10 +57,10 @@ Status run(const AttentionProblem& p) {
   return sm90::launch_forward<sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, Out>>(p);
 }
 
-// The same kernel with the loading and scheduler threads sleeping in their waits (ptx.h).
+// The same kernel with v5's causal order: longest first over all heads at once (tile_scheduler.h).
 template <class Base>
-struct SleepyProducer : Base {
-  static constexpr bool kProducerSleeps = true;
+struct CausalOverAllHeads : Base {
+  static constexpr bool kCausalL2Groups = false;
 };
 template <class Cfg>
 Status run_cfg(const AttentionProblem& p) {
@@ -87,11 +87,11 @@ const Variant kVariants[] = {
 #endif
     {64, "n128_s4", run<64, 128, 4, false>},
     {64, "n128_s4_dyn", run<64, 128, 4, true>},
-    {64, "n128_s4_dyn_sleepy", run_cfg<SleepyProducer<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>>>},
+    {64, "n128_s4_v5_order", run_cfg<CausalOverAllHeads<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, false>>>, 1},
     {128, "n128_s2", run<128, 128, 2, false>},
     {128, "n128_s2_dyn", run<128, 128, 2, true>},
-    {128, "n128_s2_sleepy", run_cfg<SleepyProducer<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, false>>>, 1},
-    {128, "n128_s2_dyn_sleepy", run_cfg<SleepyProducer<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>>>},
+    {128, "n128_s2_v5_order", run_cfg<CausalOverAllHeads<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, false>>>, 1},
+    {128, "n128_s2_dyn_v5_order", run_cfg<CausalOverAllHeads<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>>>, 1},
     // FlashAttention-3's key-block width for long non-causal rows at hdim 128 (no room for an
     // output tile beside 2 stages of 176 keys: O goes out through Q).
     {128, "n176_s2_dyn", run<128, 176, 2, true>, 0},
@@ -100,7 +100,9 @@ const Variant kVariants[] = {
     {128, "n128_s2_dyn_pack_gqa_used_k", run_used_k<sm90::PackGqaConfig<128, __nv_bfloat16>>, -1, true, true},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
-    {256, "n80_s2_dyn_sleepy", run_cfg<SleepyProducer<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>>>},
+    {256, "n80_s2_v5_order", run_cfg<CausalOverAllHeads<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, false>>>, 1},
+    {256, "n80_s2_dyn_v5_order", run_cfg<CausalOverAllHeads<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>>>, 1},
+    {64, "n128_s4_dyn_v5_order", run_cfg<CausalOverAllHeads<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>>>, 1},
     {256, "n80_s2_dyn_direct_out", run<256, 80, 2, true, sm90::kOutputDirect>},
 };
 

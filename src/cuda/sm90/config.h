@@ -84,8 +84,10 @@ template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kB
           int Output_ = kOutputAuto, bool PackGqa_ = false>
 struct KernelConfig {
   static constexpr bool kDynamicSchedule = Dynamic_;
-  // The loading and scheduler threads wait with a sleep hint (ptx.h, mbarrier_wait_sleeping).
-  static constexpr bool kProducerSleeps = false;
+  // Causal tiles longest first within L2-sized groups of heads where the launch's rule allows
+  // (true), or always over all heads at once as up to v5 (tile_scheduler.h,
+  // longest_first_in_l2_group; the harness times both).
+  static constexpr bool kCausalL2Groups = true;
   // GQA head packing (pack_gqa.h): the query heads that share a KV head fill one 128-row tile
   // together. PackGqaConfig sets it; sm90_forward picks that for decode-like GQA (kernel_choice.h).
   static constexpr bool kPackGqa = PackGqa_;
@@ -136,6 +138,22 @@ struct KernelConfig {
 template <int HeadDim_, typename Element_>
 using StaticScheduleConfig =
     KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages, false>;
+
+// Wider key blocks for long rows without a mask at head dim 128 (FlashAttention-3's 176 keys): the
+// per-block costs (row max shuffles, barriers, waits) are spread over 1.375x the keys. Two stages
+// of 176 keys leave no room for an output tile beside Q, so O goes out through Q. sm90_forward
+// picks it by sm90_picks_wide_key_blocks (kernel_choice.h); at other head dims it is the default
+// configuration itself (one instantiation).
+template <int HeadDim>
+struct WideKeyBlock {
+  static constexpr int kBlockN = TileShape<HeadDim>::kBlockN;
+};
+template <>
+struct WideKeyBlock<128> {
+  static constexpr int kBlockN = 176;
+};
+template <int HeadDim_, typename Element_>
+using WideKeyBlockConfig = KernelConfig<HeadDim_, Element_, WideKeyBlock<HeadDim_>::kBlockN>;
 
 // The default tile shape and schedule with GQA head packing on (sm90_forward_pack_gqa only).
 template <int HeadDim_, typename Element_>

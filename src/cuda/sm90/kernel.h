@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
     setmaxnreg_decrease<kProducerRegisters>();
     if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();
     if constexpr (Cfg::kDynamicSchedule) {
-      if (threadIdx.x == 32) schedule_tiles<Cfg::kProducerSleeps>(p, bars.tile_mailbox());
+      if (threadIdx.x == 32) schedule_tiles(p, bars.tile_mailbox());
     }
     if constexpr (MainloopLoad<Cfg>::kZeroesKvTail) {
       if (threadIdx.x / 32 == 2 && p.zero_kv_tail) MainloopLoad<Cfg>{p, tiles, bars}.zero_unused_rows();

@@ -1,5 +1,6 @@
 // Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
-// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), the static schedule, or the default.
+// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), the static schedule, the wide key
+// blocks, or the default.
 #pragma once
 
 #include <cstdint>
@@ -30,10 +31,25 @@ int64_t sm90_pack_gqa_launches();
 // sm90_forward runs the static one, whose tiles start without the mailbox hand-over. Measured in
 // one process on the H200 (docs/perf.md, v5): static 3-14% faster on causal 512-2k at head dims
 // 64, 128 and 256, dynamic 2-4% faster on causal 8k at head dims 64 and 128.
+// Since v6, head dims above 128 keep the dynamic schedule up to kSm90L2GroupMaxKeys: with the
+// causal tiles in L2 groups (below) it was 5-6% faster than the static one at hdim 256 causal
+// 512 / 1k (hdim 192 not measured).
 constexpr int kSm90StaticScheduleMaxKeys = 2048;
+// Causal tiles go longest first within groups of heads whose K and V fit in half the L2 when the
+// keys (varlen: the longest) are at most this many; above, longest first over all heads (v5's
+// order). Measured (docs/perf.md, v6): groups +2-11% at 512 / 1k keys, but 7-21% slower from 2k
+// (hdim 256) or 4k (hdim 64 / 128) on.
+constexpr int kSm90L2GroupMaxKeys = 1024;
 bool sm90_picks_static_schedule(const AttentionProblem& p);
 // Launches of the static-schedule instantiation through sm90_forward so far in this process.
 int64_t sm90_static_schedule_launches();
+// Key blocks of 176 instead of 128 (sm90::WideKeyBlockConfig) at head dim 128 without a mask and
+// with at least kSm90WideKeyBlocksMinKeys keys (varlen: the longest). Measured in one process on
+// the H200 (docs/perf.md, v6): +3% at 4k, +5% at 8k, +2% at 16k; -1% at 2k, -4% at 1k, -14% at 512.
+constexpr int kSm90WideKeyBlocksMinKeys = 4096;
+bool sm90_picks_wide_key_blocks(const AttentionProblem& p);
+// Launches of the wide-key-block instantiation through sm90_forward so far in this process.
+int64_t sm90_wide_key_block_launches();
 // False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which
 // then run it everywhere.
 bool sm90_dynamic_schedule_by_default();

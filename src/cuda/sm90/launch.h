@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cuda/sm90/kernel.h"
+#include "cuda/sm90/kernel_choice.h"
 #include "cuda/sm90/tensor_map.h"
 
 namespace flashattn {
@@ -21,6 +22,16 @@ namespace {
 int next_counter_slot() {
   static std::atomic<unsigned> launches{0};
   return int(launches.fetch_add(1, std::memory_order_relaxed) % kCounterSlots);
+}
+
+// (batch, head) pairs per causal scheduling group (tile_scheduler.h, longest_first_in_l2_group):
+// as many as have their K and V in half the L2 together. A query head's share is its KV head's
+// bytes over the heads that read them; with GQA packing a tile's head is the KV head itself.
+int l2_group_heads(const AttentionProblem& pb, bool packed, int l2_bytes) {
+  const int64_t kv_head_bytes = 2 * int64_t(std::max(pb.seqlen_k, 1)) * pb.headdim * 2;
+  const int64_t head_bytes = packed ? kv_head_bytes : std::max<int64_t>(kv_head_bytes / pb.heads_per_kv(), 1);
+  const int64_t heads = int64_t(pb.batch) * (packed ? pb.nheads_kv : pb.nheads_q);
+  return int(std::clamp<int64_t>(int64_t(l2_bytes) / 2 / head_bytes, 1, std::max<int64_t>(heads, 1)));
 }
 }  // namespace
 
@@ -100,9 +111,13 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.window_right = pb.mask.window_right;
   if (kp.num_tiles == 0) return Status::Ok();
 
-  int sms = 0;
+  int sms = 0, l2_bytes = 0;
   cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, pb.device_index);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, pb.device_index);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaDeviceGetAttribute: ") + cudaGetErrorString(err));
+  kp.l2_group_heads = Cfg::kCausalL2Groups && pb.seqlen_k <= kSm90L2GroupMaxKeys
+                          ? l2_group_heads(pb, Cfg::kPackGqa, l2_bytes)
+                          : pb.batch * (Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
   auto kernel = forward_kernel<Cfg>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));

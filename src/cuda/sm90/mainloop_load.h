@@ -83,12 +83,12 @@ struct MainloopLoad {
       const int head_kv = tile_kv_head<Cfg>(p, t);
       for (int n = range.n_end - 1; n >= range.n_begin; --n) {
         const int k_row = s.k_row0 + n * Cfg::kBlockN;
-        mbarrier_wait_slack<Cfg::kProducerSleeps>(bars.k_empty(kv.stage), kv.phase ^ 1);
+        mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
         load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage),
                                 k_row, head_kv, batch);
         if (n == range.n_end - 1) {
           // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
-          mbarrier_wait_slack<Cfg::kProducerSleeps>(bars.q_empty(), (phases & 1) ^ 1);
+          mbarrier_wait(bars.q_empty(), (phases & 1) ^ 1);
           phases ^= 1;
           if constexpr (Cfg::kPackGqa) {
             load_packed_q(s.q_row0 + t.m_block * tile_query_rows<Cfg>(p), t.head, batch);
@@ -97,12 +97,12 @@ struct MainloopLoad {
                                s.q_row0 + t.m_block * kBlockM, t.head, batch);
           }
         }
-        mbarrier_wait_slack<Cfg::kProducerSleeps>(bars.v_empty(kv.stage), kv.phase ^ 1);
+        mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);
         const int valid = s.len_k - n * Cfg::kBlockN;
         uint32_t v_bar = bars.v_full(kv.stage);
         if (kZeroesKvTail && p.zero_kv_tail && valid < Cfg::kBlockN) {
           // Partial last block: warp 2 zeroes its rows past the length (see the top of the file).
-          mbarrier_wait_slack<Cfg::kProducerSleeps>(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
+          mbarrier_wait(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
           phases ^= 2;
           __stcg(zero_job_entry(p), (kv.stage << 16) | valid);
           v_bar = bars.zero_job();
@@ -114,8 +114,8 @@ struct MainloopLoad {
     };
     if constexpr (Cfg::kDynamicSchedule) {
       TileRing ring;
-      for (int index = ring.receive<Cfg::kProducerSleeps>(bars.tile_mailbox(), tile_mailbox_entry(p), true); index < p.num_tiles;
-           index = ring.receive<Cfg::kProducerSleeps>(bars.tile_mailbox(), tile_mailbox_entry(p), true)) {
+      for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true); index < p.num_tiles;
+           index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true)) {
         load_tiles_of(index);
       }
     } else {
@@ -126,7 +126,7 @@ struct MainloopLoad {
     }
     if (kZeroesKvTail && p.zero_kv_tail) {
       // Ends the zeroing warp once it has finished the last job.
-      mbarrier_wait_slack<Cfg::kProducerSleeps>(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
+      mbarrier_wait(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
       __stcg(zero_job_entry(p), -1);
       mbarrier_arrive(bars.zero_job());
     }
@@ -137,7 +137,7 @@ struct MainloopLoad {
   __device__ void zero_unused_rows() const {
     const int lane = threadIdx.x % 32;
     for (uint32_t phase = 0;; phase ^= 1) {
-      mbarrier_wait_slack<Cfg::kProducerSleeps>(bars.zero_job(), phase);
+      mbarrier_wait(bars.zero_job(), phase);
       int job;
       asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(job) : "l"(zero_job_entry(p)) : "memory");
       if (job < 0) return;

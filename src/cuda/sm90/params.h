@@ -33,6 +33,9 @@ struct KernelParams {
 
   int num_m_blocks = 0, num_tiles = 0;
   int longest_first = 0;  // schedule tiles with the most key blocks first (causal)
+  // With longest_first: tiles go in groups of this many (batch, head) pairs, whose K and V fit in
+  // half the L2 together; longest first within each group (tile_scheduler.h, tile_coord).
+  int l2_group_heads = 1;
   int counter_slot = 0;   // dynamic schedule: this launch's counter slot (tile_scheduler.h)
 
   // Softmax in base 2: logit * log2(e) = score_pre ? tanh(dot * score_pre) * score_log2 : dot * score_log2.

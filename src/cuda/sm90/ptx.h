@@ -50,26 +50,6 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
     done = cuda::ptx::mbarrier_try_wait_parity(mbarrier_pointer(bar), parity);
   } while (!done);
 }
-// The same wait with a suspend-time hint: the thread sleeps until the phase completes instead of
-// re-polling every few cycles. For the threads that wait with slack (the loading thread, the tile
-// scheduler): on the H200 every kernel runs at the power cap, so a spinning thread's issue slots
-// and shared-memory polls cost clock. Not for the consumers: their waits are on the critical path
-// and the wake-up from the sleep costs them (docs/perf.md, sm90 v5 (d)).
-__device__ __forceinline__ void mbarrier_wait_sleeping(uint32_t bar, uint32_t parity) {
-  constexpr uint32_t kSuspendHintNs = 1000000;
-  uint32_t done = 0;
-  do {
-    done = cuda::ptx::mbarrier_try_wait_parity(mbarrier_pointer(bar), parity, kSuspendHintNs);
-  } while (!done);
-}
-template <bool kSleep>
-__device__ __forceinline__ void mbarrier_wait_slack(uint32_t bar, uint32_t parity) {
-  if constexpr (kSleep) {
-    mbarrier_wait_sleeping(bar, parity);
-  } else {
-    mbarrier_wait(bar, parity);
-  }
-}
 
 // ---- TMA -----------------------------------------------------------------------------------
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {

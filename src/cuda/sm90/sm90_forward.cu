@@ -18,14 +18,17 @@ Status launch_forward(const AttentionProblem& p);
 namespace {
 
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
-// (sm90::PackGqaConfig) or the static schedule (sm90::StaticScheduleConfig).
-enum class Variant { kDefault, kPackGqa, kStaticSchedule };
+// (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig) or the wide key blocks
+// (sm90::WideKeyBlockConfig).
+enum class Variant { kDefault, kPackGqa, kStaticSchedule, kWideKeyBlocks };
 
-template <class Default, class Packed, class Static>
+template <class Default, class Packed, class Static, class Wide>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
   if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
-  // Where the static schedule is the default, Static is Default (one instantiation of it).
+  // Where the static schedule is the default, Static is Default (one instantiation of it); so is
+  // Wide at head dims other than 128.
   if (variant == Variant::kStaticSchedule) return sm90::launch_forward<Static>(p);
+  if (variant == Variant::kWideKeyBlocks) return sm90::launch_forward<Wide>(p);
   return sm90::launch_forward<Default>(p);
 }
 
@@ -37,7 +40,7 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
   if (p.headdim == HD && kBf16 == std::is_same<__nv_bfloat16, DT>::value) {                           \
     if (!run) return Status::Ok();                                                                     \
     return launch_variant<sm90::KernelConfig<HD, DT>, sm90::PackGqaConfig<HD, DT>,                     \
-                          sm90::StaticScheduleConfig<HD, DT>>(p, variant);                            \
+                          sm90::StaticScheduleConfig<HD, DT>, sm90::WideKeyBlockConfig<HD, DT>>(p, variant); \
   }
 #if defined(FLASHATTN_SM90_BF16_HDIM64)
   FLASHATTN_SM90_CASE(__nv_bfloat16, 64)
@@ -127,6 +130,7 @@ namespace {
 
 std::atomic<int64_t> g_pack_gqa_launches{0};
 std::atomic<int64_t> g_static_schedule_launches{0};
+std::atomic<int64_t> g_wide_key_block_launches{0};
 
 // G <= 64: each consumer warpgroup's 64 rows hold at least one query row of the whole group
 // (its TMA store box is (64, G, 64 / G)).
@@ -146,6 +150,11 @@ Status launch_static_schedule(const AttentionProblem& p) {
   return dispatch(p, true, Variant::kStaticSchedule);
 }
 
+Status launch_wide_key_blocks(const AttentionProblem& p) {
+  g_wide_key_block_launches.fetch_add(1, std::memory_order_relaxed);
+  return dispatch(p, true, Variant::kWideKeyBlocks);
+}
+
 }  // namespace
 
 bool sm90_picks_pack_gqa(const AttentionProblem& p) {
@@ -158,11 +167,19 @@ Status sm90_forward(const AttentionProblem& p) {
   if (!s.ok()) return s;
   if (sm90_picks_pack_gqa(p)) return launch_pack_gqa(p);
   if (sm90_picks_static_schedule(p)) return launch_static_schedule(p);
+  if (sm90_picks_wide_key_blocks(p)) return launch_wide_key_blocks(p);
   return dispatch(p, true);
 }
 
+bool sm90_picks_wide_key_blocks(const AttentionProblem& p) {
+  return p.headdim == 128 && !p.mask.has_mask() && p.seqlen_k >= kSm90WideKeyBlocksMinKeys;
+}
+
+int64_t sm90_wide_key_block_launches() { return g_wide_key_block_launches.load(std::memory_order_relaxed); }
+
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
-  return sm90::kDefaultDynamicSchedule && p.mask.has_mask() && p.seqlen_k <= kSm90StaticScheduleMaxKeys;
+  return sm90::kDefaultDynamicSchedule && p.mask.has_mask() && p.seqlen_k <= kSm90StaticScheduleMaxKeys &&
+         !(p.headdim > 128 && p.seqlen_k <= kSm90L2GroupMaxKeys);
 }
 
 int64_t sm90_static_schedule_launches() { return g_static_schedule_launches.load(std::memory_order_relaxed); }

@@ -37,15 +37,18 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = tile_row0 + pos.row0 + 8 * h;
-      int hi = seq.len_k;
-      if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1);
-      const int lo = p.window_left >= 0 ? row + seq.diag() - p.window_left : INT_MIN;
+      // Bounds relative to the thread's first column, so that each test compares with the
+      // constant 8 i + e: absolute columns for all kBlockN / 4 registers made ptxas keep (and at
+      // kBlockN 176 spill) that many column values.
+      const int col0 = n_block * kBlockN + pos.col0;
+      int hi = seq.len_k - col0;
+      if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1 - col0);
+      const int lo = p.window_left >= 0 ? row + seq.diag() - p.window_left - col0 : INT_MIN;
 #pragma unroll
       for (int i = 0; i < kBlockN / 8; ++i) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int col = n_block * kBlockN + 8 * i + pos.col0 + e;
-          if (col >= hi || col < lo) s[4 * i + 2 * h + e] = -INFINITY;
+          if (8 * i + e >= hi || 8 * i + e < lo) s[4 * i + 2 * h + e] = -INFINITY;
         }
       }
     }
@@ -61,15 +64,16 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = rows[h];
-      int hi = seq.len_k;
-      if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1);
-      const int lo = p.window_left >= 0 ? row + seq.diag() - p.window_left : INT_MIN;
+      // Relative bounds, as in apply_mask.
+      const int col0 = n_block * kBlockN + pos.col0;
+      int hi = seq.len_k - col0;
+      if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1 - col0);
+      const int lo = p.window_left >= 0 ? row + seq.diag() - p.window_left - col0 : INT_MIN;
 #pragma unroll
       for (int i = 0; i < kBlockN / 8; ++i) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int col = n_block * kBlockN + 8 * i + pos.col0 + e;
-          if (col >= hi || col < lo) s[4 * i + 2 * h + e] = -INFINITY;
+          if (8 * i + e >= hi || 8 * i + e < lo) s[4 * i + 2 * h + e] = -INFINITY;
         }
       }
     }

@@ -46,14 +46,33 @@ __device__ __forceinline__ int snake_tile_reread(int wave) {
   return wave * grid + ((wave & 1) ? grid - 1 - cta : cta);
 }
 
+// Causal order. The last query blocks see the most keys; running them first keeps the tail
+// short. Taken over all heads at once (v1-v5), that made the CTAs running together work on as many
+// different heads as there are CTAs: at short sequences (512 rows: 4 tiles a head) each tile read
+// its K and V from DRAM, with no other tile of the head running or its K/V still in L2. So the
+// (batch, head) pairs go in groups whose K and V fit in half the L2 (p.l2_group_heads, set at
+// launch), and the order is longest first within a group: a head's later, shorter tiles find its
+// K and V in L2. The last group may be smaller. Only up to kSm90L2GroupMaxKeys keys: longer
+// rows ran 7-21% slower in groups (docs/perf.md, v6), so there the launch makes one group of all
+// heads, which is v5's order.
+__device__ __forceinline__ void longest_first_in_l2_group(const KernelParams& p, int heads, int index, int& m_block,
+                                                          int& bh) {
+  const int group_tiles = p.l2_group_heads * p.num_m_blocks;
+  const int group = index / group_tiles;
+  const int first = group * p.l2_group_heads;
+  const int size = min(p.l2_group_heads, heads - first);
+  const int r = index - group * group_tiles;
+  const int step = r / size;
+  m_block = p.num_m_blocks - 1 - step;
+  bh = first + (r - step * size);
+}
+
 __device__ __forceinline__ TileCoord tile_coord(const KernelParams& p, int index) {
   const int heads = p.batch * p.nheads_q;
   TileCoord t;
   int bh;
   if (p.longest_first) {
-    // Causal: the last query blocks see the most keys; running them first keeps the tail short.
-    t.m_block = p.num_m_blocks - 1 - index / heads;
-    bh = index % heads;
+    longest_first_in_l2_group(p, heads, index, t.m_block, bh);
   } else {
     // Consecutive tiles share a head, so the CTAs running at once reuse its K and V from L2.
     t.m_block = index % p.num_m_blocks;
@@ -73,8 +92,7 @@ __device__ __forceinline__ TileCoord tile_coord_packed(const KernelParams& p, in
   TileCoord t;
   int bh;
   if (p.longest_first) {
-    t.m_block = p.num_m_blocks - 1 - index / heads;
-    bh = index % heads;
+    longest_first_in_l2_group(p, heads, index, t.m_block, bh);
   } else {
     t.m_block = index % p.num_m_blocks;
     bh = index / p.num_m_blocks;
@@ -141,22 +159,20 @@ struct TileRing {
   __device__ __forceinline__ static uint32_t full(uint32_t bar, int slot) { return bar + 16 * slot; }
   __device__ __forceinline__ static uint32_t empty(uint32_t bar, int slot) { return bar + 16 * slot + 8; }
 
-  template <bool kSleep>
   __device__ __forceinline__ void publish(uint32_t bar, int* entry, int index) {
-    mbarrier_wait_slack<kSleep>(empty(bar, slot()), phase() ^ 1);
+    mbarrier_wait(empty(bar, slot()), phase() ^ 1);
     __stcg(entry + slot(), index);
     mbarrier_arrive(full(bar, slot()));
     ++count;
   }
   // Called by every thread of a consumer warp, or by the loading thread alone (one_thread). First
   // releases the slot of the previous receive: its index has been used by the caller since.
-  template <bool kSleep = false>
   __device__ __forceinline__ int receive(uint32_t bar, const int* entry, bool one_thread) {
     if (count > 0) {
       if (!one_thread) __syncwarp();
       if (one_thread || threadIdx.x % 32 == 0) mbarrier_arrive(empty(bar, int((count - 1) % kMailboxSlots)));
     }
-    mbarrier_wait_slack<kSleep>(full(bar, slot()), phase());
+    mbarrier_wait(full(bar, slot()), phase());
     int index;
     asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(index) : "l"(entry + slot()) : "memory");
     ++count;
@@ -166,12 +182,11 @@ struct TileRing {
 
 // The scheduler thread's whole life (dynamic schedule): this CTA's first tile, then one claim from
 // the counter each time the mailbox has been emptied, and the index past the end to finish.
-template <bool kSleep>
 __device__ __forceinline__ void schedule_tiles(const KernelParams& p, uint32_t mailbox) {
   TileRing ring;
   int index = blockIdx.x;
   while (true) {
-    ring.publish<kSleep>(mailbox, tile_mailbox_entry(p), index);
+    ring.publish(mailbox, tile_mailbox_entry(p), index);
     if (index >= p.num_tiles) break;
     index = fetch_next_tile(p);
   }

@@ -719,6 +719,22 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "causal past the bound";
   p.seqlen_q = p.seqlen_k = 1000, p.mask.window_right = -1, p.mask.window_left = 100;
   EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "local window";
+  p.headdim = 256, p.mask.window_left = -1, p.mask.window_right = 0;
+  p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 256 causal up to the L2-group bound keeps the dynamic schedule";
+  p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys + 1;
+  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "hdim 256 causal past that bound";
+  p.headdim = 128, p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys;
+  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "hdim 128 causal at that bound";
+
+  p.seqlen_q = p.seqlen_k = kSm90WideKeyBlocksMinKeys;
+  EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "causal";
+  p.mask.window_right = -1;
+  EXPECT_TRUE(sm90_picks_wide_key_blocks(p)) << "no mask, at the bound";
+  p.seqlen_k = kSm90WideKeyBlocksMinKeys - 1;
+  EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "below the bound";
+  p.seqlen_k = 2 * kSm90WideKeyBlocksMinKeys, p.headdim = 256;
+  EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "hdim 256";
 }
 
 // The public API on sm90 picks the packed kernel for decode-like GQA (sm90_picks_pack_gqa) and
@@ -792,12 +808,54 @@ std::vector<ApiPick> schedule_cases() {
   c = make("sched_causal_varlen_static_d256_bf16", bf, 256, 0, 0, 0, 4, 2);
   c.lens_q = {900, 33, 1500}, c.lens_k = {900, 700, 1500}, c.causal = true, v.push_back({c, true});
   c = make("sched_causal_2100_dynamic_bf16", bf, 128, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, false});
+  // Causal with at most kSm90L2GroupMaxKeys keys: tiles go in L2 groups of heads (tile_scheduler.h).
+  // With a 50 MB L2 (H100 / H200) these make groups of 50 + 14 (hdim 128, 512 KB of K/V a head)
+  // and 25 + 5 (hdim 256) (batch, head) pairs: several groups and a short last one, in each schedule.
+  c = make("sched_causal_1024_l2_groups_static_bf16", bf, 128, 4, 1024, 1024, 16, 16), c.causal = true;
+  v.push_back({c, true});
+  c = make("sched_causal_1024_l2_groups_dynamic_d256_fp16", fp, 256, 3, 1024, 1024, 10, 10), c.causal = true;
+  v.push_back({c, false});
   c = make("sched_causal_long_k_dynamic_fp16", fp, 192, 1, 300, 2500, 4, 4), c.causal = true, v.push_back({c, false});
   c = make("sched_noncausal_512_dynamic_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, false});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90ScheduleApi, ::testing::ValuesIn(schedule_cases()),
+                         [](const ::testing::TestParamInfo<ApiPick>& info) { return info.param.c.name; });
+
+// The API runs the wide key blocks (176 keys, sm90::WideKeyBlockConfig) at head dim 128 without a
+// mask and with at least kSm90WideKeyBlocksMinKeys keys; the wide-launch counter tells which ran.
+// The picked cases are the only tests of that configuration: partial last blocks, GQA, softcap,
+// varlen with seqused_k (V rows of a 176-key block zeroed) and the output through Q.
+class Sm90WideKeyBlocksApi : public ::testing::TestWithParam<ApiPick> {};
+
+TEST_P(Sm90WideKeyBlocksApi, PicksByRuleAndMatchesReference) {
+  SKIP_UNLESS_SM90();
+  const ApiPick& a = GetParam();
+  expect_api_pick(a.c, 41u + uint32_t(a.c.name.size()), sm90_wide_key_block_launches, a.picked, "wide key blocks");
+}
+
+std::vector<ApiPick> wide_key_block_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  const int min_keys = kSm90WideKeyBlocksMinKeys;
+  std::vector<ApiPick> v;
+  Case c;
+  c = make("wide_k4096_bf16", bf, 128, 2, 200, min_keys, 2, 2), v.push_back({c, true});
+  c = make("wide_q300_k4100_gqa_softcap_fp16", fp, 128, 1, 300, min_keys + 4, 4, 2), c.softcap = 30.0f;
+  v.push_back({c, true});
+  c = make("wide_strided_k5000_bf16", bf, 128, 2, 129, 5000, 2, 1), c.layout = Layout::kHeadMajor;
+  v.push_back({c, true});
+  c = make("wide_varlen_seqused_k_fp16", fp, 128, 0, 0, 0, 2, 2);
+  c.lens_q = {70, 200, 1}, c.lens_k = {min_keys + 100, 300, 177}, c.used_k = {min_keys + 37, 300, 1}, c.extra_k = 9;
+  v.push_back({c, true});
+  // Not picked: one key short, a causal mask, another head dim.
+  c = make("wide_k4095_default_bf16", bf, 128, 1, 100, min_keys - 1, 2, 2), v.push_back({c, false});
+  c = make("wide_causal_default_bf16", bf, 128, 1, 300, min_keys, 2, 2), c.causal = true, v.push_back({c, false});
+  c = make("wide_d64_default_fp16", fp, 64, 1, 100, min_keys, 2, 2), v.push_back({c, false});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90WideKeyBlocksApi, ::testing::ValuesIn(wide_key_block_cases()),
                          [](const ::testing::TestParamInfo<ApiPick>& info) { return info.param.c.name; });
 
 }  // namespace
