@@ -55,7 +55,7 @@ __device__ __forceinline__ bool block_needs_mask_rows(const KernelParams& p, con
   return false;
 }
 
-template <int kBlockN>
+template <int kBlockN, int kBlockM>
 __device__ __forceinline__ BlockRange<kBlockN> key_block_range(const KernelParams& p, const SequenceInfo& s,
                                                                int m_block) {
   return key_block_range_rows<kBlockN>(p, s, m_block * kBlockM, kBlockM);
@@ -63,7 +63,7 @@ __device__ __forceinline__ BlockRange<kBlockN> key_block_range(const KernelParam
 
 // True when some key of block n is invisible from some row of the tile: only those blocks pay
 // for the per-element mask.
-template <int kBlockN>
+template <int kBlockN, int kBlockM>
 __device__ __forceinline__ bool block_needs_mask(const KernelParams& p, const SequenceInfo& s, int m_block,
                                                  int n_block) {
   return block_needs_mask_rows<kBlockN>(p, s, m_block * kBlockM, kBlockM, n_block);

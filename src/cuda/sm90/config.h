@@ -10,25 +10,16 @@
 namespace flashattn {
 namespace sm90 {
 
-// Warpgroup 0 produces (one thread issues TMA); warpgroups 1 and 2 consume (wgmma + softmax).
+// Warpgroup 0 produces (one thread issues TMA); the others (KernelConfig::kConsumerWarpgroups,
+// two or three) consume (wgmma + softmax).
 constexpr int kWarpgroupThreads = 128;
-constexpr int kConsumerWarpgroups = 2;
-constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
-// 128 * 24 + 256 * 240 = 64512 registers: the producer needs almost none, the
-// consumers hold S, P and O of a 64-row slice at once (intra-warpgroup overlap).
+// The producer needs almost no registers; the consumers take the rest (KernelConfig).
 constexpr int kProducerRegisters = 24;
-constexpr int kConsumerRegisters = 240;
-// setmaxnreg moves registers within what the CTA got at launch (__launch_bounds__(kThreads, 1):
-// 65536 / 384 rounded down to 8, i.e. 168 per thread). Asking for more makes the consumers'
-// increase wait forever: 32 / 240 hangs, which is why the producer stays at 24.
-constexpr int kLaunchRegisters = (65536 / (kWarpgroupThreads * (1 + kConsumerWarpgroups))) / 8 * 8;
-static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <=
-                  kWarpgroupThreads * (1 + kConsumerWarpgroups) * kLaunchRegisters,
-              "setmaxnreg budget exceeds the registers allocated at launch");
 
 // One wgmma covers 64 rows, so each consumer warpgroup owns 64 rows of the query tile.
 constexpr int kRowsPerConsumer = 64;
-constexpr int kBlockM = kRowsPerConsumer * kConsumerWarpgroups;
+// The most query rows a tile has (three consumer warpgroups).
+constexpr int kMaxBlockM = 3 * kRowsPerConsumer;
 
 // Shared-memory tiles are stored as columns of 64 16-bit elements: one row of a column is one
 // 128-byte line, the widest swizzle that both TMA and wgmma understand (bank-conflict free).
@@ -36,9 +27,9 @@ constexpr int kColumnElems = 64;
 constexpr int kLineBytes = 128;
 constexpr int kSwizzleAtomBytes = 8 * kLineBytes;  // 8 lines: the period of the 128B swizzle
 
-// Named barriers (id 0 is __syncthreads): the ping-pong pair, then one per consumer warpgroup.
+// Named barriers (id 0 is __syncthreads): one per consumer warpgroup for the turn-taking of its
+// GEMMs, then one per consumer warpgroup for its epilogue (KernelConfig::kEpilogueBarrier0).
 constexpr int kSchedulerBarrier0 = 1;
-constexpr int kEpilogueBarrier0 = 1 + kConsumerWarpgroups;
 
 // Tile indices the dynamic schedule's mailbox holds per CTA (tile_scheduler.h, TileRing).
 constexpr int kMailboxSlots = 2;
@@ -47,9 +38,24 @@ constexpr int kMailboxSlots = 2;
 // memory with the register budget above (S is kBlockN/2, O is HeadDim/2 floats per thread).
 template <int HeadDim>
 struct TileShape;
+// Consumer warpgroups, where a TileShape does not say otherwise.
+constexpr int kDefaultConsumers = 2;
+template <class Shape, class = void>
+struct ConsumersOf {
+  static constexpr int value = kDefaultConsumers;
+};
+template <class Shape>
+struct ConsumersOf<Shape, decltype(void(Shape::kConsumers))> {
+  static constexpr int value = Shape::kConsumers;
+};
 template <>
 struct TileShape<64> {
   static constexpr int kBlockN = 128, kStages = 4;
+  // Three consumer warpgroups (192-row tiles; FlashAttention-3's choice at head dim 64): at 64
+  // columns a warpgroup's GEMMs of a key block take about as long as its softmax's exponentials
+  // (MUFU, 16 a cycle per SM), so with two warpgroups taking turns the tensor cores wait for the
+  // softmax; with three, a warpgroup's softmax has two other warpgroups' GEMMs to hide under.
+  static constexpr int kConsumers = 3;
 };
 template <>
 struct TileShape<128> {
@@ -79,10 +85,33 @@ constexpr bool kDefaultDynamicSchedule = true;
 // PackGqa_: GQA head packing (see kPackGqa below).
 constexpr int kOutputAuto = 0, kOutputDirect = 1, kOutputViaQ = 2;
 
+// Consumers_: consumer warpgroups (2 or 3), 64 query rows each.
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
           int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule,
-          int Output_ = kOutputAuto, bool PackGqa_ = false>
+          int Output_ = kOutputAuto, bool PackGqa_ = false,
+          int Consumers_ = PackGqa_ ? kDefaultConsumers : ConsumersOf<TileShape<HeadDim_>>::value>
 struct KernelConfig {
+  static constexpr int kConsumerWarpgroups = Consumers_;
+  static_assert(Consumers_ == 2 || Consumers_ == 3, "two or three consumer warpgroups");
+  static_assert(!(PackGqa_ && Consumers_ != 2), "GQA head packing assumes 128-row tiles");
+  static constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
+  static constexpr int kConsumerWarps = kConsumerWarpgroups * kWarpgroupThreads / 32;
+  static constexpr int kBlockM = kRowsPerConsumer * kConsumerWarpgroups;
+  // setmaxnreg moves registers within what the CTA got at launch (__launch_bounds__(kThreads, 1):
+  // 65536 / kThreads rounded down to 8: 168 with two consumer warpgroups, 128 with three). The
+  // consumers take what the producer's 24 leave, at most 240: 240 with two (128 * 24 + 256 * 240
+  // = 64512), 160 with three. Asking for more makes the consumers' increase wait forever (two
+  // warpgroups: 32 / 240 hangs, which is why the producer stays at 24).
+  static constexpr int kLaunchRegisters = (65536 / kThreads) / 8 * 8;
+  static constexpr int kConsumerRegisters =
+      ((65536 - kWarpgroupThreads * kProducerRegisters) / (kWarpgroupThreads * kConsumerWarpgroups)) / 8 * 8 > 240
+          ? 240
+          : ((65536 - kWarpgroupThreads * kProducerRegisters) / (kWarpgroupThreads * kConsumerWarpgroups)) / 8 * 8;
+  static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <=
+                    kThreads * kLaunchRegisters,
+                "setmaxnreg budget exceeds the registers allocated at launch");
+  // Named barrier of consumer warpgroup wg's epilogue: kEpilogueBarrier0 + wg.
+  static constexpr int kEpilogueBarrier0 = kSchedulerBarrier0 + kConsumerWarpgroups;
   static constexpr bool kDynamicSchedule = Dynamic_;
   // Causal tiles longest first within L2-sized groups of heads where the launch's rule allows
   // (true), or always over all heads at once as up to v5 (tile_scheduler.h,
@@ -158,7 +187,7 @@ using WideKeyBlockConfig = KernelConfig<HeadDim_, Element_, WideKeyBlock<HeadDim
 // The default tile shape and schedule with GQA head packing on (sm90_forward_pack_gqa only).
 template <int HeadDim_, typename Element_>
 using PackGqaConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
-                                   kDefaultDynamicSchedule, kOutputAuto, true>;
+                                   kDefaultDynamicSchedule, kOutputAuto, true, kDefaultConsumers>;
 
 }  // namespace sm90
 }  // namespace flashattn

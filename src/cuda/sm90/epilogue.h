@@ -57,7 +57,7 @@ struct Epilogue {
               lse[h];
         }
       } else {
-        const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
+        const int row = t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
         if (row < seq.len_q) {
           p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride] =
               lse[h];
@@ -99,7 +99,7 @@ struct Epilogue {
       // The previous tile's TMA store must have read the output tile. (Staged in Q, the rows are
       // this warpgroup's own and its wgmmas reading them have all retired.)
       if (thread == 0) bulk_wait_read_all();
-      named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
     }
 #pragma unroll
     for (int i = 0; i < kOAccum / 4; ++i) {
@@ -113,8 +113,8 @@ struct Epilogue {
     }
     // The TMA unit reads what ordinary stores wrote: fence before the barrier.
     fence_proxy_async_smem();
-    named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
-    const int tile_row = t.m_block * kBlockM + warpgroup_row0;
+    named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
+    const int tile_row = t.m_block * Cfg::kBlockM + warpgroup_row0;
     if (!p.clip_rows) {
       if (thread == 0) {
 #pragma unroll
@@ -159,7 +159,7 @@ struct Epilogue {
     if constexpr (Cfg::kOutputInQ) {
       // The next Q arrives through TMA over what these ordinary loads read.
       fence_proxy_async_smem();
-      named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
       release_q();
     }
   }
@@ -176,7 +176,7 @@ struct Epilogue {
         if (row >= seq.len_q) continue;
         row_out = out + out_offset_at(seq, t, row, tile_row_head<Cfg>(p, t, r)) * sizeof(Element);
       } else {
-        const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
+        const int row = t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
         if (row >= seq.len_q) continue;
         row_out = out + out_offset(seq, t, row) * sizeof(Element);
       }
@@ -205,7 +205,7 @@ struct Epilogue {
           *reinterpret_cast<uint32_t*>(out + (offset + 8 * i + pos.col0) * sizeof(Element)) = 0u;
         }
       } else {
-        const int row = t.m_block * kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
+        const int row = t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
         if (row >= seq.len_q) continue;
         for (int i = 0; i < kOAccum / 4; ++i) {
           *reinterpret_cast<uint32_t*>(out + (out_offset(seq, t, row) + 8 * i + pos.col0) * sizeof(Element)) = 0u;

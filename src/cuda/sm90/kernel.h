@@ -1,5 +1,6 @@
 // The persistent forward kernel: warpgroup 0 gives its registers away and one of its threads runs
-// the TMA producer; warpgroups 1 and 2 take the registers and run mainloop + epilogue per tile.
+// the TMA producer; the consumer warpgroups (two, or three at hdim 64) take the registers and run
+// mainloop + epilogue per tile.
 #pragma once
 
 #include "cuda/sm90/epilogue.h"
@@ -15,8 +16,8 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   const int thread = threadIdx.x % kWarpgroupThreads;
   const MainloopMma<Cfg> mma{p, tiles, bars, wg, thread};
   const Epilogue<Cfg> epilogue{p, tiles, bars, wg, thread};
-  // Warpgroup 0 issues first; from then on the turns alternate (see mainloop_mma.h).
-  if (wg == 1) named_barrier_arrive(kSchedulerBarrier0, 2 * kWarpgroupThreads);
+  // Warpgroup 0 issues first; from then on the turns go round (see mainloop_mma.h).
+  if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(kSchedulerBarrier0, 2 * kWarpgroupThreads);
 
   PipelineState<Cfg::kStages> kv_state;
   uint32_t q_phase = 0;
@@ -54,13 +55,13 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
       if (index < p.num_tiles) run_tile(index);
     }
   }
-  // Takes the last turn warpgroup 1 handed over, so no named-barrier arrival outlives the CTA.
+  // Takes the last turn the last warpgroup handed over, so no named-barrier arrival outlives the CTA.
   if (wg == 0) named_barrier_sync(kSchedulerBarrier0, 2 * kWarpgroupThreads);
   if (thread == 0) bulk_wait_all();
 }
 
 template <class Cfg>
-__global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_constant__ KernelParams p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_address(smem_raw) + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1);
   const SharedTiles<Cfg> tiles{base};
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const __grid_const
       if (threadIdx.x / 32 == 2 && p.zero_kv_tail) MainloopLoad<Cfg>{p, tiles, bars}.zero_unused_rows();
     }
   } else {
-    setmaxnreg_increase<kConsumerRegisters>();
+    setmaxnreg_increase<Cfg::kConsumerRegisters>();
     consumer_loop<Cfg>(p, tiles, bars, warpgroup - 1);
   }
 }

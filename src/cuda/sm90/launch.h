@@ -42,7 +42,7 @@ Status launch_forward(const AttentionProblem& pb) {
   const int64_t rows_q = varlen ? pb.total_q : pb.seqlen_q;
   const int64_t rows_k = varlen ? pb.total_k : pb.seqlen_k;
   // GQA packing (pack_gqa.h; the caller, sm90_forward_pack_gqa, has checked that the group is a
-  // power of two in 2..64): a tile holds kBlockM / G query rows of the G heads of one KV head.
+  // power of two in 2..64): a tile holds Cfg::kBlockM / G query rows of the G heads of one KV head.
   const int group = pb.heads_per_kv();
   int pack_log2 = 0;
   if constexpr (Cfg::kPackGqa) {
@@ -52,13 +52,13 @@ Status launch_forward(const AttentionProblem& pb) {
                                  std::to_string(group));
     }
   }
-  const int tile_rows_q = kBlockM >> pack_log2;  // query rows per tile
+  const int tile_rows_q = Cfg::kBlockM >> pack_log2;  // query rows per tile
   Status s;
   if constexpr (Cfg::kPackGqa) {
     s = encode_packed_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_kv, group, pb.batch,
                                   varlen, tile_rows_q);
   } else {
-    s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, kBlockM);
+    s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, Cfg::kBlockM);
   }
   if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch, varlen, Cfg::kBlockN);
   if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch, varlen, Cfg::kBlockN);
@@ -122,7 +122,7 @@ Status launch_forward(const AttentionProblem& pb) {
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
   const int grid = std::min({kp.num_tiles, sms, Cfg::kDynamicSchedule ? kMailboxCtas : sms});
-  kernel<<<grid, kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(kp);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(kp);
   err = cudaGetLastError();
   if (err != cudaSuccess) return Status::Runtime(std::string("sm90 forward launch: ") + cudaGetErrorString(err));
   return Status::Ok();

@@ -56,7 +56,7 @@ struct MainloopLoad {
   // GQA packing: the G heads of KV head `head_kv`, query rows from `row` on, through the 5-D map
   // (dim, head in group, row, kv head, batch) with boxes (64, G, kBlockM / G, 1, 1).
   __device__ __forceinline__ void load_packed_q(int row, int head_kv, int batch) const {
-    mbarrier_arrive_expect_tx(bars.q_full(), kBlockM * kLineBytes * Cfg::kColumns);
+    mbarrier_arrive_expect_tx(bars.q_full(), Cfg::kBlockM * kLineBytes * Cfg::kColumns);
 #pragma unroll
     for (int c = 0; c < Cfg::kColumns; ++c) {
       tma_load_5d(tiles.q_column(c), &p.tma_q, bars.q_full(), c * kColumnElems, 0, row, head_kv, batch);
@@ -93,8 +93,8 @@ struct MainloopLoad {
           if constexpr (Cfg::kPackGqa) {
             load_packed_q(s.q_row0 + t.m_block * tile_query_rows<Cfg>(p), t.head, batch);
           } else {
-            load_tile<kBlockM>(tiles.q_column(0), Cfg::kQColumnBytes, &p.tma_q, bars.q_full(),
-                               s.q_row0 + t.m_block * kBlockM, t.head, batch);
+            load_tile<Cfg::kBlockM>(tiles.q_column(0), Cfg::kQColumnBytes, &p.tma_q, bars.q_full(),
+                                    s.q_row0 + t.m_block * Cfg::kBlockM, t.head, batch);
           }
         }
         mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);

@@ -2,8 +2,8 @@
 // online softmax, and O += P V with P kept in registers.
 //
 // Two overlaps hide the softmax behind the tensor cores:
-//  - ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers
-//    kSchedulerBarrier0 + wg), so one warpgroup's softmax runs while the other's GEMMs execute;
+//  - ping-pong: the consumer warpgroups take turns issuing their GEMMs, in a ring (named barriers
+//    kSchedulerBarrier0 + wg), so one warpgroup's softmax runs while the others' GEMMs execute;
 //  - intra-warpgroup: S of block j+1 is issued together with P_j V_j, and the softmax of block
 //    j+1 runs while P_j V_j is still executing. O is rescaled only after that GEMM has retired.
 #pragma once
@@ -35,7 +35,11 @@ struct MainloopMma {
 
   __device__ __forceinline__ void wait_turn() const { named_barrier_sync(kSchedulerBarrier0 + wg, kPairThreads); }
   __device__ __forceinline__ void pass_turn() const {
-    named_barrier_arrive(kSchedulerBarrier0 + (1 - wg), kPairThreads);
+    if constexpr (Cfg::kConsumerWarpgroups == 2) {
+      named_barrier_arrive(kSchedulerBarrier0 + (1 - wg), kPairThreads);
+    } else {
+      named_barrier_arrive(kSchedulerBarrier0 + (wg + 1 == Cfg::kConsumerWarpgroups ? 0 : wg + 1), kPairThreads);
+    }
   }
   // One arrival per warp, after the warp's wait on the wgmma that read the stage.
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
@@ -73,8 +77,8 @@ struct MainloopMma {
         const int rows[2] = {tile_row_query<Cfg>(p, t, r), tile_row_query<Cfg>(p, t, r + 8)};
         OnlineSoftmax<Cfg::kBlockN>::apply_mask_rows(s, p, seq, rows, n_block, pos);
       }
-    } else if (block_needs_mask<Cfg::kBlockN>(p, seq, t.m_block, n_block)) {
-      OnlineSoftmax<Cfg::kBlockN>::apply_mask(s, p, seq, t.m_block * kBlockM + wg * kRowsPerConsumer, n_block,
+    } else if (block_needs_mask<Cfg::kBlockN, Cfg::kBlockM>(p, seq, t.m_block, n_block)) {
+      OnlineSoftmax<Cfg::kBlockN>::apply_mask(s, p, seq, t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer, n_block,
                                               FragmentPosition::of_thread(thread));
     }
     softmax.update(s, p.score_log2);

@@ -27,9 +27,9 @@ namespace sm90 {
 template <class Cfg>
 __device__ __forceinline__ int tile_query_rows(const KernelParams& p) {
   if constexpr (Cfg::kPackGqa) {
-    return kBlockM >> p.pack_log2;
+    return Cfg::kBlockM >> p.pack_log2;
   } else {
-    return kBlockM;
+    return Cfg::kBlockM;
   }
 }
 
@@ -56,9 +56,9 @@ __device__ __forceinline__ int tile_kv_head(const KernelParams& p, const TileCoo
 template <class Cfg>
 __device__ __forceinline__ int tile_row_query(const KernelParams& p, const TileCoord& t, int r) {
   if constexpr (Cfg::kPackGqa) {
-    return t.m_block * (kBlockM >> p.pack_log2) + (r >> p.pack_log2);
+    return t.m_block * (Cfg::kBlockM >> p.pack_log2) + (r >> p.pack_log2);
   } else {
-    return t.m_block * kBlockM + r;
+    return t.m_block * Cfg::kBlockM + r;
   }
 }
 template <class Cfg>
@@ -77,7 +77,7 @@ __device__ __forceinline__ BlockRange<Cfg::kBlockN> tile_key_block_range(const K
     const int rows = tile_query_rows<Cfg>(p);
     return key_block_range_rows<Cfg::kBlockN>(p, s, m_block * rows, rows);
   } else {
-    return key_block_range<Cfg::kBlockN>(p, s, m_block);
+    return key_block_range<Cfg::kBlockN, Cfg::kBlockM>(p, s, m_block);
   }
 }
 
@@ -88,7 +88,7 @@ __device__ __forceinline__ bool tile_block_needs_mask(const KernelParams& p, con
     const int rows = tile_query_rows<Cfg>(p);
     return block_needs_mask_rows<Cfg::kBlockN>(p, s, m_block * rows, rows, n_block);
   } else {
-    return block_needs_mask<Cfg::kBlockN>(p, s, m_block, n_block);
+    return block_needs_mask<Cfg::kBlockN, Cfg::kBlockM>(p, s, m_block, n_block);
   }
 }
 

@@ -12,8 +12,6 @@
 namespace flashattn {
 namespace sm90 {
 
-constexpr int kConsumerWarps = kConsumerWarpgroups * kWarpgroupThreads / 32;
-
 // Position in a ring of kStages slots; the phase bit flips each time the ring wraps.
 template <int kStages>
 struct PipelineState {
@@ -46,17 +44,17 @@ struct SharedBarriers {
   __device__ __forceinline__ void init() const {
     for (int slot = 0; slot < kMailboxSlots; ++slot) {
       mbarrier_init(tile_mailbox() + 16 * slot, 1);
-      mbarrier_init(tile_mailbox() + 16 * slot + 8, kConsumerWarps + 1);
+      mbarrier_init(tile_mailbox() + 16 * slot + 8, Cfg::kConsumerWarps + 1);
     }
     mbarrier_init(zero_job(), 1);
     mbarrier_init(zero_job() + 8, 1);
     mbarrier_init(q_full(), 1);
-    mbarrier_init(q_empty(), kConsumerWarps);
+    mbarrier_init(q_empty(), Cfg::kConsumerWarps);
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(k_full(s), 1);
-      mbarrier_init(k_empty(s), kConsumerWarps);
+      mbarrier_init(k_empty(s), Cfg::kConsumerWarps);
       mbarrier_init(v_full(s), 1);
-      mbarrier_init(v_empty(s), kConsumerWarps);
+      mbarrier_init(v_empty(s), Cfg::kConsumerWarps);
     }
     fence_barrier_init();
   }

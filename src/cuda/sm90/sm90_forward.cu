@@ -120,7 +120,7 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   if (!(s = check_strides("k", p.k, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
   if (!(s = check_strides("v", p.v, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
   if (!(s = check_strides("out", p.out, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
-  if (rows_q > (int64_t(1) << 31) - sm90::kBlockM || rows_k > (int64_t(1) << 31) - 256) {
+  if (rows_q > (int64_t(1) << 31) - sm90::kMaxBlockM || rows_k > (int64_t(1) << 31) - 256) {
     return Status::Unsupported("the sm90 forward kernel indexes rows with 32-bit TMA coordinates; too many rows");
   }
   return Status::Ok();

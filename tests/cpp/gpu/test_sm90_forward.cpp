@@ -816,6 +816,9 @@ std::vector<ApiPick> schedule_cases() {
   c = make("sched_causal_1024_l2_groups_dynamic_d256_fp16", fp, 256, 3, 1024, 1024, 10, 10), c.causal = true;
   v.push_back({c, false});
   c = make("sched_causal_long_k_dynamic_fp16", fp, 192, 1, 300, 2500, 4, 4), c.causal = true, v.push_back({c, false});
+  // hdim 64: three consumer warpgroups (192-row tiles) in both schedules; rows not a multiple of 192.
+  c = make("sched_causal_2100_dynamic_d64_fp16", fp, 64, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, false});
+  c = make("sched_causal_700_static_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, true});
   c = make("sched_noncausal_512_dynamic_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, false});
   return v;
 }
