@@ -169,6 +169,26 @@ FA_DEV void copy_tile_async(uint32_t base, const Element* gmem, int64_t row_stri
   }
 }
 
+// copy_tile_async for a tile whose rows and chunks all hold data: no bounds, no zero fill, no
+// address selects. Thread `tid` (< kThreads) issues kIters copies at gmem + its row and chunk,
+// each one row step further; the row step is the only 64-bit arithmetic per copy.
+template <class Tile, int kThreads, typename Element>
+FA_DEV void copy_whole_tile_async(uint32_t base, const Element* gmem, int64_t row_stride, unsigned tid) {
+  using Plan = TileCopyPlan<Tile, kThreads>;
+  const unsigned row = tid / Plan::kSlots, chunk = tid % Plan::kSlots;
+  if (Plan::kSlots != Tile::kChunks && chunk >= static_cast<unsigned>(Tile::kChunks)) return;
+  const uint32_t dst0 = base + Tile::offset(static_cast<int>(row), static_cast<int>(chunk));
+  const uint32_t dst1 = Plan::kRowStep % 8 == 0 ? dst0 : base + Tile::offset(static_cast<int>(row) + Plan::kRowStep, static_cast<int>(chunk));
+  const uint32_t step = Plan::row_step_bytes(static_cast<int>(chunk));
+  const Element* src = gmem + row * row_stride + chunk * 8;
+  const int64_t src_step = Plan::kRowStep * row_stride;
+#pragma unroll
+  for (int i = 0; i < Plan::kIters; ++i) {
+    cp_async_16(Plan::access_offset(dst0, dst1, step, i), src, true);
+    src += src_step;
+  }
+}
+
 // Writes rows [0, valid_rows) and chunks [0, valid_chunks) of a tile to global memory, 16 bytes
 // per thread and access.
 template <class Tile, int kThreads, typename Element>

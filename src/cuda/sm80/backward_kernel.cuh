@@ -37,6 +37,10 @@ struct BackwardConfig {
   static constexpr bool kSplitDkDv = kVariant == 1;
   static constexpr bool kForceKeyTileMajor = kVariant == 4;
   static constexpr bool kFreshThreadIndex = kVariant == 5;
+  // Variant 6 is v5's kernel (the A/B reference): every prefetch recomputes its addresses from
+  // (batch, head, row) with per-row bounds, and the warp positions come from a signed index.
+  static constexpr bool kTilePointers = kVariant != 6;
+  static constexpr bool kUnsignedLanes = kVariant != 6;
   // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kWarps = 8;
@@ -125,7 +129,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   };
 
   // Loads Q, dO, lse and D of the work item (step, query head h) into stage `stage`.
-  auto prefetch = [&](int step, int h, int stage) {
+  auto prefetch_generic = [&](int step, int h, int stage) {
     // Variant 5: the thread's copy slots derived afresh per call (fresh_thread_index) instead of
     // hoisted; it moved d128's spill reloads out of the loop but timed ~1% slower (device call 9).
     const int tid = Cfg::kFreshThreadIndex ? fresh_thread_index() : static_cast<int>(threadIdx.x);
@@ -148,7 +152,52 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       cp_async_4(smem_base + Cfg::kOffDsum + (stage * kBlockM + tid) * 4, dsum, valid);
     }
   };
-  if (num_items > 0) prefetch(0, hk * group, 0);
+
+  // kTilePointers: the first row of Q, dO, lse and D of the item to prefetch, the same for the
+  // whole block. The next item is usually the next query tile of the same head, so the pointers
+  // advance by one tile instead of being recomputed from (batch, head, row); whole tiles (every
+  // row inside the sequence, the head dim of the kernel) are copied without bounds or selects.
+  struct TilePointers {
+    const Element* q;
+    const Element* dout;
+    const float* lse;
+    const float* dsum;
+  };
+  auto tile_pointers = [&](int m0, int h) {
+    TilePointers t;
+    t.q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride + (seq.q_row0 + m0) * p.q.row_stride +
+          h * p.q.head_stride;
+    t.dout = static_cast<const Element*>(p.dout.data) + b * p.dout.batch_stride +
+             (seq.q_row0 + m0) * p.dout.row_stride + h * p.dout.head_stride;
+    t.lse = p.lse + b * p.lse_batch_stride + h * p.lse_head_stride + (seq.q_row0 + m0) * p.lse_row_stride;
+    t.dsum = p.dsum + h * p.total_q + workspace_row(p, seq.q_row0, b, m0);
+    return t;
+  };
+  const bool whole_width = p.headdim_chunks == QTile::kChunks;
+  auto prefetch_tile = [&](int step, int h, int stage, const TilePointers& t) {
+    const int m0 = step_m_block(step) * kBlockM;
+    if (!whole_width || seq.len_q - m0 < kBlockM) {
+      prefetch_generic(step, h, stage);
+      return;
+    }
+    const unsigned ut = static_cast<unsigned>(fresh_thread_index());
+    copy_whole_tile_async<QTile, Cfg::kThreads>(smem_base + Cfg::kOffQ + stage * QTile::kBytes, t.q, p.q.row_stride, ut);
+    copy_whole_tile_async<QTile, Cfg::kThreads>(smem_base + Cfg::kOffDO + stage * QTile::kBytes, t.dout,
+                                                p.dout.row_stride, ut);
+    if (ut < static_cast<unsigned>(kBlockM)) {
+      cp_async_4(smem_base + Cfg::kOffLse + (stage * kBlockM + ut) * 4, t.lse + ut * p.lse_row_stride, true);
+      cp_async_4(smem_base + Cfg::kOffDsum + (stage * kBlockM + ut) * 4, t.dsum + ut, true);
+    }
+  };
+  TilePointers tiles{};
+  if (num_items > 0) {
+    if constexpr (Cfg::kTilePointers) {
+      tiles = tile_pointers(step_m_block(0) * kBlockM, hk * group);
+      prefetch_tile(0, hk * group, 0, tiles);
+    } else {
+      prefetch_generic(0, hk * group, 0);
+    }
+  }
   cp_async_commit();
 
   float acc_dk[kMF2][kNF2][4], acc_dv[kMF2][kNF2][4];
@@ -169,15 +218,36 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     const int next_h = next_step == 0 ? h + 1 : h;
     cp_async_wait<0>();
     __syncthreads();  // this item's tiles landed; every warp is done with the previous item
-    if (item + 1 < num_items) prefetch(next_step, next_h, stage ^ 1);
+    if (item + 1 < num_items) {
+      if constexpr (Cfg::kTilePointers) {
+        const int next_m0 = step_m_block(next_step) * kBlockM;
+        if (next_h == h && next_m0 == m0 + kBlockM) {
+          tiles.q += kBlockM * p.q.row_stride;
+          tiles.dout += kBlockM * p.dout.row_stride;
+          tiles.lse += kBlockM * p.lse_row_stride;
+          tiles.dsum += kBlockM;
+        } else {
+          tiles = tile_pointers(next_m0, next_h);
+        }
+        prefetch_tile(next_step, next_h, stage ^ 1, tiles);
+      } else {
+        prefetch_generic(next_step, next_h, stage ^ 1);
+      }
+    }
     cp_async_commit();
 
     // Warp positions in the three products, derived afresh each item (see fresh_thread_index).
-    const int t = fresh_thread_index();
-    const int warp = t / 32, lane = t % 32, g = lane >> 2, tig = lane & 3;
-    const int wn1 = warp / Cfg::kWarpsM1, wm1 = warp % Cfg::kWarpsM1;
-    const int wn2 = warp / Cfg::kWarpsD2, wd2 = warp % Cfg::kWarpsD2;
-    const int wm3 = warp / Cfg::kWarpsD3, wd3 = warp % Cfg::kWarpsD3;
+    // kUnsignedLanes: divisions and remainders of an unsigned index (shifts and masks; the
+    // signed ones need sign corrections).
+    using Index = std::conditional_t<Cfg::kUnsignedLanes, unsigned, int>;
+    const Index t = static_cast<Index>(fresh_thread_index());
+    const Index uwarp = t / 32, ulane = t % 32;
+    const int warp = static_cast<int>(uwarp), lane = static_cast<int>(ulane);
+    const int g = static_cast<int>(ulane >> 2), tig = static_cast<int>(ulane & 3);
+    const int wn1 = static_cast<int>(uwarp / Cfg::kWarpsM1), wm1 = static_cast<int>(uwarp % Cfg::kWarpsM1);
+    const int wn2 = static_cast<int>(uwarp / Cfg::kWarpsD2), wd2 = static_cast<int>(uwarp % Cfg::kWarpsD2);
+    const int wm3 = static_cast<int>(uwarp / Cfg::kWarpsD3), wd3 = static_cast<int>(uwarp % Cfg::kWarpsD3);
+    (void)warp;
     const int row1 = wn1 * kMF1 * 16, col1 = wm1 * kNF1 * 8;
     const int row2 = wn2 * kMF2 * 16, col2 = wd2 * kNF2 * 8;
     const int row3 = wm3 * Cfg::kMF3 * 16, col3 = wd3 * Cfg::kNF3Total * 8;
@@ -456,7 +526,10 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores.
   cp_async_wait<0>();
   __syncthreads();
-  const int et = Cfg::kFreshThreadIndex ? fresh_thread_index() : tid;
+  // The epilogue's copy slots from the thread index read afresh (with kTilePointers): else the
+  // compiler keeps the prologue's K/V copy rows live through the loop for these stores (spilled
+  // at d256).
+  const int et = Cfg::kFreshThreadIndex || Cfg::kTilePointers ? fresh_thread_index() : tid;
   const int warp = et / 32, lane = et % 32, g = lane >> 2, tig = lane & 3;
   const int row2 = warp / Cfg::kWarpsD2 * kMF2 * 16, col2 = warp % Cfg::kWarpsD2 * kNF2 * 8;
 #pragma unroll
