@@ -28,7 +28,8 @@ using namespace flashattn::cuda;
 // dK, so the reductions drain under the dK products); 2 = 64-row query tiles for head dims <= 64
 // (v3's tile); 3 = the dQ product in twice the column chunks; 4 = the key-tile-major grid order
 // (see backward_launch.cuh) at every shape; 5 = the thread index read afresh in the prefetch and
-// the epilogue.
+// the epilogue; 6 = v5's production kernel (the A/B reference of v6); 7 = v6 without the folded
+// warp offsets of the fragment addresses. Variants 1-5 are v5's kernel with their one change.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
@@ -41,6 +42,10 @@ struct BackwardConfig {
   // (batch, head, row) with per-row bounds, and the warp positions come from a signed index.
   static constexpr bool kTilePointers = kVariant != 6;
   static constexpr bool kUnsignedLanes = kVariant != 6;
+  // Each product's fragment addresses with the warp's row / column offset folded into the lane
+  // register (WarpFragmentAddress) where the tile layout allows; variants 6 and 7 add it per
+  // fragment as v5 did (7: v5's addresses with the tile pointers above).
+  static constexpr bool kFoldWarpOffsets = kVariant != 6 && kVariant != 7;
   // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kWarps = 8;
@@ -77,6 +82,10 @@ struct BackwardConfig {
   static constexpr int kOffDsum = kOffLse + 2 * kBlockM * 4;        // float [2][kBlockM]
   static constexpr int kSmemBytes = kOffDsum + 2 * kBlockM * 4;
 };
+
+// Fragment addresses of one warp in one product; kWarpCols = 0 never folds the warp offset.
+template <class Cfg, class Tile, int kWarpCols>
+using WarpFrag = WarpFragmentAddress<Tile, Cfg::kFoldWarpOffsets ? kWarpCols : 0>;
 
 template <typename Element, int kHeadDim, int kVariant = 0>
 __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
@@ -251,11 +260,6 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     const int row1 = wn1 * kMF1 * 16, col1 = wm1 * kNF1 * 8;
     const int row2 = wn2 * kMF2 * 16, col2 = wd2 * kNF2 * 8;
     const int row3 = wm3 * Cfg::kMF3 * 16, col3 = wd3 * Cfg::kNF3Total * 8;
-    const auto k_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffK, lane, LanePattern::kRowsThenCols);
-    const auto v_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffV, lane, LanePattern::kRowsThenCols);
-    const auto p_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffP, lane, LanePattern::kRowsThenCols);
-    const auto ds_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kRowsThenCols);
-    const auto ds_cr = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kColsThenRows);
     // P^T and dS^T stores: one lane offset (P tile; the dS tile sits kOffDS - kOffP above it).
     const auto pds_st = PairStoreOffset<PTile>::make(Cfg::kOffP, row1, col1, g, tig);
     auto store_p = [&](int row0, int nf, uint32_t packed) {
@@ -266,12 +270,14 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     };
     const uint32_t q_base = smem_base + Cfg::kOffQ + stage * QTile::kBytes;
     const uint32_t do_base = smem_base + Cfg::kOffDO + stage * QTile::kBytes;
-    const auto q_cr = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kColsThenRows);
-    const auto do_cr = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kColsThenRows);
+    using Rc = std::integral_constant<LanePattern, LanePattern::kRowsThenCols>;
+    using Cr = std::integral_constant<LanePattern, LanePattern::kColsThenRows>;
 
     // 1. S^T = K Q^T, then P^T (to shared memory); dP^T = V dO^T, then dS^T (to shared memory).
     // The two products run one after the other so only one set of operand fragments is live.
     {
+      const auto k1 = WarpFrag<Cfg, KVTile, kHeadDim>::make(smem_base + Cfg::kOffK, lane, Rc::value, row1, 0);
+      const auto q1 = WarpFrag<Cfg, QTile, kHeadDim>::make(q_base, lane, Cr::value, col1, 0);
       float st[kMF1][kNF1][4], dpt[kMF1][kNF1][4];
 #pragma unroll
       for (int mf = 0; mf < kMF1; ++mf)
@@ -283,11 +289,11 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       for (int kk = 0; kk < kHeadDim / 16; ++kk) {
         uint32_t ak[kMF1][4];
 #pragma unroll
-        for (int mf = 0; mf < kMF1; ++mf) load_a(ak[mf], k_rc, row1 + mf * 16, kk * 16);
+        for (int mf = 0; mf < kMF1; ++mf) load_a(ak[mf], k1, mf * 16, kk * 16);
 #pragma unroll
         for (int np = 0; np < kNF1 / 2; ++np) {
           uint32_t bq[4];
-          load_b(bq, q_cr, col1 + np * 16, kk * 16);
+          load_b(bq, q1, np * 16, kk * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF1; ++mf) {
             mma_16816<Element>(st[mf][2 * np], ak[mf], bq[0], bq[1]);
@@ -367,15 +373,17 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
           }
       }
 
+      const auto v1 = WarpFrag<Cfg, KVTile, kHeadDim>::make(smem_base + Cfg::kOffV, lane, Rc::value, row1, 0);
+      const auto do1 = WarpFrag<Cfg, QTile, kHeadDim>::make(do_base, lane, Cr::value, col1, 0);
 #pragma unroll
       for (int kk = 0; kk < kHeadDim / 16; ++kk) {
         uint32_t av[kMF1][4];
 #pragma unroll
-        for (int mf = 0; mf < kMF1; ++mf) load_a(av[mf], v_rc, row1 + mf * 16, kk * 16);
+        for (int mf = 0; mf < kMF1; ++mf) load_a(av[mf], v1, mf * 16, kk * 16);
 #pragma unroll
         for (int np = 0; np < kNF1 / 2; ++np) {
           uint32_t bdo[4];
-          load_b(bdo, do_cr, col1 + np * 16, kk * 16);
+          load_b(bdo, do1, np * 16, kk * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF1; ++mf) {
             mma_16816<Element>(dpt[mf][2 * np], av[mf], bdo[0], bdo[1]);
@@ -403,21 +411,23 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     // 2. dV += P^T dO, dK += dS^T Q (both in one pass, or one of them per call).
     auto product_dkdv = [&](auto with_dv, auto with_dk) {
       constexpr bool kDV = decltype(with_dv)::value, kDK = decltype(with_dk)::value;
-      const auto q_rc = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kRowsThenCols);
-      const auto do_rc = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kRowsThenCols);
+      const auto p2 = WarpFrag<Cfg, PTile, kBlockM>::make(smem_base + Cfg::kOffP, lane, Rc::value, row2, 0);
+      const auto ds2 = WarpFrag<Cfg, PTile, kBlockM>::make(smem_base + Cfg::kOffDS, lane, Rc::value, row2, 0);
+      const auto q2 = WarpFrag<Cfg, QTile, kNF2 * 8>::make(q_base, lane, Rc::value, 0, col2);
+      const auto do2 = WarpFrag<Cfg, QTile, kNF2 * 8>::make(do_base, lane, Rc::value, 0, col2);
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
         uint32_t ap[kMF2][4], ads[kMF2][4];
 #pragma unroll
         for (int mf = 0; mf < kMF2; ++mf) {
-          if constexpr (kDV) load_a(ap[mf], p_rc, row2 + mf * 16, kk * 16);
-          if constexpr (kDK) load_a(ads[mf], ds_rc, row2 + mf * 16, kk * 16);
+          if constexpr (kDV) load_a(ap[mf], p2, mf * 16, kk * 16);
+          if constexpr (kDK) load_a(ads[mf], ds2, mf * 16, kk * 16);
         }
 #pragma unroll
         for (int dp = 0; dp < kNF2 / 2; ++dp) {
           uint32_t bdo[4], bq[4];
-          if constexpr (kDV) load_b_trans(bdo, do_rc, kk * 16, col2 + dp * 16);
-          if constexpr (kDK) load_b_trans(bq, q_rc, kk * 16, col2 + dp * 16);
+          if constexpr (kDV) load_b_trans(bdo, do2, kk * 16, dp * 16);
+          if constexpr (kDK) load_b_trans(bq, q2, kk * 16, dp * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF2; ++mf) {
             if constexpr (kDV) {
@@ -458,6 +468,8 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     const bool full_tile = rows_valid == kBlockM && p.headdim == kHeadDim;
     float* dq_accum = p.dq_accum + (static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, m0)) *
                                        p.headdim;
+    const auto ds3 = WarpFrag<Cfg, PTile, kMF3 * 16>::make(smem_base + Cfg::kOffDS, lane, Cr::value, 0, row3);
+    const auto k3 = WarpFrag<Cfg, KVTile, Cfg::kNF3Total * 8>::make(smem_base + Cfg::kOffK, lane, Rc::value, 0, col3);
 #pragma unroll
     for (int chunk = 0; chunk < Cfg::kNF3Total / kNF3; ++chunk) {
       const int dcol0 = col3 + chunk * kNF3 * 8;
@@ -472,11 +484,11 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
         uint32_t ads[kMF3][4];
 #pragma unroll
-        for (int mf = 0; mf < kMF3; ++mf) load_a_trans(ads[mf], ds_cr, kk * 16, row3 + mf * 16);
+        for (int mf = 0; mf < kMF3; ++mf) load_a_trans(ads[mf], ds3, kk * 16, mf * 16);
 #pragma unroll
         for (int dp = 0; dp < kNF3 / 2; ++dp) {
           uint32_t bk[4];
-          load_b_trans(bk, k_rc, kk * 16, dcol0 + dp * 16);
+          load_b_trans(bk, k3, kk * 16, chunk * kNF3 * 8 + dp * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF3; ++mf) {
             mma_16816<Element>(acc_dq[mf][2 * dp], ads[mf], bk[0], bk[1]);
