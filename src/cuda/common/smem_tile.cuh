@@ -79,7 +79,8 @@ struct FragmentAddress {
 // the warp offset per fragment (FragmentAddress).
 template <class Tile, int kWarpCols>
 struct WarpFragmentAddress {
-  static constexpr bool kFolded = Tile::kChunks % 8 == 0 && kWarpCols > 0 && (kWarpCols % 64 == 0 || 64 % kWarpCols == 0);
+  static constexpr int kCols = kWarpCols > 0 ? kWarpCols : 1;  // no % 0 below
+  static constexpr bool kFolded = Tile::kChunks % 8 == 0 && kWarpCols > 0 && (kCols % 64 == 0 || 64 % kCols == 0);
   uint32_t folded = 0;
   FragmentAddress<Tile> plain;
   int row_w = 0, col_w = 0;
