@@ -6,7 +6,7 @@
 # Expects binaries built on the development machine in .sm80-device/ (carried: build with
 # -DFLASHATTN_CUDA_ARCHS=80 so the API runs the sm80 forward on Hopper too, then copy
 # flashattn_gpu_tests and flashattn_sm80_bench there); builds here when they are missing.
-# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5|v6] [bench head dims...]
+# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5|v6|clock] [bench head dims...]
 set -u
 what=${1:-all}
 shift || true
@@ -48,6 +48,51 @@ if [ "$what" = profile ]; then
     ncu --import /tmp/$r.ncu-rep --page source --csv --print-source sass > "$OUT/${r}_sass.csv" 2>&1
     gzip -f "$OUT/${r}_sass.csv"
   done
+  exit 0
+fi
+
+# clock mode: the SM clock, board power and clock-event reasons (nvidia-smi every 50 ms) while the
+# backward runs back to back at one shape (SM80_CLOCK_SHAPE, default d128 8k non-causal): v5's
+# kernel (variant 6) and the current one (0) alternating twice (flashattn_sm80_bwd_variants carried
+# in $BIN, 300 repetitions), then FA2's backward (sm80_fa2_profile.py, 4 s). Medians over the
+# samples under load (power above 300 W) print last.
+if [ "$what" = clock ]; then
+  shape=${SM80_CLOCK_SHAPE:-128 8192 0}
+  fields=clocks.sm,power.draw,clocks_event_reasons.active
+  run_sampled() {  # name, command...
+    local name=$1
+    shift
+    nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits -lms 50 > "$OUT/smi_$name.csv" 2>&1 &
+    local smi=$!
+    "$@" 2>&1 | tee -a "$OUT/clock.log"
+    kill $smi
+    wait $smi 2> /dev/null
+  }
+  for v in 6 0 6 0; do
+    # shellcheck disable=SC2086
+    SM80_VARIANT=$v run_sampled "v${v}_$SECONDS" timeout 30 "$BIN/flashattn_sm80_bwd_variants" $shape 300
+  done
+  # shellcheck disable=SC2086
+  run_sampled fa2 timeout 40 python3 benchmarks/cpp/sm80_fa2_profile.py $shape 4
+  python3 - "$OUT" << 'PY' | tee -a "$OUT/clock.log"
+import glob, os, statistics, sys, collections
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "smi_*.csv")), key=os.path.getmtime):
+    rows = []
+    for line in open(f):
+        parts = [x.strip() for x in line.split(",")]
+        try:
+            rows.append((float(parts[0]), float(parts[1]), parts[2] if len(parts) > 2 else ""))
+        except (ValueError, IndexError):
+            pass
+    load = [r for r in rows if r[1] > 300]
+    if not load:
+        print(os.path.basename(f), "no samples under load of", len(rows))
+        continue
+    reasons = collections.Counter(r[2] for r in load).most_common(2)
+    print(f"{os.path.basename(f)}: {len(load)} samples under load, SM clock median {statistics.median(r[0] for r in load):.0f} MHz"
+          f" (min {min(r[0] for r in load):.0f}), power median {statistics.median(r[1] for r in load):.0f} W, reasons {reasons}")
+PY
+  (cd "$OUT" && tar czf logs.tgz --remove-files ./*.csv 2> /dev/null)
   exit 0
 fi
 
