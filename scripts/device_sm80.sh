@@ -6,7 +6,7 @@
 # Expects binaries built on the development machine in .sm80-device/ (carried: build with
 # -DFLASHATTN_CUDA_ARCHS=80 so the API runs the sm80 forward on Hopper too, then copy
 # flashattn_gpu_tests and flashattn_sm80_bench there); builds here when they are missing.
-# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5] [bench head dims...]
+# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5|v6|clock] [bench head dims...]
 set -u
 what=${1:-all}
 shift || true
@@ -48,6 +48,94 @@ if [ "$what" = profile ]; then
     ncu --import /tmp/$r.ncu-rep --page source --csv --print-source sass > "$OUT/${r}_sass.csv" 2>&1
     gzip -f "$OUT/${r}_sass.csv"
   done
+  exit 0
+fi
+
+# clock mode: the SM clock, board power and clock-event reasons (nvidia-smi every 50 ms) while the
+# backward runs back to back at one shape (SM80_CLOCK_SHAPE, default d128 8k non-causal): v5's
+# kernel (variant 6) and the current one (0) alternating twice (flashattn_sm80_bwd_variants carried
+# in $BIN, 300 repetitions), then FA2's backward (sm80_fa2_profile.py, 4 s). Medians over the
+# samples under load (power above 300 W) print last.
+if [ "$what" = clock ]; then
+  shape=${SM80_CLOCK_SHAPE:-128 8192 0}
+  fields=clocks.sm,power.draw,clocks_event_reasons.active
+  run_sampled() {  # name, command...
+    local name=$1
+    shift
+    nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits -lms 50 > "$OUT/smi_$name.csv" 2>&1 &
+    local smi=$!
+    "$@" 2>&1 | tee -a "$OUT/clock.log"
+    kill $smi
+    wait $smi 2> /dev/null
+  }
+  for v in 6 0 6 0; do
+    # shellcheck disable=SC2086
+    SM80_VARIANT=$v run_sampled "v${v}_$SECONDS" timeout 30 "$BIN/flashattn_sm80_bwd_variants" $shape 300
+  done
+  # shellcheck disable=SC2086
+  run_sampled fa2 timeout 40 python3 benchmarks/cpp/sm80_fa2_profile.py $shape 4
+  python3 - "$OUT" << 'PY' | tee -a "$OUT/clock.log"
+import glob, os, statistics, sys, collections
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "smi_*.csv")), key=os.path.getmtime):
+    rows = []
+    for line in open(f):
+        parts = [x.strip() for x in line.split(",")]
+        try:
+            rows.append((float(parts[0]), float(parts[1]), parts[2] if len(parts) > 2 else ""))
+        except (ValueError, IndexError):
+            pass
+    load = [r for r in rows if r[1] > 300]
+    if not load:
+        print(os.path.basename(f), "no samples under load of", len(rows))
+        continue
+    reasons = collections.Counter(r[2] for r in load).most_common(2)
+    print(f"{os.path.basename(f)}: {len(load)} samples under load, SM clock median {statistics.median(r[0] for r in load):.0f} MHz"
+          f" (min {min(r[0] for r in load):.0f}), power median {statistics.median(r[1] for r in load):.0f} W, reasons {reasons}")
+PY
+  (cd "$OUT" && tar czf logs.tgz --remove-files ./*.csv 2> /dev/null)
+  exit 0
+fi
+
+# v6 mode (one call, everything inside ~330 s): build here (sm_90 machine code only, the sm80
+# forward on Hopper), every GPU test of that build with FLASHATTN_CUDA_KERNELS=sm80 (the deterministic
+# bitwise check among them, then once more repeated), memcheck and racecheck on the Sm80Sanitize set,
+# the same-process A/B of flashattn_sm80_bwd_variants (variant 6 = v5's kernel, 0 = the current one,
+# 7 = the current one without folded fragment offsets; both orders per shape), and ncu
+# smsp__inst_executed of the main kernels at d128 8k. Summary last; logs in $OUT/logs.tgz.
+if [ "$what" = v6 ]; then
+  B=build-sm80-device
+  start=$(date +%s)
+  cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=80 \
+    -DFLASHATTN_SM80_SASS_80=OFF -DFLASHATTN_BUILD_TOOLS=OFF -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$OUT/build.log" 2>&1 &&
+    timeout ${SM80_BUILD_TIMEOUT:-170} cmake --build $B -j16 --target flashattn_gpu_tests flashattn_sm80_bwd_variants >> "$OUT/build.log" 2>&1
+  echo "build exit $? at $(( $(date +%s) - start )) s" | tee "$OUT/summary.txt"
+  tail -3 "$OUT/build.log"
+  FLASHATTN_CUDA_KERNELS=sm80 timeout ${SM80_TEST_TIMEOUT:-100} $B/tests/cpp/gpu/flashattn_gpu_tests > "$OUT/tests.log" 2>&1
+  echo "gpu tests exit $? at $(( $(date +%s) - start )) s: $(grep -E '^\[  (PASSED|FAILED)  \]|tests ran' "$OUT/tests.log" | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+  grep -E "^\[  FAILED  \]|Failure" "$OUT/tests.log" | head -20
+  FLASHATTN_CUDA_KERNELS=sm80 timeout 40 $B/tests/cpp/gpu/flashattn_gpu_tests --gtest_filter='*Deterministic*' --gtest_repeat=2 \
+    > "$OUT/deterministic.log" 2>&1
+  echo "deterministic x2 exit $?: $(grep -cE '^\[       OK \]' "$OUT/deterministic.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/deterministic.log") failed" | tee -a "$OUT/summary.txt"
+  for tool in memcheck racecheck; do
+    FLASHATTN_CUDA_KERNELS=sm80 timeout 75 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/cpp/gpu/flashattn_gpu_tests \
+      --gtest_filter='Sm80Sanitize.*' > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "compute-sanitizer $tool exit $? at $(( $(date +%s) - start )) s ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+  done
+  while read -r shape; do
+    [ -n "$shape" ] || continue
+    for order in 6,0,7 7,0,6; do
+      # shellcheck disable=SC2086
+      SM80_VARIANT=$order timeout 25 $B/flashattn_sm80_bwd_variants $shape 20 2>&1 | grep -E "^variant|rror" | sed "s/^/[$order] /" >> "$OUT/ab.log"
+    done
+  done <<< "${SM80_AB_SHAPES:-$'128 8192 0\n128 2048 1\n128 512 1\n64 8192 0\n64 2048 1\n64 512 1\n256 8192 0\n256 2048 1\n256 512 1'}"
+  echo "A/B done at $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+  SM80_VARIANT=6,0,7 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread \
+    -k regex:backward_kernel --csv $B/flashattn_sm80_bwd_variants 128 8192 0 1 > "$OUT/ncu_d128_8k.csv" 2>&1
+  echo "ncu exit $? at $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+  cat "$OUT/ab.log" >> "$OUT/summary.txt"
+  grep -E "backward_kernel" "$OUT/ncu_d128_8k.csv" | grep -E "inst_executed|duration" | awk -F'","' '{print $5, $(NF-2), $(NF-1), $NF}' | head -24 >> "$OUT/summary.txt"
+  (cd "$OUT" && tar czf logs.tgz --remove-files ./*.log ./*.csv 2> /dev/null)
+  cat "$OUT/summary.txt"
   exit 0
 fi
 

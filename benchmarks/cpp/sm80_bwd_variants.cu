@@ -1,10 +1,12 @@
 // Times experimental layouts of the sm80 backward main kernel side by side (BackwardConfig's
 // kVariant, see src/cuda/sm80/backward_kernel.cuh) on one protocol shape, bf16: tokens 16384,
 // nheads * headdim = 2048. The forward (public API) supplies O and lse; each variant runs the
-// whole backward (prepare, main, dQ conversion) and its dq/dk/dv are compared with variant 0's.
+// whole backward (prepare, main, dQ conversion) and its dq/dk/dv are compared with the first one's.
 //
-// Usage: flashattn_sm80_bwd_variants headdim seqlen causal [reps]   (SM80_VARIANT=0,4 runs only those)
+// Usage: flashattn_sm80_bwd_variants headdim seqlen causal [reps]
+//   SM80_VARIANT=6,0,7 runs only those, in that order (the first one's gradients are the reference).
 // Prints one line per variant: variant, ms (median), TFLOP/s (2.5x the forward's FLOPs), max |diff|.
+// Variants 1-5 (experiments of v4/v5) are compiled only with -DSM80_BWD_ALL_VARIANTS.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -49,11 +51,15 @@ template <int kHeadDim>
 cudaError_t run(int variant, const sm80::KernelParams& kp, float* workspace) {
   switch (variant) {
     case 0: return run_variant<kHeadDim, 0>(kp, workspace);
+#ifdef SM80_BWD_ALL_VARIANTS
     case 1: return run_variant<kHeadDim, 1>(kp, workspace);
     case 2: return run_variant<kHeadDim, 2>(kp, workspace);
     case 3: return run_variant<kHeadDim, 3>(kp, workspace);
     case 4: return run_variant<kHeadDim, 4>(kp, workspace);
     case 5: return run_variant<kHeadDim, 5>(kp, workspace);
+#endif
+    case 6: return run_variant<kHeadDim, 6>(kp, workspace);
+    case 7: return run_variant<kHeadDim, 7>(kp, workspace);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -132,13 +138,18 @@ int main(int argc, char** argv) {
     }
   };
   const double flops = 2.5 * 4.0 * batch * heads * double(seqlen) * seqlen * d / (causal ? 2.0 : 1.0);
-  std::vector<float> ref[3];  // variant 0's gradients
+  std::vector<float> ref[3];  // the first variant's gradients
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
-  const char* only = std::getenv("SM80_VARIANT");
-  for (int variant = 0; variant < 6; ++variant) {
-    if (only != nullptr && std::string(only).find(std::to_string(variant)) == std::string::npos) continue;
+  std::vector<int> order;
+  if (const char* only = std::getenv("SM80_VARIANT")) {
+    for (const char* c = only; *c != 0; ++c)
+      if (*c >= '0' && *c <= '9') order.push_back(*c - '0');
+  } else {
+    order = {0, 6, 7};
+  }
+  for (int variant : order) {
     for (uint16_t* g : {dq, dk, dv}) CHECK_CUDA(cudaMemset(g, 0xff, elems * 2));  // poison (NaN)
     CHECK_CUDA(launch(variant));
     CHECK_CUDA(cudaDeviceSynchronize());

@@ -70,28 +70,66 @@ struct FragmentAddress {
   }
 };
 
+// The fragments one warp reads from a tile at a fixed warp offset (row_w, col_w), addressed
+// relative to it: at(r, c) is FragmentAddress::at(row_w + r, col_w + c). When the tile has whole
+// 64-column panels only and the warp's column extent kWarpCols divides or is a multiple of 64
+// (and every c used is below kWarpCols), col_w's 16-column step and c's never share a bit, so
+// the warp offset folds into the lane register once: address = (folded ^ step(c) << 5) + constant,
+// one XOR per 16-column step instead of a XOR and an add of the warp offset. Otherwise it adds
+// the warp offset per fragment (FragmentAddress).
+template <class Tile, int kWarpCols>
+struct WarpFragmentAddress {
+  static constexpr int kCols = kWarpCols > 0 ? kWarpCols : 1;  // no % 0 below
+  static constexpr bool kFolded = Tile::kChunks % 8 == 0 && kWarpCols > 0 && (kCols % 64 == 0 || 64 % kCols == 0);
+  uint32_t folded = 0;
+  FragmentAddress<Tile> plain;
+  int row_w = 0, col_w = 0;
+
+  FA_DEV static WarpFragmentAddress make(uint32_t base, int lane, LanePattern pattern, int row_w, int col_w) {
+    WarpFragmentAddress w;
+    w.plain = FragmentAddress<Tile>::make(base, lane, pattern);
+    if constexpr (kFolded) {
+      // col_w is a multiple of 16; its panel and rows are multiples of 128 bytes (bits 5-6 clear).
+      w.folded = (w.plain.full + static_cast<uint32_t>(col_w / 64) * Tile::kRowsConst * 128 + row_w * 128) ^
+                 (static_cast<uint32_t>((col_w % 64) / 16) << 5);
+    } else {
+      w.row_w = row_w;
+      w.col_w = col_w;
+    }
+    return w;
+  }
+
+  FA_DEV uint32_t at(int row0, int col0) const {
+    if constexpr (kFolded) {
+      return (folded ^ (((col0 % 64) / 16) << 5)) + (col0 / 64) * Tile::kRowsConst * 128 + row0 * 128;
+    } else {
+      return plain.at(row_w + row0, col_w + col0);
+    }
+  }
+};
+
 // A operand (16x16, rows = M, cols = K) from a tile whose rows are M.   lanes: kRowsThenCols
-template <class Tile>
-FA_DEV void load_a(uint32_t (&a)[4], const FragmentAddress<Tile>& t, int row0, int col0) {
+template <class Addr>
+FA_DEV void load_a(uint32_t (&a)[4], const Addr& t, int row0, int col0) {
   ldmatrix_x4(a, t.at(row0, col0));
 }
 
 // A operand from a tile stored transposed (rows = K, cols = M).         lanes: kColsThenRows
-template <class Tile>
-FA_DEV void load_a_trans(uint32_t (&a)[4], const FragmentAddress<Tile>& t, int k0, int m0) {
+template <class Addr>
+FA_DEV void load_a_trans(uint32_t (&a)[4], const Addr& t, int k0, int m0) {
   ldmatrix_x4_trans(a, t.at(k0, m0));
 }
 
 // B operands of two adjacent n8 tiles (n0, n0 + 8) over k0..k0+15 from a tile whose rows are N
 // (K of the attention forward). b[0], b[1] feed tile n0; b[2], b[3] tile n0 + 8. lanes: kColsThenRows
-template <class Tile>
-FA_DEV void load_b(uint32_t (&b)[4], const FragmentAddress<Tile>& t, int n0, int k0) {
+template <class Addr>
+FA_DEV void load_b(uint32_t (&b)[4], const Addr& t, int n0, int k0) {
   ldmatrix_x4(b, t.at(n0, k0));
 }
 
 // The same two B tiles from a tile whose rows are K (V of the attention forward). lanes: kRowsThenCols
-template <class Tile>
-FA_DEV void load_b_trans(uint32_t (&b)[4], const FragmentAddress<Tile>& t, int k0, int n0) {
+template <class Addr>
+FA_DEV void load_b_trans(uint32_t (&b)[4], const Addr& t, int k0, int n0) {
   ldmatrix_x4_trans(b, t.at(k0, n0));
 }
 
@@ -166,6 +204,26 @@ FA_DEV void copy_tile_async(uint32_t base, const Element* gmem, int64_t row_stri
   for (int i = 0; i < Plan::kIters; ++i) {
     const bool valid = chunk_valid && row + i * Plan::kRowStep < valid_rows;
     cp_async_16(Plan::access_offset(dst0, dst1, step, i), valid ? src + i * Plan::kRowStep * row_stride : gmem, valid);
+  }
+}
+
+// copy_tile_async for a tile whose rows and chunks all hold data: no bounds, no zero fill, no
+// address selects. Thread `tid` (< kThreads) issues kIters copies at gmem + its row and chunk,
+// each one row step further; the row step is the only 64-bit arithmetic per copy.
+template <class Tile, int kThreads, typename Element>
+FA_DEV void copy_whole_tile_async(uint32_t base, const Element* gmem, int64_t row_stride, unsigned tid) {
+  using Plan = TileCopyPlan<Tile, kThreads>;
+  const unsigned row = tid / Plan::kSlots, chunk = tid % Plan::kSlots;
+  if (Plan::kSlots != Tile::kChunks && chunk >= static_cast<unsigned>(Tile::kChunks)) return;
+  const uint32_t dst0 = base + Tile::offset(static_cast<int>(row), static_cast<int>(chunk));
+  const uint32_t dst1 = Plan::kRowStep % 8 == 0 ? dst0 : base + Tile::offset(static_cast<int>(row) + Plan::kRowStep, static_cast<int>(chunk));
+  const uint32_t step = Plan::row_step_bytes(static_cast<int>(chunk));
+  const Element* src = gmem + row * row_stride + chunk * 8;
+  const int64_t src_step = Plan::kRowStep * row_stride;
+#pragma unroll
+  for (int i = 0; i < Plan::kIters; ++i) {
+    cp_async_16(Plan::access_offset(dst0, dst1, step, i), src, true);
+    src += src_step;
   }
 }
 

@@ -28,7 +28,8 @@ using namespace flashattn::cuda;
 // dK, so the reductions drain under the dK products); 2 = 64-row query tiles for head dims <= 64
 // (v3's tile); 3 = the dQ product in twice the column chunks; 4 = the key-tile-major grid order
 // (see backward_launch.cuh) at every shape; 5 = the thread index read afresh in the prefetch and
-// the epilogue.
+// the epilogue; 6 = v5's production kernel (the A/B reference of v6); 7 = v6 without the folded
+// warp offsets of the fragment addresses. Variants 1-5 are v5's kernel with their one change.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
@@ -37,6 +38,14 @@ struct BackwardConfig {
   static constexpr bool kSplitDkDv = kVariant == 1;
   static constexpr bool kForceKeyTileMajor = kVariant == 4;
   static constexpr bool kFreshThreadIndex = kVariant == 5;
+  // Variant 6 is v5's kernel (the A/B reference): every prefetch recomputes its addresses from
+  // (batch, head, row) with per-row bounds, and the warp positions come from a signed index.
+  static constexpr bool kTilePointers = kVariant != 6;
+  static constexpr bool kUnsignedLanes = kVariant != 6;
+  // Each product's fragment addresses with the warp's row / column offset folded into the lane
+  // register (WarpFragmentAddress) where the tile layout allows; variants 6 and 7 add it per
+  // fragment as v5 did (7: v5's addresses with the tile pointers above).
+  static constexpr bool kFoldWarpOffsets = kVariant != 6 && kVariant != 7;
   // Large head dims halve the key tile so dK and dV of a warp still fit in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kWarps = 8;
@@ -73,6 +82,10 @@ struct BackwardConfig {
   static constexpr int kOffDsum = kOffLse + 2 * kBlockM * 4;        // float [2][kBlockM]
   static constexpr int kSmemBytes = kOffDsum + 2 * kBlockM * 4;
 };
+
+// Fragment addresses of one warp in one product; kWarpCols = 0 never folds the warp offset.
+template <class Cfg, class Tile, int kWarpCols>
+using WarpFrag = WarpFragmentAddress<Tile, Cfg::kFoldWarpOffsets ? kWarpCols : 0>;
 
 template <typename Element, int kHeadDim, int kVariant = 0>
 __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
@@ -125,7 +138,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   };
 
   // Loads Q, dO, lse and D of the work item (step, query head h) into stage `stage`.
-  auto prefetch = [&](int step, int h, int stage) {
+  auto prefetch_generic = [&](int step, int h, int stage) {
     // Variant 5: the thread's copy slots derived afresh per call (fresh_thread_index) instead of
     // hoisted; it moved d128's spill reloads out of the loop but timed ~1% slower (device call 9).
     const int tid = Cfg::kFreshThreadIndex ? fresh_thread_index() : static_cast<int>(threadIdx.x);
@@ -148,7 +161,52 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       cp_async_4(smem_base + Cfg::kOffDsum + (stage * kBlockM + tid) * 4, dsum, valid);
     }
   };
-  if (num_items > 0) prefetch(0, hk * group, 0);
+
+  // kTilePointers: the first row of Q, dO, lse and D of the item to prefetch, the same for the
+  // whole block. The next item is usually the next query tile of the same head, so the pointers
+  // advance by one tile instead of being recomputed from (batch, head, row); whole tiles (every
+  // row inside the sequence, the head dim of the kernel) are copied without bounds or selects.
+  struct TilePointers {
+    const Element* q;
+    const Element* dout;
+    const float* lse;
+    const float* dsum;
+  };
+  auto tile_pointers = [&](int m0, int h) {
+    TilePointers t;
+    t.q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride + (seq.q_row0 + m0) * p.q.row_stride +
+          h * p.q.head_stride;
+    t.dout = static_cast<const Element*>(p.dout.data) + b * p.dout.batch_stride +
+             (seq.q_row0 + m0) * p.dout.row_stride + h * p.dout.head_stride;
+    t.lse = p.lse + b * p.lse_batch_stride + h * p.lse_head_stride + (seq.q_row0 + m0) * p.lse_row_stride;
+    t.dsum = p.dsum + h * p.total_q + workspace_row(p, seq.q_row0, b, m0);
+    return t;
+  };
+  const bool whole_width = p.headdim_chunks == QTile::kChunks;
+  auto prefetch_tile = [&](int step, int h, int stage, const TilePointers& t) {
+    const int m0 = step_m_block(step) * kBlockM;
+    if (!whole_width || seq.len_q - m0 < kBlockM) {
+      prefetch_generic(step, h, stage);
+      return;
+    }
+    const unsigned ut = static_cast<unsigned>(fresh_thread_index());
+    copy_whole_tile_async<QTile, Cfg::kThreads>(smem_base + Cfg::kOffQ + stage * QTile::kBytes, t.q, p.q.row_stride, ut);
+    copy_whole_tile_async<QTile, Cfg::kThreads>(smem_base + Cfg::kOffDO + stage * QTile::kBytes, t.dout,
+                                                p.dout.row_stride, ut);
+    if (ut < static_cast<unsigned>(kBlockM)) {
+      cp_async_4(smem_base + Cfg::kOffLse + (stage * kBlockM + ut) * 4, t.lse + ut * p.lse_row_stride, true);
+      cp_async_4(smem_base + Cfg::kOffDsum + (stage * kBlockM + ut) * 4, t.dsum + ut, true);
+    }
+  };
+  TilePointers tiles{};
+  if (num_items > 0) {
+    if constexpr (Cfg::kTilePointers) {
+      tiles = tile_pointers(step_m_block(0) * kBlockM, hk * group);
+      prefetch_tile(0, hk * group, 0, tiles);
+    } else {
+      prefetch_generic(0, hk * group, 0);
+    }
+  }
   cp_async_commit();
 
   float acc_dk[kMF2][kNF2][4], acc_dv[kMF2][kNF2][4];
@@ -169,23 +227,39 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     const int next_h = next_step == 0 ? h + 1 : h;
     cp_async_wait<0>();
     __syncthreads();  // this item's tiles landed; every warp is done with the previous item
-    if (item + 1 < num_items) prefetch(next_step, next_h, stage ^ 1);
+    if (item + 1 < num_items) {
+      if constexpr (Cfg::kTilePointers) {
+        const int next_m0 = step_m_block(next_step) * kBlockM;
+        if (next_h == h && next_m0 == m0 + kBlockM) {
+          tiles.q += kBlockM * p.q.row_stride;
+          tiles.dout += kBlockM * p.dout.row_stride;
+          tiles.lse += kBlockM * p.lse_row_stride;
+          tiles.dsum += kBlockM;
+        } else {
+          tiles = tile_pointers(next_m0, next_h);
+        }
+        prefetch_tile(next_step, next_h, stage ^ 1, tiles);
+      } else {
+        prefetch_generic(next_step, next_h, stage ^ 1);
+      }
+    }
     cp_async_commit();
 
     // Warp positions in the three products, derived afresh each item (see fresh_thread_index).
-    const int t = fresh_thread_index();
-    const int warp = t / 32, lane = t % 32, g = lane >> 2, tig = lane & 3;
-    const int wn1 = warp / Cfg::kWarpsM1, wm1 = warp % Cfg::kWarpsM1;
-    const int wn2 = warp / Cfg::kWarpsD2, wd2 = warp % Cfg::kWarpsD2;
-    const int wm3 = warp / Cfg::kWarpsD3, wd3 = warp % Cfg::kWarpsD3;
+    // kUnsignedLanes: divisions and remainders of an unsigned index (shifts and masks; the
+    // signed ones need sign corrections).
+    using Index = std::conditional_t<Cfg::kUnsignedLanes, unsigned, int>;
+    const Index t = static_cast<Index>(fresh_thread_index());
+    const Index uwarp = t / 32, ulane = t % 32;
+    const int warp = static_cast<int>(uwarp), lane = static_cast<int>(ulane);
+    const int g = static_cast<int>(ulane >> 2), tig = static_cast<int>(ulane & 3);
+    const int wn1 = static_cast<int>(uwarp / Cfg::kWarpsM1), wm1 = static_cast<int>(uwarp % Cfg::kWarpsM1);
+    const int wn2 = static_cast<int>(uwarp / Cfg::kWarpsD2), wd2 = static_cast<int>(uwarp % Cfg::kWarpsD2);
+    const int wm3 = static_cast<int>(uwarp / Cfg::kWarpsD3), wd3 = static_cast<int>(uwarp % Cfg::kWarpsD3);
+    (void)warp;
     const int row1 = wn1 * kMF1 * 16, col1 = wm1 * kNF1 * 8;
     const int row2 = wn2 * kMF2 * 16, col2 = wd2 * kNF2 * 8;
     const int row3 = wm3 * Cfg::kMF3 * 16, col3 = wd3 * Cfg::kNF3Total * 8;
-    const auto k_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffK, lane, LanePattern::kRowsThenCols);
-    const auto v_rc = FragmentAddress<KVTile>::make(smem_base + Cfg::kOffV, lane, LanePattern::kRowsThenCols);
-    const auto p_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffP, lane, LanePattern::kRowsThenCols);
-    const auto ds_rc = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kRowsThenCols);
-    const auto ds_cr = FragmentAddress<PTile>::make(smem_base + Cfg::kOffDS, lane, LanePattern::kColsThenRows);
     // P^T and dS^T stores: one lane offset (P tile; the dS tile sits kOffDS - kOffP above it).
     const auto pds_st = PairStoreOffset<PTile>::make(Cfg::kOffP, row1, col1, g, tig);
     auto store_p = [&](int row0, int nf, uint32_t packed) {
@@ -196,12 +270,14 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     };
     const uint32_t q_base = smem_base + Cfg::kOffQ + stage * QTile::kBytes;
     const uint32_t do_base = smem_base + Cfg::kOffDO + stage * QTile::kBytes;
-    const auto q_cr = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kColsThenRows);
-    const auto do_cr = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kColsThenRows);
+    using Rc = std::integral_constant<LanePattern, LanePattern::kRowsThenCols>;
+    using Cr = std::integral_constant<LanePattern, LanePattern::kColsThenRows>;
 
     // 1. S^T = K Q^T, then P^T (to shared memory); dP^T = V dO^T, then dS^T (to shared memory).
     // The two products run one after the other so only one set of operand fragments is live.
     {
+      const auto k1 = WarpFrag<Cfg, KVTile, kHeadDim>::make(smem_base + Cfg::kOffK, lane, Rc::value, row1, 0);
+      const auto q1 = WarpFrag<Cfg, QTile, kHeadDim>::make(q_base, lane, Cr::value, col1, 0);
       float st[kMF1][kNF1][4], dpt[kMF1][kNF1][4];
 #pragma unroll
       for (int mf = 0; mf < kMF1; ++mf)
@@ -213,11 +289,11 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       for (int kk = 0; kk < kHeadDim / 16; ++kk) {
         uint32_t ak[kMF1][4];
 #pragma unroll
-        for (int mf = 0; mf < kMF1; ++mf) load_a(ak[mf], k_rc, row1 + mf * 16, kk * 16);
+        for (int mf = 0; mf < kMF1; ++mf) load_a(ak[mf], k1, mf * 16, kk * 16);
 #pragma unroll
         for (int np = 0; np < kNF1 / 2; ++np) {
           uint32_t bq[4];
-          load_b(bq, q_cr, col1 + np * 16, kk * 16);
+          load_b(bq, q1, np * 16, kk * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF1; ++mf) {
             mma_16816<Element>(st[mf][2 * np], ak[mf], bq[0], bq[1]);
@@ -297,15 +373,17 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
           }
       }
 
+      const auto v1 = WarpFrag<Cfg, KVTile, kHeadDim>::make(smem_base + Cfg::kOffV, lane, Rc::value, row1, 0);
+      const auto do1 = WarpFrag<Cfg, QTile, kHeadDim>::make(do_base, lane, Cr::value, col1, 0);
 #pragma unroll
       for (int kk = 0; kk < kHeadDim / 16; ++kk) {
         uint32_t av[kMF1][4];
 #pragma unroll
-        for (int mf = 0; mf < kMF1; ++mf) load_a(av[mf], v_rc, row1 + mf * 16, kk * 16);
+        for (int mf = 0; mf < kMF1; ++mf) load_a(av[mf], v1, mf * 16, kk * 16);
 #pragma unroll
         for (int np = 0; np < kNF1 / 2; ++np) {
           uint32_t bdo[4];
-          load_b(bdo, do_cr, col1 + np * 16, kk * 16);
+          load_b(bdo, do1, np * 16, kk * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF1; ++mf) {
             mma_16816<Element>(dpt[mf][2 * np], av[mf], bdo[0], bdo[1]);
@@ -333,21 +411,23 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     // 2. dV += P^T dO, dK += dS^T Q (both in one pass, or one of them per call).
     auto product_dkdv = [&](auto with_dv, auto with_dk) {
       constexpr bool kDV = decltype(with_dv)::value, kDK = decltype(with_dk)::value;
-      const auto q_rc = FragmentAddress<QTile>::make(q_base, lane, LanePattern::kRowsThenCols);
-      const auto do_rc = FragmentAddress<QTile>::make(do_base, lane, LanePattern::kRowsThenCols);
+      const auto p2 = WarpFrag<Cfg, PTile, kBlockM>::make(smem_base + Cfg::kOffP, lane, Rc::value, row2, 0);
+      const auto ds2 = WarpFrag<Cfg, PTile, kBlockM>::make(smem_base + Cfg::kOffDS, lane, Rc::value, row2, 0);
+      const auto q2 = WarpFrag<Cfg, QTile, kNF2 * 8>::make(q_base, lane, Rc::value, 0, col2);
+      const auto do2 = WarpFrag<Cfg, QTile, kNF2 * 8>::make(do_base, lane, Rc::value, 0, col2);
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
         uint32_t ap[kMF2][4], ads[kMF2][4];
 #pragma unroll
         for (int mf = 0; mf < kMF2; ++mf) {
-          if constexpr (kDV) load_a(ap[mf], p_rc, row2 + mf * 16, kk * 16);
-          if constexpr (kDK) load_a(ads[mf], ds_rc, row2 + mf * 16, kk * 16);
+          if constexpr (kDV) load_a(ap[mf], p2, mf * 16, kk * 16);
+          if constexpr (kDK) load_a(ads[mf], ds2, mf * 16, kk * 16);
         }
 #pragma unroll
         for (int dp = 0; dp < kNF2 / 2; ++dp) {
           uint32_t bdo[4], bq[4];
-          if constexpr (kDV) load_b_trans(bdo, do_rc, kk * 16, col2 + dp * 16);
-          if constexpr (kDK) load_b_trans(bq, q_rc, kk * 16, col2 + dp * 16);
+          if constexpr (kDV) load_b_trans(bdo, do2, kk * 16, dp * 16);
+          if constexpr (kDK) load_b_trans(bq, q2, kk * 16, dp * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF2; ++mf) {
             if constexpr (kDV) {
@@ -388,6 +468,8 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     const bool full_tile = rows_valid == kBlockM && p.headdim == kHeadDim;
     float* dq_accum = p.dq_accum + (static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, m0)) *
                                        p.headdim;
+    const auto ds3 = WarpFrag<Cfg, PTile, kMF3 * 16>::make(smem_base + Cfg::kOffDS, lane, Cr::value, 0, row3);
+    const auto k3 = WarpFrag<Cfg, KVTile, Cfg::kNF3Total * 8>::make(smem_base + Cfg::kOffK, lane, Rc::value, 0, col3);
 #pragma unroll
     for (int chunk = 0; chunk < Cfg::kNF3Total / kNF3; ++chunk) {
       const int dcol0 = col3 + chunk * kNF3 * 8;
@@ -402,11 +484,11 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
         uint32_t ads[kMF3][4];
 #pragma unroll
-        for (int mf = 0; mf < kMF3; ++mf) load_a_trans(ads[mf], ds_cr, kk * 16, row3 + mf * 16);
+        for (int mf = 0; mf < kMF3; ++mf) load_a_trans(ads[mf], ds3, kk * 16, mf * 16);
 #pragma unroll
         for (int dp = 0; dp < kNF3 / 2; ++dp) {
           uint32_t bk[4];
-          load_b_trans(bk, k_rc, kk * 16, dcol0 + dp * 16);
+          load_b_trans(bk, k3, kk * 16, chunk * kNF3 * 8 + dp * 16);
 #pragma unroll
           for (int mf = 0; mf < kMF3; ++mf) {
             mma_16816<Element>(acc_dq[mf][2 * dp], ads[mf], bk[0], bk[1]);
@@ -456,7 +538,10 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   // Epilogue: dK and dV through the (now free) K and V tiles for 16-byte stores.
   cp_async_wait<0>();
   __syncthreads();
-  const int et = Cfg::kFreshThreadIndex ? fresh_thread_index() : tid;
+  // The epilogue's copy slots from the thread index read afresh (with kTilePointers): else the
+  // compiler keeps the prologue's K/V copy rows live through the loop for these stores (spilled
+  // at d256).
+  const int et = Cfg::kFreshThreadIndex || Cfg::kTilePointers ? fresh_thread_index() : tid;
   const int warp = et / 32, lane = et % 32, g = lane >> 2, tig = lane & 3;
   const int row2 = warp / Cfg::kWarpsD2 * kMF2 * 16, col2 = warp % Cfg::kWarpsD2 * kNF2 * 8;
 #pragma unroll
