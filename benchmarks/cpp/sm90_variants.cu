@@ -62,6 +62,12 @@ template <class Base>
 struct CausalOverAllHeads : Base {
   static constexpr bool kCausalL2Groups = false;
 };
+// The same kernel with the plain tile loop: each tile's epilogue before the next tile's first S
+// (kernel.h, overlapped_tiles).
+template <class Base>
+struct EpilogueNotOverlapped : Base {
+  static constexpr bool kOverlapEpilogue = false;
+};
 template <class Cfg>
 Status run_cfg(const AttentionProblem& p) {
   return sm90::launch_forward<Cfg>(p);
@@ -85,17 +91,19 @@ const Variant kVariants[] = {
     {128, "baseline", sm90_baseline_forward_bf16},
     {256, "baseline", sm90_baseline_forward_bf16},
 #endif
-    // hdim 64 runs three consumer warpgroups (192-row tiles) by default; "_2wg" is v6's two.
+    // hdim 64 runs three consumer warpgroups (192-row tiles); "_plain_loop": the epilogue not
+    // overlapped with the next tile's first S (as in v6).
     {64, "n128_s4", run<64, 128, 4, false>},
     {64, "n128_s4_dyn", run<64, 128, 4, true>},
-    {64, "n128_s4_2wg", run_cfg<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, false, sm90::kOutputAuto, false, 2>>, 1},
-    {64, "n128_s4_dyn_2wg", run_cfg<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true, sm90::kOutputAuto, false, 2>>},
+    {64, "n128_s4_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, false>>>, 1},
+    {64, "n128_s4_dyn_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>>>},
     {128, "n128_s2", run<128, 128, 2, false>},
     {128, "n128_s2_dyn", run<128, 128, 2, true>},
     // FlashAttention-3's key-block width for long rows at hdim 128 (WideKeyBlockConfig; the API
     // picks it for unmasked rows with >= 4096 keys); timed on causal rows too.
     {128, "n176_s2_dyn", run<128, 176, 2, true>},
-    {128, "n128_s2_dyn_v5_order", run_cfg<CausalOverAllHeads<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>>>, 1},
+    {128, "n128_s2_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, false>>>, 1},
+    {128, "n128_s2_dyn_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>>>},
     {128, "n128_s2_dyn_pack_gqa", run_pack_gqa<128>, -1, true},
     {128, "n128_s2_dyn_used_k", run_used_k<sm90::KernelConfig<128, __nv_bfloat16>>, -1, true, true},
     {128, "n128_s2_dyn_pack_gqa_used_k", run_used_k<sm90::PackGqaConfig<128, __nv_bfloat16>>, -1, true, true},

@@ -149,6 +149,9 @@ struct KernelConfig {
   // did: 16-byte stores or one TMA store instead of 4-byte stores from registers), and Q is then
   // released after the epilogue instead of after the last S = Q K^T. Output_ may force either.
   static constexpr bool kOutputInQ = !kStagedOutput && Output_ != kOutputDirect;
+  // The next tile's first S = Q K^T issued before this tile's epilogue (kernel.h,
+  // overlapped_tiles): needs Q free by then, i.e. the output in a tile of its own.
+  static constexpr bool kOverlapEpilogue = kStagedOutput;
   static_assert(!(kStagedOutput && Output_ != kOutputAuto), "the output tile fits: no other output path");
 
   // Layout: Q | K ring | V ring | O (when staged) | mbarriers. Every tile starts on a swizzle atom.

@@ -57,12 +57,16 @@ struct MainloopMma {
     }
   }
 
-  __device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const uint32_t (&prob)[kSAccum / 2], int stage) const {
+  // accumulate = 0 (overlapped epilogue, kernel.h) for a tile's first P V: its first step
+  // overwrites O, so O is not zeroed by ordinary instructions, which would write a wgmma
+  // accumulator while the tile's first S = Q K^T runs (ptxas then serialises every wgmma).
+  __device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const uint32_t (&prob)[kSAccum / 2], int stage,
+                                           int accumulate) const {
     const uint64_t v = mn_major_descriptor(tiles.v_column(stage, 0), Cfg::kKVColumnBytes);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
       const uint32_t a[4] = {prob[4 * kk], prob[4 * kk + 1], prob[4 * kk + 2], prob[4 * kk + 3]};
-      WgmmaRS<Element, Cfg::kHeadDim>::run(o, a, advance_descriptor(v, kk * 16 * kLineBytes), 1);
+      WgmmaRS<Element, Cfg::kHeadDim>::run(o, a, advance_descriptor(v, kk * 16 * kLineBytes), kk > 0 ? 1 : accumulate);
     }
   }
 
@@ -89,16 +93,18 @@ struct MainloopMma {
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                                OnlineSoftmax<Cfg::kBlockN>& softmax,
                                                PipelineState<Cfg::kStages>& k_state) const {
-    // K and V of a block share a stage; V trails K by one block inside the tile and catches up
-    // at its end, so only the K position lives across tiles.
-    PipelineState<Cfg::kStages> v_state = k_state;
     float s[kSAccum];
-    uint32_t prob[kSAccum / 2];
 #pragma unroll
     for (int i = 0; i < kOAccum; ++i) o[i] = 0.0f;
     softmax.reset();
+    issue_first_scores(s, k_state);
+    finish_tile<false>(s, seq, t, range, o, softmax, k_state);
+  }
 
-    int n = range.n_end - 1;
+  // The tile's first S = Q K^T (its last key block), issued on this warpgroup's turn and not
+  // waited for: with the overlapped epilogue (kernel.h) the previous tile's output is stored
+  // while it runs. Q must have arrived.
+  __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state) const {
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     wait_turn();
     pin_registers(s);
@@ -106,6 +112,22 @@ struct MainloopMma {
     issue_qk(s, k_state.stage);
     wgmma_commit_group();
     pass_turn();
+  }
+
+  // The rest of the tile once issue_first_scores has issued S of its last key block; the softmax
+  // must be reset, and O zeroed unless kFirstPvOverwrites (then the tile's first P V overwrites
+  // it). Leaves O (unnormalised) and the softmax state.
+  template <bool kFirstPvOverwrites>
+  __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
+                                              const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
+                                              OnlineSoftmax<Cfg::kBlockN>& softmax,
+                                              PipelineState<Cfg::kStages>& k_state) const {
+    // K and V of a block share a stage; V trails K by one block inside the tile and catches up
+    // at its end, so only the K position lives across tiles.
+    PipelineState<Cfg::kStages> v_state = k_state;
+    uint32_t prob[kSAccum / 2];
+    int n = range.n_end - 1;
+    int accumulate = kFirstPvOverwrites ? 0 : 1;
     wgmma_wait_group<0>();
     pin_registers(s);
     release(bars.k_empty(k_state.stage));
@@ -124,7 +146,8 @@ struct MainloopMma {
       wgmma_fence();
       issue_qk(s, k_state.stage);
       wgmma_commit_group();
-      issue_pv(o, prob, v_state.stage);
+      issue_pv(o, prob, v_state.stage, accumulate);
+      accumulate = 1;
       wgmma_commit_group();
       pass_turn();
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
@@ -148,7 +171,7 @@ struct MainloopMma {
     pin_registers(o);
     pin_registers(prob);
     wgmma_fence();
-    issue_pv(o, prob, v_state.stage);
+    issue_pv(o, prob, v_state.stage, accumulate);
     wgmma_commit_group();
     pass_turn();
     wgmma_wait_group<0>();
