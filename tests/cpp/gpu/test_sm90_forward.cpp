@@ -737,31 +737,39 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "hdim 256";
 }
 
-// The public API on sm90 picks the packed kernel for decode-like GQA (sm90_picks_pack_gqa) and
-// the default one otherwise; the packed-launch counter tells which ran.
+// The public API's choice among the sm90 instantiations (kernel_choice.h): each case runs through
+// the API against the reference, and the chosen variant's launch counter must grow by one exactly
+// when the rule picks it. One suite per variant (instantiated below with its cases).
 struct ApiPick {
   Case c;
   bool picked;  // whether the API should run the variant under test
+  int64_t (*launches)() = nullptr;  // that variant's launch counter
+  const char* variant = "";
+  uint32_t seed = 0;  // added to the name's length: each suite keeps its own inputs
 };
 
-// Runs the case through the API against the reference; `launches` (a variant's launch counter)
-// must grow by one exactly when `expected`.
-void expect_api_pick(const Case& c, uint32_t seed, int64_t (*launches)(), bool expected, const char* variant) {
-  const int64_t before = launches();
-  run_case(c, seed);
-  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(launches() - before, expected ? 1 : 0)
-      << (expected ? "the API did not run the " : "the API ran the ") << variant;
+// Fills in the variant of a suite's cases.
+std::vector<ApiPick> for_variant(std::vector<ApiPick> v, int64_t (*launches)(), const char* variant, uint32_t seed) {
+  for (ApiPick& a : v) a.launches = launches, a.variant = variant, a.seed = seed;
+  return v;
 }
 
-class Sm90GqaPackingApi : public ::testing::TestWithParam<ApiPick> {};
+class Sm90ApiPick : public ::testing::TestWithParam<ApiPick> {};
 
-TEST_P(Sm90GqaPackingApi, PicksByRuleAndMatchesReference) {
+TEST_P(Sm90ApiPick, PicksByRuleAndMatchesReference) {
   SKIP_UNLESS_SM90();
   const ApiPick& a = GetParam();
-  expect_api_pick(a.c, 17u + uint32_t(a.c.name.size()), sm90_pack_gqa_launches, a.picked, "packed kernel");
+  const int64_t before = a.launches();
+  run_case(a.c, a.seed + uint32_t(a.c.name.size()));
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(a.launches() - before, a.picked ? 1 : 0)
+      << (a.picked ? "the API did not run the " : "the API ran the ") << a.variant;
 }
 
+std::string api_pick_name(const ::testing::TestParamInfo<ApiPick>& info) { return info.param.c.name; }
+void PrintTo(const ApiPick& a, std::ostream* os) { *os << a.c.name << (a.picked ? " (picks the " : " (not the ") << a.variant << ")"; }
+
+// GQA head packing for decode-like GQA (sm90_picks_pack_gqa), the default kernel otherwise.
 std::vector<ApiPick> api_pick_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   std::vector<ApiPick> v;
@@ -782,22 +790,13 @@ std::vector<ApiPick> api_pick_cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPackingApi, ::testing::ValuesIn(api_pick_cases()),
-                         [](const ::testing::TestParamInfo<ApiPick>& info) { return info.param.c.name; });
+INSTANTIATE_TEST_SUITE_P(GqaPacking, Sm90ApiPick,
+                         ::testing::ValuesIn(for_variant(api_pick_cases(), sm90_pack_gqa_launches, "packed kernel", 17u)),
+                         api_pick_name);
 
-// The API runs the static tile schedule for masked problems with at most
-// kSm90StaticScheduleMaxKeys keys and the dynamic one otherwise; the static-launch counter tells
-// which ran. The long causal case is also what keeps the dynamic schedule's causal path tested.
-class Sm90ScheduleApi : public ::testing::TestWithParam<ApiPick> {};
-
-TEST_P(Sm90ScheduleApi, PicksByRuleAndMatchesReference) {
-  SKIP_UNLESS_SM90();
-  const ApiPick& a = GetParam();
-  // Builds whose default is the static schedule have no second instantiation to pick.
-  expect_api_pick(a.c, 29u + uint32_t(a.c.name.size()), sm90_static_schedule_launches,
-                  a.picked && sm90_dynamic_schedule_by_default(), "static schedule");
-}
-
+// The static tile schedule for masked problems with at most kSm90StaticScheduleMaxKeys keys (not
+// hdim 256 up to kSm90L2GroupMaxKeys), the dynamic one otherwise. The long causal cases also keep
+// the dynamic schedule's causal path tested.
 std::vector<ApiPick> schedule_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   std::vector<ApiPick> v;
@@ -820,24 +819,20 @@ std::vector<ApiPick> schedule_cases() {
   c = make("sched_causal_2100_dynamic_d64_fp16", fp, 64, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, false});
   c = make("sched_causal_700_static_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, true});
   c = make("sched_noncausal_512_dynamic_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, false});
+  // Builds whose default is the static schedule have no second instantiation to pick.
+  for (ApiPick& a : v) a.picked = a.picked && sm90_dynamic_schedule_by_default();
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Sm90ScheduleApi, ::testing::ValuesIn(schedule_cases()),
-                         [](const ::testing::TestParamInfo<ApiPick>& info) { return info.param.c.name; });
+INSTANTIATE_TEST_SUITE_P(Schedule, Sm90ApiPick,
+                         ::testing::ValuesIn(for_variant(schedule_cases(), sm90_static_schedule_launches,
+                                                         "static schedule", 29u)),
+                         api_pick_name);
 
-// The API runs the wide key blocks (176 keys, sm90::WideKeyBlockConfig) at head dim 128 without a
-// mask and with at least kSm90WideKeyBlocksMinKeys keys; the wide-launch counter tells which ran.
-// The picked cases are the only tests of that configuration: partial last blocks, GQA, softcap,
-// varlen with seqused_k (V rows of a 176-key block zeroed) and the output through Q.
-class Sm90WideKeyBlocksApi : public ::testing::TestWithParam<ApiPick> {};
-
-TEST_P(Sm90WideKeyBlocksApi, PicksByRuleAndMatchesReference) {
-  SKIP_UNLESS_SM90();
-  const ApiPick& a = GetParam();
-  expect_api_pick(a.c, 41u + uint32_t(a.c.name.size()), sm90_wide_key_block_launches, a.picked, "wide key blocks");
-}
-
+// The wide key blocks (176 keys, sm90::WideKeyBlockConfig) at head dim 128 without a mask and with
+// at least kSm90WideKeyBlocksMinKeys keys. The picked cases are the only tests of that
+// configuration: partial last blocks, GQA, softcap, varlen with seqused_k (V rows of a 176-key
+// block zeroed) and the output through Q.
 std::vector<ApiPick> wide_key_block_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int min_keys = kSm90WideKeyBlocksMinKeys;
@@ -858,7 +853,9 @@ std::vector<ApiPick> wide_key_block_cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Sm90WideKeyBlocksApi, ::testing::ValuesIn(wide_key_block_cases()),
-                         [](const ::testing::TestParamInfo<ApiPick>& info) { return info.param.c.name; });
+INSTANTIATE_TEST_SUITE_P(WideKeyBlocks, Sm90ApiPick,
+                         ::testing::ValuesIn(for_variant(wide_key_block_cases(), sm90_wide_key_block_launches,
+                                                         "wide key blocks", 41u)),
+                         api_pick_name);
 
 }  // namespace
