@@ -37,7 +37,7 @@ int64_t sm90_pack_gqa_launches();
 constexpr int kSm90StaticScheduleMaxKeys = 2048;
 // Causal tiles go longest first within groups of heads whose K and V fit in half the L2 when the
 // keys (varlen: the longest) are at most this many; above, longest first over all heads (v5's
-// order). Measured (docs/perf.md, v6): groups +2-11% at 512 / 1k keys, but 7-21% slower from 2k
+// order). Measured (docs/perf.md, v6): groups +2-11% at 512 / 1k keys, but 7-39% slower from 2k
 // (hdim 256) or 4k (hdim 64 / 128) on.
 constexpr int kSm90L2GroupMaxKeys = 1024;
 bool sm90_picks_static_schedule(const AttentionProblem& p);

@@ -47,14 +47,13 @@ __device__ __forceinline__ int snake_tile_reread(int wave) {
 }
 
 // Causal order. The last query blocks see the most keys; running them first keeps the tail
-// short. Taken over all heads at once (v1-v5), that made the CTAs running together work on as many
-// different heads as there are CTAs: at short sequences (512 rows: 4 tiles a head) each tile read
-// its K and V from DRAM, with no other tile of the head running or its K/V still in L2. So the
-// (batch, head) pairs go in groups whose K and V fit in half the L2 (p.l2_group_heads, set at
-// launch), and the order is longest first within a group: a head's later, shorter tiles find its
-// K and V in L2. The last group may be smaller. Only up to kSm90L2GroupMaxKeys keys: longer
-// rows ran 7-21% slower in groups (docs/perf.md, v6), so there the launch makes one group of all
-// heads, which is v5's order.
+// short. Taken over all heads at once (v1-v5), that makes the CTAs running together work on as
+// many different heads as there are CTAs: at short sequences (512 rows: 4 tiles a head) a head's
+// later, shorter tiles run when its K/V has likely left the L2. So the (batch, head) pairs go in
+// groups whose K and V fit in half the L2 (p.l2_group_heads, set at launch), longest first within
+// a group. The last group may be smaller. Measured (docs/perf.md, v6): +2-11% at 512 / 1k keys,
+// but 7-39% slower on longer rows, so above kSm90L2GroupMaxKeys keys the launch makes one group
+// of all heads, which is v5's order.
 __device__ __forceinline__ void longest_first_in_l2_group(const KernelParams& p, int heads, int index, int& m_block,
                                                           int& bh) {
   const int group_tiles = p.l2_group_heads * p.num_m_blocks;
