@@ -30,53 +30,40 @@ struct OnlineSoftmax {
     for (int i = 0; i < kAccum; ++i) s[i] = tanhf(s[i] * score_pre);
   }
 
-  // Sets masked scores to -inf. Row and column of register 4i + 2h + e: see fragment.h.
-  __device__ __forceinline__ static void apply_mask(float (&s)[kAccum], const KernelParams& p,
-                                                    const SequenceInfo& seq, int tile_row0, int n_block,
-                                                    FragmentPosition pos) {
+  // Sets the masked scores of fragment row h (query row `row` of the sequence) to -inf. Row and
+  // column of register 4i + 2h + e: see fragment.h. Bounds relative to the thread's first column,
+  // so that each test compares with the constant 8 i + e: absolute columns for all kBlockN / 4
+  // registers made ptxas keep (and at kBlockN 176 spill) that many column values.
+  __device__ __forceinline__ static void mask_row(float (&s)[kAccum], const KernelParams& p, const SequenceInfo& seq,
+                                                  int row, int h, int n_block, FragmentPosition pos) {
+    const int col0 = n_block * kBlockN + pos.col0;
+    int hi = seq.len_k - col0;
+    if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1 - col0);
+    const int lo = p.window_left >= 0 ? row + seq.diag() - p.window_left - col0 : INT_MIN;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = tile_row0 + pos.row0 + 8 * h;
-      // Bounds relative to the thread's first column, so that each test compares with the
-      // constant 8 i + e: absolute columns for all kBlockN / 4 registers made ptxas keep (and at
-      // kBlockN 176 spill) that many column values.
-      const int col0 = n_block * kBlockN + pos.col0;
-      int hi = seq.len_k - col0;
-      if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1 - col0);
-      const int lo = p.window_left >= 0 ? row + seq.diag() - p.window_left - col0 : INT_MIN;
+    for (int i = 0; i < kBlockN / 8; ++i) {
 #pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if (8 * i + e >= hi || 8 * i + e < lo) s[4 * i + 2 * h + e] = -INFINITY;
-        }
+      for (int e = 0; e < 2; ++e) {
+        if (8 * i + e >= hi || 8 * i + e < lo) s[4 * i + 2 * h + e] = -INFINITY;
       }
     }
   }
 
-  // apply_mask with the query row of each of the thread's two fragment rows given (GQA packing:
-  // tile row r is query row r >> log2 G, pack_gqa.h). apply_mask does not call this: written as a
-  // call, the default kernels' SASS changed (1000-1600 lines differ at hdim 128 / 256), so the two
-  // stay separate until a GPU run shows the shared form is as fast.
+  // Masks the thread's two fragment rows of a tile whose rows start at query row tile_row0.
+  __device__ __forceinline__ static void apply_mask(float (&s)[kAccum], const KernelParams& p,
+                                                    const SequenceInfo& seq, int tile_row0, int n_block,
+                                                    FragmentPosition pos) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) mask_row(s, p, seq, tile_row0 + pos.row0 + 8 * h, h, n_block, pos);
+  }
+
+  // The same with the query row of each of the thread's two fragment rows given (GQA packing:
+  // tile row r is query row r >> log2 G, pack_gqa.h).
   __device__ __forceinline__ static void apply_mask_rows(float (&s)[kAccum], const KernelParams& p,
                                                          const SequenceInfo& seq, const int (&rows)[2], int n_block,
                                                          FragmentPosition pos) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = rows[h];
-      // Relative bounds, as in apply_mask.
-      const int col0 = n_block * kBlockN + pos.col0;
-      int hi = seq.len_k - col0;
-      if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1 - col0);
-      const int lo = p.window_left >= 0 ? row + seq.diag() - p.window_left - col0 : INT_MIN;
-#pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if (8 * i + e >= hi || 8 * i + e < lo) s[4 * i + 2 * h + e] = -INFINITY;
-        }
-      }
-    }
+    for (int h = 0; h < 2; ++h) mask_row(s, p, seq, rows[h], h, n_block, pos);
   }
 
   // Turns S into unnormalised probabilities exp2(s * score_log2 - max * score_log2), updating the
