@@ -103,10 +103,9 @@ struct KernelConfig {
   // = 64512), 160 with three. Asking for more makes the consumers' increase wait forever (two
   // warpgroups: 32 / 240 hangs, which is why the producer stays at 24).
   static constexpr int kLaunchRegisters = (65536 / kThreads) / 8 * 8;
-  static constexpr int kConsumerRegisters =
-      ((65536 - kWarpgroupThreads * kProducerRegisters) / (kWarpgroupThreads * kConsumerWarpgroups)) / 8 * 8 > 240
-          ? 240
-          : ((65536 - kWarpgroupThreads * kProducerRegisters) / (kWarpgroupThreads * kConsumerWarpgroups)) / 8 * 8;
+  static constexpr int kRegistersLeftPerConsumer =
+      ((65536 - kWarpgroupThreads * kProducerRegisters) / (kWarpgroupThreads * kConsumerWarpgroups)) / 8 * 8;
+  static constexpr int kConsumerRegisters = kRegistersLeftPerConsumer > 240 ? 240 : kRegistersLeftPerConsumer;
   static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <=
                     kThreads * kLaunchRegisters,
                 "setmaxnreg budget exceeds the registers allocated at launch");

@@ -53,11 +53,11 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
     }
   };
   TileRing ring;  // dynamic schedule
-  int wave = 0;
+  int wave = 0;  // static schedule
   auto take_next = [&]() {
     if constexpr (Cfg::kDynamicSchedule) {
       // Read at the start of a tile, used at its end: the scheduler has published it a tile
-      // earlier, and the L2 read is hidden under the tile (see consumer_loop).
+      // earlier, and the L2 read is hidden under the tile (see plain_tiles).
       return ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
     } else {
       // A CTA's first index past the last tile ends its walk (later waves lie further beyond).
@@ -66,6 +66,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       return first < p.num_tiles ? snake_tile(wave, first) : p.num_tiles;
     }
   };
+  // The first index (take_next's forms for wave 0; calling it with wave = -1 changed the static
+  // kernels' SASS, so it stays written out).
   int index;
   if constexpr (Cfg::kDynamicSchedule) {
     index = ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
@@ -101,6 +103,48 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   }
 }
 
+// The consumers' tile loop where Q is not free before the epilogue (O staged through Q): each tile
+// whole, its epilogue before the next tile's first S = Q K^T.
+template <class Cfg>
+__device__ __forceinline__ void plain_tiles(const KernelParams& p, const MainloopMma<Cfg>& mma,
+                                            const Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
+                                            uint32_t& q_phase) {
+  auto run_tile = [&](int index) {
+    const TileCoord t = tile_coord_of<Cfg>(p, index);
+    const SequenceInfo seq = sequence_info(p, t.batch);
+    if (t.m_block * tile_query_rows<Cfg>(p) >= seq.len_q) return;
+    const BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, seq, t.m_block);
+    if (range.empty()) {
+      epilogue.store_empty(seq, t);
+      return;
+    }
+    mbarrier_wait(mma.bars.q_full(), q_phase);
+    q_phase ^= 1;
+    float o[MainloopMma<Cfg>::kOAccum];
+    OnlineSoftmax<Cfg::kBlockN> softmax;
+    mma.compute_tile(seq, t, range, o, softmax, kv_state);
+    float lse[2];
+    softmax.finalize(o, p.score_log2, lse);
+    epilogue.store(o, lse, seq, t);
+  };
+  if constexpr (Cfg::kDynamicSchedule) {
+    // The next index is read at the start of a tile and used at its end, so the L2 read of the
+    // mailbox is hidden under the tile (the scheduler has published it a tile earlier).
+    TileRing ring;
+    int index = ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
+    while (index < p.num_tiles) {
+      const int next = ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
+      run_tile(index);
+      index = next;
+    }
+  } else {
+    for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
+      const int index = snake_tile(wave, first);
+      if (index < p.num_tiles) run_tile(index);
+    }
+  }
+}
+
 template <class Cfg>
 __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, SharedBarriers<Cfg> bars, int wg) {
   const int thread = threadIdx.x % kWarpgroupThreads;
@@ -114,40 +158,7 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   if constexpr (Cfg::kOverlapEpilogue) {
     overlapped_tiles<Cfg>(p, mma, epilogue, kv_state, q_phase);
   } else {
-  auto run_tile = [&](int index) {
-    const TileCoord t = tile_coord_of<Cfg>(p, index);
-    const SequenceInfo seq = sequence_info(p, t.batch);
-    if (t.m_block * tile_query_rows<Cfg>(p) >= seq.len_q) return;
-    const BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, seq, t.m_block);
-    if (range.empty()) {
-      epilogue.store_empty(seq, t);
-      return;
-    }
-    mbarrier_wait(bars.q_full(), q_phase);
-    q_phase ^= 1;
-    float o[MainloopMma<Cfg>::kOAccum];
-    OnlineSoftmax<Cfg::kBlockN> softmax;
-    mma.compute_tile(seq, t, range, o, softmax, kv_state);
-    float lse[2];
-    softmax.finalize(o, p.score_log2, lse);
-    epilogue.store(o, lse, seq, t);
-  };
-  if constexpr (Cfg::kDynamicSchedule) {
-    // The next index is read at the start of a tile and used at its end, so the L2 read of the
-    // mailbox is hidden under the tile (the scheduler has published it a tile earlier).
-    TileRing ring;
-    int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false);
-    while (index < p.num_tiles) {
-      const int next = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), false);
-      run_tile(index);
-      index = next;
-    }
-  } else {
-    for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
-      const int index = snake_tile(wave, first);
-      if (index < p.num_tiles) run_tile(index);
-    }
-  }
+    plain_tiles<Cfg>(p, mma, epilogue, kv_state, q_phase);
   }
   // Takes the last turn the last warpgroup handed over, so no named-barrier arrival outlives the CTA.
   if (wg == 0) named_barrier_sync(kSchedulerBarrier0, 2 * kWarpgroupThreads);
