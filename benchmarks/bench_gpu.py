@@ -80,6 +80,8 @@ def time_impl(fn, q, k, v, causal, do):
     except Exception as e:  # a peer may not support a shape (e.g. FA2 at head dim 256 backward)
         return None, None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
     fwd = median_ms(lambda: fn(q, k, v, causal))
+    if do is None:
+        return fwd, None, None
     qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
 
     def fwd_bwd():
@@ -93,8 +95,8 @@ def time_impl(fn, q, k, v, causal, do):
         return fwd, None, f"backward: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
 
 
-def shapes(quick):
-    seqlens = [512, 2048, 8192] if quick else SEQLENS
+def shapes(quick, only_seqlens=None):
+    seqlens = only_seqlens or ([512, 2048, 8192] if quick else SEQLENS)
     for headdim in HEADDIMS:
         for seqlen in seqlens:
             for causal in (False, True):
@@ -102,6 +104,8 @@ def shapes(quick):
                 yield dict(batch=TOKENS // seqlen, nheads=nheads, nheads_kv=nheads, seqlen=seqlen,
                            headdim=headdim, causal=causal)
     for seqlen in (2048, 8192):  # GQA rows of the protocol
+        if 128 not in HEADDIMS or seqlen not in seqlens:
+            continue
         yield dict(batch=TOKENS // seqlen, nheads=32, nheads_kv=8, seqlen=seqlen, headdim=128, causal=True)
 
 
@@ -121,6 +125,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--png-dir", default=None)
     ap.add_argument("--headdims", default="64,128,256")
+    ap.add_argument("--seqlens", default=None, help="comma-separated; default: the protocol's (--quick: 512,2k,8k)")
+    ap.add_argument("--fwd-only", action="store_true", help="time the forward only")
     args = ap.parse_args()
     HEADDIMS[:] = [int(d) for d in args.headdims.split(",")]
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
@@ -133,7 +139,7 @@ def main():
         "ceilings": ceilings(),
     }
     rows = []
-    for s in shapes(args.quick):
+    for s in shapes(args.quick, [int(n) for n in args.seqlens.split(",")] if args.seqlens else None):
         b, h, hk, n, d, causal = s["batch"], s["nheads"], s["nheads_kv"], s["seqlen"], s["headdim"], s["causal"]
         q = torch.randn(b, n, h, d, device="cuda", dtype=dtype)
         k = torch.randn(b, n, hk, d, device="cuda", dtype=dtype)
@@ -142,7 +148,7 @@ def main():
         flops = attention_flops(b, h, n, n, d, causal)
         row = dict(s, dtype=args.dtype, rel_error=check_close(q[:1], k[:1], v[:1], causal))
         for name, fn in IMPLS.items():
-            fwd, bwd, err = time_impl(fn, q, k, v, causal, do)
+            fwd, bwd, err = time_impl(fn, q, k, v, causal, None if args.fwd_only else do)
             row[f"{name}_fwd_tflops"] = flops / fwd / 1e9 if fwd else None
             row[f"{name}_bwd_tflops"] = 2.5 * flops / bwd / 1e9 if bwd else None
             if err:

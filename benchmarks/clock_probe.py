@@ -10,10 +10,11 @@ FA2), in two interleaved rounds:
     sampling the SM clock, the power draw and the active clock-event (throttle) reasons.
 Only reads the card's state; changes no setting.
 
-    python3 benchmarks/clock_probe.py [--headdim 128] [--seqlen 8192] [--causal] [--seconds 3] [--out f.json]
+    python3 benchmarks/clock_probe.py [--headdim 128] [--seqlen 8192] [--causal] [--seconds 3] [--impls a,b] [--out f.json]
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -47,8 +48,21 @@ def sdpa(backend):
     return run
 
 
+def ours_with_variant(name):
+    """Ours with FLASHATTN_SM90_VARIANT set (read by the library at every call, overriding its
+    choice of sm90 kernel; default, static, wide or short_rows), to time them in one process."""
+    def run(q, k, v, causal):
+        os.environ["FLASHATTN_SM90_VARIANT"] = name
+        try:
+            return flashattn.flash_attn_func(q, k, v, causal=causal)
+        finally:
+            del os.environ["FLASHATTN_SM90_VARIANT"]
+    return run
+
+
 IMPLS = {
     "flashattn": lambda q, k, v, causal: flashattn.flash_attn_func(q, k, v, causal=causal),
+    **{f"flashattn_{v}": ours_with_variant(v) for v in ("default", "static", "wide", "short_rows")},
     "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
     "fa2": sdpa(SDPBackend.FLASH_ATTENTION),
 }
@@ -115,7 +129,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--impls", default="flashattn,cudnn,fa2", help="comma-separated, from: " + ",".join(IMPLS))
     args = ap.parse_args()
+    impls = {name: IMPLS[name] for name in args.impls.split(",")}
     d, n = args.headdim, args.seqlen
     b, h = 16384 // n, 2048 // d
     torch.manual_seed(0)
@@ -123,7 +139,7 @@ def main():
     flops = 4.0 * b * h * n * n * d / (2 if args.causal else 1)
     rows = []
     for rnd in range(args.rounds):
-        for name, impl in IMPLS.items():
+        for name, impl in impls.items():
             fn = lambda: impl(q, k, v, args.causal)
             fn()
             host = host_us_per_call(fn)

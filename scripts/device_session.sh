@@ -8,6 +8,7 @@
 #   scripts/device_session.sh cli     # `flashattn check` and `flashattn bench` on the CUDA backend
 #   scripts/device_session.sh verify  # tests (sm80 forward forced too), sanitizers, CLI, quick bench
 #   scripts/device_session.sh probe   # Python GPU tests, host/kernel profile, clock probe, quick bench
+#   scripts/device_session.sh measure # MEASURE_* tests, sanitizers, sustained-window harness, package
 #   scripts/device_session.sh all
 #
 # Logs, JSON and charts go to $OUT; short summaries print last.
@@ -120,6 +121,42 @@ probe() {
   (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
 }
 
+# Sustained-window A/B (docs/perf.md, v8). With nvidia-smi sampling throughout: the C++ GPU tests
+# MEASURE_TESTS selects and compute-sanitizer over MEASURE_SANITIZE (each skipped when empty); the
+# variant harness with 200 ms windows (MEASURE_WINDOW_MS) per variant and round (MEASURE_ROUNDS,
+# 2) after an untimed window (the short
+# windows of v1-v7 ran at a higher clock than sustained work), one line of MEASURE_HARNESS
+# ("hdim variants,...") per head dim; MEASURE_PACKAGE: bench_gpu.py arguments for one package run.
+measure() {
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader,nounits -lms 100 -f "$OUT/smi.csv" > /dev/null 2>&1 &
+  local smi=$!
+  if [ -n "${MEASURE_TESTS:-}" ]; then
+    timeout 30 "$BUILD/tests/cpp/gpu/flashattn_gpu_tests" --gtest_filter='*Sm90*small_d128_bf16' > "$OUT/smoke.log" 2>&1
+    local rc=$?
+    echo "smoke exit $rc"
+    if [ $rc = 124 ]; then kill $smi; return 1; fi
+    gtest_run gpu_tests.log 240 "C++ GPU tests ($MEASURE_TESTS)" --gtest_filter="$MEASURE_TESTS"
+  fi
+  [ -n "${MEASURE_SANITIZE:-}" ] && sanitize 120 "$MEASURE_SANITIZE" memcheck racecheck synccheck
+  local line
+  while read -r line; do
+    [ -n "$line" ] || continue
+    set -- $line
+    timeout 200 "$BUILD/flashattn_sm90_variants" 0 "${MEASURE_ROUNDS:-2}" "$1" 0 -1 "$2" 1 "${MEASURE_WINDOW_MS:-200}" 1 \
+      >> "$OUT/harness.jsonl" 2>> "$OUT/harness.err"
+    echo "harness hdim $1 exit $?"
+  done <<< "${MEASURE_HARNESS:-}"
+  [ -s "$OUT/harness.jsonl" ] && python3 benchmarks/cpp/sm90_variants_table.py "$OUT/harness.jsonl"
+  if [ -n "${MEASURE_PACKAGE:-}" ]; then
+    PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_gpu.py $MEASURE_PACKAGE --out "$OUT/package.json" \
+      > "$OUT/package.log" 2>&1
+    echo "package exit $?"; tail -25 "$OUT/package.log"
+  fi
+  kill $smi
+  (cd "$OUT" && tar czf logs.tgz ./*.log ./*.csv ./*.err 2>/dev/null && rm -f ./*.log ./*.csv ./*.err)
+}
+
 cpu_bench() {
   # Two threads is what CI machines have; sixteen is this host. Longer sequences only at sixteen.
   for threads in 16 2; do
@@ -141,5 +178,9 @@ case "$what" in
   cli) build && cli_gpu ;;
   verify) build && verify ;;
   probe) build && probe ;;
+  # MEASURE_BIN=<folder>: binaries built on the development machine (carried; flashattn_sm90_variants
+  # and tests/cpp/gpu/flashattn_gpu_tests inside, libraries in lib/) instead of a build here.
+  measure) if [ -n "${MEASURE_BIN:-}" ]; then BUILD=$MEASURE_BIN; export LD_LIBRARY_PATH="$PWD/$BUILD/lib"; else build; fi &&
+    measure ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
 esac

@@ -5,8 +5,13 @@
 // rounds and each reports the best of its per-round medians, so slow drift of the clocks hits
 // all variants alike. Calls the launch templates directly with contiguous fixed-length problems.
 // Usage: flashattn_sm90_variants [reps=10] [rounds=2] [hdim] [seqlen] [causal 0/1] [variant name]
-// [flush 0/1]; hdim .. name filter (0 or -1 or "": all; the name must match exactly), flush clears
-// the L2 before each timed launch as do_bench does. One JSON object per line.
+// [flush 0/1] [window_ms=0] [protocol_only 0/1]; hdim .. name filter (0 or -1 or "": all; names
+// comma-separated, each matching exactly), protocol_only skips the decode-like GQA shapes,
+// flush clears the L2 before each timed launch as do_bench does. window_ms > 0: each variant runs
+// for about that long per round (reps from one timed launch) after the shape's first variant has
+// run that long untimed. Under the H200's power cap short windows from an idle card run at a
+// higher clock than sustained work (docs/perf.md, v8: 670 vs 608 TFLOP/s for the same kernel), so
+// A/B comparisons take windows of a few hundred milliseconds. One JSON object per line.
 // One shape and one variant with reps=1 rounds=1 gives ncu three launches of that kernel.
 // Decode-like GQA shapes (seqlen_q 1 to 128 against 1k / 4k keys, G = 2, 4, 8) time the GQA head packing
 // (variant "n128_s2_dyn_pack_gqa", PackGqaConfig; the API picks it by sm90_picks_pack_gqa) beside the default,
@@ -17,7 +22,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -58,6 +62,24 @@ Status run(const AttentionProblem& p) {
   return sm90::launch_forward<sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, Out>>(p);
 }
 
+// Two consumer warpgroups (128-row tiles) where the default has three (hdim 64).
+template <int D, int N, int S, bool Dyn>
+Status run_two_consumers(const AttentionProblem& p) {
+  return sm90::launch_forward<sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, 2>>(p);
+}
+
+// Standard normal bf16 values from a counter hash (Box-Muller), on the device: drawing the
+// inputs on the host took ~20 s of the GPU machine's time per run.
+__global__ void fill_normal(__nv_bfloat16* x, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 0x9E3779B1u ^ (uint32_t(i >> 32) + seed) * 0x85EBCA77u;
+    h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12, h *= 0x297A2D39u, h ^= h >> 15;
+    const uint32_t h2 = h * 0x9E3779B1u + 0x7F4A7C15u;
+    const float u1 = (float(h >> 8) + 1.0f) * (1.0f / 16777217.0f), u2 = float(h2 >> 8) * (1.0f / 16777216.0f);
+    x[i] = __float2bfloat16(sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
+  }
+}
+
 // The same kernel with v5's causal order: longest first over all heads at once (tile_scheduler.h).
 template <class Base>
 struct CausalOverAllHeads : Base {
@@ -72,6 +94,17 @@ struct EpilogueNotOverlapped : Base {
 template <class Cfg>
 Status run_cfg(const AttentionProblem& p) {
   return sm90::launch_forward<Cfg>(p);
+}
+
+// The same kernel with its causal tiles in the given groups of heads (launch.h,
+// FLASHATTN_SM90_CAUSAL_GROUPS): "l2" L2-sized groups at every length, "one" one head at a time.
+constexpr char kGroupsL2[] = "l2", kGroupsOne[] = "one";
+template <class Cfg, const char* Groups>
+Status run_groups(const AttentionProblem& p) {
+  setenv("FLASHATTN_SM90_CAUSAL_GROUPS", Groups, 1);
+  const Status s = sm90::launch_forward<Cfg>(p);
+  unsetenv("FLASHATTN_SM90_CAUSAL_GROUPS");
+  return s;
 }
 
 template <int D>
@@ -98,6 +131,13 @@ const Variant kVariants[] = {
     {64, "n128_s4_dyn", run<64, 128, 4, true>},
     {64, "n128_s4_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, false>>>, 1},
     {64, "n128_s4_dyn_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>>>},
+    // Two consumer warpgroups (128-row tiles): ShortRowsConfig is the static one.
+    {64, "n128_s4_2wg", run_two_consumers<64, 128, 4, false>},
+    {64, "n128_s4_2wg_dyn", run_two_consumers<64, 128, 4, true>},
+    {64, "n128_s4_l2", run_groups<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, false>, kGroupsL2>, 1},
+    {64, "n128_s4_dyn_l2", run_groups<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>, kGroupsL2>, 1},
+    {64, "n128_s4_dyn_one", run_groups<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>, kGroupsOne>, 1},
+    {64, "n128_s4_2wg_l2", run_groups<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, false, 0, false, 2>, kGroupsL2>, 1},
     {128, "n128_s2", run<128, 128, 2, false>},
     {128, "n128_s2_dyn", run<128, 128, 2, true>},
     // FlashAttention-3's key-block width for long rows at hdim 128 (WideKeyBlockConfig; the API
@@ -106,10 +146,17 @@ const Variant kVariants[] = {
     {128, "n128_s2_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, false>>>, 1},
     {128, "n128_s2_dyn_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>>>},
     {128, "n128_s2_dyn_pack_gqa", run_pack_gqa<128>, -1, true},
+    {128, "n128_s2_l2", run_groups<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, false>, kGroupsL2>, 1},
+    {128, "n128_s2_dyn_l2", run_groups<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>, kGroupsL2>, 1},
+    {128, "n128_s2_one", run_groups<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, false>, kGroupsOne>, 1},
+    {128, "n128_s2_dyn_one", run_groups<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>, kGroupsOne>, 1},
     {128, "n128_s2_dyn_used_k", run_used_k<sm90::KernelConfig<128, __nv_bfloat16>>, -1, true, true},
     {128, "n128_s2_dyn_pack_gqa_used_k", run_used_k<sm90::PackGqaConfig<128, __nv_bfloat16>>, -1, true, true},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
+    {256, "n80_s2_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, false>, kGroupsL2>, 1},
+    {256, "n80_s2_dyn_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>, kGroupsL2>, 1},
+    {256, "n80_s2_dyn_one", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>, kGroupsOne>, 1},
 };
 
 }  // namespace
@@ -125,6 +172,18 @@ int main(int argc, char** argv) {
   // (bench_gpu.py's timer) does: the package's and this harness's figures disagreed by more than
   // the effects measured (docs/perf.md, sm90 v7), and this isolates the timing method.
   const bool flush = argc > 7 && std::atoi(argv[7]) != 0;
+  const double window_ms = argc > 8 ? std::atof(argv[8]) : 0.0;
+  const bool protocol_only = argc > 9 && std::atoi(argv[9]) != 0;
+  const auto variant_selected = [&](const char* name) {
+    if (only_variant.empty()) return true;
+    size_t start = 0;
+    while (start <= only_variant.size()) {
+      const size_t end = std::min(only_variant.find(',', start), only_variant.size());
+      if (only_variant.compare(start, end - start, name) == 0) return true;
+      start = end + 1;
+    }
+    return false;
+  };
   void* flush_buffer = nullptr;
   const size_t flush_bytes = size_t(256) << 20;
   if (flush) cudaMalloc(&flush_buffer, flush_bytes);
@@ -133,15 +192,13 @@ int main(int argc, char** argv) {
   void *q[2], *k[2], *v[2], *o[2];
   float* lse;
   {
-    std::mt19937 rng(5);
-    std::normal_distribution<float> nd;
-    std::vector<__nv_bfloat16> h(tokens * widest);
+    uint32_t seed = 5;
     for (int s = 0; s < 2; ++s)
       for (void** b : {&q[s], &k[s], &v[s], &o[s]}) {
         cudaMalloc(b, tokens * widest * 2);
-        for (auto& x : h) x = __float2bfloat16(nd(rng));
-        cudaMemcpy(*b, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
+        fill_normal<<<1024, 256>>>(static_cast<__nv_bfloat16*>(*b), tokens * widest, seed++);
       }
+    cudaDeviceSynchronize();
   }
   cudaMalloc(&lse, tokens * 32 * 4);
   cudaMalloc(&g_used_k, tokens * 4);
@@ -161,12 +218,14 @@ int main(int argc, char** argv) {
   for (int seqlen_q : {1, 16, 32}) shapes.push_back({128, 1024, 32, 4, false, seqlen_q});
   for (int seqlen_q : {1, 64, 128}) shapes.push_back({128, 1024, 32, 16, false, seqlen_q});
 
-  std::vector<cudaEvent_t> ev(2 * reps);
+  const int max_reps = window_ms > 0 ? 20000 : reps;
+  std::vector<cudaEvent_t> ev(2 * max_reps);
   for (auto& e : ev) cudaEventCreate(&e);
   for (const Shape& sh : shapes) {
     if (only_hdim && sh.hdim != only_hdim) continue;
     if (only_seqlen > 0 && sh.seqlen != only_seqlen) continue;
     if (only_causal >= 0 && int(sh.causal) != only_causal) continue;
+    if (protocol_only && sh.seqlen_q > 0) continue;
     AttentionProblem p[2];
     for (int s = 0; s < 2; ++s) {
       AttentionProblem& a = p[s];
@@ -191,12 +250,28 @@ int main(int argc, char** argv) {
         4.0 * p[0].batch * sh.hq * double(p[0].seqlen_q) * sh.seqlen * sh.hdim / (sh.causal ? 2 : 1);
     std::vector<const Variant*> vars;
     for (const Variant& var : kVariants) {
-      if (!only_variant.empty() && only_variant != var.name) continue;
+      if (!variant_selected(var.name)) continue;
       if (var.gqa_only && sh.hq == sh.hkv) continue;
       if (var.decode_only && sh.seqlen_q == 0) continue;
       if (var.hdim == sh.hdim && (var.causal_only < 0 || var.causal_only == int(sh.causal))) vars.push_back(&var);
     }
     std::vector<float> best(vars.size(), 1e30f);
+    std::vector<int> reps_of(vars.size(), reps);
+    if (window_ms > 0 && !vars.empty()) {
+      // Each variant's launches per window, from one launch; then the first variant for a window,
+      // untimed, so the card is at its sustained (power-capped) clock when timing starts.
+      for (size_t i = 0; i < vars.size(); ++i) {
+        for (int w = 0; w < 2; ++w) vars[i]->launch(p[w % 2]);
+        cudaEventRecord(ev[0]);
+        vars[i]->launch(p[0]);
+        cudaEventRecord(ev[1]);
+        cudaEventSynchronize(ev[1]);
+        float one = 0;
+        cudaEventElapsedTime(&one, ev[0], ev[1]);
+        reps_of[i] = std::max(5, std::min(max_reps, int(window_ms / std::max(one, 1e-3f))));
+      }
+      for (int r = 0; r < reps_of[0]; ++r) vars[0]->launch(p[r % 2]);
+    }
     for (int round = 0; round < rounds; ++round) {
       // Odd rounds take the variants in reverse order: under the power cap the clock follows the
       // last tens of milliseconds, so a fixed order can favour a position (docs/perf.md, sm90 v7).
@@ -208,24 +283,25 @@ int main(int argc, char** argv) {
           std::printf("{\"variant\": \"%s\", \"error\": \"%s\"}\n", vars[i]->name, s.message.c_str());
           continue;
         }
-        for (int r = 0; r < reps; ++r) {
+        const int n = reps_of[i];
+        for (int r = 0; r < n; ++r) {
           if (flush) cudaMemsetAsync(flush_buffer, 0, flush_bytes);
           cudaEventRecord(ev[2 * r]);
           vars[i]->launch(p[r % 2]);
           cudaEventRecord(ev[2 * r + 1]);
         }
         cudaDeviceSynchronize();
-        std::vector<float> ms(reps);
-        for (int r = 0; r < reps; ++r) cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]);
+        std::vector<float> ms(n);
+        for (int r = 0; r < n; ++r) cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]);
         std::sort(ms.begin(), ms.end());
-        best[i] = std::min(best[i], ms[reps / 2]);
+        best[i] = std::min(best[i], ms[n / 2]);
       }
     }
     for (size_t i = 0; i < vars.size(); ++i) {
       std::printf("{\"variant\": \"%s\", \"hdim\": %d, \"seqlen\": %d, \"hq\": %d, \"hkv\": %d, \"causal\": %d, "
-                  "\"seqlen_q\": %d, \"flush\": %d, \"ms\": %.4f, \"tflops\": %.1f}\n",
+                  "\"seqlen_q\": %d, \"flush\": %d, \"reps\": %d, \"ms\": %.4f, \"tflops\": %.1f}\n",
                   vars[i]->name, sh.hdim, sh.seqlen, sh.hq, sh.hkv, int(sh.causal), p[0].seqlen_q, int(flush),
-                  best[i], flops / best[i] / 1e9);
+                  reps_of[i], best[i], flops / best[i] / 1e9);
     }
     std::fflush(stdout);
   }
