@@ -170,6 +170,15 @@ template <int HeadDim_, typename Element_>
 using StaticScheduleConfig =
     KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages, false>;
 
+// 128-row tiles (two consumer warpgroups) with the static schedule, for short rows at head dim 64,
+// whose default is three warpgroups: a 192-row tile over 512 causal rows computes 9 key blocks of
+// 192 rows where 128-row tiles compute 10 of 128 (1.35x the work; ncu, docs/perf.md v8), and
+// 512 rows are 2.67 tiles of 192. sm90_forward picks it by sm90_picks_short_rows
+// (kernel_choice.h); at the other head dims it is StaticScheduleConfig itself.
+template <int HeadDim_, typename Element_>
+using ShortRowsConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
+                                     false, kOutputAuto, false, kDefaultConsumers>;
+
 // Wider key blocks for long rows without a mask at head dim 128 (FlashAttention-3's 176 keys): the
 // per-block costs (row max shuffles, barriers, waits) are spread over 1.375x the keys. Two stages
 // of 176 keys leave no room for an output tile beside Q, so O goes out through Q. sm90_forward

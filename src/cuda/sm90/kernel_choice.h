@@ -1,6 +1,6 @@
 // Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
-// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), the static schedule, the wide key
-// blocks, or the default.
+// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), 128-row tiles for short rows at head
+// dim 64, the static schedule, the wide key blocks, or the default.
 #pragma once
 
 #include <cstdint>
@@ -26,30 +26,52 @@ bool sm90_picks_pack_gqa(const AttentionProblem& p);
 // Packed launches so far in this process (tests check that the API path took the packed kernel).
 int64_t sm90_pack_gqa_launches();
 
-// The persistent tile schedule: the dynamic one (atomic tile counter) is the default; for masked
-// (causal / local) problems with at most kSm90StaticScheduleMaxKeys keys (varlen: the longest)
-// sm90_forward runs the static one, whose tiles start without the mailbox hand-over. Measured in
-// one process on the H200 (docs/perf.md, v5): static 3-14% faster on causal 512-2k at head dims
-// 64, 128 and 256, dynamic 2-4% faster on causal 8k at head dims 64 and 128.
-// Since v6, head dims above 128 keep the dynamic schedule up to kSm90L2GroupMaxKeys: with the
-// causal tiles in L2 groups (below) it was 5-6% faster than the static one at hdim 256 causal
-// 512 / 1k (hdim 192 not measured).
+// The persistent tile schedule: the dynamic one (atomic tile counter) is the default; sm90_forward
+// runs the static one, whose tiles start without the mailbox hand-over, for
+//  - causal problems at head dim 128 (65..128) at any length, and at head dim 64 with at most
+//    kSm90StaticCausalMaxKeysHdim64 keys (varlen: the longest);
+//  - other masks (local windows), and causal ones above head dim 128, with at most
+//    kSm90StaticScheduleMaxKeys keys, except head dims above 128 with at most kSm90L2GroupMaxKeys;
+//  - unmasked problems up to head dim 128 with at most kSm90StaticUnmaskedMaxKeys keys.
+// Measured with sustained windows (docs/perf.md, v8): with the causal orders below, static +2-17%
+// at hdim 128 causal 512-16k, +2% at hdim 64 causal 2k-4k (dynamic +2% at 8k); unmasked hdim 128
+// 512 +4% (two calls), hdim 64 1k-2k +2-3%. v5's choice (static only for masked rows up to 2k)
+// came from short timing windows, which read high (v8).
 constexpr int kSm90StaticScheduleMaxKeys = 2048;
-// Causal tiles go longest first within groups of heads whose K and V fit in half the L2 when the
-// keys (varlen: the longest) are at most this many; above, longest first over all heads (v5's
-// order). Measured (docs/perf.md, v6): groups +2-11% at 512 / 1k keys, but 7-39% slower from 2k
-// (hdim 256) or 4k (hdim 64 / 128) on.
+constexpr int kSm90StaticCausalMaxKeysHdim64 = 4096;
+constexpr int kSm90StaticUnmaskedMaxKeys = 1024;
+// Causal tiles go longest first within groups of (batch, head) pairs (tile_scheduler.h); the
+// launch picks the group size (launch.h, causal_group_heads): at head dim 128 one head per group
+// up to kSm90OneHeadGroupMaxKeys keys (the CTAs running together share few heads' K and V: at
+// causal 2k ncu read 1.06 GB from DRAM for v7's order over all heads against cuDNN's 0.20 GB;
+// +4-17% at 512-8k, v8), beyond it all heads (one head a group and the static schedule leave the
+// CTAs' work uneven once a head has about as many tiles as there are SMs: 16k -21%); at head dim
+// 64 as many heads as have their K and V in half the L2, at any length (+9-12% at 2k / 4k); above
+// head dim 128 such groups only up to kSm90L2GroupMaxKeys keys (v6: +2-11% at 512 / 1k; longer
+// rows lost with them in v8 too).
+constexpr int kSm90OneHeadGroupMaxKeys = 8192;
 constexpr int kSm90L2GroupMaxKeys = 1024;
 bool sm90_picks_static_schedule(const AttentionProblem& p);
 // Launches of the static-schedule instantiation through sm90_forward so far in this process.
 int64_t sm90_static_schedule_launches();
 // Key blocks of 176 instead of 128 (sm90::WideKeyBlockConfig) at head dim 128 without a mask and
-// with at least kSm90WideKeyBlocksMinKeys keys (varlen: the longest). Measured in one process on
-// the H200 (docs/perf.md, v6): +3% at 4k, +5% at 8k, +2% at 16k; -1% at 2k, -4% at 1k, -14% at 512.
-constexpr int kSm90WideKeyBlocksMinKeys = 4096;
+// with at least kSm90WideKeyBlocksMinKeys keys (varlen: the longest). Measured with sustained
+// windows (docs/perf.md, v8): +1-2% at 8k, +3% at 16k, -2% at 4k (package and harness), -2..-13%
+// below (v6's +3% at 4k came from short windows).
+constexpr int kSm90WideKeyBlocksMinKeys = 8192;
 bool sm90_picks_wide_key_blocks(const AttentionProblem& p);
 // Launches of the wide-key-block instantiation through sm90_forward so far in this process.
 int64_t sm90_wide_key_block_launches();
+// 128-row tiles (sm90::ShortRowsConfig: two consumer warpgroups, static schedule) at head dim 64
+// for masked problems with at most kSm90ShortRowsMaxKeys keys (varlen: the longest), where the
+// default's 192-row tiles compute up to 1.35x the key blocks (causal 512). Measured (docs/perf.md,
+// v8): causal 512 +1%, 1k +5%, 2k -10%; unmasked -2..-16%.
+constexpr int kSm90ShortRowsMaxKeys = 1024;
+bool sm90_picks_short_rows(const AttentionProblem& p);
+// Launches of the short-rows instantiation through sm90_forward so far in this process.
+int64_t sm90_short_rows_launches();
+// FLASHATTN_SM90_VARIANT=default|static|wide|short_rows in the environment overrides the three
+// rules above (not GQA packing) for benchmarks; read at every call.
 // False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which
 // then run it everywhere.
 bool sm90_dynamic_schedule_by_default();

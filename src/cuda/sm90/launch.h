@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "cuda/sm90/kernel.h"
@@ -32,6 +34,26 @@ int l2_group_heads(const AttentionProblem& pb, bool packed, int l2_bytes) {
   const int64_t head_bytes = packed ? kv_head_bytes : std::max<int64_t>(kv_head_bytes / pb.heads_per_kv(), 1);
   const int64_t heads = int64_t(pb.batch) * (packed ? pb.nheads_kv : pb.nheads_q);
   return int(std::clamp<int64_t>(int64_t(l2_bytes) / 2 / head_bytes, 1, std::max<int64_t>(heads, 1)));
+}
+
+// The causal groups of a launch (kernel_choice.h gives the rule and the measurements): one head
+// per group at head dim 128 up to kSm90OneHeadGroupMaxKeys keys, L2-sized groups at head dim 64,
+// and above head dim 128 (and with GQA packing) up to kSm90L2GroupMaxKeys keys (where
+// Cfg::kCausalL2Groups allows); else one group of all heads. FLASHATTN_SM90_CAUSAL_GROUPS=all|l2|one
+// overrides the rule (read at every launch, for benchmarks).
+template <class Cfg>
+int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
+  const int all = pb.batch * (Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
+  const char* forced = std::getenv("FLASHATTN_SM90_CAUSAL_GROUPS");
+  if (forced != nullptr && std::strcmp(forced, "all") == 0) return all;
+  if (forced != nullptr && std::strcmp(forced, "one") == 0) return 1;
+  if (forced != nullptr && std::strcmp(forced, "l2") == 0) return l2_group_heads(pb, Cfg::kPackGqa, l2_bytes);
+  if (!Cfg::kCausalL2Groups) return all;
+  if (!Cfg::kPackGqa && Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128) {
+    return pb.seqlen_k <= kSm90OneHeadGroupMaxKeys ? 1 : all;
+  }
+  const bool l2 = (!Cfg::kPackGqa && Cfg::kHeadDim <= 64) || pb.seqlen_k <= kSm90L2GroupMaxKeys;
+  return l2 ? l2_group_heads(pb, Cfg::kPackGqa, l2_bytes) : all;
 }
 }  // namespace
 
@@ -115,9 +137,7 @@ Status launch_forward(const AttentionProblem& pb) {
   cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, pb.device_index);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, pb.device_index);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaDeviceGetAttribute: ") + cudaGetErrorString(err));
-  kp.l2_group_heads = Cfg::kCausalL2Groups && pb.seqlen_k <= kSm90L2GroupMaxKeys
-                          ? l2_group_heads(pb, Cfg::kPackGqa, l2_bytes)
-                          : pb.batch * (Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
+  kp.l2_group_heads = causal_group_heads<Cfg>(pb, l2_bytes);
   auto kernel = forward_kernel<Cfg>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));

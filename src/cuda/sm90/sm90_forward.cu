@@ -2,6 +2,7 @@
 // switch from run-time dtype / head dim to a compiled configuration. cmake/sm90.cmake defines
 // FLASHATTN_SM90_<DTYPE>_HDIM<D> for each instantiation it builds.
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/kernel_sets.h"
@@ -18,17 +19,18 @@ Status launch_forward(const AttentionProblem& p);
 namespace {
 
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
-// (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig) or the wide key blocks
-// (sm90::WideKeyBlockConfig).
-enum class Variant { kDefault, kPackGqa, kStaticSchedule, kWideKeyBlocks };
+// (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), the wide key blocks
+// (sm90::WideKeyBlockConfig) or 128-row tiles for short rows (sm90::ShortRowsConfig).
+enum class Variant { kDefault, kPackGqa, kStaticSchedule, kWideKeyBlocks, kShortRows };
 
-template <class Default, class Packed, class Static, class Wide>
+template <class Default, class Packed, class Static, class Wide, class ShortRows>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
   if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
   // Where the static schedule is the default, Static is Default (one instantiation of it); so is
-  // Wide at head dims other than 128.
+  // Wide at head dims other than 128, and ShortRows is Static at head dims other than 64.
   if (variant == Variant::kStaticSchedule) return sm90::launch_forward<Static>(p);
   if (variant == Variant::kWideKeyBlocks) return sm90::launch_forward<Wide>(p);
+  if (variant == Variant::kShortRows) return sm90::launch_forward<ShortRows>(p);
   return sm90::launch_forward<Default>(p);
 }
 
@@ -40,7 +42,8 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
   if (p.headdim == HD && kBf16 == std::is_same<__nv_bfloat16, DT>::value) {                           \
     if (!run) return Status::Ok();                                                                     \
     return launch_variant<sm90::KernelConfig<HD, DT>, sm90::PackGqaConfig<HD, DT>,                     \
-                          sm90::StaticScheduleConfig<HD, DT>, sm90::WideKeyBlockConfig<HD, DT>>(p, variant); \
+                          sm90::StaticScheduleConfig<HD, DT>, sm90::WideKeyBlockConfig<HD, DT>,         \
+                          sm90::ShortRowsConfig<HD, DT>>(p, variant);                                   \
   }
 #if defined(FLASHATTN_SM90_BF16_HDIM64)
   FLASHATTN_SM90_CASE(__nv_bfloat16, 64)
@@ -131,6 +134,7 @@ namespace {
 std::atomic<int64_t> g_pack_gqa_launches{0};
 std::atomic<int64_t> g_static_schedule_launches{0};
 std::atomic<int64_t> g_wide_key_block_launches{0};
+std::atomic<int64_t> g_short_rows_launches{0};
 
 // G <= 64: each consumer warpgroup's 64 rows hold at least one query row of the whole group
 // (its TMA store box is (64, G, 64 / G)).
@@ -155,6 +159,30 @@ Status launch_wide_key_blocks(const AttentionProblem& p) {
   return dispatch(p, true, Variant::kWideKeyBlocks);
 }
 
+Status launch_short_rows(const AttentionProblem& p) {
+  g_short_rows_launches.fetch_add(1, std::memory_order_relaxed);
+  return dispatch(p, true, Variant::kShortRows);
+}
+
+// FLASHATTN_SM90_VARIANT (default, static, wide, short_rows) overrides the rules of
+// kernel_choice.h for the problems that variant can run, so that a benchmark times the variants
+// through the package on the same shapes (docs/perf.md, v8). Read at every call (well under a
+// microsecond against ~80 us of host time per call) so one process can switch between them.
+// Unset, empty or unknown: the rules.
+Variant forced_variant(bool* forced) {
+  const char* v = std::getenv("FLASHATTN_SM90_VARIANT");
+  *forced = true;
+  if (v != nullptr) {
+    const std::string name(v);
+    if (name == "default") return Variant::kDefault;
+    if (name == "static") return Variant::kStaticSchedule;
+    if (name == "wide") return Variant::kWideKeyBlocks;
+    if (name == "short_rows") return Variant::kShortRows;
+  }
+  *forced = false;
+  return Variant::kDefault;
+}
+
 }  // namespace
 
 bool sm90_picks_pack_gqa(const AttentionProblem& p) {
@@ -166,6 +194,15 @@ Status sm90_forward(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
   if (sm90_picks_pack_gqa(p)) return launch_pack_gqa(p);
+  bool forced = false;
+  const Variant force = forced_variant(&forced);
+  if (forced) {
+    if (force == Variant::kStaticSchedule) return launch_static_schedule(p);
+    if (force == Variant::kWideKeyBlocks) return launch_wide_key_blocks(p);
+    if (force == Variant::kShortRows) return launch_short_rows(p);
+    return dispatch(p, true);
+  }
+  if (sm90_picks_short_rows(p)) return launch_short_rows(p);
   if (sm90_picks_static_schedule(p)) return launch_static_schedule(p);
   if (sm90_picks_wide_key_blocks(p)) return launch_wide_key_blocks(p);
   return dispatch(p, true);
@@ -175,11 +212,23 @@ bool sm90_picks_wide_key_blocks(const AttentionProblem& p) {
   return p.headdim == 128 && !p.mask.has_mask() && p.seqlen_k >= kSm90WideKeyBlocksMinKeys;
 }
 
+bool sm90_picks_short_rows(const AttentionProblem& p) {
+  return p.headdim == 64 && p.mask.has_mask() && p.seqlen_k <= kSm90ShortRowsMaxKeys;
+}
+
+int64_t sm90_short_rows_launches() { return g_short_rows_launches.load(std::memory_order_relaxed); }
+
 int64_t sm90_wide_key_block_launches() { return g_wide_key_block_launches.load(std::memory_order_relaxed); }
 
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
-  return sm90::kDefaultDynamicSchedule && p.mask.has_mask() && p.seqlen_k <= kSm90StaticScheduleMaxKeys &&
-         !(p.headdim > 128 && p.seqlen_k <= kSm90L2GroupMaxKeys);
+  if (!sm90::kDefaultDynamicSchedule) return false;
+  if (!p.mask.has_mask()) return p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
+  // Causal (a right bound only): the masks whose tiles go longest first (launch.h).
+  const bool causal = p.mask.window_right >= 0 && p.mask.window_left < 0;
+  if (causal && p.headdim <= 128) {
+    return p.headdim > 64 || p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64;
+  }
+  return p.seqlen_k <= kSm90StaticScheduleMaxKeys && !(p.headdim > 128 && p.seqlen_k <= kSm90L2GroupMaxKeys);
 }
 
 int64_t sm90_static_schedule_launches() { return g_static_schedule_launches.load(std::memory_order_relaxed); }

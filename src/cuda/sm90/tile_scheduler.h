@@ -49,11 +49,11 @@ __device__ __forceinline__ int snake_tile_reread(int wave) {
 // Causal order. The last query blocks see the most keys; running them first keeps the tail
 // short. Taken over all heads at once (v1-v5), that makes the CTAs running together work on as
 // many different heads as there are CTAs: at short sequences (512 rows: 4 tiles a head) a head's
-// later, shorter tiles run when its K/V has likely left the L2. So the (batch, head) pairs go in
-// groups whose K and V fit in half the L2 (p.l2_group_heads, set at launch), longest first within
-// a group. The last group may be smaller. Measured (docs/perf.md, v6): +2-11% at 512 / 1k keys,
-// but 7-39% slower on longer rows, so above kSm90L2GroupMaxKeys keys the launch makes one group
-// of all heads, which is v5's order.
+// later, shorter tiles run when its K/V has likely left the L2 (at causal 2k, hdim 128, ncu read
+// 5x Q + K + V from DRAM). So the (batch, head) pairs go in groups of p.l2_group_heads, longest
+// first within a group; the last group may be smaller. The launch sizes the groups by head dim
+// and length (launch.h, causal_group_heads; kernel_choice.h has the rule and the measurements):
+// one head, as many heads as have their K and V in half the L2, or all heads (v5's order).
 __device__ __forceinline__ void longest_first_in_l2_group(const KernelParams& p, int heads, int index, int& m_block,
                                                           int& bh) {
   const int group_tiles = p.l2_group_heads * p.num_m_blocks;

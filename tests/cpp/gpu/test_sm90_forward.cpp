@@ -709,23 +709,35 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.nheads_q = 8;  // G = 1
   EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "no group";
 
-  p.nheads_q = p.nheads_kv = 16, p.seqlen_q = 512, p.seqlen_k = 512;
-  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask";
-  p.mask.window_right = 0;  // causal
-  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "causal 512";
-  p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys;
-  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "causal at the bound";
+  // The static schedule (sm90_dynamic_schedule_by_default() false: no second instantiation to pick).
+  const bool dyn = sm90_dynamic_schedule_by_default();
+  p.nheads_q = p.nheads_kv = 16, p.seqlen_q = p.seqlen_k = kSm90StaticUnmaskedMaxKeys;
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "no mask, hdim 128, at the bound";
+  p.seqlen_q = p.seqlen_k = kSm90StaticUnmaskedMaxKeys + 1;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask past the bound";
+  p.headdim = 256, p.seqlen_q = p.seqlen_k = 512;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 256";
+  p.headdim = 128, p.mask.window_right = 0;  // causal
+  for (int keys : {512, 2049, 16384}) {
+    p.seqlen_q = p.seqlen_k = keys;
+    EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 128 causal at any length: " << keys;
+  }
+  p.headdim = 64, p.seqlen_q = p.seqlen_k = kSm90StaticCausalMaxKeysHdim64;
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 64 causal at its bound";
+  p.seqlen_q = p.seqlen_k = kSm90StaticCausalMaxKeysHdim64 + 1;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 64 causal past its bound";
+  p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys, p.mask.window_right = -1, p.mask.window_left = 100;
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "local window at the bound";
   p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys + 1;
-  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "causal past the bound";
-  p.seqlen_q = p.seqlen_k = 1000, p.mask.window_right = -1, p.mask.window_left = 100;
-  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "local window";
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "local window past the bound";
   p.headdim = 256, p.mask.window_left = -1, p.mask.window_right = 0;
   p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys;
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 256 causal up to the L2-group bound keeps the dynamic schedule";
   p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys + 1;
-  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "hdim 256 causal past that bound";
-  p.headdim = 128, p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys;
-  EXPECT_EQ(sm90_picks_static_schedule(p), sm90_dynamic_schedule_by_default()) << "hdim 128 causal at that bound";
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 256 causal past that bound";
+  p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys + 1;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 256 causal past the static bound";
+  p.headdim = 128;
 
   p.seqlen_q = p.seqlen_k = kSm90WideKeyBlocksMinKeys;
   EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "causal";
@@ -735,6 +747,17 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "below the bound";
   p.seqlen_k = 2 * kSm90WideKeyBlocksMinKeys, p.headdim = 256;
   EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "hdim 256";
+
+  p.headdim = 64, p.seqlen_q = p.seqlen_k = 512;
+  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64, no mask";
+  p.mask.window_right = 0;
+  EXPECT_TRUE(sm90_picks_short_rows(p)) << "hdim 64 causal 512";
+  p.seqlen_k = kSm90ShortRowsMaxKeys;
+  EXPECT_TRUE(sm90_picks_short_rows(p)) << "hdim 64 causal at the bound";
+  p.seqlen_k = kSm90ShortRowsMaxKeys + 1;
+  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64 causal past the bound";
+  p.headdim = 128, p.seqlen_k = 512;
+  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 128";
 }
 
 // The public API's choice among the sm90 instantiations (kernel_choice.h): each case runs through
@@ -794,9 +817,8 @@ INSTANTIATE_TEST_SUITE_P(GqaPacking, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(api_pick_cases(), sm90_pack_gqa_launches, "packed kernel", 17u)),
                          api_pick_name);
 
-// The static tile schedule for masked problems with at most kSm90StaticScheduleMaxKeys keys (not
-// hdim 256 up to kSm90L2GroupMaxKeys), the dynamic one otherwise. The long causal cases also keep
-// the dynamic schedule's causal path tested.
+// The static tile schedule by sm90_picks_static_schedule (kernel_choice.h), the dynamic one
+// otherwise. The long causal cases also keep the dynamic schedule's causal path tested.
 std::vector<ApiPick> schedule_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   std::vector<ApiPick> v;
@@ -806,19 +828,27 @@ std::vector<ApiPick> schedule_cases() {
   v.push_back({c, true});
   c = make("sched_causal_varlen_static_d256_bf16", bf, 256, 0, 0, 0, 4, 2);
   c.lens_q = {900, 33, 1500}, c.lens_k = {900, 700, 1500}, c.causal = true, v.push_back({c, true});
-  c = make("sched_causal_2100_dynamic_bf16", bf, 128, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, false});
-  // Causal with at most kSm90L2GroupMaxKeys keys: tiles go in L2 groups of heads (tile_scheduler.h).
-  // With a 50 MB L2 (H100 / H200) these make groups of 50 + 14 (hdim 128, 512 KB of K/V a head)
-  // and 25 + 5 (hdim 256) (batch, head) pairs: several groups and a short last one, in each schedule.
-  c = make("sched_causal_1024_l2_groups_static_bf16", bf, 128, 4, 1024, 1024, 16, 16), c.causal = true;
+  c = make("sched_causal_2100_static_bf16", bf, 128, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, true});
+  // Causal tiles in groups of heads (tile_scheduler.h, launch.h causal_group_heads). With a 50 MB
+  // L2 (H100 / H200) these make L2 groups of 50 + 14 (hdim 64 at 2k, 512 KB of K/V a head) and
+  // 25 + 5 (hdim 256 at 1k) (batch, head) pairs: several groups and a short last one, in each
+  // schedule; hdim 128 up to kSm90OneHeadGroupMaxKeys takes one head per group (the cases above).
+  c = make("sched_causal_2048_l2_groups_static_d64_bf16", bf, 64, 4, 2048, 2048, 16, 16), c.causal = true;
   v.push_back({c, true});
   c = make("sched_causal_1024_l2_groups_dynamic_d256_fp16", fp, 256, 3, 1024, 1024, 10, 10), c.causal = true;
   v.push_back({c, false});
   c = make("sched_causal_long_k_dynamic_fp16", fp, 192, 1, 300, 2500, 4, 4), c.causal = true, v.push_back({c, false});
-  // hdim 64: three consumer warpgroups (192-row tiles) in both schedules; rows not a multiple of 192.
-  c = make("sched_causal_2100_dynamic_d64_fp16", fp, 64, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, false});
-  c = make("sched_causal_700_static_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, true});
-  c = make("sched_noncausal_512_dynamic_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, false});
+  // hdim 64: three consumer warpgroups (192-row tiles) past kSm90ShortRowsMaxKeys, static up to
+  // kSm90StaticCausalMaxKeysHdim64 (L2 groups at any length); up to kSm90ShortRowsMaxKeys the
+  // short-rows kernel (128-row tiles, static schedule) takes the masked problems instead.
+  c = make("sched_causal_2100_static_d64_fp16", fp, 64, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, true});
+  c = make("sched_causal_q300_k4200_dynamic_d64_bf16", bf, 64, 1, 300, 4200, 4, 4), c.causal = true;
+  v.push_back({c, false});
+  c = make("sched_causal_700_short_rows_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, false});
+  // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dims up to 128.
+  c = make("sched_noncausal_512_static_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, true});
+  c = make("sched_noncausal_1100_dynamic_fp16", fp, 128, 1, 300, 1100, 4, 4), v.push_back({c, false});
+  c = make("sched_noncausal_512_dynamic_d256_bf16", bf, 256, 1, 512, 512, 4, 4), v.push_back({c, false});
   // Builds whose default is the static schedule have no second instantiation to pick.
   for (ApiPick& a : v) a.picked = a.picked && sm90_dynamic_schedule_by_default();
   return v;
@@ -838,16 +868,16 @@ std::vector<ApiPick> wide_key_block_cases() {
   const int min_keys = kSm90WideKeyBlocksMinKeys;
   std::vector<ApiPick> v;
   Case c;
-  c = make("wide_k4096_bf16", bf, 128, 2, 200, min_keys, 2, 2), v.push_back({c, true});
-  c = make("wide_q300_k4100_gqa_softcap_fp16", fp, 128, 1, 300, min_keys + 4, 4, 2), c.softcap = 30.0f;
+  c = make("wide_k_at_bound_bf16", bf, 128, 2, 200, min_keys, 2, 2), v.push_back({c, true});
+  c = make("wide_q300_k_bound_plus_4_gqa_softcap_fp16", fp, 128, 1, 300, min_keys + 4, 4, 2), c.softcap = 30.0f;
   v.push_back({c, true});
-  c = make("wide_strided_k5000_bf16", bf, 128, 2, 129, 5000, 2, 1), c.layout = Layout::kHeadMajor;
+  c = make("wide_strided_k9000_bf16", bf, 128, 2, 129, 9000, 2, 1), c.layout = Layout::kHeadMajor;
   v.push_back({c, true});
   c = make("wide_varlen_seqused_k_fp16", fp, 128, 0, 0, 0, 2, 2);
   c.lens_q = {70, 200, 1}, c.lens_k = {min_keys + 100, 300, 177}, c.used_k = {min_keys + 37, 300, 1}, c.extra_k = 9;
   v.push_back({c, true});
   // Not picked: one key short, a causal mask, another head dim.
-  c = make("wide_k4095_default_bf16", bf, 128, 1, 100, min_keys - 1, 2, 2), v.push_back({c, false});
+  c = make("wide_k_below_bound_default_bf16", bf, 128, 1, 100, min_keys - 1, 2, 2), v.push_back({c, false});
   c = make("wide_causal_default_bf16", bf, 128, 1, 300, min_keys, 2, 2), c.causal = true, v.push_back({c, false});
   c = make("wide_d64_default_fp16", fp, 64, 1, 100, min_keys, 2, 2), v.push_back({c, false});
   return v;
@@ -856,6 +886,37 @@ std::vector<ApiPick> wide_key_block_cases() {
 INSTANTIATE_TEST_SUITE_P(WideKeyBlocks, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(wide_key_block_cases(), sm90_wide_key_block_launches,
                                                          "wide key blocks", 41u)),
+                         api_pick_name);
+
+// 128-row tiles with the static schedule (sm90::ShortRowsConfig) at head dim 64 for masked problems
+// with at most kSm90ShortRowsMaxKeys keys. The picked cases are the only tests of that
+// configuration through the API: partial tiles, a window, GQA with seqlen_q != seqlen_k, varlen
+// with seqused_k, softcap.
+std::vector<ApiPick> short_rows_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  const int max_keys = kSm90ShortRowsMaxKeys;
+  std::vector<ApiPick> v;
+  Case c;
+  c = make("short_rows_causal_512_bf16", bf, 64, 2, 512, 512, 8, 8), c.causal = true, v.push_back({c, true});
+  c = make("short_rows_causal_700_fp16", fp, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, true});
+  c = make("short_rows_window_at_bound_bf16", bf, 64, 1, 333, max_keys, 4, 2), c.window_left = 200, c.window_right = 0;
+  v.push_back({c, true});
+  c = make("short_rows_gqa_causal_q300_k1000_softcap_fp16", fp, 64, 2, 300, 1000, 8, 2), c.causal = true;
+  c.softcap = 20.0f, v.push_back({c, true});
+  c = make("short_rows_varlen_causal_seqused_k_bf16", bf, 64, 0, 0, 0, 4, 4);
+  c.lens_q = {129, 1, 640}, c.lens_k = {129, 300, 700}, c.used_k = {129, 1, 650}, c.extra_k = 3, c.causal = true;
+  v.push_back({c, true});
+  // Not picked: past the bound, no mask, another head dim.
+  c = make("short_rows_causal_past_bound_fp16", fp, 64, 1, 300, max_keys + 1, 2, 2), c.causal = true;
+  v.push_back({c, false});
+  c = make("short_rows_noncausal_512_bf16", bf, 64, 2, 512, 512, 4, 4), v.push_back({c, false});
+  c = make("short_rows_causal_d128_bf16", bf, 128, 1, 512, 512, 4, 4), c.causal = true, v.push_back({c, false});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(ShortRows, Sm90ApiPick,
+                         ::testing::ValuesIn(for_variant(short_rows_cases(), sm90_short_rows_launches,
+                                                         "short-rows kernel", 53u)),
                          api_pick_name);
 
 }  // namespace
