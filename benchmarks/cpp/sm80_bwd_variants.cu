@@ -60,6 +60,8 @@ cudaError_t run(int variant, const sm80::KernelParams& kp, float* workspace) {
 #endif
     case 6: return run_variant<kHeadDim, 6>(kp, workspace);
     case 7: return run_variant<kHeadDim, 7>(kp, workspace);
+    case 8: return run_variant<kHeadDim, 8>(kp, workspace);
+    case 9: return run_variant<kHeadDim, 9>(kp, workspace);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -29,13 +29,21 @@ using namespace flashattn::cuda;
 // (v3's tile); 3 = the dQ product in twice the column chunks; 4 = the key-tile-major grid order
 // (see backward_launch.cuh) at every shape; 5 = the thread index read afresh in the prefetch and
 // the epilogue; 6 = v5's production kernel (the A/B reference of v6); 7 = v6 without the folded
-// warp offsets of the fragment addresses. Variants 1-5 are v5's kernel with their one change.
+// warp offsets of the fragment addresses; 8 = the dQ workspace in 8 x 8 blocks (see kBlockedDq);
+// 9 = 8 with variant 1's product order. Variants 1-5 are v5's kernel with their one change.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
   // tile amortises the per-tile barriers and fixed costs over twice the work: +10% at d64 8k).
   static constexpr int kBlockM = kHeadDim <= 64 && kVariant != 2 ? 128 : 64;
-  static constexpr bool kSplitDkDv = kVariant == 1;
+  static constexpr bool kSplitDkDv = kVariant == 1 || kVariant == 9;
+  // The dQ workspace in 8 x 8 blocks: every 8-row band that lies inside the sequence stores its
+  // (8 rows x 8 columns) blocks as 64 consecutive floats (row-major inside the block), so one
+  // paired reduction of a warp (8 rows x 8 columns of an m16n8 accumulator) covers 256 contiguous
+  // bytes, two cache lines, instead of one 32-byte sector in each of 8 rows (8 lines). FA2 lays
+  // its dQ accumulator out so that each of its reductions covers one line. Bands with rows past
+  // the end of the sequence stay row-major; the dQ conversion reads both (KernelParams::dq_blocked).
+  static constexpr bool kBlockedDq = kVariant == 8 || kVariant == 9;
   static constexpr bool kForceKeyTileMajor = kVariant == 4;
   static constexpr bool kFreshThreadIndex = kVariant == 5;
   // Variant 6 is v5's kernel (the A/B reference): every prefetch recomputes its addresses from
@@ -500,6 +508,39 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       // for whole tiles of the kernel's own head dim, which need no bounds either).
       const int r = row3 + g;
       const int c = dcol0 + tig * 2;
+      if constexpr (Cfg::kBlockedDq) {
+        // Block (band, column block) at band * headdim + column block * 64; the pair of lane
+        // (g, tig) at g * 8 + tig * 2 = 2 * lane inside it.
+        if (full_tile) {
+          float* dst = dq_accum + row3 * kHeadDim + (dcol0 / 8) * 64 + 2 * lane;
+#pragma unroll
+          for (int mf = 0; mf < kMF3; ++mf)
+#pragma unroll
+            for (int nf = 0; nf < kNF3; ++nf)
+#pragma unroll
+              for (int half = 0; half < 2; ++half)
+                atomic_add_pair(dst + (2 * mf + half) * 8 * kHeadDim + nf * 64, acc_dq[mf][nf][2 * half],
+                                acc_dq[mf][nf][2 * half + 1]);
+        } else {
+#pragma unroll
+          for (int mf = 0; mf < kMF3; ++mf)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int band = row3 + mf * 16 + half * 8;  // first row of this accumulator's band
+              const bool blocked = band + 8 <= rows_valid;
+              float* dst = blocked ? dq_accum + band * p.headdim + (dcol0 / 8) * 64 + 2 * lane
+                                   : dq_accum + (band + g) * p.headdim + c;
+              const int nf_step = blocked ? 64 : 8;
+#pragma unroll
+              for (int nf = 0; nf < kNF3; ++nf) {
+                if (band + g < rows_valid && dcol0 + nf * 8 < p.headdim) {
+                  atomic_add_pair(dst + nf * nf_step, acc_dq[mf][nf][2 * half], acc_dq[mf][nf][2 * half + 1]);
+                }
+              }
+            }
+        }
+        continue;
+      }
       float* dst = dq_accum + r * p.headdim + c;
       if (full_tile) {
 #pragma unroll
