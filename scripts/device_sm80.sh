@@ -98,7 +98,7 @@ fi
 
 # v7 mode (issue 3 part 7, helper s80d): binaries carried in $BIN (flashattn_gpu_tests and
 # flashattn_sm80_bwd_variants built on the development machine; built here when missing). In order:
-# (1) the same-process A/B of the variants in SM80_AB_ORDERS (default "0,8,9 9,8,0": each order is one
+# (1) the same-process A/B of the variants in SM80_AB_ORDERS (default "0,8,9,10 10,9,8,0": each order is one
 # process per shape, so every shape runs in both orders) at SM80_AB_SHAPES; (2) ncu --set full of ours
 # (the variants in SM80_PROFILE_VARIANTS, default 0) and of FA2's main kernel at each shape of
 # SM80_PROFILE_SHAPES ("" skips), with the details page and the per-SASS-line source page as CSV;
@@ -117,7 +117,7 @@ if [ "$what" = v7 ]; then
   fi
   while read -r shape; do
     [ -n "$shape" ] || continue
-    for order in ${SM80_AB_ORDERS:-0,8,9 9,8,0}; do
+    for order in ${SM80_AB_ORDERS:-0,8,9,10 10,9,8,0}; do
       # shellcheck disable=SC2086
       SM80_VARIANT=$order timeout 25 "$V" $shape 20 2>&1 | grep -E "^variant|rror" | sed "s/^/[$order] /" >> "$OUT/ab.log"
     done

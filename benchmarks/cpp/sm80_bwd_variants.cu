@@ -62,6 +62,7 @@ cudaError_t run(int variant, const sm80::KernelParams& kp, float* workspace) {
     case 7: return run_variant<kHeadDim, 7>(kp, workspace);
     case 8: return run_variant<kHeadDim, 8>(kp, workspace);
     case 9: return run_variant<kHeadDim, 9>(kp, workspace);
+    case 10: return run_variant<kHeadDim, 10>(kp, workspace);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -146,8 +147,16 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaEventCreate(&stop));
   std::vector<int> order;
   if (const char* only = std::getenv("SM80_VARIANT")) {
-    for (const char* c = only; *c != 0; ++c)
-      if (*c >= '0' && *c <= '9') order.push_back(*c - '0');
+    for (const char* c = only; *c != 0;) {  // comma-separated numbers
+      char* end = nullptr;
+      const long v = std::strtol(c, &end, 10);
+      if (end == c) {
+        ++c;
+        continue;
+      }
+      order.push_back(static_cast<int>(v));
+      c = end;
+    }
   } else {
     order = {0, 6, 7};
   }
