@@ -6,7 +6,7 @@
 # Expects binaries built on the development machine in .sm80-device/ (carried: build with
 # -DFLASHATTN_CUDA_ARCHS=80 so the API runs the sm80 forward on Hopper too, then copy
 # flashattn_gpu_tests and flashattn_sm80_bench there); builds here when they are missing.
-# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5|v6|v7|clock] [bench head dims...]
+# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5|v6|v7|v7check|clock] [bench head dims...]
 set -u
 what=${1:-all}
 shift || true
@@ -160,6 +160,39 @@ if [ "$what" = v7 ]; then
   fi
   cat "$OUT/ab.log" >> "$OUT/summary.txt"
   (cd "$OUT" && tar czf logs.tgz --remove-files ./*.log 2> /dev/null)
+  cat "$OUT/summary.txt"
+  exit 0
+fi
+
+# v7check mode (the second call of helper s80d, ~130 s): binaries carried in $BIN. The GPU tests
+# (FLASHATTN_CUDA_KERNELS=sm80), memcheck and racecheck on the Sm80Sanitize set run side by side
+# (the tests spend most of their time in the CPU reference), then the deterministic check twice,
+# then alone the A/B of SM80_AB_ORDERS (default "11,0 0,11": v6 = variant 11 against the
+# production kernel, both orders) at SM80_AB_SHAPES. Summary last.
+if [ "$what" = v7check ]; then
+  start=$(date +%s)
+  T=$BIN/flashattn_gpu_tests V=$BIN/flashattn_sm80_bwd_variants
+  (FLASHATTN_CUDA_KERNELS=sm80 timeout ${SM80_TEST_TIMEOUT:-100} "$T" > "$OUT/tests.log" 2>&1
+   echo "gpu tests exit $? at $(( $(date +%s) - start )) s: $(grep -E '^\[  (PASSED|FAILED)  \]|tests ran' "$OUT/tests.log" | tr '\n' ' ')" > "$OUT/tests.sum") &
+  for tool in memcheck racecheck; do
+    (FLASHATTN_CUDA_KERNELS=sm80 timeout 95 compute-sanitizer --tool $tool --error-exitcode 9 "$T" \
+       --gtest_filter='Sm80Sanitize.*' > "$OUT/sanitizer_$tool.log" 2>&1
+     echo "compute-sanitizer $tool exit $? at $(( $(date +%s) - start )) s ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')" > "$OUT/$tool.sum") &
+  done
+  wait
+  cat "$OUT/tests.sum" "$OUT/memcheck.sum" "$OUT/racecheck.sum" >> "$OUT/summary.txt"
+  grep -E "^\[  FAILED  \]|Failure" "$OUT/tests.log" | head -20 >> "$OUT/summary.txt"
+  FLASHATTN_CUDA_KERNELS=sm80 timeout 30 "$T" --gtest_filter='*Deterministic*' --gtest_repeat=2 > "$OUT/deterministic.log" 2>&1
+  echo "deterministic x2 exit $?: $(grep -cE '^\[       OK \]' "$OUT/deterministic.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/deterministic.log") failed" >> "$OUT/summary.txt"
+  while read -r shape; do
+    [ -n "$shape" ] || continue
+    for order in ${SM80_AB_ORDERS:-11,0 0,11}; do
+      # shellcheck disable=SC2086
+      SM80_VARIANT=$order timeout 20 "$V" $shape 20 2>&1 | grep -E "^variant|rror" | sed "s/^/[$order] /" >> "$OUT/summary.txt"
+    done
+  done <<< "${SM80_AB_SHAPES:-$'128 8192 0\n128 2048 1\n64 2048 1\n256 512 1'}"
+  echo "done at $(( $(date +%s) - start )) s" >> "$OUT/summary.txt"
+  (cd "$OUT" && tar czf logs.tgz --remove-files ./*.log ./*.sum 2> /dev/null)
   cat "$OUT/summary.txt"
   exit 0
 fi

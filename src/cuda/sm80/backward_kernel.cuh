@@ -29,9 +29,9 @@ using namespace flashattn::cuda;
 // (v3's tile); 3 = the dQ product in twice the column chunks; 4 = the key-tile-major grid order
 // (see backward_launch.cuh) at every shape; 5 = the thread index read afresh in the prefetch and
 // the epilogue; 6 = v5's production kernel (the A/B reference of v6); 7 = v6 without the folded
-// warp offsets of the fragment addresses; 8 = the dQ workspace in 8 x 8 blocks (see kBlockedDq);
-// 9 = 8 with variant 1's product order; 10 = 8 with the masked path split on the score modifier at
-// compile time (kStaticScoreMod). Variants 1-5 are v5's kernel with their one change.
+// warp offsets of the fragment addresses; 8 = v7 without kStaticScoreMod (v6 with the dQ workspace
+// in 8 x 8 blocks, kBlockedDq); 9 = 8 with variant 1's product order; 11 = v6's production kernel
+// (the A/B reference of v7). Variants 1-5 are the current kernel with their one change.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
@@ -44,10 +44,12 @@ struct BackwardConfig {
   // bytes, two cache lines, instead of one 32-byte sector in each of 8 rows (8 lines). FA2 lays
   // its dQ accumulator out so that each of its reductions covers one line. Bands with rows past
   // the end of the sequence stay row-major; the dQ conversion reads both (KernelParams::dq_blocked).
-  static constexpr bool kBlockedDq = kVariant == 8 || kVariant == 9 || kVariant == 10;
+  // v6's kernel (the A/B reference of v7) is variant 11; 6 and 7 are older references.
+  static constexpr bool kV6OrOlder = kVariant == 6 || kVariant == 7 || kVariant == 11;
+  static constexpr bool kBlockedDq = !kV6OrOlder;
   // The masked path compiled once without and once with the score modifier (softcap, ALiBi)
-  // instead of testing p.score_mod per element.
-  static constexpr bool kStaticScoreMod = kVariant == 10;
+  // instead of testing p.score_mod per element (variants 8 and 9 test it per element as v6 did).
+  static constexpr bool kStaticScoreMod = !kV6OrOlder && kVariant != 8 && kVariant != 9;
   static constexpr bool kForceKeyTileMajor = kVariant == 4;
   static constexpr bool kFreshThreadIndex = kVariant == 5;
   // Variant 6 is v5's kernel (the A/B reference): every prefetch recomputes its addresses from
@@ -531,7 +533,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
         // Block (band, column block) at band * headdim + column block * 64; the pair of lane
         // (g, tig) at g * 8 + tig * 2 = 2 * lane inside it.
         if (full_tile) {
-          float* dst = dq_accum + row3 * kHeadDim + (dcol0 / 8) * 64 + 2 * lane;
+          float* dst = dq_accum + row3 * kHeadDim + (dcol0 / 8) * 64 + 2 * (fresh_thread_index() & 31);
 #pragma unroll
           for (int mf = 0; mf < kMF3; ++mf)
 #pragma unroll
