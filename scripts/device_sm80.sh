@@ -6,7 +6,7 @@
 # Expects binaries built on the development machine in .sm80-device/ (carried: build with
 # -DFLASHATTN_CUDA_ARCHS=80 so the API runs the sm80 forward on Hopper too, then copy
 # flashattn_gpu_tests and flashattn_sm80_bench there); builds here when they are missing.
-# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5|v6|clock] [bench head dims...]
+# Usage: scripts/device_sm80.sh [tests|bench|all|profile|v5|v6|v7|v7check|clock] [bench head dims...]
 set -u
 what=${1:-all}
 shift || true
@@ -93,6 +93,107 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "smi_*.csv")), key=os.path.g
           f" (min {min(r[0] for r in load):.0f}), power median {statistics.median(r[1] for r in load):.0f} W, reasons {reasons}")
 PY
   (cd "$OUT" && tar czf logs.tgz --remove-files ./*.csv 2> /dev/null)
+  exit 0
+fi
+
+# v7 mode (issue 3 part 7, helper s80d): binaries carried in $BIN (flashattn_gpu_tests and
+# flashattn_sm80_bwd_variants built on the development machine; built here when missing). In order:
+# (1) the same-process A/B of the variants in SM80_AB_ORDERS (default "0,8,9,10 10,9,8,0": each order is one
+# process per shape, so every shape runs in both orders) at SM80_AB_SHAPES; (2) ncu --set full of ours
+# (the variants in SM80_PROFILE_VARIANTS, default 0) and of FA2's main kernel at each shape of
+# SM80_PROFILE_SHAPES ("" skips), with the details page and the per-SASS-line source page as CSV;
+# (3) every GPU test with FLASHATTN_CUDA_KERNELS=sm80, the deterministic check twice more, and with
+# SM80_SANITIZE=1 memcheck and racecheck on the Sm80Sanitize set. Summary last; logs in $OUT/*.tgz.
+if [ "$what" = v7 ]; then
+  start=$(date +%s)
+  T=$BIN/flashattn_gpu_tests V=$BIN/flashattn_sm80_bwd_variants
+  if ! "$V" 2>&1 | grep -q usage; then
+    B=build-sm80-device
+    cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_CUDA_ARCHS=80 \
+      -DFLASHATTN_SM80_SASS_80=OFF -DFLASHATTN_BUILD_TOOLS=OFF -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$OUT/build.log" 2>&1 &&
+      timeout 200 cmake --build $B -j16 --target flashattn_gpu_tests flashattn_sm80_bwd_variants >> "$OUT/build.log" 2>&1
+    echo "built here: exit $? at $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+    T=$B/tests/cpp/gpu/flashattn_gpu_tests V=$B/flashattn_sm80_bwd_variants
+  fi
+  while read -r shape; do
+    [ -n "$shape" ] || continue
+    for order in ${SM80_AB_ORDERS:-0,8,9,10 10,9,8,0}; do
+      # shellcheck disable=SC2086
+      SM80_VARIANT=$order timeout 25 "$V" $shape 20 2>&1 | grep -E "^variant|rror" | sed "s/^/[$order] /" >> "$OUT/ab.log"
+    done
+  done <<< "${SM80_AB_SHAPES:-$'128 8192 0\n128 2048 1\n128 512 1\n64 8192 0\n64 2048 1\n64 512 1\n256 8192 0\n256 2048 1\n256 512 1'}"
+  echo "A/B done at $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+  mkdir -p /tmp/prof
+  ncu_args=(--clock-control none --set full --import-source no -c 1 -f)
+  while read -r shape; do
+    [ -n "$shape" ] || continue
+    tag=$(echo "$shape" | tr ' ' '_')
+    for v in ${SM80_PROFILE_VARIANTS:-0}; do
+      # shellcheck disable=SC2086
+      SM80_VARIANT=$v timeout 60 ncu "${ncu_args[@]}" -k regex:backward_kernel -o /tmp/prof/ours${v}_$tag "$V" $shape 1 >> "$OUT/ncu_run.log" 2>&1
+      echo "ncu ours variant $v $shape exit $? at $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+    done
+    # shellcheck disable=SC2086
+    timeout 90 ncu "${ncu_args[@]}" -k regex:flash_bwd_dq_dk_dv -o /tmp/prof/fa2_$tag python3 benchmarks/cpp/sm80_fa2_profile.py $shape >> "$OUT/ncu_run.log" 2>&1
+    echo "ncu fa2 $shape exit $? at $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+  done <<< "${SM80_PROFILE_SHAPES-$'128 8192 0\n64 512 1'}"
+  for rep in /tmp/prof/*.ncu-rep; do
+    [ -f "$rep" ] || continue
+    r=$(basename "$rep" .ncu-rep)
+    timeout 30 ncu --import "$rep" --page details --print-details all > "/tmp/prof/${r}_details.txt" 2>&1
+    timeout 30 ncu --import "$rep" --page source --csv --print-source sass > "/tmp/prof/${r}_sass.csv" 2>&1
+    timeout 30 ncu --import "$rep" --page raw --csv > "/tmp/prof/${r}_raw.csv" 2>&1
+  done
+  (cd /tmp/prof && rm -f ./*.ncu-rep && tar czf "$OUT/prof.tgz" . 2> /dev/null)
+  echo "profiles exported at $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+  FLASHATTN_CUDA_KERNELS=sm80 timeout ${SM80_TEST_TIMEOUT:-120} "$T" > "$OUT/tests.log" 2>&1
+  echo "gpu tests exit $? at $(( $(date +%s) - start )) s: $(grep -E '^\[  (PASSED|FAILED)  \]|tests ran' "$OUT/tests.log" | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+  grep -E "^\[  FAILED  \]|Failure" "$OUT/tests.log" | head -20 | tee -a "$OUT/summary.txt"
+  FLASHATTN_CUDA_KERNELS=sm80 timeout 40 "$T" --gtest_filter='*Deterministic*' --gtest_repeat=2 > "$OUT/deterministic.log" 2>&1
+  echo "deterministic x2 exit $?: $(grep -cE '^\[       OK \]' "$OUT/deterministic.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/deterministic.log") failed" | tee -a "$OUT/summary.txt"
+  if [ "${SM80_SANITIZE:-0}" = 1 ]; then
+    for tool in memcheck racecheck; do
+      FLASHATTN_CUDA_KERNELS=sm80 timeout 75 compute-sanitizer --tool $tool --error-exitcode 9 "$T" \
+        --gtest_filter='Sm80Sanitize.*' > "$OUT/sanitizer_$tool.log" 2>&1
+      echo "compute-sanitizer $tool exit $? at $(( $(date +%s) - start )) s ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+    done
+  fi
+  cat "$OUT/ab.log" >> "$OUT/summary.txt"
+  (cd "$OUT" && tar czf logs.tgz --remove-files ./*.log 2> /dev/null)
+  cat "$OUT/summary.txt"
+  exit 0
+fi
+
+# v7check mode (the second call of helper s80d, ~130 s): binaries carried in $BIN. The GPU tests
+# (FLASHATTN_CUDA_KERNELS=sm80), memcheck and racecheck on the Sm80Sanitize set run side by side
+# (the tests spend most of their time in the CPU reference), then the deterministic check twice,
+# then alone the A/B of SM80_AB_ORDERS (default "11,0 0,11": v6 = variant 11 against the
+# production kernel, both orders) at SM80_AB_SHAPES. Summary last.
+if [ "$what" = v7check ]; then
+  start=$(date +%s)
+  T=$BIN/flashattn_gpu_tests V=$BIN/flashattn_sm80_bwd_variants
+  (FLASHATTN_CUDA_KERNELS=sm80 timeout ${SM80_TEST_TIMEOUT:-100} "$T" > "$OUT/tests.log" 2>&1
+   echo "gpu tests exit $? at $(( $(date +%s) - start )) s: $(grep -E '^\[  (PASSED|FAILED)  \]|tests ran' "$OUT/tests.log" | tr '\n' ' ')" > "$OUT/tests.sum") &
+  for tool in memcheck racecheck; do
+    (FLASHATTN_CUDA_KERNELS=sm80 timeout 95 compute-sanitizer --tool $tool --error-exitcode 9 "$T" \
+       --gtest_filter='Sm80Sanitize.*' > "$OUT/sanitizer_$tool.log" 2>&1
+     echo "compute-sanitizer $tool exit $? at $(( $(date +%s) - start )) s ($(grep -c 'OK \]' "$OUT/sanitizer_$tool.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')" > "$OUT/$tool.sum") &
+  done
+  wait
+  cat "$OUT/tests.sum" "$OUT/memcheck.sum" "$OUT/racecheck.sum" >> "$OUT/summary.txt"
+  grep -E "^\[  FAILED  \]|Failure" "$OUT/tests.log" | head -20 >> "$OUT/summary.txt"
+  FLASHATTN_CUDA_KERNELS=sm80 timeout 30 "$T" --gtest_filter='*Deterministic*' --gtest_repeat=2 > "$OUT/deterministic.log" 2>&1
+  echo "deterministic x2 exit $?: $(grep -cE '^\[       OK \]' "$OUT/deterministic.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/deterministic.log") failed" >> "$OUT/summary.txt"
+  while read -r shape; do
+    [ -n "$shape" ] || continue
+    for order in ${SM80_AB_ORDERS:-11,0 0,11}; do
+      # shellcheck disable=SC2086
+      SM80_VARIANT=$order timeout 20 "$V" $shape 20 2>&1 | grep -E "^variant|rror" | sed "s/^/[$order] /" >> "$OUT/summary.txt"
+    done
+  done <<< "${SM80_AB_SHAPES:-$'128 8192 0\n128 2048 1\n64 2048 1\n256 512 1'}"
+  echo "done at $(( $(date +%s) - start )) s" >> "$OUT/summary.txt"
+  (cd "$OUT" && tar czf logs.tgz --remove-files ./*.log ./*.sum 2> /dev/null)
+  cat "$OUT/summary.txt"
   exit 0
 fi
 

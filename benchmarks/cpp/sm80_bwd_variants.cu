@@ -4,7 +4,8 @@
 // whole backward (prepare, main, dQ conversion) and its dq/dk/dv are compared with the first one's.
 //
 // Usage: flashattn_sm80_bwd_variants headdim seqlen causal [reps]
-//   SM80_VARIANT=6,0,7 runs only those, in that order (the first one's gradients are the reference).
+//   SM80_VARIANT=11,0 runs only those, in that order (comma-separated; the first one's gradients are
+//   the reference).
 // Prints one line per variant: variant, ms (median), TFLOP/s (2.5x the forward's FLOPs), max |diff|.
 // Variants 1-5 (experiments of v4/v5) are compiled only with -DSM80_BWD_ALL_VARIANTS.
 #include <cuda_bf16.h>
@@ -60,6 +61,9 @@ cudaError_t run(int variant, const sm80::KernelParams& kp, float* workspace) {
 #endif
     case 6: return run_variant<kHeadDim, 6>(kp, workspace);
     case 7: return run_variant<kHeadDim, 7>(kp, workspace);
+    case 8: return run_variant<kHeadDim, 8>(kp, workspace);
+    case 9: return run_variant<kHeadDim, 9>(kp, workspace);
+    case 11: return run_variant<kHeadDim, 11>(kp, workspace);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -144,10 +148,18 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaEventCreate(&stop));
   std::vector<int> order;
   if (const char* only = std::getenv("SM80_VARIANT")) {
-    for (const char* c = only; *c != 0; ++c)
-      if (*c >= '0' && *c <= '9') order.push_back(*c - '0');
+    for (const char* c = only; *c != 0;) {  // comma-separated numbers
+      char* end = nullptr;
+      const long v = std::strtol(c, &end, 10);
+      if (end == c) {
+        ++c;
+        continue;
+      }
+      order.push_back(static_cast<int>(v));
+      c = end;
+    }
   } else {
-    order = {0, 6, 7};
+    order = {0, 11};
   }
   for (int variant : order) {
     for (uint16_t* g : {dq, dk, dv}) CHECK_CUDA(cudaMemset(g, 0xff, elems * 2));  // poison (NaN)

@@ -29,13 +29,27 @@ using namespace flashattn::cuda;
 // (v3's tile); 3 = the dQ product in twice the column chunks; 4 = the key-tile-major grid order
 // (see backward_launch.cuh) at every shape; 5 = the thread index read afresh in the prefetch and
 // the epilogue; 6 = v5's production kernel (the A/B reference of v6); 7 = v6 without the folded
-// warp offsets of the fragment addresses. Variants 1-5 are v5's kernel with their one change.
+// warp offsets of the fragment addresses; 8 = v7 without kStaticScoreMod (v6 with the dQ workspace
+// in 8 x 8 blocks, kBlockedDq); 9 = 8 with variant 1's product order; 11 = v6's production kernel
+// (the A/B reference of v7). Variants 1-5 are the current kernel with their one change.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
   // tile amortises the per-tile barriers and fixed costs over twice the work: +10% at d64 8k).
   static constexpr int kBlockM = kHeadDim <= 64 && kVariant != 2 ? 128 : 64;
-  static constexpr bool kSplitDkDv = kVariant == 1;
+  static constexpr bool kSplitDkDv = kVariant == 1 || kVariant == 9;
+  // The dQ workspace in 8 x 8 blocks: every 8-row band that lies inside the sequence stores its
+  // (8 rows x 8 columns) blocks as 64 consecutive floats (row-major inside the block), so one
+  // paired reduction of a warp (8 rows x 8 columns of an m16n8 accumulator) covers 256 contiguous
+  // bytes, two cache lines, instead of one 32-byte sector in each of 8 rows (8 lines). FA2 lays
+  // its dQ accumulator out so that each of its reductions covers one line. Bands with rows past
+  // the end of the sequence stay row-major; the dQ conversion reads both (KernelParams::dq_blocked).
+  // v6's kernel (the A/B reference of v7) is variant 11; 6 and 7 are older references.
+  static constexpr bool kV6OrOlder = kVariant == 6 || kVariant == 7 || kVariant == 11;
+  static constexpr bool kBlockedDq = !kV6OrOlder;
+  // The masked path compiled once without and once with the score modifier (softcap, ALiBi)
+  // instead of testing p.score_mod per element (variants 8 and 9 test it per element as v6 did).
+  static constexpr bool kStaticScoreMod = !kV6OrOlder && kVariant != 8 && kVariant != 9;
   static constexpr bool kForceKeyTileMajor = kVariant == 4;
   static constexpr bool kFreshThreadIndex = kVariant == 5;
   // Variant 6 is v5's kernel (the A/B reference): every prefetch recomputes its addresses from
@@ -330,47 +344,62 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
             }
         }
       } else {
-        const float slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.0f;
+        // Masked or score-modified tiles, element by element. kMod 2 tests p.score_mod per element
+        // (v6: every element's exp then sits in its own basic block behind a uniform branch, so the
+        // compiler cannot interleave them); kStaticScoreMod takes that test out of the loop.
+        auto masked_tile = [&](auto mod_tag) {
+          constexpr int kMod = decltype(mod_tag)::value;  // 0: no score mod, 1: score mod, 2: test per element
+          const float slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.0f;
 #pragma unroll
-        for (int mf = 0; mf < kMF1; ++mf)
+          for (int mf = 0; mf < kMF1; ++mf)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int r = row1 + mf * 16 + g + half * 8;
-            const int64_t j = n0 + r;
-            // Query columns (inside the tile) that see key j: the mask policy's inequalities
-            // solved for i.
-            const int64_t lo = p.mask.window_right < 0 ? INT64_MIN / 2 : j - diag - p.mask.window_right;
-            const int64_t hi = p.mask.window_left < 0 ? INT64_MAX / 2 : j - diag + p.mask.window_left + 1;
-            const int col_lo = static_cast<int>(max(min(lo - m0, int64_t(kBlockM)), int64_t(0)));
-            const int col_hi = j < seq.len_k ? static_cast<int>(max(min(hi - m0, int64_t(kBlockM)), int64_t(0))) : 0;
-            const int diag_col = static_cast<int>(j - diag - m0);  // the query column on this key's diagonal
+            for (int half = 0; half < 2; ++half) {
+              const int r = row1 + mf * 16 + g + half * 8;
+              const int64_t j = n0 + r;
+              // Query columns (inside the tile) that see key j: the mask policy's inequalities
+              // solved for i.
+              const int64_t lo = p.mask.window_right < 0 ? INT64_MIN / 2 : j - diag - p.mask.window_right;
+              const int64_t hi = p.mask.window_left < 0 ? INT64_MAX / 2 : j - diag + p.mask.window_left + 1;
+              const int col_lo = static_cast<int>(max(min(lo - m0, int64_t(kBlockM)), int64_t(0)));
+              const int col_hi = j < seq.len_k ? static_cast<int>(max(min(hi - m0, int64_t(kBlockM)), int64_t(0))) : 0;
+              const int diag_col = static_cast<int>(j - diag - m0);  // the query column on this key's diagonal
 #pragma unroll
-            for (int nf = 0; nf < kNF1; ++nf) {
-              const int c = col1 + nf * 8 + tig * 2;
-              float prob[2];
+              for (int nf = 0; nf < kNF1; ++nf) {
+                const int c = col1 + nf * 8 + tig * 2;
+                float prob[2];
 #pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const float lse = smem_lse[stage * kBlockM + c + e];
-                const float lse_log2 = lse == -INFINITY ? INFINITY : lse * kLog2e;
-                const float raw = st[mf][nf][2 * half + e];
-                float x_log2, dscore_draw;
-                if (p.score_mod) {
-                  const float capped = p.score.apply(raw);
-                  float x = capped;
-                  if (p.alibi_slopes != nullptr) x += alibi_bias(slope, c + e, diag_col, 0);
-                  x_log2 = x * kLog2e;
-                  dscore_draw = p.score.derivative_from_score(capped);
-                } else {
-                  x_log2 = raw * p.scale_log2;
-                  dscore_draw = p.score.scale;
+                for (int e = 0; e < 2; ++e) {
+                  const float lse = smem_lse[stage * kBlockM + c + e];
+                  const float lse_log2 = lse == -INFINITY ? INFINITY : lse * kLog2e;
+                  const float raw = st[mf][nf][2 * half + e];
+                  float x_log2, dscore_draw;
+                  if (kMod == 2 ? p.score_mod : kMod == 1) {
+                    const float capped = p.score.apply(raw);
+                    float x = capped;
+                    if (p.alibi_slopes != nullptr) x += alibi_bias(slope, c + e, diag_col, 0);
+                    x_log2 = x * kLog2e;
+                    dscore_draw = p.score.derivative_from_score(capped);
+                  } else {
+                    x_log2 = raw * p.scale_log2;
+                    dscore_draw = p.score.scale;
+                  }
+                  const bool visible = c + e >= col_lo && c + e < col_hi;
+                  prob[e] = visible ? exp2_approx(x_log2 - lse_log2) : 0.0f;
+                  st[mf][nf][2 * half + e] = prob[e] * dscore_draw;
                 }
-                const bool visible = c + e >= col_lo && c + e < col_hi;
-                prob[e] = visible ? exp2_approx(x_log2 - lse_log2) : 0.0f;
-                st[mf][nf][2 * half + e] = prob[e] * dscore_draw;
+                store_p(mf * 16 + half * 8, nf, pack_pair<Element>(prob[0], prob[1]));
               }
-              store_p(mf * 16 + half * 8, nf, pack_pair<Element>(prob[0], prob[1]));
             }
+        };
+        if constexpr (Cfg::kStaticScoreMod) {
+          if (p.score_mod) {
+            masked_tile(std::integral_constant<int, 1>{});
+          } else {
+            masked_tile(std::integral_constant<int, 0>{});
           }
+        } else {
+          masked_tile(std::integral_constant<int, 2>{});
+        }
       }
 
       const auto v1 = WarpFrag<Cfg, KVTile, kHeadDim>::make(smem_base + Cfg::kOffV, lane, Rc::value, row1, 0);
@@ -500,6 +529,39 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
       // for whole tiles of the kernel's own head dim, which need no bounds either).
       const int r = row3 + g;
       const int c = dcol0 + tig * 2;
+      if constexpr (Cfg::kBlockedDq) {
+        // Block (band, column block) at band * headdim + column block * 64; the pair of lane
+        // (g, tig) at g * 8 + tig * 2 = 2 * lane inside it.
+        if (full_tile) {
+          float* dst = dq_accum + row3 * kHeadDim + (dcol0 / 8) * 64 + 2 * (fresh_thread_index() & 31);
+#pragma unroll
+          for (int mf = 0; mf < kMF3; ++mf)
+#pragma unroll
+            for (int nf = 0; nf < kNF3; ++nf)
+#pragma unroll
+              for (int half = 0; half < 2; ++half)
+                atomic_add_pair(dst + (2 * mf + half) * 8 * kHeadDim + nf * 64, acc_dq[mf][nf][2 * half],
+                                acc_dq[mf][nf][2 * half + 1]);
+        } else {
+#pragma unroll
+          for (int mf = 0; mf < kMF3; ++mf)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int band = row3 + mf * 16 + half * 8;  // first row of this accumulator's band
+              const bool blocked = band + 8 <= rows_valid;
+              float* dst = blocked ? dq_accum + band * p.headdim + (dcol0 / 8) * 64 + 2 * lane
+                                   : dq_accum + (band + g) * p.headdim + c;
+              const int nf_step = blocked ? 64 : 8;
+#pragma unroll
+              for (int nf = 0; nf < kNF3; ++nf) {
+                if (band + g < rows_valid && dcol0 + nf * 8 < p.headdim) {
+                  atomic_add_pair(dst + nf * nf_step, acc_dq[mf][nf][2 * half], acc_dq[mf][nf][2 * half + 1]);
+                }
+              }
+            }
+        }
+        continue;
+      }
       float* dst = dq_accum + r * p.headdim + c;
       if (full_tile) {
 #pragma unroll

@@ -26,6 +26,8 @@ bool key_tile_major_pays(const KernelParams& p) {
 template <typename Element, int kHeadDim, int kVariant = 0>
 cudaError_t launch_backward_variant(const KernelParams& p, cudaStream_t stream) {
   using Cfg = BackwardConfig<kHeadDim, kVariant>;
+  KernelParams kp = p;
+  kp.dq_blocked = Cfg::kBlockedDq;
   const dim3 row_grid((p.seqlen_q + kRowsPerBlock - 1) / kRowsPerBlock, p.nheads_q, p.batch);
   if (p.seqlen_q > 0) {
     const int prepare_rows = prepare_rows_per_block(p.headdim_chunks);
@@ -39,7 +41,6 @@ cudaError_t launch_backward_variant(const KernelParams& p, cudaStream_t stream) 
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     if (err != cudaSuccess) return err;
     const int num_n = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-    KernelParams kp = p;
     kp.key_tile_major = (Cfg::kForceKeyTileMajor || key_tile_major_pays<kHeadDim>(p)) && num_n <= 65535;
     const dim3 grid = kp.key_tile_major ? dim3(p.nheads_kv, p.batch, num_n) : dim3(num_n, p.nheads_kv, p.batch);
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(kp);
@@ -47,7 +48,7 @@ cudaError_t launch_backward_variant(const KernelParams& p, cudaStream_t stream) 
     if (err != cudaSuccess) return err;
   }
   if (p.seqlen_q > 0) {
-    backward_convert_dq_kernel<Element><<<row_grid, kRowsPerBlock * 32, 0, stream>>>(p);
+    backward_convert_dq_kernel<Element><<<row_grid, kRowsPerBlock * 32, 0, stream>>>(kp);
     return cudaGetLastError();
   }
   return cudaSuccess;

@@ -1,6 +1,7 @@
 // The row-wise kernels around the backward main kernel: D = rowsum(dO * O) with the dQ
 // workspace zeroed before it, and the fp32 dQ workspace converted to the output dtype after it.
-// One 16-byte chunk per lane (head dims up to 256 are 32 chunks). The conversion takes one warp
+// One 16-byte chunk per lane (head dims up to 256 are 32 chunks). The preparation zeroes whole
+// rows, which serves either dQ workspace layout (the blocked one permutes inside 8-row bands). The conversion takes one warp
 // per query row; the preparation packs 32 / prepare_lanes_per_row rows into a warp, so that every
 // lane loads (one row per warp left half the lanes idle at d128 and three quarters at d64, and
 // the kernel took 87 us where FA2's took 68 at d128 seqlen 512 causal).
@@ -75,7 +76,12 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) backward_convert_dq_kernel
   const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
   if (i >= seq.len_q || lane >= p.headdim_chunks) return;
   const int64_t row = static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, i);
-  const float4* acc = reinterpret_cast<const float4*>(p.dq_accum + row * p.headdim + lane * 8);
+  // Blocked layout (see KernelParams::dq_blocked): row i's 8 columns of chunk `lane` are row i % 8
+  // of the band's column block `lane`, 64 floats per block.
+  const int in_band = i & 7;
+  const bool blocked = p.dq_blocked && i - in_band + 8 <= seq.len_q;
+  const int64_t offset = blocked ? (row - in_band) * p.headdim + lane * 64 + in_band * 8 : row * p.headdim + lane * 8;
+  const float4* acc = reinterpret_cast<const float4*>(p.dq_accum + offset);
   const float4 lo = acc[0], hi = acc[1];
   uint4 packed;
   packed.x = pack_pair<Element>(lo.x, lo.y);

@@ -40,6 +40,9 @@ struct KernelParams {
   // Backward grid order, set by the launch: (key tiles, KV heads, batch) with the key tile
   // fastest, or with key_tile_major (KV heads, batch, key tiles) with the key tile slowest.
   bool key_tile_major = false;
+  // dQ workspace layout, set by the launch from the main kernel's BackwardConfig::kBlockedDq:
+  // 8-row bands inside the sequence in 8 x 8 blocks of 64 consecutive floats, else row-major.
+  bool dq_blocked = false;
 };
 
 KernelParams make_params(const AttentionProblem& p);
