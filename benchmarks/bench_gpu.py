@@ -10,6 +10,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import sys
 
 import torch
@@ -73,6 +74,18 @@ IMPLS = {
 }
 
 
+def ours_with_env(name, value):
+    """Ours with one environment variable set around each call (the library reads its overrides,
+    FLASHATTN_SM90_VARIANT and FLASHATTN_SM90_CAUSAL_GROUPS, at every call): an A/B in one run."""
+    def run(q, k, v, causal):
+        os.environ[name] = value
+        try:
+            return ours_fwd(q, k, v, causal)
+        finally:
+            del os.environ[name]
+    return run
+
+
 def time_impl(fn, q, k, v, causal, do):
     """Returns (forward ms, backward ms); backward = (forward + backward) - forward."""
     try:
@@ -127,7 +140,13 @@ def main():
     ap.add_argument("--headdims", default="64,128,256")
     ap.add_argument("--seqlens", default=None, help="comma-separated; default: the protocol's (--quick: 512,2k,8k)")
     ap.add_argument("--fwd-only", action="store_true", help="time the forward only")
+    ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="also time ours with this environment variable set (repeatable); rows get "
+                         "'flashattn[NAME=VALUE]_fwd_tflops' and the like, the log a line each")
     args = ap.parse_args()
+    for setting in args.ours_env:
+        name, _, value = setting.partition("=")
+        IMPLS[f"flashattn[{setting}]"] = ours_with_env(name, value)
     HEADDIMS[:] = [int(d) for d in args.headdims.split(",")]
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     torch.manual_seed(0)
@@ -161,6 +180,10 @@ def main():
                                                 if ours and row.get(f"fa2_{direction}_tflops") else None)
         rows.append(row)
         print(format_row(row), file=sys.stderr, flush=True)
+        for name in IMPLS:
+            if name.startswith("flashattn["):
+                print(f"    {name}: fwd {fmt(row[name + '_fwd_tflops'])} bwd {fmt(row[name + '_bwd_tflops'])}",
+                      file=sys.stderr, flush=True)
         del q, k, v, do
     if args.out:
         with open(args.out, "w") as f:

@@ -60,9 +60,22 @@ def ours_with_variant(name):
     return run
 
 
+def ours_with_causal_groups(name):
+    """Ours with FLASHATTN_SM90_CAUSAL_GROUPS set (all, l2 or one; read at every launch): the causal
+    tiles' head groups (src/cuda/sm90/launch.h), to time them in one process."""
+    def run(q, k, v, causal):
+        os.environ["FLASHATTN_SM90_CAUSAL_GROUPS"] = name
+        try:
+            return flashattn.flash_attn_func(q, k, v, causal=causal)
+        finally:
+            del os.environ["FLASHATTN_SM90_CAUSAL_GROUPS"]
+    return run
+
+
 IMPLS = {
     "flashattn": lambda q, k, v, causal: flashattn.flash_attn_func(q, k, v, causal=causal),
     **{f"flashattn_{v}": ours_with_variant(v) for v in ("default", "static", "wide", "short_rows")},
+    **{f"flashattn_groups_{g}": ours_with_causal_groups(g) for g in ("all", "l2", "one")},
     "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
     "fa2": sdpa(SDPBackend.FLASH_ATTENTION),
 }

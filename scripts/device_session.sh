@@ -9,6 +9,8 @@
 #   scripts/device_session.sh verify  # tests (sm80 forward forced too), sanitizers, CLI, quick bench
 #   scripts/device_session.sh probe   # Python GPU tests, host/kernel profile, clock probe, quick bench
 #   scripts/device_session.sh measure # MEASURE_* tests, sanitizers, sustained-window harness, package
+#   scripts/device_session.sh clock   # clock_probe.py per line of CLOCK_RUNS (in-process sustained A/B)
+#   scripts/device_session.sh gpubench  # bench_gpu.py with GPU_BENCH_ARGS only (e.g. an --ours-env A/B)
 #   scripts/device_session.sh all
 #
 # Logs, JSON and charts go to $OUT; short summaries print last.
@@ -157,6 +159,19 @@ measure() {
   (cd "$OUT" && tar czf logs.tgz ./*.log ./*.csv ./*.err 2>/dev/null && rm -f ./*.log ./*.csv ./*.err)
 }
 
+# benchmarks/clock_probe.py once per line of CLOCK_RUNS (its arguments): sustained in-process A/B
+# of implementations, e.g. "--headdim 128 --seqlen 512 --causal --impls flashattn_groups_l2,flashattn_groups_one".
+clock_runs() {
+  local line i=0
+  while read -r line; do
+    [ -n "$line" ] || continue
+    i=$((i + 1))
+    PYTHONPATH="$PWD/python" timeout 120 python3 benchmarks/clock_probe.py $line --out "$OUT/clock_$i.json" \
+      > "$OUT/clock_$i.log" 2>&1
+    echo "clock_probe $line: exit $?"; tail -n +2 "$OUT/clock_$i.log" | grep -v '^{'
+  done <<< "${CLOCK_RUNS:-}"
+}
+
 cpu_bench() {
   # Two threads is what CI machines have; sixteen is this host. Longer sequences only at sixteen.
   for threads in 16 2; do
@@ -178,6 +193,8 @@ case "$what" in
   cli) build && cli_gpu ;;
   verify) build && verify ;;
   probe) build && probe ;;
+  clock) build && clock_runs ;;
+  gpubench) build && gpu_bench ;;
   # MEASURE_BIN=<folder>: binaries built on the development machine (carried; flashattn_sm90_variants
   # and tests/cpp/gpu/flashattn_gpu_tests inside, libraries in lib/) instead of a build here.
   measure) if [ -n "${MEASURE_BIN:-}" ]; then BUILD=$MEASURE_BIN; export LD_LIBRARY_PATH="$PWD/$BUILD/lib"; else build; fi &&
