@@ -48,34 +48,24 @@ def sdpa(backend):
     return run
 
 
-def ours_with_variant(name):
-    """Ours with FLASHATTN_SM90_VARIANT set (read by the library at every call, overriding its
-    choice of sm90 kernel; default, static, wide or short_rows), to time them in one process."""
+def ours_with_env(name, value):
+    """Ours with one of the library's overrides set around each call (it reads them at every call):
+    FLASHATTN_SM90_VARIANT (default, static, wide, short_rows) picks the sm90 kernel,
+    FLASHATTN_SM90_CAUSAL_GROUPS (all, l2, one) the causal tiles' head groups; so one process can
+    time them side by side."""
     def run(q, k, v, causal):
-        os.environ["FLASHATTN_SM90_VARIANT"] = name
+        os.environ[name] = value
         try:
             return flashattn.flash_attn_func(q, k, v, causal=causal)
         finally:
-            del os.environ["FLASHATTN_SM90_VARIANT"]
-    return run
-
-
-def ours_with_causal_groups(name):
-    """Ours with FLASHATTN_SM90_CAUSAL_GROUPS set (all, l2 or one; read at every launch): the causal
-    tiles' head groups (src/cuda/sm90/launch.h), to time them in one process."""
-    def run(q, k, v, causal):
-        os.environ["FLASHATTN_SM90_CAUSAL_GROUPS"] = name
-        try:
-            return flashattn.flash_attn_func(q, k, v, causal=causal)
-        finally:
-            del os.environ["FLASHATTN_SM90_CAUSAL_GROUPS"]
+            del os.environ[name]
     return run
 
 
 IMPLS = {
     "flashattn": lambda q, k, v, causal: flashattn.flash_attn_func(q, k, v, causal=causal),
-    **{f"flashattn_{v}": ours_with_variant(v) for v in ("default", "static", "wide", "short_rows")},
-    **{f"flashattn_groups_{g}": ours_with_causal_groups(g) for g in ("all", "l2", "one")},
+    **{f"flashattn_{v}": ours_with_env("FLASHATTN_SM90_VARIANT", v) for v in ("default", "static", "wide", "short_rows")},
+    **{f"flashattn_groups_{g}": ours_with_env("FLASHATTN_SM90_CAUSAL_GROUPS", g) for g in ("all", "l2", "one")},
     "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
     "fa2": sdpa(SDPBackend.FLASH_ATTENTION),
 }
