@@ -35,8 +35,9 @@ int64_t sm90_pack_gqa_launches();
 //  - unmasked problems up to head dim 128 with at most kSm90StaticUnmaskedMaxKeys keys.
 // Measured with sustained windows (docs/perf.md, v8): with the causal orders below, static +2-17%
 // at hdim 128 causal 512-16k, +2% at hdim 64 causal 2k-4k (dynamic +2% at 8k); unmasked hdim 128
-// 512 +4% (two calls), hdim 64 1k-2k +2-3%. v5's choice (static only for masked rows up to 2k)
-// came from short timing windows, which read high (v8).
+// 512 +4% (two calls), hdim 64 1k +2% (2k +3% at hdim 64 but a tie at hdim 128, so the bound
+// stays at 1k). v5's choice (static only for masked rows up to 2k) came from short timing
+// windows, which read high (v8).
 constexpr int kSm90StaticScheduleMaxKeys = 2048;
 constexpr int kSm90StaticCausalMaxKeysHdim64 = 4096;
 constexpr int kSm90StaticUnmaskedMaxKeys = 1024;
