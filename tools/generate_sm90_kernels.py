@@ -89,55 +89,43 @@ def write_wgmma_header():
     (ROOT / "src/cuda/sm90/wgmma_ops.h").write_text("".join(parts))
 
 
+def instantiation(config, guard=None):
+    """One generated file: the explicit instantiation of launch_forward for `config`, inside
+    `#if guard` when given."""
+    body = ("namespace flashattn {\nnamespace sm90 {\n"
+            f"template Status launch_forward<{config}>(const AttentionProblem&);\n"
+            "}  // namespace sm90\n}  // namespace flashattn\n")
+    if guard:
+        body = f"#if {guard}\n{body}#endif\n"
+    return LICENSE_LINE + '#include "cuda/sm90/launch.h"\n\n' + body
+
+
 def write_instantiations():
     out_dir = ROOT / "src/cuda/instantiations"
     out_dir.mkdir(parents=True, exist_ok=True)
     for dt, ctype in DTYPES.items():
         for hd in HEAD_DIMS:
-            text = (LICENSE_LINE +
-                    '#include "cuda/sm90/launch.h"\n\n'
-                    "namespace flashattn {\nnamespace sm90 {\n"
-                    f"template Status launch_forward<KernelConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
-                    "}  // namespace sm90\n}  // namespace flashattn\n")
-            (out_dir / f"sm90_fwd_{dt}_hdim{hd}.cu").write_text(text)
+            files = {f"sm90_fwd_{dt}_hdim{hd}.cu": instantiation(f"KernelConfig<{hd}, {ctype}>")}
             # GQA head packing (config.h PackGqaConfig): off by default, reached only through
             # sm90_forward_pack_gqa (src/cuda/sm90/pack_gqa_api.h), in its own file so the default
             # instantiation's object is untouched.
-            text = (LICENSE_LINE +
-                    '#include "cuda/sm90/launch.h"\n\n'
-                    "namespace flashattn {\nnamespace sm90 {\n"
-                    f"template Status launch_forward<PackGqaConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
-                    "}  // namespace sm90\n}  // namespace flashattn\n")
-            (out_dir / f"sm90_fwd_pack_gqa_{dt}_hdim{hd}.cu").write_text(text)
+            files[f"sm90_fwd_pack_gqa_{dt}_hdim{hd}.cu"] = instantiation(f"PackGqaConfig<{hd}, {ctype}>")
             # The static schedule for short masked problems (config.h StaticScheduleConfig). Where
             # the static schedule is the default (FLASHATTN_SM90_DEFAULT_DYNAMIC=0) it is the
             # default instantiation, so this file is empty there.
-            text = (LICENSE_LINE +
-                    '#include "cuda/sm90/launch.h"\n\n'
-                    "#if !defined(FLASHATTN_SM90_DEFAULT_DYNAMIC) || FLASHATTN_SM90_DEFAULT_DYNAMIC\n"
-                    "namespace flashattn {\nnamespace sm90 {\n"
-                    f"template Status launch_forward<StaticScheduleConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
-                    "}  // namespace sm90\n}  // namespace flashattn\n"
-                    "#endif\n")
-            (out_dir / f"sm90_fwd_static_{dt}_hdim{hd}.cu").write_text(text)
+            files[f"sm90_fwd_static_{dt}_hdim{hd}.cu"] = instantiation(
+                f"StaticScheduleConfig<{hd}, {ctype}>",
+                "!defined(FLASHATTN_SM90_DEFAULT_DYNAMIC) || FLASHATTN_SM90_DEFAULT_DYNAMIC")
             # Wide key blocks (config.h WideKeyBlockConfig): its own configuration at head dim 128
             # only; elsewhere it is the default instantiation.
             if hd in WIDE_KEY_HEAD_DIMS:
-                text = (LICENSE_LINE +
-                        '#include "cuda/sm90/launch.h"\n\n'
-                        "namespace flashattn {\nnamespace sm90 {\n"
-                        f"template Status launch_forward<WideKeyBlockConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
-                        "}  // namespace sm90\n}  // namespace flashattn\n")
-                (out_dir / f"sm90_fwd_wide_{dt}_hdim{hd}.cu").write_text(text)
+                files[f"sm90_fwd_wide_{dt}_hdim{hd}.cu"] = instantiation(f"WideKeyBlockConfig<{hd}, {ctype}>")
             # 128-row tiles for short rows (config.h ShortRowsConfig): its own configuration where
             # the default has three consumer warpgroups; elsewhere the static-schedule one.
             if hd in SHORT_ROWS_HEAD_DIMS:
-                text = (LICENSE_LINE +
-                        '#include "cuda/sm90/launch.h"\n\n'
-                        "namespace flashattn {\nnamespace sm90 {\n"
-                        f"template Status launch_forward<ShortRowsConfig<{hd}, {ctype}>>(const AttentionProblem&);\n"
-                        "}  // namespace sm90\n}  // namespace flashattn\n")
-                (out_dir / f"sm90_fwd_short_rows_{dt}_hdim{hd}.cu").write_text(text)
+                files[f"sm90_fwd_short_rows_{dt}_hdim{hd}.cu"] = instantiation(f"ShortRowsConfig<{hd}, {ctype}>")
+            for name, text in files.items():
+                (out_dir / name).write_text(text)
 
 
 if __name__ == "__main__":
