@@ -22,6 +22,7 @@ namespace {
 // (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), the wide key blocks
 // (sm90::WideKeyBlockConfig) or 128-row tiles for short rows (sm90::ShortRowsConfig).
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kWideKeyBlocks, kShortRows };
+constexpr int kVariantCount = int(Variant::kShortRows) + 1;  // keep the last one named here
 
 template <class Default, class Packed, class Static, class Wide, class ShortRows>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
@@ -131,10 +132,16 @@ Status sm90_supports_forward(const AttentionProblem& p) {
 
 namespace {
 
-std::atomic<int64_t> g_pack_gqa_launches{0};
-std::atomic<int64_t> g_static_schedule_launches{0};
-std::atomic<int64_t> g_wide_key_block_launches{0};
-std::atomic<int64_t> g_short_rows_launches{0};
+// Launches of each variant through the API so far in this process (tests check that the API took
+// the kernel its rule names); indexed by Variant.
+std::atomic<int64_t> g_launches[kVariantCount];
+
+Status launch_counted(const AttentionProblem& p, Variant variant) {
+  g_launches[int(variant)].fetch_add(1, std::memory_order_relaxed);
+  return dispatch(p, true, variant);
+}
+
+int64_t launches_of(Variant variant) { return g_launches[int(variant)].load(std::memory_order_relaxed); }
 
 // G <= 64: each consumer warpgroup's 64 rows hold at least one query row of the whole group
 // (its TMA store box is (64, G, 64 / G)).
@@ -144,43 +151,21 @@ bool pack_gqa_group_ok(const AttentionProblem& p) {
          (group & (group - 1)) == 0;
 }
 
-Status launch_pack_gqa(const AttentionProblem& p) {
-  g_pack_gqa_launches.fetch_add(1, std::memory_order_relaxed);
-  return dispatch(p, true, Variant::kPackGqa);
-}
-
-Status launch_static_schedule(const AttentionProblem& p) {
-  g_static_schedule_launches.fetch_add(1, std::memory_order_relaxed);
-  return dispatch(p, true, Variant::kStaticSchedule);
-}
-
-Status launch_wide_key_blocks(const AttentionProblem& p) {
-  g_wide_key_block_launches.fetch_add(1, std::memory_order_relaxed);
-  return dispatch(p, true, Variant::kWideKeyBlocks);
-}
-
-Status launch_short_rows(const AttentionProblem& p) {
-  g_short_rows_launches.fetch_add(1, std::memory_order_relaxed);
-  return dispatch(p, true, Variant::kShortRows);
-}
-
 // FLASHATTN_SM90_VARIANT (default, static, wide, short_rows) overrides the rules of
 // kernel_choice.h for the problems that variant can run, so that a benchmark times the variants
 // through the package on the same shapes (docs/perf.md, v8). Read at every call (well under a
 // microsecond against ~80 us of host time per call) so one process can switch between them.
-// Unset, empty or unknown: the rules.
-Variant forced_variant(bool* forced) {
+// Unset, empty or unknown: the rules (false).
+bool forced_variant(Variant* variant) {
   const char* v = std::getenv("FLASHATTN_SM90_VARIANT");
-  *forced = true;
-  if (v != nullptr) {
-    const std::string name(v);
-    if (name == "default") return Variant::kDefault;
-    if (name == "static") return Variant::kStaticSchedule;
-    if (name == "wide") return Variant::kWideKeyBlocks;
-    if (name == "short_rows") return Variant::kShortRows;
-  }
-  *forced = false;
-  return Variant::kDefault;
+  if (v == nullptr) return false;
+  const std::string name(v);
+  if (name == "default") *variant = Variant::kDefault;
+  else if (name == "static") *variant = Variant::kStaticSchedule;
+  else if (name == "wide") *variant = Variant::kWideKeyBlocks;
+  else if (name == "short_rows") *variant = Variant::kShortRows;
+  else return false;
+  return true;
 }
 
 }  // namespace
@@ -193,19 +178,13 @@ bool sm90_picks_pack_gqa(const AttentionProblem& p) {
 Status sm90_forward(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
-  if (sm90_picks_pack_gqa(p)) return launch_pack_gqa(p);
-  bool forced = false;
-  const Variant force = forced_variant(&forced);
-  if (forced) {
-    if (force == Variant::kStaticSchedule) return launch_static_schedule(p);
-    if (force == Variant::kWideKeyBlocks) return launch_wide_key_blocks(p);
-    if (force == Variant::kShortRows) return launch_short_rows(p);
-    return dispatch(p, true);
-  }
-  if (sm90_picks_short_rows(p)) return launch_short_rows(p);
-  if (sm90_picks_static_schedule(p)) return launch_static_schedule(p);
-  if (sm90_picks_wide_key_blocks(p)) return launch_wide_key_blocks(p);
-  return dispatch(p, true);
+  if (sm90_picks_pack_gqa(p)) return launch_counted(p, Variant::kPackGqa);
+  Variant variant = Variant::kDefault;
+  if (forced_variant(&variant)) return launch_counted(p, variant);
+  if (sm90_picks_short_rows(p)) variant = Variant::kShortRows;
+  else if (sm90_picks_static_schedule(p)) variant = Variant::kStaticSchedule;
+  else if (sm90_picks_wide_key_blocks(p)) variant = Variant::kWideKeyBlocks;
+  return launch_counted(p, variant);
 }
 
 bool sm90_picks_wide_key_blocks(const AttentionProblem& p) {
@@ -216,9 +195,9 @@ bool sm90_picks_short_rows(const AttentionProblem& p) {
   return p.headdim == 64 && p.mask.has_mask() && p.seqlen_k <= kSm90ShortRowsMaxKeys;
 }
 
-int64_t sm90_short_rows_launches() { return g_short_rows_launches.load(std::memory_order_relaxed); }
+int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }
 
-int64_t sm90_wide_key_block_launches() { return g_wide_key_block_launches.load(std::memory_order_relaxed); }
+int64_t sm90_wide_key_block_launches() { return launches_of(Variant::kWideKeyBlocks); }
 
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
   if (!sm90::kDefaultDynamicSchedule) return false;
@@ -231,7 +210,7 @@ bool sm90_picks_static_schedule(const AttentionProblem& p) {
   return p.seqlen_k <= kSm90StaticScheduleMaxKeys && !(p.headdim > 128 && p.seqlen_k <= kSm90L2GroupMaxKeys);
 }
 
-int64_t sm90_static_schedule_launches() { return g_static_schedule_launches.load(std::memory_order_relaxed); }
+int64_t sm90_static_schedule_launches() { return launches_of(Variant::kStaticSchedule); }
 
 bool sm90_dynamic_schedule_by_default() { return sm90::kDefaultDynamicSchedule; }
 
@@ -249,9 +228,9 @@ Status sm90_supports_forward_pack_gqa(const AttentionProblem& p) {
 Status sm90_forward_pack_gqa(const AttentionProblem& p) {
   Status s = sm90_supports_forward_pack_gqa(p);
   if (!s.ok()) return s;
-  return launch_pack_gqa(p);
+  return launch_counted(p, Variant::kPackGqa);
 }
 
-int64_t sm90_pack_gqa_launches() { return g_pack_gqa_launches.load(std::memory_order_relaxed); }
+int64_t sm90_pack_gqa_launches() { return launches_of(Variant::kPackGqa); }
 
 }  // namespace flashattn
