@@ -14,7 +14,6 @@ Only reads the card's state; changes no setting.
 """
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashattn
+from bench_gpu import ours_with_env  # benchmarks/ is the script's directory, so on sys.path
 
 def smi_fields():
     """The query fields this driver's nvidia-smi accepts (the reasons field was renamed in 535)."""
@@ -45,20 +45,6 @@ def sdpa(backend):
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                   is_causal=causal)
-    return run
-
-
-def ours_with_env(name, value):
-    """Ours with one of the library's overrides set around each call (it reads them at every call):
-    FLASHATTN_SM90_VARIANT (default, static, wide, short_rows) picks the sm90 kernel,
-    FLASHATTN_SM90_CAUSAL_GROUPS (all, l2, one) the causal tiles' head groups; so one process can
-    time them side by side."""
-    def run(q, k, v, causal):
-        os.environ[name] = value
-        try:
-            return flashattn.flash_attn_func(q, k, v, causal=causal)
-        finally:
-            del os.environ[name]
     return run
 
 
