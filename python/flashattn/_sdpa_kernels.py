@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from flashattn import _ext
-from flashattn._torch_util import kernel_ready, launch_options, on_device
+from flashattn._torch_util import kernel_ready, launch_options, on_device, output_dlpack
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def _bshd(t: Tensor) -> Tensor:
 def _forward(q, k, v, out, lse, *, cu_q=None, cu_k=None, max_q=0, max_k=0, scale=None, causal=False,
              window=(-1, -1), alibi=None):
     with on_device(q):
-        _ext.forward(kernel_ready(q), kernel_ready(k), kernel_ready(v), out, lse,
+        _ext.forward(kernel_ready(q), kernel_ready(k), kernel_ready(v), output_dlpack(out), output_dlpack(lse),
                      cu_seqlens_q=kernel_ready(cu_q), cu_seqlens_k=kernel_ready(cu_k), max_seqlen_q=max_q,
                      max_seqlen_k=max_k, softmax_scale=0.0 if scale is None else float(scale),
                      causal=causal, window=window, alibi_slopes=kernel_ready(alibi), **launch_options(q))
@@ -81,10 +81,11 @@ def _forward(q, k, v, out, lse, *, cu_q=None, cu_k=None, max_q=0, max_k=0, scale
 def _backward(dout, q, k, v, out, lse, dq, dk, dv, *, cu_q=None, cu_k=None, max_q=0, max_k=0,
               scale=None, causal=False, window=(-1, -1)):
     with on_device(q):
-        _ext.backward(kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v),
-                      kernel_ready(out), kernel_ready(lse), dq, dk, dv, cu_seqlens_q=kernel_ready(cu_q),
-                      cu_seqlens_k=kernel_ready(cu_k), max_seqlen_q=max_q, max_seqlen_k=max_k,
-                      softmax_scale=0.0 if scale is None else float(scale), causal=causal, window=window,
+        _ext.backward(kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v), kernel_ready(out),
+                      kernel_ready(lse), output_dlpack(dq), output_dlpack(dk), output_dlpack(dv),
+                      cu_seqlens_q=kernel_ready(cu_q), cu_seqlens_k=kernel_ready(cu_k), max_seqlen_q=max_q,
+                      max_seqlen_k=max_k, softmax_scale=0.0 if scale is None else float(scale), causal=causal,
+                      window=window,
                       deterministic=torch.are_deterministic_algorithms_enabled(), **launch_options(q))
 
 

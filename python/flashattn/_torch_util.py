@@ -5,6 +5,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.utils.dlpack import to_dlpack
 
 # The CUDA kernels move rows 16 bytes at a time; the library refuses views that break this
 # rather than fault, so such views are copied here instead.
@@ -15,21 +16,29 @@ def _cuda_misaligned(t: Tensor) -> bool:
     if t.data_ptr() % _CUDA_ALIGNMENT:
         return True
     itemsize = t.element_size()
+    if t.dim() and t.is_contiguous():  # every stride is a multiple of the last dimension's
+        return (t.shape[-1] * itemsize) % _CUDA_ALIGNMENT != 0 and t.numel() > t.shape[-1]
     return any(size > 1 and (stride * itemsize) % _CUDA_ALIGNMENT
                for size, stride in zip(t.shape[:-1], t.stride()[:-1]))
 
 
-def kernel_ready(t: Optional[Tensor]) -> Optional[Tensor]:
-    """A view the library accepts: detached (DLPack refuses tensors that require grad) and with a
-    contiguous last dimension; on CUDA also 16-byte aligned."""
+def kernel_ready(t: Optional[Tensor]):
+    """t as a DLPack capsule of a view the library accepts: a contiguous last dimension and, on CUDA,
+    16-byte aligned rows (else a copy). torch.utils.dlpack.to_dlpack costs ~0.5 us against ~5 us
+    for Tensor.__dlpack__, which the extension would call on a tensor (its checks are moot here),
+    and a forward + backward hands over 14 tensors (benchmarks/host_cost.py, session 6)."""
     if t is None:
         return None
-    t = t.detach()
     if t.dim() and t.stride(-1) != 1 and t.shape[-1] > 1:
-        return t.contiguous()
+        return to_dlpack(t.detach().contiguous())
     if t.is_cuda and t.dtype in (torch.float16, torch.bfloat16) and t.numel() and _cuda_misaligned(t):
-        return t.clone(memory_format=torch.contiguous_format)
-    return t
+        return to_dlpack(t.detach().clone(memory_format=torch.contiguous_format))
+    return to_dlpack(t)
+
+
+def output_dlpack(t: Tensor):
+    """An output tensor (any view the library accepts, written in place) as a DLPack capsule."""
+    return to_dlpack(t)
 
 
 def launch_options(t: Tensor) -> dict:

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from flashattn import _ext
-from flashattn._torch_util import kernel_ready, launch_options, on_device
+from flashattn._torch_util import kernel_ready, launch_options, on_device, output_dlpack
 
 __all__ = ["fwd", "bwd", "fwd_packed", "bwd_packed", "attention", "attention_packed", "lse_shape"]
 
@@ -58,14 +58,14 @@ def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
                  window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None):
     varlen = cu_seqlens_q is not None
     if seqused_q is None:
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
         lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32, device=q.device)
     else:  # the library leaves the unused rows alone
         out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
         lse = torch.full(lse_shape(q, varlen), float("-inf"), dtype=torch.float32, device=q.device)
     with on_device(q):
         _ext.forward(
-            kernel_ready(q), kernel_ready(k), kernel_ready(v), out, lse,
+            kernel_ready(q), kernel_ready(k), kernel_ready(v), output_dlpack(out), output_dlpack(lse),
             cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
             seqused_q=kernel_ready(seqused_q), seqused_k=kernel_ready(seqused_k),
             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
@@ -114,9 +114,11 @@ def _grads(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
            causal, window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q=None,
            seqused_k=None):
     # The library leaves dq rows past seqused_q and dk, dv rows past seqused_k alone.
-    dq = (torch.empty if seqused_q is None else torch.zeros)(q.shape, dtype=q.dtype, device=q.device)
-    dk = (torch.empty if seqused_k is None else torch.zeros)(k.shape, dtype=k.dtype, device=k.device)
-    dv = (torch.empty if seqused_k is None else torch.zeros)(v.shape, dtype=v.dtype, device=v.device)
+    fresh_q = torch.empty_like if seqused_q is None else torch.zeros_like
+    fresh_k = torch.empty_like if seqused_k is None else torch.zeros_like
+    dq = fresh_q(q, memory_format=torch.contiguous_format)
+    dk = fresh_k(k, memory_format=torch.contiguous_format)
+    dv = fresh_k(v, memory_format=torch.contiguous_format)
     _run_backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                   softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic,
                   seqused_q, seqused_k)
@@ -130,7 +132,7 @@ def _run_backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_
     with on_device(q):
         _ext.backward(
             kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v), kernel_ready(out),
-            kernel_ready(lse), dq, dk, dv,
+            kernel_ready(lse), output_dlpack(dq), output_dlpack(dk), output_dlpack(dv),
             cu_seqlens_q=kernel_ready(cu_seqlens_q), cu_seqlens_k=kernel_ready(cu_seqlens_k),
             seqused_q=kernel_ready(seqused_q), seqused_k=kernel_ready(seqused_k),
             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
@@ -160,6 +162,8 @@ def _setup_context(ctx, inputs, output):
 
 def _backward_with(grads):
     def backward(ctx, dout, _dlse):
+        if dout is None:  # only lse was used (set_materialize_grads(False)): no gradient flows
+            return (None,) * 16
         q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k = ctx.saved_tensors
         max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap = ctx.options
         dq, dk, dv = grads(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -183,6 +187,7 @@ class _EagerAttention(torch.autograd.Function):
     def forward(ctx, *inputs):
         out, lse = _run_forward(*inputs[:13], *inputs[14:])  # inputs[13]: deterministic
         _setup_context(ctx, inputs, (out, lse))
+        ctx.set_materialize_grads(False)  # lse's gradient (unused) stays None instead of a zeros launch
         return out, lse
 
     backward = staticmethod(_backward_with(_grads))
