@@ -138,6 +138,12 @@ measure() {
     local rc=$?
     echo "smoke exit $rc"
     if [ $rc = 124 ]; then kill $smi; return 1; fi
+    # MEASURE_GUARD: the suites of a kernel not yet run on a GPU, alone and briefly first, so a hang
+    # costs a minute rather than the whole test run's limit.
+    if [ -n "${MEASURE_GUARD:-}" ]; then
+      gtest_run guard.log 60 "guard ($MEASURE_GUARD)" --gtest_filter="$MEASURE_GUARD"
+      if ! grep -qE '^\[  PASSED  \]' "$OUT/guard.log"; then tail -5 "$OUT/guard.log"; fi
+    fi
     gtest_run gpu_tests.log 240 "C++ GPU tests ($MEASURE_TESTS)" --gtest_filter="$MEASURE_TESTS"
   fi
   [ -n "${MEASURE_SANITIZE:-}" ] && sanitize 120 "$MEASURE_SANITIZE" memcheck racecheck synccheck
@@ -150,6 +156,12 @@ measure() {
     echo "harness hdim $1 exit $?"
   done <<< "${MEASURE_HARNESS:-}"
   [ -s "$OUT/harness.jsonl" ] && python3 benchmarks/cpp/sm90_variants_table.py "$OUT/harness.jsonl"
+  # MEASURE_PROFILE: benchmarks/profile_backward.py arguments (per-kernel CUDA time of one package
+  # forward + backward beside FA2's, and the host time per call).
+  if [ -n "${MEASURE_PROFILE:-}" ]; then
+    PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/profile_backward.py $MEASURE_PROFILE > "$OUT/profile_backward.log" 2>&1
+    echo "profile_backward exit $?"; tail -30 "$OUT/profile_backward.log"
+  fi
   if [ -n "${MEASURE_PACKAGE:-}" ]; then
     PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_gpu.py $MEASURE_PACKAGE --out "$OUT/package.json" \
       > "$OUT/package.log" 2>&1
