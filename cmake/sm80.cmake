@@ -47,6 +47,12 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bench.cpp)
   target_link_libraries(flashattn_sm80_bench PRIVATE flashattn CUDA::cudart)
 endif()
 
+# Host time per API call and per CUDA runtime call it makes (benchmarks/cpp/host_cost.cu).
+if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/host_cost.cu)
+  add_executable(flashattn_host_cost ${PROJECT_SOURCE_DIR}/benchmarks/cpp/host_cost.cu)
+  target_link_libraries(flashattn_host_cost PRIVATE flashattn CUDA::cudart)
+endif()
+
 # Side-by-side timing of experimental backward layouts (BackwardConfig's kVariant), sm_90 machine code only.
 if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bwd_variants.cu)
   add_executable(flashattn_sm80_bwd_variants ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm80_bwd_variants.cu)

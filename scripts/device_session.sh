@@ -156,6 +156,14 @@ measure() {
     echo "harness hdim $1 exit $?"
   done <<< "${MEASURE_HARNESS:-}"
   [ -s "$OUT/harness.jsonl" ] && python3 benchmarks/cpp/sm90_variants_table.py "$OUT/harness.jsonl"
+  # MEASURE_HOST_COST=1: host time per call of the C++ API and of the CUDA runtime calls it makes
+  # (flashattn_host_cost), then of the package's pieces beside FA2's (benchmarks/host_cost.py).
+  if [ -n "${MEASURE_HOST_COST:-}" ]; then
+    timeout 60 "$BUILD/flashattn_host_cost" > "$OUT/host_cost_cpp.jsonl" 2> "$OUT/host_cost_cpp.err"
+    echo "host_cost (C++) exit $?"; cat "$OUT/host_cost_cpp.jsonl"; tail -3 "$OUT/host_cost_cpp.err"
+    PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/host_cost.py > "$OUT/host_cost_py.log" 2>&1
+    echo "host_cost.py exit $?"; cat "$OUT/host_cost_py.log" | tail -20
+  fi
   # MEASURE_PROFILE: benchmarks/profile_backward.py arguments (per-kernel CUDA time of one package
   # forward + backward beside FA2's, and the host time per call).
   if [ -n "${MEASURE_PROFILE:-}" ]; then
