@@ -78,5 +78,62 @@ def main():
                   flush=True)
 
 
+def split_backward(reps):
+    """At the tiny shape: forward with grad and backward timed apart (reps graphs built first), the
+    time inside the library's Python backward (ops._grads), and a one-line Python autograd.Function
+    on CUDA for the engine's own cost of a Python backward node."""
+    from flashattn import ops
+    b, n, h, d = 1, 128, 1, 128
+    q, k, v, do = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    inside = []
+    grads = ops._grads
+
+    def timed_grads(*a, **kw):
+        t0 = time.perf_counter()
+        r = grads(*a, **kw)
+        inside.append(time.perf_counter() - t0)
+        return r
+    ops._grads = timed_grads
+    ops._EagerAttention.backward = staticmethod(ops._backward_with(timed_grads))
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    def ours_fwd():
+        return flashattn.flash_attn_func(qg, kg, vg, causal=True)
+
+    def fa2_fwd():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(qg.transpose(1, 2), kg.transpose(1, 2), vg.transpose(1, 2),
+                                                  is_causal=True).transpose(1, 2)
+
+    for name, fwd in (("ours", ours_fwd), ("fa2", fa2_fwd), ("python Function x*2", lambda: Scale.apply(qg)),
+                      ("x*2 (C++ node)", lambda: qg * 2)):
+        for _ in range(10):
+            fwd().backward(do)
+        torch.cuda.synchronize()
+        inside.clear()
+        t0 = time.perf_counter()
+        outs = [fwd() for _ in range(reps)]
+        t1 = time.perf_counter()
+        for o in outs:
+            o.backward(do)
+        t2 = time.perf_counter()
+        torch.cuda.synchronize()
+        body = f", inside ops._grads {sum(inside) / len(inside) * 1e6:7.1f} us" if inside else ""
+        print(f"b1 s128 h1 d128 causal | {name:20s} forward with grad {(t1 - t0) / reps * 1e6:7.1f} us/call, "
+              f"backward {(t2 - t1) / reps * 1e6:7.1f} us/call{body}", flush=True)
+        qg.grad = kg.grad = vg.grad = None
+    ops._grads = grads
+
+
 if __name__ == "__main__":
     main()
+    split_backward(200)
