@@ -1,7 +1,7 @@
 # sm90 kernel sources (owned by the sm90 kernel work): the FlashAttention-3 forward for sm_90a.
 # One generated instantiation per (dtype, head dim) that FLASHATTN_DTYPES x FLASHATTN_HDIMS selects;
 # sm90_forward.cu learns which exist through FLASHATTN_SM90_<DTYPE>_HDIM<D> definitions.
-set(FLASHATTN_SM90_SOURCES src/cuda/sm90/sm90_forward.cu src/cuda/sm90/tensor_map.cu)
+set(FLASHATTN_SM90_SOURCES src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu src/cuda/sm90/tensor_map.cu)
 set(FLASHATTN_SM90_DEFINITIONS "")
 foreach(dtype IN ITEMS bf16 fp16)
   if(NOT dtype IN_LIST FLASHATTN_DTYPES)
@@ -15,6 +15,9 @@ foreach(dtype IN ITEMS bf16 fp16)
       if(hdim EQUAL 128)  # WideKeyBlockConfig is a configuration of its own at head dim 128 only
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_wide_${dtype}_hdim${hdim}.cu)
       endif()
+      if(hdim EQUAL 64 OR hdim EQUAL 128)  # the backward (BackwardConfig) at head dims 64 and 128
+        list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_bwd_${dtype}_hdim${hdim}.cu)
+      endif()
       if(hdim EQUAL 64)  # so is ShortRowsConfig at head dim 64 (two consumer warpgroups, not three)
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_short_rows_${dtype}_hdim${hdim}.cu)
       endif()
@@ -24,7 +27,8 @@ foreach(dtype IN ITEMS bf16 fp16)
   endforeach()
 endforeach()
 flashattn_add_cuda_sources(90a ${FLASHATTN_SM90_SOURCES})
-set_source_files_properties(src/cuda/sm90/sm90_forward.cu PROPERTIES COMPILE_DEFINITIONS "${FLASHATTN_SM90_DEFINITIONS}")
+set_source_files_properties(src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu
+  PROPERTIES COMPILE_DEFINITIONS "${FLASHATTN_SM90_DEFINITIONS}")
 
 # Side-by-side timing of the sm90 forward (benchmarks/cpp/sm90_bench.cpp), run by scripts/device_sm90.sh.
 if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_bench.cpp)

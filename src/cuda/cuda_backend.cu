@@ -146,8 +146,24 @@ Status cuda_forward(const AttentionProblem& p) {
   });
 }
 
+// FLASHATTN_SM90_BACKWARD=0 keeps the sm80 backward on Hopper (read at every call, so a benchmark
+// can time both in one process); FLASHATTN_CUDA_KERNELS=sm80 does too.
+bool use_sm90_backward(const AttentionProblem& p) {
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_WITH_SM80)
+  const char* v = std::getenv("FLASHATTN_SM90_BACKWARD");
+  if (v != nullptr && std::string(v) == "0") return false;
+  return sm90_allowed() && device_major(p.device_index) == 9 && sm90_supports_backward(p).ok();
+#else
+  (void)p;
+  return false;
+#endif
+}
+
 Status cuda_backward(const AttentionProblem& p) {
   return on_device(p, [&]() -> Status {
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_WITH_SM80)
+    if (use_sm90_backward(p)) return sm90_backward(p);
+#endif
 #if defined(FLASHATTN_WITH_SM80)
     return sm80_backward(p);
 #else

@@ -28,17 +28,11 @@ cudaError_t launch_backward_variant(const KernelParams& p, cudaStream_t stream) 
   using Cfg = BackwardConfig<kHeadDim, kVariant>;
   KernelParams kp = p;
   kp.dq_blocked = Cfg::kBlockedDq;
-  const dim3 row_grid((p.seqlen_q + kRowsPerBlock - 1) / kRowsPerBlock, p.nheads_q, p.batch);
-  if (p.seqlen_q > 0) {
-    const int prepare_rows = prepare_rows_per_block(p.headdim_chunks);
-    const dim3 prepare_grid((p.seqlen_q + prepare_rows - 1) / prepare_rows, p.nheads_q, p.batch);
-    backward_prepare_kernel<Element><<<prepare_grid, kRowsPerBlock * 32, 0, stream>>>(p);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-  }
+  cudaError_t err = launch_prepare<Element>(p, stream);
+  if (err != cudaSuccess) return err;
   if (p.seqlen_k > 0) {
     auto kernel = backward_kernel<Element, kHeadDim, kVariant>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     if (err != cudaSuccess) return err;
     const int num_n = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
     kp.key_tile_major = (Cfg::kForceKeyTileMajor || key_tile_major_pays<kHeadDim>(p)) && num_n <= 65535;
@@ -47,11 +41,7 @@ cudaError_t launch_backward_variant(const KernelParams& p, cudaStream_t stream) 
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
-  if (p.seqlen_q > 0) {
-    backward_convert_dq_kernel<Element><<<row_grid, kRowsPerBlock * 32, 0, stream>>>(kp);
-    return cudaGetLastError();
-  }
-  return cudaSuccess;
+  return launch_convert_dq<Element>(kp, stream);
 }
 
 template <typename Element, int kHeadDim>

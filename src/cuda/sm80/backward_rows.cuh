@@ -93,4 +93,23 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) backward_convert_dq_kernel
   *reinterpret_cast<uint4*>(dq) = packed;
 }
 
+// The preparation over every (query row block, head, batch): D and the zeroed dQ workspace.
+template <typename Element>
+cudaError_t launch_prepare(const KernelParams& p, cudaStream_t stream) {
+  if (p.seqlen_q <= 0) return cudaSuccess;
+  const int rows = prepare_rows_per_block(p.headdim_chunks);
+  const dim3 grid((p.seqlen_q + rows - 1) / rows, p.nheads_q, p.batch);
+  backward_prepare_kernel<Element><<<grid, kRowsPerBlock * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// The dQ workspace (layout p.dq_blocked) converted into dq.
+template <typename Element>
+cudaError_t launch_convert_dq(const KernelParams& p, cudaStream_t stream) {
+  if (p.seqlen_q <= 0) return cudaSuccess;
+  const dim3 grid((p.seqlen_q + kRowsPerBlock - 1) / kRowsPerBlock, p.nheads_q, p.batch);
+  backward_convert_dq_kernel<Element><<<grid, kRowsPerBlock * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
 }  // namespace flashattn::sm80

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda/kernel_sets.h"
+#include "cuda/sm80/backward_rows.cuh"
 #include "cuda/sm80/kernel_registry.h"
 #include "cuda/sm80/params.h"
 
@@ -211,24 +212,24 @@ Status sm80_forward(const AttentionProblem& p) {
   return sm80::launch_status("forward", err);
 }
 
-Status sm80_backward(const AttentionProblem& p) {
-  Status s = sm80::supports(p);
-  if (!s.ok()) return s;
-  sm80::KernelParams kp = sm80::make_params(p);
-  const int d = sm80::kernel_headdim(p.headdim);
-  cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+namespace sm80 {
+namespace {
 
-  // Workspace: fp32 dQ accumulator, D = rowsum(dO * O), and the deterministic-mode semaphores.
+// The backward's workspace (fp32 dQ accumulator, D = rowsum(dO * O), the deterministic-mode
+// semaphores) in kp for the duration of run(), which returns a cudaError_t or a Status.
+template <typename Run>
+Status with_workspace(const AttentionProblem& p, KernelParams& kp, Run&& run) {
+  cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   const size_t rows = static_cast<size_t>(p.nheads_q) * static_cast<size_t>(p.total_q);
-  const size_t dq_bytes = sm80::align_up(rows * p.headdim * sizeof(float));
-  const size_t dsum_bytes = sm80::align_up(rows * sizeof(float));
+  const size_t dq_bytes = align_up(rows * p.headdim * sizeof(float));
+  const size_t dsum_bytes = align_up(rows * sizeof(float));
   const size_t sem_count = p.deterministic ? static_cast<size_t>(p.batch) * p.nheads_q * kp.num_m_blocks : 0;
-  const size_t sem_bytes = sm80::align_up(sem_count * sizeof(int));
+  const size_t sem_bytes = align_up(sem_count * sizeof(int));
   const size_t total = dq_bytes + dsum_bytes + sem_bytes;
   char* workspace = nullptr;
   if (total > 0) {
     cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&workspace), total, stream);
-    if (err != cudaSuccess) return sm80::launch_status("backward workspace allocation", err);
+    if (err != cudaSuccess) return launch_status("backward workspace allocation", err);
   }
   kp.dq_accum = reinterpret_cast<float*>(workspace);
   kp.dsum = reinterpret_cast<float*>(workspace + dq_bytes);
@@ -236,16 +237,49 @@ Status sm80_backward(const AttentionProblem& p) {
 
   cudaError_t err = cudaSuccess;
   if (sem_count) err = cudaMemsetAsync(kp.dq_semaphore, 0, sem_count * sizeof(int), stream);
-  if (err == cudaSuccess) {
-    err = sm80::with_element(p.dtype, [&](auto element) {
-      return sm80::run_backward<decltype(element)>(kp, d, stream);
-    });
-  }
+  Status s = err == cudaSuccess ? run() : launch_status("backward", err);
   if (workspace != nullptr) {
     const cudaError_t free_err = cudaFreeAsync(workspace, stream);
-    if (err == cudaSuccess) err = free_err;
+    if (s.ok() && free_err != cudaSuccess) s = launch_status("backward workspace release", free_err);
   }
-  return sm80::launch_status("backward", err);
+  return s;
+}
+
+}  // namespace
+}  // namespace sm80
+
+Status sm80_backward(const AttentionProblem& p) {
+  Status s = sm80::supports(p);
+  if (!s.ok()) return s;
+  sm80::KernelParams kp = sm80::make_params(p);
+  const int d = sm80::kernel_headdim(p.headdim);
+  cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  return sm80::with_workspace(p, kp, [&] {
+    return sm80::launch_status("backward", sm80::with_element(p.dtype, [&](auto element) {
+      return sm80::run_backward<decltype(element)>(kp, d, stream);
+    }));
+  });
+}
+
+Status sm80_backward_around(const AttentionProblem& p, BackwardMain main) {
+  Status s = sm80::supports(p);
+  if (!s.ok()) return s;
+  if (p.deterministic) return Status::Unsupported("sm80_backward_around: no deterministic mode");
+  sm80::KernelParams kp = sm80::make_params(p);
+  kp.dq_blocked = false;  // the other main kernel adds into the row-major layout
+  cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  return sm80::with_workspace(p, kp, [&] {
+    cudaError_t err = sm80::with_element(p.dtype, [&](auto element) {
+      return sm80::launch_prepare<decltype(element)>(kp, stream);
+    });
+    if (err != cudaSuccess) return sm80::launch_status("backward preparation", err);
+    Status main_status = main(p, kp.dq_accum, kp.dsum);
+    if (!main_status.ok()) return main_status;
+    err = sm80::with_element(p.dtype, [&](auto element) {
+      return sm80::launch_convert_dq<decltype(element)>(kp, stream);
+    });
+    return sm80::launch_status("backward dQ conversion", err);
+  });
 }
 
 }  // namespace flashattn

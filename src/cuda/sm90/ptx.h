@@ -26,28 +26,28 @@ __device__ __forceinline__ uint64_t* mbarrier_pointer(uint32_t bar) { return sme
 
 // ---- mbarriers -----------------------------------------------------------------------------
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
-  cuda::ptx::mbarrier_init(mbarrier_pointer(bar), arrivals);
+  ::cuda::ptx::mbarrier_init(mbarrier_pointer(bar), arrivals);
 }
 // Makes the initialised barriers visible to the TMA unit before any copy completes on them.
 __device__ __forceinline__ void fence_barrier_init() {
-  cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+  ::cuda::ptx::fence_mbarrier_init(::cuda::ptx::sem_release, ::cuda::ptx::scope_cluster);
 }
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+  ::cuda::ptx::mbarrier_arrive_expect_tx(::cuda::ptx::sem_release, ::cuda::ptx::scope_cta, ::cuda::ptx::space_shared,
                                        mbarrier_pointer(bar), bytes);
 }
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  (void)cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+  (void)::cuda::ptx::mbarrier_arrive(::cuda::ptx::sem_release, ::cuda::ptx::scope_cta, ::cuda::ptx::space_shared,
                                    mbarrier_pointer(bar));
 }
 __device__ __forceinline__ void mbarrier_arrive_count(uint32_t bar, uint32_t count) {
-  (void)cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+  (void)::cuda::ptx::mbarrier_arrive(::cuda::ptx::sem_release, ::cuda::ptx::scope_cta, ::cuda::ptx::space_shared,
                                    mbarrier_pointer(bar), count);
 }
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
-    done = cuda::ptx::mbarrier_try_wait_parity(mbarrier_pointer(bar), parity);
+    done = ::cuda::ptx::mbarrier_try_wait_parity(mbarrier_pointer(bar), parity);
   } while (!done);
 }
 
@@ -58,36 +58,36 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                             int c2, int c3) {
   const int32_t coords[4] = {c0, c1, c2, c3};
-  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem_pointer<void>(dst), map,
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, smem_pointer<void>(dst), map,
                                   coords, mbarrier_pointer(bar));
 }
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3) {
   const int32_t coords[4] = {c0, c1, c2, c3};
-  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, map, coords,
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_global, ::cuda::ptx::space_shared, map, coords,
                                   smem_pointer<const void>(src));
 }
 // 5-D forms: the GQA-packed Q / O maps (dim, head in group, row, kv head, batch); see pack_gqa.h.
 __device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                             int c2, int c3, int c4) {
   const int32_t coords[5] = {c0, c1, c2, c3, c4};
-  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem_pointer<void>(dst), map,
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, smem_pointer<void>(dst), map,
                                   coords, mbarrier_pointer(bar));
 }
 __device__ __forceinline__ void tma_store_5d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3,
                                              int c4) {
   const int32_t coords[5] = {c0, c1, c2, c3, c4};
-  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, map, coords,
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_global, ::cuda::ptx::space_shared, map, coords,
                                   smem_pointer<const void>(src));
 }
-__device__ __forceinline__ void bulk_commit_group() { cuda::ptx::cp_async_bulk_commit_group(); }
+__device__ __forceinline__ void bulk_commit_group() { ::cuda::ptx::cp_async_bulk_commit_group(); }
 // The shared-memory source of earlier bulk stores may be overwritten after this.
-__device__ __forceinline__ void bulk_wait_read_all() { cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{}); }
-__device__ __forceinline__ void bulk_wait_all() { cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{}); }
+__device__ __forceinline__ void bulk_wait_read_all() { ::cuda::ptx::cp_async_bulk_wait_group_read(::cuda::ptx::n32_t<0>{}); }
+__device__ __forceinline__ void bulk_wait_all() { ::cuda::ptx::cp_async_bulk_wait_group(::cuda::ptx::n32_t<0>{}); }
 
 // Ordinary shared-memory accesses must be fenced before the async proxy (TMA, wgmma) touches
 // the same bytes, and the other way round.
 __device__ __forceinline__ void fence_proxy_async_smem() {
-  cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
+  ::cuda::ptx::fence_proxy_async(::cuda::ptx::space_shared);
 }
 
 // ---- named barriers ------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "cuda/sm90/config.h"
 #include "cuda/sm90/params.h"
 #include "cuda/sm90/kernel_choice.h"
+#include "cuda/sm90/operand_checks.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -81,25 +82,10 @@ Status dispatch(const AttentionProblem& p, bool run, Variant variant = Variant::
   return Status::Unsupported(std::string("the sm90 forward kernel takes bf16 or fp16, not ") + dtype_name(p.dtype));
 }
 
-// TMA steps every dimension of extent > 1 by a positive multiple of 16 bytes.
-Status check_strides(const char* name, const Operand& op, int64_t rows, int heads, int batch, bool varlen,
-                     int elem_bytes) {
-  const struct {
-    const char* what;
-    int64_t stride, extent;
-  } dims[3] = {{"row", op.row_stride, rows}, {"head", op.head_stride, heads}, {"batch", op.batch_stride, varlen ? 1 : batch}};
-  for (const auto& d : dims) {
-    if (d.extent > 1 && (d.stride <= 0 || (d.stride * elem_bytes) % 16 != 0)) {
-      return Status::Unsupported(std::string("the sm90 forward kernel needs positive 16-byte multiple strides; ") + name +
-                                 " has " + d.what + " stride " + std::to_string(d.stride));
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status sm90_supports_forward(const AttentionProblem& p) {
+  constexpr const char* kFwd = "the sm90 forward kernel";
   if (p.alibi_slopes != nullptr) return Status::Unsupported("the sm90 forward kernel does not implement ALiBi");
   // seqused_k and varlen k/v rows past cu_seqlens_k[batch]: the TMA loads of a sequence's last
   // key block read rows past its length, which may hold NaN. Their scores are masked, and their V
@@ -120,10 +106,10 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   const bool varlen = p.varlen();
   const int eb = dtype_size(p.dtype);
   const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
-  if (!(s = check_strides("q", p.q, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
-  if (!(s = check_strides("k", p.k, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
-  if (!(s = check_strides("v", p.v, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
-  if (!(s = check_strides("out", p.out, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
+  if (!(s = sm90::check_strides(kFwd, "q", p.q, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
+  if (!(s = sm90::check_strides(kFwd, "k", p.k, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
+  if (!(s = sm90::check_strides(kFwd, "v", p.v, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
+  if (!(s = sm90::check_strides(kFwd, "out", p.out, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
   if (rows_q > (int64_t(1) << 31) - sm90::kMaxBlockM || rows_k > (int64_t(1) << 31) - 256) {
     return Status::Unsupported("the sm90 forward kernel indexes rows with 32-bit TMA coordinates; too many rows");
   }

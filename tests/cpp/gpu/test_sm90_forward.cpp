@@ -16,33 +16,12 @@
 #include "cuda/kernel_sets.h"
 #include "cuda/sm90/kernel_choice.h"
 #include "flashattn/flashattn.h"
+#include "gpu/sm90_device.h"
 #include "problem.h"
 
 namespace {
 
 using namespace flashattn;
-
-bool sm90_device_present(std::string* why) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    *why = "no CUDA device";
-    return false;
-  }
-  cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
-  if (prop.major != 9) {
-    *why = std::string("device 0 (") + prop.name + ") is not sm90";
-    return false;
-  }
-  return true;
-}
-
-#define SKIP_UNLESS_SM90()                              \
-  do {                                                  \
-    std::string why;                                    \
-    if (!sm90_device_present(&why)) GTEST_SKIP() << why; \
-  } while (0)
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 

@@ -1,0 +1,61 @@
+// Compile-time constants of the sm90 backward main kernel (bwd_kernel.h): thread roles, tile
+// shapes and the shared-memory layout. The layout conventions (64-element columns of 128-byte
+// lines, the 128-byte swizzle) are the forward's (config.h).
+//
+// One CTA per (key block of kBlockN keys, KV head, batch). Warpgroup 0 loads: one thread issues
+// TMA for K and V once, then Q and dO of each query block of kBlockM rows into a two-stage ring.
+// Warpgroups 1 and 2 each own 64 keys of the block and keep their dK and dV in registers across
+// the query blocks (and across the query heads of a GQA group); dQ leaves each step through fp32
+// atomics into the sm80 backward's workspace, which the sm80 conversion kernel turns into dQ.
+#pragma once
+
+#include "cuda/sm90/config.h"
+
+namespace flashattn {
+namespace sm90 {
+
+template <int HeadDim_, typename Element_>
+struct BackwardConfig {
+  using Element = Element_;
+  static constexpr int kHeadDim = HeadDim_;
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the sm90 backward covers head dims 64 and 128");
+  static constexpr int kBlockN = 128;  // keys of a CTA: 64 per consumer warpgroup
+  static constexpr int kBlockM = 64;   // query rows of a step
+  static constexpr int kStages = 2;
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
+  static constexpr int kConsumerRegisters = 240;
+  static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <= 65536,
+                "register budget");
+  static constexpr int kColumns = kHeadDim / kColumnElems;
+
+  static constexpr int kKVColumnBytes = kBlockN * kLineBytes;
+  static constexpr int kQColumnBytes = kBlockM * kLineBytes;
+  static constexpr int kKVBytes = kKVColumnBytes * kColumns;
+  static constexpr int kQBytes = kQColumnBytes * kColumns;
+  // dS^T of a step, bf16/fp16: 64 lines (the warpgroup's keys) of kBlockM = 64 query elements per
+  // consumer warpgroup, the A operand of its dQ = dS K read transposed.
+  static constexpr int kDsBytes = kBlockN * kLineBytes;
+  static_assert(kBlockM == kColumnElems, "a dS^T line holds the step's query rows");
+  // Per consumer warpgroup: lse * log2(e) and D of the step's query rows (fp32).
+  static constexpr int kRowStatsBytes = kConsumerWarpgroups * 2 * kBlockM * 4;
+
+  static constexpr int kKOffset = 0;
+  static constexpr int kVOffset = kKOffset + kKVBytes;
+  static constexpr int kQOffset = kVOffset + kKVBytes;
+  static constexpr int kDoOffset = kQOffset + kStages * kQBytes;
+  static constexpr int kDsOffset = kDoOffset + kStages * kQBytes;
+  static constexpr int kRowStatsOffset = kDsOffset + kDsBytes;
+  static constexpr int kBarrierOffset = kRowStatsOffset + kRowStatsBytes;
+  // kv_full, then full and empty per stage.
+  static constexpr int kBarrierCount = 1 + 2 * kStages;
+  static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarrierCount + kSwizzleAtomBytes;  // + alignment slack
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm90 limit");
+
+  // Named barriers, one per consumer warpgroup (kWarpgroupBarrier0 + wg, 128 threads): its row
+  // statistics, then its dS^T lines, are in shared memory.
+  static constexpr int kWarpgroupBarrier0 = 1;
+};
+
+}  // namespace sm90
+}  // namespace flashattn

@@ -1,0 +1,346 @@
+// The sm90 backward main kernel (FlashAttention-3's backward, first version): wgmma for all five
+// products, TMA for the operands, K and V resident, dK and dV in registers.
+//
+// CTA (key block n of kBlockN = 128 keys, KV head, batch); consumer warpgroup c owns keys
+// 64c..64c+63 of the block. Per query block of 64 rows (of every query head of the KV head's
+// group, GQA), with S^T the scores with keys as rows:
+//   S^T  = K_c Q^T          (SS; rows = keys, so P^T and dS^T land in registers as the A
+//   dP^T = V_c dO^T          operands of the next two products)
+//   P^T  = exp2(S^T * scale log2 e - lse log2 e),  dS^T = P^T * (dP^T - D)
+//   dV_c += P^T dO,  dK_c += dS^T Q      (RS: A from registers, B = dO / Q read transposed)
+//   dQ  += dS_c K_c          (SS, both transposed: dS^T goes to shared memory, 64 lines per
+//                             warpgroup, and is read as A; K's rows as B)
+// Each warpgroup adds its own partial dQ (its 64 keys) into the fp32 workspace with vector
+// atomics; the two warpgroups never wait for each other, so one's softmax runs under the other's
+// products. Query rows past seqlen_q read lse = -inf (P = 0); key rows past seqlen_k are masked
+// (their K rows are TMA's zero fill, and exp2(0 - lse) could overflow).
+#pragma once
+
+#include <cmath>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm90/bwd_config.h"
+#include "cuda/sm90/bwd_params.h"
+#include "cuda/sm90/fragment.h"
+#include "cuda/sm90/ptx.h"
+#include "cuda/sm90/smem_descriptor.h"
+#include "cuda/sm90/wgmma_ops.h"
+#include "variants/variant.h"
+
+namespace flashattn {
+namespace sm90 {
+
+// Query blocks [begin, end) of kBlockM rows whose rows see at least one key of key block n.
+struct QueryBlockRange {
+  int begin, end;
+  __device__ __forceinline__ bool empty() const { return begin >= end; }
+};
+
+__device__ __forceinline__ int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+template <class Cfg>
+__device__ __forceinline__ QueryBlockRange query_blocks_of(const BackwardParams& p, int n_block) {
+  const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right aligned diagonal
+  const int key_first = n_block * Cfg::kBlockN;
+  const int key_last = min(key_first + Cfg::kBlockN, p.seqlen_k) - 1;
+  int begin = 0, end = p.num_m_blocks;
+  // Query i sees key j iff i + offset - window_left <= j <= i + offset + window_right.
+  if (p.window_right >= 0) begin = max(begin, floor_div(key_first - offset - p.window_right, Cfg::kBlockM));
+  if (p.window_left >= 0) end = min(end, floor_div(key_last - offset + p.window_left, Cfg::kBlockM) + 1);
+  return {begin, end};
+}
+
+template <class Cfg>
+struct BackwardSmem {
+  uint32_t base;
+  __device__ __forceinline__ uint32_t k_column(int c) const { return base + Cfg::kKOffset + c * Cfg::kKVColumnBytes; }
+  __device__ __forceinline__ uint32_t v_column(int c) const { return base + Cfg::kVOffset + c * Cfg::kKVColumnBytes; }
+  __device__ __forceinline__ uint32_t q_column(int stage, int c) const {
+    return base + Cfg::kQOffset + stage * Cfg::kQBytes + c * Cfg::kQColumnBytes;
+  }
+  __device__ __forceinline__ uint32_t do_column(int stage, int c) const {
+    return base + Cfg::kDoOffset + stage * Cfg::kQBytes + c * Cfg::kQColumnBytes;
+  }
+  // Warpgroup wg's 64 lines of dS^T.
+  __device__ __forceinline__ uint32_t ds_lines(int wg) const { return base + Cfg::kDsOffset + wg * 64 * kLineBytes; }
+  // Warpgroup wg's lse * log2(e) (which = 0) and D (which = 1) of the step's 64 query rows.
+  __device__ __forceinline__ uint32_t row_stats(int wg, int which) const {
+    return base + Cfg::kRowStatsOffset + (2 * wg + which) * Cfg::kBlockM * 4;
+  }
+  __device__ __forceinline__ uint32_t kv_full() const { return base + Cfg::kBarrierOffset; }
+  __device__ __forceinline__ uint32_t full(int stage) const { return base + Cfg::kBarrierOffset + 8 + 16 * stage; }
+  __device__ __forceinline__ uint32_t empty(int stage) const { return base + Cfg::kBarrierOffset + 16 + 16 * stage; }
+};
+
+// One thread issues every load: K and V of the block once, then Q and dO per (head, query block).
+template <class Cfg>
+__device__ void backward_producer(const BackwardParams& p, const BackwardSmem<Cfg>& sm, const QueryBlockRange& range,
+                                  int n_block, int head_kv, int batch) {
+  if (range.empty()) return;
+  mbarrier_arrive_expect_tx(sm.kv_full(), 2 * Cfg::kKVBytes);
+#pragma unroll
+  for (int c = 0; c < Cfg::kColumns; ++c) {
+    tma_load_4d(sm.k_column(c), &p.tma_k, sm.kv_full(), c * kColumnElems, n_block * Cfg::kBlockN, head_kv, batch);
+    tma_load_4d(sm.v_column(c), &p.tma_v, sm.kv_full(), c * kColumnElems, n_block * Cfg::kBlockN, head_kv, batch);
+  }
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int g = 0; g < p.heads_per_kv; ++g) {
+    const int head = head_kv * p.heads_per_kv + g;
+    for (int m = range.begin; m < range.end; ++m) {
+      mbarrier_wait(sm.empty(stage), phase ^ 1);
+      mbarrier_arrive_expect_tx(sm.full(stage), 2 * Cfg::kQBytes);
+#pragma unroll
+      for (int c = 0; c < Cfg::kColumns; ++c) {
+        tma_load_4d(sm.q_column(stage, c), &p.tma_q, sm.full(stage), c * kColumnElems, m * Cfg::kBlockM, head, batch);
+        tma_load_4d(sm.do_column(stage, c), &p.tma_do, sm.full(stage), c * kColumnElems, m * Cfg::kBlockM, head,
+                    batch);
+      }
+      if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
+    }
+  }
+}
+
+template <class Cfg>
+struct BackwardConsumer {
+  using Element = typename Cfg::Element;
+  static constexpr int kScoreAccum = Cfg::kBlockM / 2;  // S^T: 64 keys x 64 queries
+  static constexpr int kGradAccum = Cfg::kHeadDim / 2;  // dK, dV, dQ: 64 rows x head dim
+
+  const BackwardParams& p;
+  BackwardSmem<Cfg> sm;
+  int wg, thread, n_block, head_kv, batch;
+
+  // S^T = K_c Q^T or dP^T = V_c dO^T: A is the warpgroup's 64 key rows, B the step's 64 query rows.
+  __device__ __forceinline__ void issue_transposed_scores(float (&acc)[kScoreAccum], uint32_t keys,
+                                                          uint32_t queries) const {
+    const uint64_t a = k_major_descriptor(keys + wg * 64 * kLineBytes);
+    const uint64_t b = k_major_descriptor(queries);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
+      const int column = kk / 4, step_bytes = (kk % 4) * 32;
+      WgmmaSS<Element, Cfg::kBlockM>::run(acc, advance_descriptor(a, column * Cfg::kKVColumnBytes + step_bytes),
+                                          advance_descriptor(b, column * Cfg::kQColumnBytes + step_bytes), kk > 0);
+    }
+  }
+
+  // grad += A B with A (keys x queries) in registers, B the step's 64 query rows of dO or Q.
+  __device__ __forceinline__ void issue_key_gradient(float (&grad)[kGradAccum], const uint32_t (&a)[kScoreAccum / 2],
+                                                     uint32_t rows) const {
+    const uint64_t b = mn_major_descriptor(rows, Cfg::kQColumnBytes);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) {
+      const uint32_t frag[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
+      WgmmaRS<Element, Cfg::kHeadDim>::run(grad, frag, advance_descriptor(b, kk * 16 * kLineBytes), 1);
+    }
+  }
+
+  // Columns 64 half .. 64 half + 63 of dQ_c = dS_c K_c: A = this warpgroup's dS^T lines read
+  // transposed, B = its 64 key rows of K (one 64-column slice). dQ goes out a slice at a time, so
+  // that its accumulator (32 registers, not 64 at head dim 128) fits beside dK and dV.
+  __device__ __forceinline__ void issue_query_gradient(float (&dq)[kScoreAccum], int half) const {
+    const uint64_t a = mn_major_descriptor(sm.ds_lines(wg), 64 * kLineBytes);
+    const uint64_t b = mn_major_descriptor(sm.k_column(half) + wg * 64 * kLineBytes, Cfg::kKVColumnBytes);
+#pragma unroll
+    for (int kk = 0; kk < 64 / 16; ++kk) {
+      WgmmaSSTransposed<Element, kColumnElems>::run(dq, advance_descriptor(a, kk * 16 * kLineBytes),
+                                                    advance_descriptor(b, kk * 16 * kLineBytes), kk > 0);
+    }
+  }
+
+  // Step's lse (log2 units, +inf for rows without keys or past seqlen_q) and D into shared memory.
+  __device__ __forceinline__ void load_row_stats(int head, int m) const {
+    const int r = thread % Cfg::kBlockM, which = thread / Cfg::kBlockM;
+    const int q = m * Cfg::kBlockM + r;
+    float value;
+    if (which == 0) {
+      const float lse = q < p.seqlen_q ? p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride +
+                                              int64_t(q) * p.lse_row_stride]
+                                       : -INFINITY;
+      value = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+    } else {
+      value = q < p.seqlen_q ? p.dsum[int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q + q] : 0.0f;
+    }
+    asm volatile("st.shared.f32 [%0], %1;" ::"r"(sm.row_stats(wg, which) + r * 4), "f"(value) : "memory");
+  }
+
+  __device__ __forceinline__ float row_stat(int which, int col) const {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(sm.row_stats(wg, which) + col * 4));
+    return v;
+  }
+
+  // Whether any (query, key) of the step's 64 x 64 block of this warpgroup is masked or past seqlen_k.
+  __device__ __forceinline__ bool block_needs_mask(int m) const {
+    const int key0 = n_block * Cfg::kBlockN + wg * 64, q0 = m * Cfg::kBlockM;
+    const int offset = p.seqlen_k - p.seqlen_q;
+    if (key0 + 63 >= p.seqlen_k) return true;
+    if (p.window_right >= 0 && key0 + 63 > q0 + offset + p.window_right) return true;
+    if (p.window_left >= 0 && key0 < q0 + 63 + offset - p.window_left) return true;
+    return false;
+  }
+
+  // P^T into s and dS^T into dp, in place.
+  __device__ __forceinline__ void probabilities_and_score_grads(float (&s)[kScoreAccum], float (&dp)[kScoreAccum],
+                                                                int m) const {
+    const FragmentPosition pos = FragmentPosition::of_thread(thread);
+    const bool masked = block_needs_mask(m);
+    const MaskPolicy mask{p.window_left, p.window_right};
+    const int64_t offset = p.seqlen_k - p.seqlen_q;
+#pragma unroll
+    for (int i = 0; i < kScoreAccum / 4; ++i) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * i + pos.col0 + e;
+        const float lse_log2 = row_stat(0, col), d = row_stat(1, col);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 4 * i + 2 * h + e;
+          float prob = fast_exp2(s[r] * p.scale_log2 - lse_log2);
+          if (masked) {
+            const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
+            const int query = m * Cfg::kBlockM + col;
+            if (key >= p.seqlen_k || !mask.visible(query, key, offset, p.seqlen_k)) prob = 0.0f;
+          }
+          s[r] = prob;
+          dp[r] = prob * (dp[r] - d);
+        }
+      }
+    }
+  }
+
+  // dS^T (packed pairs, as the A fragment holds them) into this warpgroup's lines, 128B-swizzled.
+  __device__ __forceinline__ void store_score_grads(const uint32_t (&ds)[kScoreAccum / 2]) const {
+    const FragmentPosition pos = FragmentPosition::of_thread(thread);
+#pragma unroll
+    for (int i = 0; i < kScoreAccum / 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int line = pos.row0 + 8 * h;
+        const uint32_t addr = sm.ds_lines(wg) + line * kLineBytes + ((i ^ (line % 8)) * 16) + pos.col0 * 2;
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(ds[2 * i + h]) : "memory");
+      }
+    }
+  }
+
+  __device__ __forceinline__ void add_query_gradient(const float (&dq)[kScoreAccum], int head, int m, int half) const {
+    const FragmentPosition pos = FragmentPosition::of_thread(thread);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int q = m * Cfg::kBlockM + pos.row0 + 8 * h;
+      if (q >= p.seqlen_q) continue;
+      float* row = p.dq_accum + (int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q + q) * Cfg::kHeadDim +
+                   half * kColumnElems;
+#pragma unroll
+      for (int i = 0; i < kScoreAccum / 4; ++i) {
+        cuda::atomic_add_pair(row + 8 * i + pos.col0, p.scale * dq[4 * i + 2 * h], p.scale * dq[4 * i + 2 * h + 1]);
+      }
+    }
+  }
+
+  __device__ __forceinline__ void store_key_gradient(const float (&grad)[kGradAccum], void* base, int64_t batch_stride,
+                                                     int64_t row_stride, int64_t head_stride, float factor) const {
+    const FragmentPosition pos = FragmentPosition::of_thread(thread);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
+      if (key >= p.seqlen_k) continue;
+      Element* row = static_cast<Element*>(base) + batch * batch_stride + int64_t(key) * row_stride + head_kv * head_stride;
+#pragma unroll
+      for (int i = 0; i < kGradAccum / 4; ++i) {
+        *reinterpret_cast<uint32_t*>(row + 8 * i + pos.col0) =
+            pack_pair<Element>(factor * grad[4 * i + 2 * h], factor * grad[4 * i + 2 * h + 1]);
+      }
+    }
+  }
+
+  __device__ void run(const QueryBlockRange& range) const {
+    float dk[kGradAccum], dv[kGradAccum];
+#pragma unroll
+    for (int i = 0; i < kGradAccum; ++i) dk[i] = dv[i] = 0.0f;
+    if (!range.empty()) {
+      mbarrier_wait(sm.kv_full(), 0);
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int g = 0; g < p.heads_per_kv; ++g) {
+        const int head = head_kv * p.heads_per_kv + g;
+        for (int m = range.begin; m < range.end; ++m) {
+          float s[kScoreAccum], dp[kScoreAccum];
+          mbarrier_wait(sm.full(stage), phase);
+          pin_registers(dk);
+          pin_registers(dv);
+          wgmma_fence();
+          issue_transposed_scores(s, sm.k_column(0), sm.q_column(stage, 0));
+          issue_transposed_scores(dp, sm.v_column(0), sm.do_column(stage, 0));
+          wgmma_commit_group();
+          // The row statistics load under the products; the barrier also orders this step's
+          // writes after the previous step's reads (which came before its dS^T barrier).
+          load_row_stats(head, m);
+          named_barrier_sync(Cfg::kWarpgroupBarrier0 + wg, kWarpgroupThreads);
+          wgmma_wait_group<0>();
+          pin_registers(s);
+          pin_registers(dp);
+          probabilities_and_score_grads(s, dp, m);
+          uint32_t prob[kScoreAccum / 2], ds[kScoreAccum / 2];
+          accumulator_to_operand<Element>(s, prob);
+          accumulator_to_operand<Element>(dp, ds);
+          wgmma_fence();
+          issue_key_gradient(dv, prob, sm.do_column(stage, 0));
+          issue_key_gradient(dk, ds, sm.q_column(stage, 0));
+          wgmma_commit_group();
+          store_score_grads(ds);
+          fence_proxy_async_smem();
+          named_barrier_sync(Cfg::kWarpgroupBarrier0 + wg, kWarpgroupThreads);
+          wgmma_wait_group<0>();
+          pin_registers(dk);
+          pin_registers(dv);
+          // Q and dO of the stage were last read by the products just retired.
+          if (thread % 32 == 0) mbarrier_arrive(sm.empty(stage));
+          if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
+#pragma unroll 1
+          for (int half = 0; half < Cfg::kColumns; ++half) {
+            float dq[kScoreAccum];
+            wgmma_fence();
+            issue_query_gradient(dq, half);
+            wgmma_commit_group();
+            wgmma_wait_group<0>();
+            pin_registers(dq);
+            add_query_gradient(dq, head, m, half);
+          }
+        }
+      }
+    }
+    store_key_gradient(dk, p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p.scale);
+    store_key_gradient(dv, p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, 1.0f);
+  }
+};
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) backward_kernel(const __grid_constant__ BackwardParams p) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const BackwardSmem<Cfg> sm{(smem_address(smem_raw) + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
+  const int n_block = blockIdx.x, head_kv = blockIdx.y, batch = blockIdx.z;
+  if (threadIdx.x == 0) {
+    mbarrier_init(sm.kv_full(), 1);
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(sm.full(s), 1);
+      mbarrier_init(sm.empty(s), Cfg::kConsumerWarpgroups * kWarpgroupThreads / 32);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  const QueryBlockRange range = query_blocks_of<Cfg>(p, n_block);
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / kWarpgroupThreads), 0);
+  if (warpgroup == 0) {
+    setmaxnreg_decrease<kProducerRegisters>();
+    if (threadIdx.x == 0) backward_producer<Cfg>(p, sm, range, n_block, head_kv, batch);
+  } else {
+    setmaxnreg_increase<Cfg::kConsumerRegisters>();
+    const BackwardConsumer<Cfg> consumer{p, sm, warpgroup - 1, int(threadIdx.x % kWarpgroupThreads), n_block, head_kv,
+                                         batch};
+    consumer.run(range);
+  }
+}
+
+}  // namespace sm90
+}  // namespace flashattn

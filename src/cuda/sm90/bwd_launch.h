@@ -1,0 +1,66 @@
+// Host launch of the sm90 backward main kernel for one configuration: BackwardParams from the
+// problem, the four tensor maps, one CTA per (key block, KV head, batch). Instantiated once per
+// (dtype, head dim) in src/cuda/instantiations/sm90_bwd_*.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/sm90/bwd_kernel.h"
+#include "cuda/sm90/tensor_map.h"
+#include "problem.h"
+
+namespace flashattn {
+namespace sm90 {
+
+template <class Cfg>
+Status launch_backward_main(const AttentionProblem& pb, float* dq_accum, const float* dsum) {
+  BackwardParams kp{};
+  Status s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, pb.seqlen_q, pb.nheads_q, pb.batch, false,
+                                Cfg::kBlockM);
+  if (s.ok()) s = encode_operand_map(&kp.tma_do, pb.dout, pb.dtype, Cfg::kHeadDim, pb.seqlen_q, pb.nheads_q, pb.batch,
+                                     false, Cfg::kBlockM);
+  if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, Cfg::kHeadDim, pb.seqlen_k, pb.nheads_kv, pb.batch,
+                                     false, Cfg::kBlockN);
+  if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, Cfg::kHeadDim, pb.seqlen_k, pb.nheads_kv, pb.batch,
+                                     false, Cfg::kBlockN);
+  if (!s.ok()) return s;
+  kp.lse = pb.lse;
+  kp.lse_batch_stride = pb.lse_batch_stride;
+  kp.lse_head_stride = pb.lse_head_stride;
+  kp.lse_row_stride = pb.lse_row_stride;
+  kp.dsum = dsum;
+  kp.dq_accum = dq_accum;
+  kp.dk = pb.dk.data;
+  kp.dv = pb.dv.data;
+  kp.dk_batch_stride = pb.dk.batch_stride;
+  kp.dk_row_stride = pb.dk.row_stride;
+  kp.dk_head_stride = pb.dk.head_stride;
+  kp.dv_batch_stride = pb.dv.batch_stride;
+  kp.dv_row_stride = pb.dv.row_stride;
+  kp.dv_head_stride = pb.dv.head_stride;
+  kp.batch = pb.batch;
+  kp.nheads_q = pb.nheads_q;
+  kp.nheads_kv = pb.nheads_kv;
+  kp.heads_per_kv = pb.heads_per_kv();
+  kp.seqlen_q = pb.seqlen_q;
+  kp.seqlen_k = pb.seqlen_k;
+  kp.num_m_blocks = (pb.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  kp.scale = pb.score.scale;
+  kp.scale_log2 = pb.score.scale * 1.4426950408889634f;
+  kp.window_left = pb.mask.window_left;
+  kp.window_right = pb.mask.window_right;
+  const int num_n = (pb.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  if (num_n == 0 || pb.batch == 0 || pb.nheads_kv == 0) return Status::Ok();
+  auto kernel = backward_kernel<Cfg>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
+  kernel<<<dim3(num_n, pb.nheads_kv, pb.batch), Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(kp);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return Status::Runtime(std::string("sm90 backward launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+}  // namespace sm90
+}  // namespace flashattn

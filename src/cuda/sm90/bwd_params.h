@@ -1,0 +1,36 @@
+// What the sm90 backward main kernel (bwd_kernel.h) receives: tensor maps of the operands it
+// loads with TMA, and plain pointers for the rest. Fixed-length problems only (sm90_backward.cu
+// sends the others to the sm80 backward).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>
+
+namespace flashattn {
+namespace sm90 {
+
+struct BackwardParams {
+  // Boxes of 64 columns: kBlockN rows for K and V, kBlockM rows for Q and dO.
+  CUtensorMap tma_q, tma_k, tma_v, tma_do;
+  // Row logsumexp of the forward (natural log; -inf for rows that saw no key) and
+  // D = rowsum(dO * O) of the sm80 preparation kernel, (nheads_q, batch * seqlen_q).
+  const float* lse;
+  int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
+  const float* dsum;
+  // The sm80 backward's fp32 dQ workspace, row-major (nheads_q, batch * seqlen_q, headdim).
+  float* dq_accum;
+  void* dk;
+  void* dv;
+  int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
+  int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+  int batch, nheads_q, nheads_kv, heads_per_kv;
+  int seqlen_q, seqlen_k;
+  int num_m_blocks;
+  float scale;       // softmax scale: dS to dK and dQ
+  float scale_log2;  // scale * log2(e): scores to exp2
+  int window_left, window_right;  // -1: unbounded (MaskPolicy); causal is window_right = 0
+};
+
+}  // namespace sm90
+}  // namespace flashattn

@@ -1,0 +1,95 @@
+// The sm90 backward's entry points: which problems it takes (the sm80 backward takes the others)
+// and the switch from run-time dtype / head dim to a compiled configuration. The workspace, the
+// preparation (D) and the dQ conversion are the sm80 backward's (sm80_backward_around).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <atomic>
+#include <string>
+
+#include "cuda/kernel_sets.h"
+#include "cuda/sm90/bwd_config.h"
+#include "cuda/sm90/operand_checks.h"
+
+namespace flashattn {
+namespace sm90 {
+template <class Cfg>
+Status launch_backward_main(const AttentionProblem& pb, float* dq_accum, const float* dsum);
+}  // namespace sm90
+
+namespace {
+
+// run = false: whether a configuration is compiled for the problem's dtype and head dim.
+Status dispatch(const AttentionProblem& p, bool run, float* dq_accum, const float* dsum) {
+#define FLASHATTN_SM90_BWD_CASE(DT, DTYPE, HD)                                                          \
+  if (p.dtype == DTYPE && p.headdim == HD) {                                                           \
+    return run ? sm90::launch_backward_main<sm90::BackwardConfig<HD, DT>>(p, dq_accum, dsum) : Status::Ok(); \
+  }
+#if defined(FLASHATTN_SM90_BF16_HDIM64)
+  FLASHATTN_SM90_BWD_CASE(__nv_bfloat16, DType::kBFloat16, 64)
+#endif
+#if defined(FLASHATTN_SM90_BF16_HDIM128)
+  FLASHATTN_SM90_BWD_CASE(__nv_bfloat16, DType::kBFloat16, 128)
+#endif
+#if defined(FLASHATTN_SM90_FP16_HDIM64)
+  FLASHATTN_SM90_BWD_CASE(__half, DType::kFloat16, 64)
+#endif
+#if defined(FLASHATTN_SM90_FP16_HDIM128)
+  FLASHATTN_SM90_BWD_CASE(__half, DType::kFloat16, 128)
+#endif
+#undef FLASHATTN_SM90_BWD_CASE
+  return Status::Unsupported("the sm90 backward kernel is built for bf16 / fp16 at head dims 64 and 128; not " +
+                             std::string(dtype_name(p.dtype)) + " at head dim " + std::to_string(p.headdim));
+}
+
+Status run_main(const AttentionProblem& p, float* dq_accum, const float* dsum) { return dispatch(p, true, dq_accum, dsum); }
+
+std::atomic<int64_t> g_launches{0};
+
+}  // namespace
+
+Status sm90_supports_backward(const AttentionProblem& p) {
+  constexpr const char* kBwd = "the sm90 backward kernel";
+  if (p.varlen() || p.seqused_q != nullptr || p.seqused_k != nullptr) {
+    return Status::Unsupported("the sm90 backward kernel takes fixed-length problems (no cu_seqlens or seqused)");
+  }
+  if (p.alibi_slopes != nullptr || p.score.softcap > 0.0f || !(p.score.scale > 0.0f)) {
+    return Status::Unsupported("the sm90 backward kernel takes a positive softmax_scale without softcap or ALiBi");
+  }
+  if (p.deterministic) return Status::Unsupported("the sm90 backward kernel has no deterministic mode");
+  Status s = dispatch(p, false, nullptr, nullptr);
+  if (!s.ok()) return s;
+  const int eb = dtype_size(p.dtype);
+  const struct {
+    const char* name;
+    const Operand& op;
+    int64_t rows;
+    int heads;
+  } operands[] = {{"q", p.q, p.seqlen_q, p.nheads_q},     {"k", p.k, p.seqlen_k, p.nheads_kv},
+                  {"v", p.v, p.seqlen_k, p.nheads_kv},    {"dout", p.dout, p.seqlen_q, p.nheads_q},
+                  {"dk", p.dk, p.seqlen_k, p.nheads_kv},  {"dv", p.dv, p.seqlen_k, p.nheads_kv}};
+  for (const auto& o : operands) {
+    if (!(s = sm90::check_strides(kBwd, o.name, o.op, o.rows, o.heads, p.batch, false, eb)).ok()) return s;
+  }
+  if (p.seqlen_q > (int64_t(1) << 31) - 256 || p.seqlen_k > (int64_t(1) << 31) - 256 || p.batch > 65535 ||
+      p.nheads_kv > 65535) {
+    return Status::Unsupported("the sm90 backward kernel's grid and 32-bit TMA coordinates do not cover this problem");
+  }
+  return Status::Ok();
+}
+
+Status sm90_backward(const AttentionProblem& p) {
+  Status s = sm90_supports_backward(p);
+  if (!s.ok()) return s;
+#if defined(FLASHATTN_WITH_SM80)
+  g_launches.fetch_add(1, std::memory_order_relaxed);
+  return sm80_backward_around(p, &run_main);
+#else
+  return Status::Unsupported("the sm90 backward kernel uses the sm80 backward's preparation and dQ conversion, "
+                             "which this build lacks (FLASHATTN_CUDA_ARCHS without 80)");
+#endif
+}
+
+int64_t sm90_backward_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+}  // namespace flashattn

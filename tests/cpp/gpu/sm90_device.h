@@ -1,0 +1,34 @@
+// Whether device 0 is a Hopper GPU (sm90), for the tests of the sm90 kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace fa_test {
+
+inline bool sm90_device_present(std::string* why) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    *why = "no CUDA device";
+    return false;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  if (prop.major != 9) {
+    *why = std::string("device 0 (") + prop.name + ") is not sm90";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace fa_test
+
+// Skips the calling test unless device 0 is sm90, saying why.
+#define SKIP_UNLESS_SM90()                                         \
+  do {                                                             \
+    std::string why_;                                              \
+    if (!::fa_test::sm90_device_present(&why_)) GTEST_SKIP() << why_; \
+  } while (0)

@@ -1,0 +1,139 @@
+// The sm90 backward (wgmma, src/cuda/sm90/bwd_kernel.h) through the public API on Hopper, against
+// the fp64 CPU reference: fresh random inputs per case, gradients poisoned before the run, errors
+// within twice those of a naive same-dtype computation. Each case also checks that the API took
+// the sm90 backward, and the refusals that the sm80 backward takes instead. Built where both
+// kernel sets are (the sm90 backward runs inside the sm80 backward's workspace and conversion,
+// and the runner is sm80_device_run's).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <tuple>
+
+#include "common/attn_case.h"
+#include "common/checks.h"
+#include "cuda/kernel_sets.h"
+#include "gpu/sm80_device_run.h"
+#include "gpu/sm90_device.h"
+
+namespace fa_test {
+namespace {
+
+// Forward (whichever kernel the API picks), then the backward, checked against the reference;
+// expect_sm90: whether the API must have run the sm90 backward for it.
+void check_backward(const CaseSpec& s, bool expect_sm90 = true) {
+  SCOPED_TRACE(s.describe());
+  const AttnCase c = make_case(s);
+  const Reference ref = reference(c, true);
+  const ForwardResult f = gpu_forward(c);
+  ASSERT_TRUE(f.status.ok()) << f.status.message;
+  const int64_t before = flashattn::sm90_backward_launches();
+  const BackwardResult g = gpu_backward(c, f);
+  ASSERT_TRUE(g.status.ok()) << g.status.message;
+  EXPECT_EQ(flashattn::sm90_backward_launches() - before, expect_sm90 ? 1 : 0)
+      << (expect_sm90 ? "the API did not run the sm90 backward" : "the API ran the sm90 backward");
+  const ::testing::AssertionResult close = within_twice_naive(c, ref, f, &g);
+  EXPECT_TRUE(close);
+  std::printf("  errors vs fp64: %s\n", close.message());
+}
+
+CaseSpec spec(DType dtype, int headdim, uint64_t seed) {
+  CaseSpec s;
+  s.seed = seed;
+  s.dtype = dtype;
+  s.batch = 2;
+  s.seqlen_q = 200;
+  s.seqlen_k = 333;  // several key blocks of 128, neither length a multiple of a tile
+  s.nheads_q = 4;
+  s.nheads_kv = 2;
+  s.headdim = headdim;
+  return s;
+}
+
+struct Option {
+  const char* name;
+  void (*apply)(CaseSpec&);
+};
+
+const Option kOptions[] = {
+    {"full", [](CaseSpec&) {}},
+    {"causal", [](CaseSpec& s) { s.causal = true; }},
+    {"causal_q_longer", [](CaseSpec& s) { s.causal = true, s.seqlen_q = 333, s.seqlen_k = 130; }},
+    {"causal_square_long", [](CaseSpec& s) { s.causal = true, s.seqlen_q = s.seqlen_k = 700, s.batch = 1; }},
+    {"window_left", [](CaseSpec& s) { s.window_left = 37; }},
+    {"window_right", [](CaseSpec& s) { s.window_right = 21; }},
+    {"window_both", [](CaseSpec& s) { s.window_left = 70, s.window_right = 5; }},
+    {"causal_window", [](CaseSpec& s) { s.causal = true, s.window_left = 100; }},
+    {"mqa", [](CaseSpec& s) { s.nheads_q = 6, s.nheads_kv = 1; }},
+    {"mha", [](CaseSpec& s) { s.nheads_kv = s.nheads_q; }},
+    {"scale", [](CaseSpec& s) { s.softmax_scale = 0.3f; }},
+    {"padded_strides", [](CaseSpec& s) { s.pad = 8; }},
+    {"short_k", [](CaseSpec& s) { s.seqlen_k = 7; }},
+    {"single_q", [](CaseSpec& s) { s.seqlen_q = 1; }},
+    {"whole_tiles", [](CaseSpec& s) { s.seqlen_q = 256, s.seqlen_k = 384; }},
+    {"gqa_causal_window_padded",
+     [](CaseSpec& s) { s.causal = true, s.window_left = 60, s.nheads_q = 8, s.nheads_kv = 2, s.pad = 8; }},
+    {"large_scores", [](CaseSpec& s) { s.q_std = 3.0f, s.k_std = 3.0f; }},
+};
+
+class Sm90Backward : public ::testing::TestWithParam<std::tuple<DType, int, int>> {};
+
+TEST_P(Sm90Backward, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const Option& o = kOptions[std::get<2>(GetParam())];
+  CaseSpec s = spec(std::get<0>(GetParam()), std::get<1>(GetParam()), 2000 + std::get<2>(GetParam()));
+  o.apply(s);
+  check_backward(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Sm90Backward,
+                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16),
+                                            ::testing::Values(64, 128),
+                                            ::testing::Range(0, static_cast<int>(sizeof(kOptions) / sizeof(kOptions[0])))),
+                         [](const auto& info) {
+                           return std::string(kOptions[std::get<2>(info.param)].name) + "_" +
+                                  dtype_str(std::get<0>(info.param)) + "_d" + std::to_string(std::get<1>(info.param));
+                         });
+
+// What the sm90 backward leaves to the sm80 backward: the API still answers, through sm80.
+TEST(Sm90BackwardRefusals, SoftcapAlibiVarlenDeterministicHeadDim) {
+  SKIP_UNLESS_SM90();
+  CaseSpec a = spec(DType::kBFloat16, 128, 2101);
+  a.softcap = 5.0f;
+  check_backward(a, false);
+  CaseSpec b = spec(DType::kBFloat16, 64, 2102);
+  b.alibi = Alibi::kPerHead;
+  check_backward(b, false);
+  CaseSpec c = spec(DType::kFloat16, 128, 2103);
+  c.seqlens_q = {70, 0, 33};
+  c.seqlens_k = {90, 20, 130};
+  check_backward(c, false);
+  CaseSpec d = spec(DType::kBFloat16, 128, 2104);
+  d.deterministic = true;
+  check_backward(d, false);
+  CaseSpec e = spec(DType::kBFloat16, 256, 2105);
+  check_backward(e, false);
+}
+
+// A small set for compute-sanitizer (memcheck, racecheck, synccheck).
+TEST(Sm90BackwardSanitize, SmallCases) {
+  SKIP_UNLESS_SM90();
+  CaseSpec s = spec(DType::kBFloat16, 128, 2201);
+  s.batch = 1;
+  s.seqlen_q = 150;
+  s.seqlen_k = 260;
+  s.causal = true;
+  s.nheads_q = 4;
+  s.nheads_kv = 2;
+  check_backward(s);
+  CaseSpec t = spec(DType::kFloat16, 64, 2202);
+  t.batch = 1;
+  t.seqlen_q = 130;
+  t.seqlen_k = 70;
+  t.window_left = 30;
+  t.window_right = 10;
+  check_backward(t);
+}
+
+}  // namespace
+}  // namespace fa_test
