@@ -7,6 +7,7 @@ one process, and reports TFLOP/s and the ratio ours / best peer. Also measures t
     python3 benchmarks/bench_gpu.py --out results.json [--dtype bf16] [--quick] [--png-dir DIR]
 """
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -74,15 +75,32 @@ IMPLS = {
 }
 
 
+@contextlib.contextmanager
+def env_set(name, value):
+    """name=value in the environment inside the block (nothing when name is None); the previous
+    value (or its absence) comes back after it, so the blocks nest."""
+    if name is None:
+        yield
+        return
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = previous
+
+
 def ours_with_env(name, value):
     """Ours with one environment variable set around each call (the library reads its overrides,
-    FLASHATTN_SM90_VARIANT and FLASHATTN_SM90_CAUSAL_GROUPS, at every call): an A/B in one run."""
+    FLASHATTN_SM90_VARIANT, FLASHATTN_SM90_CAUSAL_GROUPS and FLASHATTN_SM90_BACKWARD, at every call):
+    an A/B in one run. time_impl also sets it around the backward (run.env)."""
     def run(q, k, v, causal):
-        os.environ[name] = value
-        try:
+        with env_set(name, value):
             return ours_fwd(q, k, v, causal)
-        finally:
-            del os.environ[name]
+    run.env = (name, value)
     return run
 
 
@@ -98,8 +116,9 @@ def time_impl(fn, q, k, v, causal, do):
     qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
 
     def fwd_bwd():
-        out = fn(qg, kg, vg, causal)
-        out.backward(do)
+        with env_set(*getattr(fn, "env", (None, None))):
+            out = fn(qg, kg, vg, causal)
+            out.backward(do)
         qg.grad = kg.grad = vg.grad = None
     try:
         total = median_ms(fwd_bwd)

@@ -8,17 +8,17 @@
 //   dP^T = V_c dO^T          operands of the next two products)
 //   P^T  = exp2(S^T * scale log2 e - lse log2 e),  dS^T = P^T * (dP^T - D)
 //   dV_c += P^T dO,  dK_c += dS^T Q      (RS: A from registers, B = dO / Q read transposed)
-//   dQ  += dS_c K_c          (SS, both transposed: dS^T goes to shared memory, 64 lines per
+//   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 lines per
 //                             warpgroup, and is read as A; K's rows as B)
-// Each warpgroup adds its own partial dQ (its 64 keys) into the fp32 workspace with vector
-// atomics; the two warpgroups never wait for each other, so one's softmax runs under the other's
-// products. Query rows past seqlen_q read lse = -inf (P = 0); key rows past seqlen_k are masked
-// (their K rows are TMA's zero fill, and exp2(0 - lse) could overflow).
+// dQ of a step is staged in shared memory as fp32 rows and added into the fp32 workspace with
+// one bulk reduction (bwd_config.h kDqSplitsColumns: at head dim 128 each warpgroup computes half
+// the columns over all 128 keys, at 64 all columns over its own keys). Query rows past seqlen_q
+// read lse = -inf (P = 0); key rows past seqlen_k are masked (their K rows are TMA's zero fill,
+// and exp2(0 - lse) could overflow).
 #pragma once
 
 #include <cmath>
 
-#include "cuda/common/ptx.cuh"
 #include "cuda/sm90/bwd_config.h"
 #include "cuda/sm90/bwd_params.h"
 #include "cuda/sm90/fragment.h"
@@ -66,6 +66,10 @@ struct BackwardSmem {
   // Warpgroup wg's lse * log2(e) (which = 0) and D (which = 1) of the step's 64 query rows.
   __device__ __forceinline__ uint32_t row_stats(int wg, int which) const {
     return base + Cfg::kRowStatsOffset + (2 * wg + which) * Cfg::kBlockM * 4;
+  }
+  // dQ staging buffer `which` (kDqStages of them): 64 rows of fp32, the workspace's row layout.
+  __device__ __forceinline__ uint32_t dq_stage(int which) const {
+    return base + Cfg::kDqOffset + which * Cfg::kDqStageBytes;
   }
   __device__ __forceinline__ uint32_t kv_full() const { return base + Cfg::kBarrierOffset; }
   __device__ __forceinline__ uint32_t full(int stage) const { return base + Cfg::kBarrierOffset + 8 + 16 * stage; }
@@ -135,18 +139,31 @@ struct BackwardConsumer {
     }
   }
 
-  // Columns 64 half .. 64 half + 63 of dQ_c = dS_c K_c: A = this warpgroup's dS^T lines read
-  // transposed, B = its 64 key rows of K (one 64-column slice). dQ goes out a slice at a time, so
-  // that its accumulator (32 registers, not 64 at head dim 128) fits beside dK and dV.
-  __device__ __forceinline__ void issue_query_gradient(float (&dq)[kScoreAccum], int half) const {
-    const uint64_t a = mn_major_descriptor(sm.ds_lines(wg), 64 * kLineBytes);
-    const uint64_t b = mn_major_descriptor(sm.k_column(half) + wg * 64 * kLineBytes, Cfg::kKVColumnBytes);
+  // dQ of the step, 64 columns: with kDqSplitsColumns columns 64 wg .. 64 wg + 63 over all 128
+  // keys (both warpgroups' dS^T lines), else every column over this warpgroup's 64 keys. A = dS^T
+  // lines read transposed, B = K's rows of those keys in one 64-column slice.
+  __device__ __forceinline__ void issue_query_gradient(float (&dq)[kScoreAccum]) const {
+    constexpr int kKeys = Cfg::kDqSplitsColumns ? Cfg::kBlockN : 64;
+    const int first_line = Cfg::kDqSplitsColumns ? 0 : wg * 64;
+    const int column = Cfg::kDqSplitsColumns ? wg : 0;
+    const uint64_t a = mn_major_descriptor(sm.ds_lines(0) + first_line * kLineBytes, kKeys * kLineBytes);
+    const uint64_t b = mn_major_descriptor(sm.k_column(column) + first_line * kLineBytes, Cfg::kKVColumnBytes);
 #pragma unroll
-    for (int kk = 0; kk < 64 / 16; ++kk) {
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
       WgmmaSSTransposed<Element, kColumnElems>::run(dq, advance_descriptor(a, kk * 16 * kLineBytes),
                                                     advance_descriptor(b, kk * 16 * kLineBytes), kk > 0);
     }
   }
+
+  __device__ __forceinline__ void dq_barrier() const {
+    if constexpr (Cfg::kDqSplitsColumns) {
+      named_barrier_sync(Cfg::kDqBarrier, Cfg::kDqThreads);
+    } else {
+      named_barrier_sync(Cfg::kWarpgroupBarrier0 + wg, kWarpgroupThreads);
+    }
+  }
+  // The thread that issues (and waits for) the bulk reductions of this thread's staging buffer.
+  __device__ __forceinline__ bool dq_issuer() const { return thread == 0 && (wg == 0 || !Cfg::kDqSplitsColumns); }
 
   // Step's lse (log2 units, +inf for rows without keys or past seqlen_q) and D into shared memory.
   __device__ __forceinline__ void load_row_stats(int head, int m) const {
@@ -223,18 +240,33 @@ struct BackwardConsumer {
     }
   }
 
-  __device__ __forceinline__ void add_query_gradient(const float (&dq)[kScoreAccum], int head, int m, int half) const {
+  // This thread's part of dQ (times the softmax scale) into the staging buffer, fp32 rows of
+  // kHeadDim floats; the issuer then adds the step's valid rows into the workspace in one bulk
+  // reduction (rows past seqlen_q would land in the next sequence's or past the workspace).
+  __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[kScoreAccum], int head, int m) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
+    const uint32_t buffer = sm.dq_stage(Cfg::kDqSplitsColumns ? 0 : wg);
+    const int column0 = Cfg::kDqSplitsColumns ? wg * kColumnElems : 0;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int q = m * Cfg::kBlockM + pos.row0 + 8 * h;
-      if (q >= p.seqlen_q) continue;
-      float* row = p.dq_accum + (int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q + q) * Cfg::kHeadDim +
-                   half * kColumnElems;
+    for (int i = 0; i < kScoreAccum / 4; ++i) {
 #pragma unroll
-      for (int i = 0; i < kScoreAccum / 4; ++i) {
-        cuda::atomic_add_pair(row + 8 * i + pos.col0, p.scale * dq[4 * i + 2 * h], p.scale * dq[4 * i + 2 * h + 1]);
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t addr = buffer + ((pos.row0 + 8 * h) * Cfg::kHeadDim + column0 + 8 * i + pos.col0) * 4;
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(p.scale * dq[4 * i + 2 * h]),
+                     "f"(p.scale * dq[4 * i + 2 * h + 1])
+                     : "memory");
       }
+    }
+    fence_proxy_async_smem();
+    dq_barrier();
+    if (dq_issuer()) {
+      const int rows = min(Cfg::kBlockM, p.seqlen_q - m * Cfg::kBlockM);
+      float* dst = p.dq_accum + (int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q +
+                                 int64_t(m) * Cfg::kBlockM) * Cfg::kHeadDim;
+      asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
+                   "r"(buffer), "r"(uint32_t(rows * Cfg::kHeadDim * 4))
+                   : "memory");
+      bulk_commit_group();
     }
   }
 
@@ -290,28 +322,29 @@ struct BackwardConsumer {
           wgmma_commit_group();
           store_score_grads(ds);
           fence_proxy_async_smem();
-          named_barrier_sync(Cfg::kWarpgroupBarrier0 + wg, kWarpgroupThreads);
+          // The previous step's bulk reduction has read the staging buffer before anyone passes.
+          if (dq_issuer()) bulk_wait_read_all();
+          dq_barrier();
           wgmma_wait_group<0>();
           pin_registers(dk);
           pin_registers(dv);
           // Q and dO of the stage were last read by the products just retired.
           if (thread % 32 == 0) mbarrier_arrive(sm.empty(stage));
           if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
-#pragma unroll 1
-          for (int half = 0; half < Cfg::kColumns; ++half) {
-            float dq[kScoreAccum];
-            wgmma_fence();
-            issue_query_gradient(dq, half);
-            wgmma_commit_group();
-            wgmma_wait_group<0>();
-            pin_registers(dq);
-            add_query_gradient(dq, head, m, half);
-          }
+          float dq[kScoreAccum];
+          wgmma_fence();
+          issue_query_gradient(dq);
+          wgmma_commit_group();
+          wgmma_wait_group<0>();
+          pin_registers(dq);
+          stage_and_add_query_gradient(dq, head, m);
         }
       }
     }
     store_key_gradient(dk, p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p.scale);
     store_key_gradient(dv, p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, 1.0f);
+    // The staging buffer must outlive the last reduction's read of it.
+    if (dq_issuer()) bulk_wait_all();
   }
 };
 
