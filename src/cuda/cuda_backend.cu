@@ -146,13 +146,19 @@ Status cuda_forward(const AttentionProblem& p) {
   });
 }
 
-// FLASHATTN_SM90_BACKWARD=0 keeps the sm80 backward on Hopper (read at every call, so a benchmark
-// can time both in one process); FLASHATTN_CUDA_KERNELS=sm80 does too.
+// The sm90 backward runs where it supports the problem and sm90_picks_backward's rule takes it
+// (head dim 128: +6-19% over the sm80 backward through the package; at head dim 64 it is 10-19%
+// slower, docs/perf.md). FLASHATTN_SM90_BACKWARD (read at every call, so a benchmark can time both
+// in one process) overrides the rule: 0 never, 1 wherever supported. FLASHATTN_CUDA_KERNELS=sm80
+// keeps the sm80 backward too.
 bool use_sm90_backward(const AttentionProblem& p) {
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_WITH_SM80)
+  if (!sm90_allowed() || device_major(p.device_index) != 9) return false;
   const char* v = std::getenv("FLASHATTN_SM90_BACKWARD");
-  if (v != nullptr && std::string(v) == "0") return false;
-  return sm90_allowed() && device_major(p.device_index) == 9 && sm90_supports_backward(p).ok();
+  const std::string forced = v == nullptr ? "" : v;
+  if (forced == "0") return false;
+  if (forced != "1" && !sm90_picks_backward(p)) return false;
+  return sm90_supports_backward(p).ok();
 #else
   (void)p;
   return false;

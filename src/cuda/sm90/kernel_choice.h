@@ -49,9 +49,12 @@ constexpr int kSm90StaticUnmaskedMaxKeys = 1024;
 // CTAs' work uneven once a head has about as many tiles as there are SMs: 16k -21%); at head dim
 // 64 as many heads as have their K and V in half the L2, at any length (+9-12% at 2k / 4k); above
 // head dim 128 such groups only up to kSm90L2GroupMaxKeys keys (v6: +2-11% at 512 / 1k; longer
-// rows lost with them in v8 too).
+// rows lost with them in v8 too), and one head per group from there up to
+// kSm90WideOneHeadGroupMaxKeys keys (session 6, package, same process: hdim 256 causal 2k 451 ->
+// 537 TFLOP/s, 0.85x -> 1.01x cuDNN; at 4k one head lost 6%).
 constexpr int kSm90OneHeadGroupMaxKeys = 8192;
 constexpr int kSm90L2GroupMaxKeys = 1024;
+constexpr int kSm90WideOneHeadGroupMaxKeys = 2048;
 bool sm90_picks_static_schedule(const AttentionProblem& p);
 // Launches of the static-schedule instantiation through sm90_forward so far in this process.
 int64_t sm90_static_schedule_launches();

@@ -52,6 +52,10 @@ int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
   if (!Cfg::kPackGqa && Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128) {
     return pb.seqlen_k <= kSm90OneHeadGroupMaxKeys ? 1 : all;
   }
+  if (!Cfg::kPackGqa && Cfg::kHeadDim > 128 && pb.seqlen_k > kSm90L2GroupMaxKeys &&
+      pb.seqlen_k <= kSm90WideOneHeadGroupMaxKeys) {
+    return 1;
+  }
   const bool l2 = (!Cfg::kPackGqa && Cfg::kHeadDim <= 64) || pb.seqlen_k <= kSm90L2GroupMaxKeys;
   return l2 ? l2_group_heads(pb, Cfg::kPackGqa, l2_bytes) : all;
 }

@@ -90,6 +90,8 @@ Status sm90_backward(const AttentionProblem& p) {
 #endif
 }
 
+bool sm90_picks_backward(const AttentionProblem& p) { return p.headdim == 128; }
+
 int64_t sm90_backward_launches() { return g_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn

@@ -817,6 +817,10 @@ std::vector<ApiPick> schedule_cases() {
   c = make("sched_causal_1024_l2_groups_dynamic_d256_fp16", fp, 256, 3, 1024, 1024, 10, 10), c.causal = true;
   v.push_back({c, false});
   c = make("sched_causal_long_k_dynamic_fp16", fp, 192, 1, 300, 2500, 4, 4), c.causal = true, v.push_back({c, false});
+  // Above head dim 128 from kSm90L2GroupMaxKeys + 1 to kSm90WideOneHeadGroupMaxKeys keys: one head
+  // per group, static schedule, several (batch, head) pairs of GQA heads.
+  c = make("sched_causal_1500_one_head_static_d256_bf16", bf, 256, 2, 1500, 1500, 6, 3), c.causal = true;
+  v.push_back({c, true});
   // hdim 64: three consumer warpgroups (192-row tiles) past kSm90ShortRowsMaxKeys, static up to
   // kSm90StaticCausalMaxKeysHdim64 (L2 groups at any length); up to kSm90ShortRowsMaxKeys the
   // short-rows kernel (128-row tiles, static schedule) takes the masked problems instead.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 
@@ -19,9 +20,21 @@
 namespace fa_test {
 namespace {
 
+// FLASHATTN_SM90_BACKWARD for the scope: "1" runs the sm90 backward wherever it supports the
+// problem (at head dim 64 too, which the rule leaves to sm80), nullptr leaves the rule.
+class BackwardOverride {
+ public:
+  explicit BackwardOverride(const char* value) {
+    if (value != nullptr) setenv("FLASHATTN_SM90_BACKWARD", value, 1);
+  }
+  ~BackwardOverride() { unsetenv("FLASHATTN_SM90_BACKWARD"); }
+};
+
 // Forward (whichever kernel the API picks), then the backward, checked against the reference;
-// expect_sm90: whether the API must have run the sm90 backward for it.
-void check_backward(const CaseSpec& s, bool expect_sm90 = true) {
+// expect_sm90: whether the API must have run the sm90 backward for it; override: the scope's
+// FLASHATTN_SM90_BACKWARD.
+void check_backward(const CaseSpec& s, bool expect_sm90 = true, const char* override_value = "1") {
+  const BackwardOverride scoped(override_value);
   SCOPED_TRACE(s.describe());
   const AttnCase c = make_case(s);
   const Reference ref = reference(c, true);
@@ -113,6 +126,15 @@ TEST(Sm90BackwardRefusals, SoftcapAlibiVarlenDeterministicHeadDim) {
   check_backward(d, false);
   CaseSpec e = spec(DType::kBFloat16, 256, 2105);
   check_backward(e, false);
+}
+
+// The rule without the override: head dim 128 takes the sm90 backward, 64 the sm80 one; and
+// FLASHATTN_SM90_BACKWARD=0 keeps sm80 at 128.
+TEST(Sm90BackwardRule, HeadDim128ByDefault) {
+  SKIP_UNLESS_SM90();
+  check_backward(spec(DType::kBFloat16, 128, 2301), true, nullptr);
+  check_backward(spec(DType::kBFloat16, 64, 2302), false, nullptr);
+  check_backward(spec(DType::kFloat16, 128, 2303), false, "0");
 }
 
 // A small set for compute-sanitizer (memcheck, racecheck, synccheck).
