@@ -39,17 +39,19 @@ def reg_list(first, count):
     return ", ".join(f"%{first + i}" for i in range(count))
 
 
-def ss_wrapper(dt, n):
+def ss_wrapper(dt, n, name="WgmmaSS", transposed=False):
+    """A and B from shared memory; transposed: both stored MN-major (WgmmaSSTransposed)."""
     regs = n // 2
     ptx = PTX_TYPE[dt]
+    transpose = "1, 1" if transposed else "0, 0"
     # operands: d[0..regs) then desc_a, desc_b, scale_d
     return f"""template <>
-struct WgmmaSS<{DTYPES[dt]}, {n}> {{
+struct {name}<{DTYPES[dt]}, {n}> {{
   static __device__ __forceinline__ void run(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
         "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
-        "{{{reg_list(0, regs)}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"
+        "{{{reg_list(0, regs)}}}, %{regs}, %{regs + 1}, p, 1, 1, {transpose};\\n}}\\n"
         : {accum_operands(regs)}
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }}
@@ -75,24 +77,6 @@ struct WgmmaRS<{DTYPES[dt]}, {n}> {{
 """
 
 
-def ss_transposed_wrapper(dt, n):
-    regs = n // 2
-    ptx = PTX_TYPE[dt]
-    # operands as ss_wrapper; A and B are both transposed (MN-major in shared memory).
-    return f"""template <>
-struct WgmmaSSTransposed<{DTYPES[dt]}, {n}> {{
-  static __device__ __forceinline__ void run(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
-        "{{{reg_list(0, regs)}}}, %{regs}, %{regs + 1}, p, 1, 1, 1, 1;\\n}}\\n"
-        : {accum_operands(regs)}
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  }}
-}};
-"""
-
-
 def write_wgmma_header():
     parts = [LICENSE_LINE,
              "// wgmma.mma_async wrappers: SS reads A and B from shared memory (S = Q K^T), RS reads A from\n"
@@ -109,7 +93,7 @@ def write_wgmma_header():
         for n in RS_WIDTHS:
             parts.append(rs_wrapper(dt, n) + "\n")
         for n in SS_TRANSPOSED_WIDTHS:
-            parts.append(ss_transposed_wrapper(dt, n) + "\n")
+            parts.append(ss_wrapper(dt, n, "WgmmaSSTransposed", True) + "\n")
     parts.append("}  // namespace sm90\n}  // namespace flashattn\n")
     (ROOT / "src/cuda/sm90/wgmma_ops.h").write_text("".join(parts))
 

@@ -257,4 +257,19 @@ bool same_bytes(const HostTensor& a, const HostTensor& b) {
   return a.storage_bytes() == b.storage_bytes() && std::memcmp(a.storage(), b.storage(), a.storage_bytes()) == 0;
 }
 
+std::vector<OptionParam> option_params(int count) {
+  std::vector<OptionParam> v;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (int headdim : {64, 128}) {
+      for (int i = 0; i < count; ++i) v.emplace_back(dtype, headdim, i);
+    }
+  }
+  return v;
+}
+
+std::string option_param_name(const CaseOption* options, const OptionParam& param) {
+  return std::string(options[std::get<2>(param)].name) + "_" + dtype_str(std::get<0>(param)) + "_d" +
+         std::to_string(std::get<1>(param));
+}
+
 }  // namespace fa_test

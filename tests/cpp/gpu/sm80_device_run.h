@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "common/attn_case.h"
 
@@ -45,5 +47,16 @@ Reference reference(const AttnCase& c, bool with_backward);
 
 // True when the two tensors' storage is byte for byte equal.
 bool same_bytes(const HostTensor& a, const HostTensor& b);
+
+// One named change to a CaseSpec, for suites parametrised over (dtype, head dim, option index).
+struct CaseOption {
+  const char* name;
+  void (*apply)(CaseSpec&);
+};
+using OptionParam = std::tuple<DType, int, int>;
+// fp16 then bf16, head dims 64 then 128, every option index below `count`.
+std::vector<OptionParam> option_params(int count);
+// "<option>_<dtype>_d<head dim>".
+std::string option_param_name(const CaseOption* options, const OptionParam& param);
 
 }  // namespace fa_test

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -77,12 +78,7 @@ TEST(Sm80Attention, PaddedHeadDims) {
 
 // ---- options, one at a time and combined ------------------------------------------------------
 
-struct Option {
-  const char* name;
-  void (*apply)(CaseSpec&);
-};
-
-const Option kOptions[] = {
+const CaseOption kOptions[] = {
     {"causal", [](CaseSpec& s) { s.causal = true; }},
     {"causal_q_longer", [](CaseSpec& s) { s.causal = true, s.seqlen_q = 333, s.seqlen_k = 130; }},
     {"window_left", [](CaseSpec& s) { s.window_left = 37; }},
@@ -105,24 +101,18 @@ const Option kOptions[] = {
      [](CaseSpec& s) { s.alibi = Alibi::kPerBatchHead, s.window_left = 20, s.seqlen_q = 400, s.seqlen_k = 150; }},
 };
 
-class Sm80Options : public ::testing::TestWithParam<std::tuple<DType, int, int>> {};
+class Sm80Options : public ::testing::TestWithParam<OptionParam> {};
 
 TEST_P(Sm80Options, MatchesReference) {
   SM80_SKIP_WITHOUT_GPU();
-  const Option& o = kOptions[std::get<2>(GetParam())];
+  const CaseOption& o = kOptions[std::get<2>(GetParam())];
   CaseSpec s = base_spec(std::get<0>(GetParam()), std::get<1>(GetParam()), 1000 + std::get<2>(GetParam()));
   o.apply(s);
   check_case(s);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, Sm80Options,
-                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16),
-                                            ::testing::Values(64, 128),
-                                            ::testing::Range(0, static_cast<int>(sizeof(kOptions) / sizeof(kOptions[0])))),
-                         [](const auto& info) {
-                           return std::string(kOptions[std::get<2>(info.param)].name) + "_" +
-                                  dtype_str(std::get<0>(info.param)) + "_d" + std::to_string(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(All, Sm80Options, ::testing::ValuesIn(option_params(static_cast<int>(std::size(kOptions)))),
+                         [](const auto& info) { return option_param_name(kOptions, info.param); });
 
 // ---- variable length, zero-length sequences and rows no sequence owns -------------------------
 

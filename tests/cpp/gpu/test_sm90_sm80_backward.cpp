@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <tuple>
 
@@ -63,12 +64,7 @@ CaseSpec spec(DType dtype, int headdim, uint64_t seed) {
   return s;
 }
 
-struct Option {
-  const char* name;
-  void (*apply)(CaseSpec&);
-};
-
-const Option kOptions[] = {
+const CaseOption kOptions[] = {
     {"full", [](CaseSpec&) {}},
     {"causal", [](CaseSpec& s) { s.causal = true; }},
     {"causal_q_longer", [](CaseSpec& s) { s.causal = true, s.seqlen_q = 333, s.seqlen_k = 130; }},
@@ -89,24 +85,18 @@ const Option kOptions[] = {
     {"large_scores", [](CaseSpec& s) { s.q_std = 3.0f, s.k_std = 3.0f; }},
 };
 
-class Sm90Backward : public ::testing::TestWithParam<std::tuple<DType, int, int>> {};
+class Sm90Backward : public ::testing::TestWithParam<OptionParam> {};
 
 TEST_P(Sm90Backward, MatchesReference) {
   SKIP_UNLESS_SM90();
-  const Option& o = kOptions[std::get<2>(GetParam())];
+  const CaseOption& o = kOptions[std::get<2>(GetParam())];
   CaseSpec s = spec(std::get<0>(GetParam()), std::get<1>(GetParam()), 2000 + std::get<2>(GetParam()));
   o.apply(s);
   check_backward(s);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, Sm90Backward,
-                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16),
-                                            ::testing::Values(64, 128),
-                                            ::testing::Range(0, static_cast<int>(sizeof(kOptions) / sizeof(kOptions[0])))),
-                         [](const auto& info) {
-                           return std::string(kOptions[std::get<2>(info.param)].name) + "_" +
-                                  dtype_str(std::get<0>(info.param)) + "_d" + std::to_string(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(All, Sm90Backward, ::testing::ValuesIn(option_params(static_cast<int>(std::size(kOptions)))),
+                         [](const auto& info) { return option_param_name(kOptions, info.param); });
 
 // What the sm90 backward leaves to the sm80 backward: the API still answers, through sm80.
 TEST(Sm90BackwardRefusals, SoftcapAlibiVarlenDeterministicHeadDim) {
