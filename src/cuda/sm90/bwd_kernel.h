@@ -7,6 +7,8 @@
 //   S^T  = K_c Q^T          (SS; rows = keys, so P^T and dS^T land in registers as the A
 //   dP^T = V_c dO^T          operands of the next two products)
 //   P^T  = exp2(S^T * scale log2 e - lse log2 e),  dS^T = P^T * (dP^T - D)
+//          (softcap: the capped score c = cap tanh(S^T scale / cap) in the exponent, and dS^T
+//          times dc / d(S^T scale) = 1 - (c / cap)^2)
 //   dV_c += P^T dO,  dK_c += dS^T Q      (RS: A from registers, B = dO / Q read transposed)
 //   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 lines per
 //                             warpgroup, and is read as A; K's rows as B)
@@ -213,14 +215,24 @@ struct BackwardConsumer {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = 4 * i + 2 * h + e;
-          float prob = fast_exp2(s[r] * p.scale_log2 - lse_log2);
+          float prob, ds;
+          if (p.score_pre != 0.0f) {
+            const float t = tanhf(s[r] * p.score_pre);
+            prob = fast_exp2(t * p.score_log2 - lse_log2);
+            ds = prob * (dp[r] - d) * (1.0f - t * t);
+          } else {
+            prob = fast_exp2(s[r] * p.score_log2 - lse_log2);
+            ds = prob * (dp[r] - d);
+          }
           if (masked) {
             const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
             const int query = m * Cfg::kBlockM + col;
-            if (key >= p.seqlen_k || !mask.visible(query, key, offset, p.seqlen_k)) prob = 0.0f;
+            // Assigned rather than multiplied by 0: a key row that is not in the problem may hold
+            // anything, NaN included, in K or V.
+            if (key >= p.seqlen_k || !mask.visible(query, key, offset, p.seqlen_k)) prob = ds = 0.0f;
           }
           s[r] = prob;
-          dp[r] = prob * (dp[r] - d);
+          dp[r] = ds;
         }
       }
     }

@@ -48,7 +48,14 @@ Status launch_backward_main(const AttentionProblem& pb, float* dq_accum, const f
   kp.seqlen_k = pb.seqlen_k;
   kp.num_m_blocks = (pb.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   kp.scale = pb.score.scale;
-  kp.scale_log2 = pb.score.scale * 1.4426950408889634f;
+  constexpr float kLog2e = 1.4426950408889634f;
+  if (pb.score.softcap > 0.0f) {
+    kp.score_pre = pb.score.scale / pb.score.softcap;
+    kp.score_log2 = pb.score.softcap * kLog2e;
+  } else {
+    kp.score_pre = 0.0f;
+    kp.score_log2 = pb.score.scale * kLog2e;
+  }
   kp.window_left = pb.mask.window_left;
   kp.window_right = pb.mask.window_right;
   const int num_n = (pb.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;

@@ -28,7 +28,10 @@ struct BackwardParams {
   int seqlen_q, seqlen_k;
   int num_m_blocks;
   float scale;       // softmax scale: dS to dK and dQ
-  float scale_log2;  // scale * log2(e): scores to exp2
+  // Scores to exp2, as the forward's (params.h): without softcap dot * score_log2 (scale * log2 e);
+  // with it tanh(dot * score_pre) * score_log2 (score_pre = scale / cap, score_log2 = cap * log2 e).
+  float score_pre;   // 0: no softcap
+  float score_log2;
   int window_left, window_right;  // -1: unbounded (MaskPolicy); causal is window_right = 0
 };
 

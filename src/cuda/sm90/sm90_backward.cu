@@ -53,8 +53,8 @@ Status sm90_supports_backward(const AttentionProblem& p) {
   if (p.varlen() || p.seqused_q != nullptr || p.seqused_k != nullptr) {
     return Status::Unsupported("the sm90 backward kernel takes fixed-length problems (no cu_seqlens or seqused)");
   }
-  if (p.alibi_slopes != nullptr || p.score.softcap > 0.0f || !(p.score.scale > 0.0f)) {
-    return Status::Unsupported("the sm90 backward kernel takes a positive softmax_scale without softcap or ALiBi");
+  if (p.alibi_slopes != nullptr || !(p.score.scale > 0.0f)) {
+    return Status::Unsupported("the sm90 backward kernel takes a positive softmax_scale and no ALiBi");
   }
   if (p.deterministic) return Status::Unsupported("the sm90 backward kernel has no deterministic mode");
   Status s = dispatch(p, false, nullptr, nullptr);

@@ -83,6 +83,9 @@ const CaseOption kOptions[] = {
     {"gqa_causal_window_padded",
      [](CaseSpec& s) { s.causal = true, s.window_left = 60, s.nheads_q = 8, s.nheads_kv = 2, s.pad = 8; }},
     {"large_scores", [](CaseSpec& s) { s.q_std = 3.0f, s.k_std = 3.0f; }},
+    {"softcap", [](CaseSpec& s) { s.softcap = 5.0f; }},
+    {"softcap_causal_gqa_large_scores",
+     [](CaseSpec& s) { s.softcap = 8.0f, s.causal = true, s.nheads_q = 6, s.nheads_kv = 2, s.q_std = 3.0f; }},
 };
 
 class Sm90Backward : public ::testing::TestWithParam<OptionParam> {};
@@ -99,11 +102,8 @@ INSTANTIATE_TEST_SUITE_P(All, Sm90Backward, ::testing::ValuesIn(option_params(st
                          [](const auto& info) { return option_param_name(kOptions, info.param); });
 
 // What the sm90 backward leaves to the sm80 backward: the API still answers, through sm80.
-TEST(Sm90BackwardRefusals, SoftcapAlibiVarlenDeterministicHeadDim) {
+TEST(Sm90BackwardRefusals, AlibiVarlenDeterministicHeadDim) {
   SKIP_UNLESS_SM90();
-  CaseSpec a = spec(DType::kBFloat16, 128, 2101);
-  a.softcap = 5.0f;
-  check_backward(a, false);
   CaseSpec b = spec(DType::kBFloat16, 64, 2102);
   b.alibi = Alibi::kPerHead;
   check_backward(b, false);
