@@ -39,13 +39,11 @@ struct BackwardConfig {
   static_assert(kBlockM == kColumnElems, "a dS^T line holds the step's query rows");
   // Per consumer warpgroup: lse * log2(e) and D of the step's query rows (fp32).
   static constexpr int kRowStatsBytes = kConsumerWarpgroups * 2 * kBlockM * 4;
-  // dQ of a step. Head dim 128: each consumer warpgroup computes 64 of its columns over all 128
-  // keys (it reads both warpgroups' dS^T), so a step adds one 64 x 128 block into the workspace,
-  // as FlashAttention-2 does; head dim 64: each computes all columns over its own 64 keys and
-  // adds its own block. Either way the block is staged in shared memory as fp32 rows (the
+  // dQ of a step: each consumer warpgroup computes half its columns (kDqColumns) over all 128
+  // keys, reading both warpgroups' dS^T, so a step adds one 64 x kHeadDim block into the
+  // workspace, as FlashAttention-2 does. The block is staged in shared memory as fp32 rows (the
   // workspace's layout, contiguous there) and leaves with one bulk reduction (TMA, add.f32).
-  static constexpr bool kDqSplitsColumns = kHeadDim == 2 * kColumnElems;
-  static constexpr int kDqStages = kDqSplitsColumns ? 1 : kConsumerWarpgroups;  // staging buffers
+  static constexpr int kDqColumns = kHeadDim / kConsumerWarpgroups;
   static constexpr int kDqStageBytes = kBlockM * kHeadDim * 4;
 
   static constexpr int kKOffset = 0;
@@ -55,18 +53,17 @@ struct BackwardConfig {
   static constexpr int kDsOffset = kDoOffset + kStages * kQBytes;
   static constexpr int kRowStatsOffset = kDsOffset + kDsBytes;
   static constexpr int kDqOffset = kRowStatsOffset + kRowStatsBytes;
-  static constexpr int kBarrierOffset = kDqOffset + kDqStages * kDqStageBytes;
+  static constexpr int kBarrierOffset = kDqOffset + kDqStageBytes;
   // kv_full, then full and empty per stage.
   static constexpr int kBarrierCount = 1 + 2 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarrierCount + kSwizzleAtomBytes;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm90 limit");
 
   // Named barriers: one per consumer warpgroup (kWarpgroupBarrier0 + wg, 128 threads) for its row
-  // statistics; for dS^T and the dQ staging the threads that share them (both consumer
-  // warpgroups with kDqSplitsColumns, kDqBarrier; else the warpgroup's own).
+  // statistics; one for both consumer warpgroups (kDqBarrier) for dS^T and the dQ staging.
   static constexpr int kWarpgroupBarrier0 = 1;
   static constexpr int kDqBarrier = kWarpgroupBarrier0 + kConsumerWarpgroups;
-  static constexpr int kDqThreads = (kDqSplitsColumns ? kConsumerWarpgroups : 1) * kWarpgroupThreads;
+  static constexpr int kDqThreads = kConsumerWarpgroups * kWarpgroupThreads;
 };
 
 }  // namespace sm90

@@ -13,8 +13,8 @@
 //   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 lines per
 //                             warpgroup, and is read as A; K's rows as B)
 // dQ of a step is staged in shared memory as fp32 rows and added into the fp32 workspace with
-// one bulk reduction (bwd_config.h kDqSplitsColumns: at head dim 128 each warpgroup computes half
-// the columns over all 128 keys, at 64 all columns over its own keys). Query rows past seqlen_q
+// one bulk reduction (each warpgroup computes half the columns over all 128 keys, bwd_config.h
+// kDqColumns). Query rows past seqlen_q
 // read lse = -inf (P = 0); key rows past seqlen_k are masked (their K rows are TMA's zero fill,
 // and exp2(0 - lse) could overflow).
 #pragma once
@@ -69,10 +69,8 @@ struct BackwardSmem {
   __device__ __forceinline__ uint32_t row_stats(int wg, int which) const {
     return base + Cfg::kRowStatsOffset + (2 * wg + which) * Cfg::kBlockM * 4;
   }
-  // dQ staging buffer `which` (kDqStages of them): 64 rows of fp32, the workspace's row layout.
-  __device__ __forceinline__ uint32_t dq_stage(int which) const {
-    return base + Cfg::kDqOffset + which * Cfg::kDqStageBytes;
-  }
+  // dQ staging buffer: 64 rows of fp32, the workspace's row layout.
+  __device__ __forceinline__ uint32_t dq_stage() const { return base + Cfg::kDqOffset; }
   __device__ __forceinline__ uint32_t kv_full() const { return base + Cfg::kBarrierOffset; }
   __device__ __forceinline__ uint32_t full(int stage) const { return base + Cfg::kBarrierOffset + 8 + 16 * stage; }
   __device__ __forceinline__ uint32_t empty(int stage) const { return base + Cfg::kBarrierOffset + 16 + 16 * stage; }
@@ -141,31 +139,24 @@ struct BackwardConsumer {
     }
   }
 
-  // dQ of the step, 64 columns: with kDqSplitsColumns columns 64 wg .. 64 wg + 63 over all 128
-  // keys (both warpgroups' dS^T lines), else every column over this warpgroup's 64 keys. A = dS^T
-  // lines read transposed, B = K's rows of those keys in one 64-column slice.
-  __device__ __forceinline__ void issue_query_gradient(float (&dq)[kScoreAccum]) const {
-    constexpr int kKeys = Cfg::kDqSplitsColumns ? Cfg::kBlockN : 64;
-    const int first_line = Cfg::kDqSplitsColumns ? 0 : wg * 64;
-    const int column = Cfg::kDqSplitsColumns ? wg : 0;
-    const uint64_t a = mn_major_descriptor(sm.ds_lines(0) + first_line * kLineBytes, kKeys * kLineBytes);
-    const uint64_t b = mn_major_descriptor(sm.k_column(column) + first_line * kLineBytes, Cfg::kKVColumnBytes);
+  // Columns kDqColumns wg .. + kDqColumns - 1 of the step's dQ over all 128 keys: A = both
+  // warpgroups' dS^T lines read transposed, B = K's rows in those columns (at head dim 64 half a
+  // 128-byte line: the descriptor starts 64 bytes in, as K-major ones step 32 bytes along K).
+  __device__ __forceinline__ void issue_query_gradient(float (&dq)[Cfg::kDqColumns / 2]) const {
+    const int first = wg * Cfg::kDqColumns;
+    const uint64_t a = mn_major_descriptor(sm.ds_lines(0), Cfg::kBlockN * kLineBytes);
+    const uint64_t b = mn_major_descriptor(sm.k_column(first / kColumnElems) + (first % kColumnElems) * 2,
+                                           Cfg::kKVColumnBytes);
 #pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      WgmmaSSTransposed<Element, kColumnElems>::run(dq, advance_descriptor(a, kk * 16 * kLineBytes),
-                                                    advance_descriptor(b, kk * 16 * kLineBytes), kk > 0);
+    for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+      WgmmaSSTransposed<Element, Cfg::kDqColumns>::run(dq, advance_descriptor(a, kk * 16 * kLineBytes),
+                                                       advance_descriptor(b, kk * 16 * kLineBytes), kk > 0);
     }
   }
 
-  __device__ __forceinline__ void dq_barrier() const {
-    if constexpr (Cfg::kDqSplitsColumns) {
-      named_barrier_sync(Cfg::kDqBarrier, Cfg::kDqThreads);
-    } else {
-      named_barrier_sync(Cfg::kWarpgroupBarrier0 + wg, kWarpgroupThreads);
-    }
-  }
-  // The thread that issues (and waits for) the bulk reductions of this thread's staging buffer.
-  __device__ __forceinline__ bool dq_issuer() const { return thread == 0 && (wg == 0 || !Cfg::kDqSplitsColumns); }
+  __device__ __forceinline__ void dq_barrier() const { named_barrier_sync(Cfg::kDqBarrier, Cfg::kDqThreads); }
+  // The thread that issues (and waits for) the bulk reductions of the staging buffer.
+  __device__ __forceinline__ bool dq_issuer() const { return thread == 0 && wg == 0; }
 
   // Step's lse (log2 units, +inf for rows without keys or past seqlen_q) and D into shared memory.
   __device__ __forceinline__ void load_row_stats(int head, int m) const {
@@ -255,12 +246,13 @@ struct BackwardConsumer {
   // This thread's part of dQ (times the softmax scale) into the staging buffer, fp32 rows of
   // kHeadDim floats; the issuer then adds the step's valid rows into the workspace in one bulk
   // reduction (rows past seqlen_q would land in the next sequence's or past the workspace).
-  __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[kScoreAccum], int head, int m) const {
+  __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[Cfg::kDqColumns / 2], int head,
+                                                               int m) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
-    const uint32_t buffer = sm.dq_stage(Cfg::kDqSplitsColumns ? 0 : wg);
-    const int column0 = Cfg::kDqSplitsColumns ? wg * kColumnElems : 0;
+    const uint32_t buffer = sm.dq_stage();
+    const int column0 = wg * Cfg::kDqColumns;
 #pragma unroll
-    for (int i = 0; i < kScoreAccum / 4; ++i) {
+    for (int i = 0; i < Cfg::kDqColumns / 8; ++i) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t addr = buffer + ((pos.row0 + 8 * h) * Cfg::kHeadDim + column0 + 8 * i + pos.col0) * 4;
@@ -343,7 +335,7 @@ struct BackwardConsumer {
           // Q and dO of the stage were last read by the products just retired.
           if (thread % 32 == 0) mbarrier_arrive(sm.empty(stage));
           if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
-          float dq[kScoreAccum];
+          float dq[Cfg::kDqColumns / 2];
           wgmma_fence();
           issue_query_gradient(dq);
           wgmma_commit_group();
