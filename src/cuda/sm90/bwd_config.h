@@ -20,7 +20,11 @@ struct BackwardConfig {
   static constexpr int kHeadDim = HeadDim_;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the sm90 backward covers head dims 64 and 128");
   static constexpr int kBlockN = 128;  // keys of a CTA: 64 per consumer warpgroup
-  static constexpr int kBlockM = 64;   // query rows of a step
+  // Query rows of a step. The code takes 128 too (kQueryColumns dS^T columns, two dQ row halves),
+  // but at head dim 64 that spills 768 bytes (S^T and dP^T in flight, 128 registers, beside dK
+  // and dV; session 6, compiled only), so 64 for now.
+  static constexpr int kBlockM = 64;
+  static constexpr int kQueryColumns = kBlockM / kColumnElems;  // 64-query columns of dS^T
   static constexpr int kStages = 2;
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
@@ -33,14 +37,14 @@ struct BackwardConfig {
   static constexpr int kQColumnBytes = kBlockM * kLineBytes;
   static constexpr int kKVBytes = kKVColumnBytes * kColumns;
   static constexpr int kQBytes = kQColumnBytes * kColumns;
-  // dS^T of a step, bf16/fp16: 64 lines (the warpgroup's keys) of kBlockM = 64 query elements per
-  // consumer warpgroup, the A operand of its dQ = dS K read transposed.
-  static constexpr int kDsBytes = kBlockN * kLineBytes;
-  static_assert(kBlockM == kColumnElems, "a dS^T line holds the step's query rows");
+  // dS^T of a step, bf16/fp16: kBlockN lines (keys; 64 per consumer warpgroup) in kQueryColumns
+  // columns of 64 query elements, the A operand of dQ = dS K read transposed.
+  static constexpr int kDsColumnBytes = kBlockN * kLineBytes;
+  static constexpr int kDsBytes = kDsColumnBytes * kQueryColumns;
   // Per consumer warpgroup: lse * log2(e) and D of the step's query rows (fp32).
   static constexpr int kRowStatsBytes = kConsumerWarpgroups * 2 * kBlockM * 4;
   // dQ of a step: each consumer warpgroup computes half its columns (kDqColumns) over all 128
-  // keys, reading both warpgroups' dS^T, so a step adds one 64 x kHeadDim block into the
+  // keys, reading both warpgroups' dS^T, so a step adds one kBlockM x kHeadDim block into the
   // workspace, as FlashAttention-2 does. The block is staged in shared memory as fp32 rows (the
   // workspace's layout, contiguous there) and leaves with one bulk reduction (TMA, add.f32).
   static constexpr int kDqColumns = kHeadDim / kConsumerWarpgroups;

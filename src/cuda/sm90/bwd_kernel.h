@@ -2,21 +2,20 @@
 // products, TMA for the operands, K and V resident, dK and dV in registers.
 //
 // CTA (key block n of kBlockN = 128 keys, KV head, batch); consumer warpgroup c owns keys
-// 64c..64c+63 of the block. Per query block of 64 rows (of every query head of the KV head's
-// group, GQA), with S^T the scores with keys as rows:
+// 64c..64c+63 of the block. Per query block of kBlockM rows (128 at head dim 64, else 64; of
+// every query head of the KV head's group, GQA), with S^T the scores with keys as rows:
 //   S^T  = K_c Q^T          (SS; rows = keys, so P^T and dS^T land in registers as the A
 //   dP^T = V_c dO^T          operands of the next two products)
 //   P^T  = exp2(S^T * scale log2 e - lse log2 e),  dS^T = P^T * (dP^T - D)
 //          (softcap: the capped score c = cap tanh(S^T scale / cap) in the exponent, and dS^T
 //          times dc / d(S^T scale) = 1 - (c / cap)^2)
 //   dV_c += P^T dO,  dK_c += dS^T Q      (RS: A from registers, B = dO / Q read transposed)
-//   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 lines per
+//   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 key lines per
 //                             warpgroup, and is read as A; K's rows as B)
 // dQ of a step is staged in shared memory as fp32 rows and added into the fp32 workspace with
 // one bulk reduction (each warpgroup computes half the columns over all 128 keys, bwd_config.h
-// kDqColumns). Query rows past seqlen_q
-// read lse = -inf (P = 0); key rows past seqlen_k are masked (their K rows are TMA's zero fill,
-// and exp2(0 - lse) could overflow).
+// kDqColumns). Query rows past seqlen_q read lse = -inf (P = 0); key rows past seqlen_k are
+// masked (their K rows are TMA's zero fill, and exp2(0 - lse) could overflow).
 #pragma once
 
 #include <cmath>
@@ -63,8 +62,10 @@ struct BackwardSmem {
   __device__ __forceinline__ uint32_t do_column(int stage, int c) const {
     return base + Cfg::kDoOffset + stage * Cfg::kQBytes + c * Cfg::kQColumnBytes;
   }
-  // Warpgroup wg's 64 lines of dS^T.
-  __device__ __forceinline__ uint32_t ds_lines(int wg) const { return base + Cfg::kDsOffset + wg * 64 * kLineBytes; }
+  // Query column `column` (64 queries) of dS^T; its lines are the block's keys.
+  __device__ __forceinline__ uint32_t ds_column(int column) const {
+    return base + Cfg::kDsOffset + column * Cfg::kDsColumnBytes;
+  }
   // Warpgroup wg's lse * log2(e) (which = 0) and D (which = 1) of the step's 64 query rows.
   __device__ __forceinline__ uint32_t row_stats(int wg, int which) const {
     return base + Cfg::kRowStatsOffset + (2 * wg + which) * Cfg::kBlockM * 4;
@@ -108,14 +109,14 @@ __device__ void backward_producer(const BackwardParams& p, const BackwardSmem<Cf
 template <class Cfg>
 struct BackwardConsumer {
   using Element = typename Cfg::Element;
-  static constexpr int kScoreAccum = Cfg::kBlockM / 2;  // S^T: 64 keys x 64 queries
+  static constexpr int kScoreAccum = Cfg::kBlockM / 2;  // S^T: 64 keys x kBlockM queries
   static constexpr int kGradAccum = Cfg::kHeadDim / 2;  // dK, dV, dQ: 64 rows x head dim
 
   const BackwardParams& p;
   BackwardSmem<Cfg> sm;
   int wg, thread, n_block, head_kv, batch;
 
-  // S^T = K_c Q^T or dP^T = V_c dO^T: A is the warpgroup's 64 key rows, B the step's 64 query rows.
+  // S^T = K_c Q^T or dP^T = V_c dO^T: A is the warpgroup's 64 key rows, B the step's kBlockM query rows.
   __device__ __forceinline__ void issue_transposed_scores(float (&acc)[kScoreAccum], uint32_t keys,
                                                           uint32_t queries) const {
     const uint64_t a = k_major_descriptor(keys + wg * 64 * kLineBytes);
@@ -128,7 +129,7 @@ struct BackwardConsumer {
     }
   }
 
-  // grad += A B with A (keys x queries) in registers, B the step's 64 query rows of dO or Q.
+  // grad += A B with A (keys x queries) in registers, B the step's kBlockM query rows of dO or Q.
   __device__ __forceinline__ void issue_key_gradient(float (&grad)[kGradAccum], const uint32_t (&a)[kScoreAccum / 2],
                                                      uint32_t rows) const {
     const uint64_t b = mn_major_descriptor(rows, Cfg::kQColumnBytes);
@@ -139,18 +140,22 @@ struct BackwardConsumer {
     }
   }
 
-  // Columns kDqColumns wg .. + kDqColumns - 1 of the step's dQ over all 128 keys: A = both
-  // warpgroups' dS^T lines read transposed, B = K's rows in those columns (at head dim 64 half a
-  // 128-byte line: the descriptor starts 64 bytes in, as K-major ones step 32 bytes along K).
-  __device__ __forceinline__ void issue_query_gradient(float (&dq)[Cfg::kDqColumns / 2]) const {
+  // Columns kDqColumns wg .. + kDqColumns - 1 of the step's dQ over all 128 keys, for each 64
+  // query rows (half) of the block: A = dS^T's query column `half` read transposed (both
+  // warpgroups' key lines), B = K's rows in those columns (at head dim 64 half a 128-byte line:
+  // the descriptor starts 64 bytes in, as K-major ones step 32 bytes along K).
+  __device__ __forceinline__ void issue_query_gradient(float (&dq)[Cfg::kQueryColumns][Cfg::kDqColumns / 2]) const {
     const int first = wg * Cfg::kDqColumns;
-    const uint64_t a = mn_major_descriptor(sm.ds_lines(0), Cfg::kBlockN * kLineBytes);
     const uint64_t b = mn_major_descriptor(sm.k_column(first / kColumnElems) + (first % kColumnElems) * 2,
                                            Cfg::kKVColumnBytes);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
-      WgmmaSSTransposed<Element, Cfg::kDqColumns>::run(dq, advance_descriptor(a, kk * 16 * kLineBytes),
-                                                       advance_descriptor(b, kk * 16 * kLineBytes), kk > 0);
+#pragma unroll
+      for (int half = 0; half < Cfg::kQueryColumns; ++half) {
+        const uint64_t a = mn_major_descriptor(sm.ds_column(half), Cfg::kDsColumnBytes);
+        WgmmaSSTransposed<Element, Cfg::kDqColumns>::run(dq[half], advance_descriptor(a, kk * 16 * kLineBytes),
+                                                         advance_descriptor(b, kk * 16 * kLineBytes), kk > 0);
+      }
     }
   }
 
@@ -160,18 +165,21 @@ struct BackwardConsumer {
 
   // Step's lse (log2 units, +inf for rows without keys or past seqlen_q) and D into shared memory.
   __device__ __forceinline__ void load_row_stats(int head, int m) const {
-    const int r = thread % Cfg::kBlockM, which = thread / Cfg::kBlockM;
-    const int q = m * Cfg::kBlockM + r;
-    float value;
-    if (which == 0) {
-      const float lse = q < p.seqlen_q ? p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride +
-                                              int64_t(q) * p.lse_row_stride]
-                                       : -INFINITY;
-      value = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
-    } else {
-      value = q < p.seqlen_q ? p.dsum[int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q + q] : 0.0f;
+#pragma unroll
+    for (int index = thread; index < 2 * Cfg::kBlockM; index += kWarpgroupThreads) {
+      const int r = index % Cfg::kBlockM, which = index / Cfg::kBlockM;
+      const int q = m * Cfg::kBlockM + r;
+      float value;
+      if (which == 0) {
+        const float lse = q < p.seqlen_q ? p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride +
+                                                int64_t(q) * p.lse_row_stride]
+                                         : -INFINITY;
+        value = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+      } else {
+        value = q < p.seqlen_q ? p.dsum[int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q + q] : 0.0f;
+      }
+      asm volatile("st.shared.f32 [%0], %1;" ::"r"(sm.row_stats(wg, which) + r * 4), "f"(value) : "memory");
     }
-    asm volatile("st.shared.f32 [%0], %1;" ::"r"(sm.row_stats(wg, which) + r * 4), "f"(value) : "memory");
   }
 
   __device__ __forceinline__ float row_stat(int which, int col) const {
@@ -180,64 +188,73 @@ struct BackwardConsumer {
     return v;
   }
 
-  // Whether any (query, key) of the step's 64 x 64 block of this warpgroup is masked or past seqlen_k.
+  // Whether any (query, key) of the step's kBlockM x 64 block of this warpgroup is masked or past seqlen_k.
   __device__ __forceinline__ bool block_needs_mask(int m) const {
     const int key0 = n_block * Cfg::kBlockN + wg * 64, q0 = m * Cfg::kBlockM;
     const int offset = p.seqlen_k - p.seqlen_q;
     if (key0 + 63 >= p.seqlen_k) return true;
     if (p.window_right >= 0 && key0 + 63 > q0 + offset + p.window_right) return true;
-    if (p.window_left >= 0 && key0 < q0 + 63 + offset - p.window_left) return true;
+    if (p.window_left >= 0 && key0 < q0 + Cfg::kBlockM - 1 + offset - p.window_left) return true;
     return false;
   }
 
-  // P^T into s and dS^T into dp, in place.
-  __device__ __forceinline__ void probabilities_and_score_grads(float (&s)[kScoreAccum], float (&dp)[kScoreAccum],
-                                                                int m) const {
+  // P^T and dS^T of S^T (s) and dP^T (dp), straight into packed pairs, the A fragments of the
+  // next products (fragment.h: pair 2i + h is columns 8i + col0, +1 of row h): each accumulator
+  // register is dead once its pair is packed, so the two accumulators and the two fragments are
+  // never all live (at head dim 64 with 128-query blocks they would not fit beside dK and dV).
+  __device__ __forceinline__ void probabilities_and_score_grads(const float (&s)[kScoreAccum],
+                                                                const float (&dp)[kScoreAccum], int m,
+                                                                uint32_t (&prob)[kScoreAccum / 2],
+                                                                uint32_t (&ds)[kScoreAccum / 2]) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const bool masked = block_needs_mask(m);
     const MaskPolicy mask{p.window_left, p.window_right};
     const int64_t offset = p.seqlen_k - p.seqlen_q;
 #pragma unroll
     for (int i = 0; i < kScoreAccum / 4; ++i) {
+      float lse_log2[2], d[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int col = 8 * i + pos.col0 + e;
-        const float lse_log2 = row_stat(0, col), d = row_stat(1, col);
+        lse_log2[e] = row_stat(0, 8 * i + pos.col0 + e);
+        d[e] = row_stat(1, 8 * i + pos.col0 + e);
+      }
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < 2; ++h) {
+        float pr[2], g[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
           const int r = 4 * i + 2 * h + e;
-          float prob, ds;
           if (p.score_pre != 0.0f) {
             const float t = tanhf(s[r] * p.score_pre);
-            prob = fast_exp2(t * p.score_log2 - lse_log2);
-            ds = prob * (dp[r] - d) * (1.0f - t * t);
+            pr[e] = fast_exp2(t * p.score_log2 - lse_log2[e]);
+            g[e] = pr[e] * (dp[r] - d[e]) * (1.0f - t * t);
           } else {
-            prob = fast_exp2(s[r] * p.score_log2 - lse_log2);
-            ds = prob * (dp[r] - d);
+            pr[e] = fast_exp2(s[r] * p.score_log2 - lse_log2[e]);
+            g[e] = pr[e] * (dp[r] - d[e]);
           }
           if (masked) {
             const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
-            const int query = m * Cfg::kBlockM + col;
+            const int query = m * Cfg::kBlockM + 8 * i + pos.col0 + e;
             // Assigned rather than multiplied by 0: a key row that is not in the problem may hold
             // anything, NaN included, in K or V.
-            if (key >= p.seqlen_k || !mask.visible(query, key, offset, p.seqlen_k)) prob = ds = 0.0f;
+            if (key >= p.seqlen_k || !mask.visible(query, key, offset, p.seqlen_k)) pr[e] = g[e] = 0.0f;
           }
-          s[r] = prob;
-          dp[r] = ds;
         }
+        prob[2 * i + h] = pack_pair<Element>(pr[0], pr[1]);
+        ds[2 * i + h] = pack_pair<Element>(g[0], g[1]);
       }
     }
   }
 
-  // dS^T (packed pairs, as the A fragment holds them) into this warpgroup's lines, 128B-swizzled.
+  // dS^T (packed pairs, as the A fragment holds them) into this warpgroup's key lines, 128B-swizzled.
   __device__ __forceinline__ void store_score_grads(const uint32_t (&ds)[kScoreAccum / 2]) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
 #pragma unroll
     for (int i = 0; i < kScoreAccum / 4; ++i) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int line = pos.row0 + 8 * h;
-        const uint32_t addr = sm.ds_lines(wg) + line * kLineBytes + ((i ^ (line % 8)) * 16) + pos.col0 * 2;
+        const int line = wg * 64 + pos.row0 + 8 * h, chunk = i % 8;
+        const uint32_t addr = sm.ds_column(i / 8) + line * kLineBytes + ((chunk ^ (line % 8)) * 16) + pos.col0 * 2;
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(ds[2 * i + h]) : "memory");
       }
     }
@@ -246,19 +263,23 @@ struct BackwardConsumer {
   // This thread's part of dQ (times the softmax scale) into the staging buffer, fp32 rows of
   // kHeadDim floats; the issuer then adds the step's valid rows into the workspace in one bulk
   // reduction (rows past seqlen_q would land in the next sequence's or past the workspace).
-  __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[Cfg::kDqColumns / 2], int head,
-                                                               int m) const {
+  __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[Cfg::kQueryColumns][Cfg::kDqColumns / 2],
+                                                               int head, int m) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const uint32_t buffer = sm.dq_stage();
     const int column0 = wg * Cfg::kDqColumns;
 #pragma unroll
-    for (int i = 0; i < Cfg::kDqColumns / 8; ++i) {
+    for (int half = 0; half < Cfg::kQueryColumns; ++half) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t addr = buffer + ((pos.row0 + 8 * h) * Cfg::kHeadDim + column0 + 8 * i + pos.col0) * 4;
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(p.scale * dq[4 * i + 2 * h]),
-                     "f"(p.scale * dq[4 * i + 2 * h + 1])
-                     : "memory");
+      for (int i = 0; i < Cfg::kDqColumns / 8; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = half * 64 + pos.row0 + 8 * h;
+          const uint32_t addr = buffer + (row * Cfg::kHeadDim + column0 + 8 * i + pos.col0) * 4;
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(p.scale * dq[half][4 * i + 2 * h]),
+                       "f"(p.scale * dq[half][4 * i + 2 * h + 1])
+                       : "memory");
+        }
       }
     }
     fence_proxy_async_smem();
@@ -316,10 +337,8 @@ struct BackwardConsumer {
           wgmma_wait_group<0>();
           pin_registers(s);
           pin_registers(dp);
-          probabilities_and_score_grads(s, dp, m);
           uint32_t prob[kScoreAccum / 2], ds[kScoreAccum / 2];
-          accumulator_to_operand<Element>(s, prob);
-          accumulator_to_operand<Element>(dp, ds);
+          probabilities_and_score_grads(s, dp, m, prob, ds);
           wgmma_fence();
           issue_key_gradient(dv, prob, sm.do_column(stage, 0));
           issue_key_gradient(dk, ds, sm.q_column(stage, 0));
@@ -335,12 +354,13 @@ struct BackwardConsumer {
           // Q and dO of the stage were last read by the products just retired.
           if (thread % 32 == 0) mbarrier_arrive(sm.empty(stage));
           if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
-          float dq[Cfg::kDqColumns / 2];
+          float dq[Cfg::kQueryColumns][Cfg::kDqColumns / 2];
           wgmma_fence();
           issue_query_gradient(dq);
           wgmma_commit_group();
           wgmma_wait_group<0>();
-          pin_registers(dq);
+#pragma unroll
+          for (int half = 0; half < Cfg::kQueryColumns; ++half) pin_registers(dq[half]);
           stage_and_add_query_gradient(dq, head, m);
         }
       }
