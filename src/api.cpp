@@ -350,6 +350,7 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     // Unknown under graph capture (cu_seqlens not read): assume such rows, as padded serving
     // buffers have them.
     p->kv_rows_past_last_sequence = host_cu_k.empty() || p->total_k > host_cu_k[static_cast<size_t>(p->batch)];
+    p->q_rows_past_last_sequence = host_cu_q.empty() || p->total_q > host_cu_q[static_cast<size_t>(p->batch)];
   } else {
     p->batch = static_cast<int>(q.shape[0]);
     p->seqlen_q = static_cast<int>(q.shape[1]);

@@ -43,6 +43,8 @@ struct AttentionProblem {
   // kernel whose last key block may read rows past a sequence must not run then: P = 0 times a
   // NaN there is NaN. True when cu_seqlens could not be read (CUDA graph capture).
   bool kv_rows_past_last_sequence = false;
+  // The same for q (and out, dout): rows past cu_seqlens_q[batch], or unknown (graph capture).
+  bool q_rows_past_last_sequence = false;
 
   Operand q, k, v, out;
   Operand dout, dq, dk, dv;  // backward only

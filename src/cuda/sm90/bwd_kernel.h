@@ -14,8 +14,8 @@
 //                             warpgroup, and is read as A; K's rows as B)
 // dQ of a step is staged in shared memory as fp32 rows and added into the fp32 workspace with
 // one bulk reduction (each warpgroup computes half the columns over all 128 keys, bwd_config.h
-// kDqColumns). Query rows past seqlen_q read lse = -inf (P = 0); key rows past seqlen_k are
-// masked (their K rows are TMA's zero fill, and exp2(0 - lse) could overflow).
+// kDqColumns). Query and key rows past the sequence are masked (TMA's zero fill, or with variable
+// length the next sequence's rows; exp2(0 - lse) could overflow).
 #pragma once
 
 #include <cmath>
@@ -31,6 +31,23 @@
 namespace flashattn {
 namespace sm90 {
 
+// The CTA's sequence: its rows in the tensors and the workspaces, and its lengths.
+struct BackwardSequence {
+  int64_t q_row0, k_row0;  // first row in q / k (variable length: absolute; fixed: 0)
+  int64_t ws_row0;         // first row in the (nheads_q, total_q) workspaces
+  int len_q, len_k;
+  int tma_batch;  // the maps' batch coordinate (variable length: 0)
+  __device__ __forceinline__ int offset() const { return len_k - len_q; }  // bottom-right diagonal
+};
+
+__device__ __forceinline__ BackwardSequence backward_sequence(const BackwardParams& p, int batch) {
+  if (p.cu_seqlens_q != nullptr) {
+    const int q0 = p.cu_seqlens_q[batch], k0 = p.cu_seqlens_k[batch];
+    return {q0, k0, q0, p.cu_seqlens_q[batch + 1] - q0, p.cu_seqlens_k[batch + 1] - k0, 0};
+  }
+  return {0, 0, int64_t(batch) * p.seqlen_q, p.seqlen_q, p.seqlen_k, batch};
+}
+
 // Query blocks [begin, end) of kBlockM rows whose rows see at least one key of key block n.
 struct QueryBlockRange {
   int begin, end;
@@ -40,11 +57,12 @@ struct QueryBlockRange {
 __device__ __forceinline__ int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 template <class Cfg>
-__device__ __forceinline__ QueryBlockRange query_blocks_of(const BackwardParams& p, int n_block) {
-  const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right aligned diagonal
+__device__ __forceinline__ QueryBlockRange query_blocks_of(const BackwardParams& p, const BackwardSequence& seq,
+                                                           int n_block) {
+  const int offset = seq.offset();
   const int key_first = n_block * Cfg::kBlockN;
-  const int key_last = min(key_first + Cfg::kBlockN, p.seqlen_k) - 1;
-  int begin = 0, end = p.num_m_blocks;
+  const int key_last = min(key_first + Cfg::kBlockN, seq.len_k) - 1;
+  int begin = 0, end = (seq.len_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   // Query i sees key j iff i + offset - window_left <= j <= i + offset + window_right.
   if (p.window_right >= 0) begin = max(begin, floor_div(key_first - offset - p.window_right, Cfg::kBlockM));
   if (p.window_left >= 0) end = min(end, floor_div(key_last - offset + p.window_left, Cfg::kBlockM) + 1);
@@ -80,13 +98,15 @@ struct BackwardSmem {
 // One thread issues every load: K and V of the block once, then Q and dO per (head, query block).
 template <class Cfg>
 __device__ void backward_producer(const BackwardParams& p, const BackwardSmem<Cfg>& sm, const QueryBlockRange& range,
-                                  int n_block, int head_kv, int batch) {
+                                  const BackwardSequence& seq, int n_block, int head_kv) {
+  const int batch = seq.tma_batch;
   if (range.empty()) return;
   mbarrier_arrive_expect_tx(sm.kv_full(), 2 * Cfg::kKVBytes);
 #pragma unroll
   for (int c = 0; c < Cfg::kColumns; ++c) {
-    tma_load_4d(sm.k_column(c), &p.tma_k, sm.kv_full(), c * kColumnElems, n_block * Cfg::kBlockN, head_kv, batch);
-    tma_load_4d(sm.v_column(c), &p.tma_v, sm.kv_full(), c * kColumnElems, n_block * Cfg::kBlockN, head_kv, batch);
+    const int row = int(seq.k_row0) + n_block * Cfg::kBlockN;
+    tma_load_4d(sm.k_column(c), &p.tma_k, sm.kv_full(), c * kColumnElems, row, head_kv, batch);
+    tma_load_4d(sm.v_column(c), &p.tma_v, sm.kv_full(), c * kColumnElems, row, head_kv, batch);
   }
   int stage = 0;
   uint32_t phase = 0;
@@ -97,9 +117,9 @@ __device__ void backward_producer(const BackwardParams& p, const BackwardSmem<Cf
       mbarrier_arrive_expect_tx(sm.full(stage), 2 * Cfg::kQBytes);
 #pragma unroll
       for (int c = 0; c < Cfg::kColumns; ++c) {
-        tma_load_4d(sm.q_column(stage, c), &p.tma_q, sm.full(stage), c * kColumnElems, m * Cfg::kBlockM, head, batch);
-        tma_load_4d(sm.do_column(stage, c), &p.tma_do, sm.full(stage), c * kColumnElems, m * Cfg::kBlockM, head,
-                    batch);
+        const int row = int(seq.q_row0) + m * Cfg::kBlockM;
+        tma_load_4d(sm.q_column(stage, c), &p.tma_q, sm.full(stage), c * kColumnElems, row, head, batch);
+        tma_load_4d(sm.do_column(stage, c), &p.tma_do, sm.full(stage), c * kColumnElems, row, head, batch);
       }
       if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
     }
@@ -114,6 +134,7 @@ struct BackwardConsumer {
 
   const BackwardParams& p;
   BackwardSmem<Cfg> sm;
+  BackwardSequence seq;
   int wg, thread, n_block, head_kv, batch;
 
   // S^T = K_c Q^T or dP^T = V_c dO^T: A is the warpgroup's 64 key rows, B the step's kBlockM query rows.
@@ -163,7 +184,7 @@ struct BackwardConsumer {
   // The thread that issues (and waits for) the bulk reductions of the staging buffer.
   __device__ __forceinline__ bool dq_issuer() const { return thread == 0 && wg == 0; }
 
-  // Step's lse (log2 units, +inf for rows without keys or past seqlen_q) and D into shared memory.
+  // Step's lse (log2 units, +inf for rows without keys or past the sequence) and D into shared memory.
   __device__ __forceinline__ void load_row_stats(int head, int m) const {
 #pragma unroll
     for (int index = thread; index < 2 * Cfg::kBlockM; index += kWarpgroupThreads) {
@@ -171,12 +192,12 @@ struct BackwardConsumer {
       const int q = m * Cfg::kBlockM + r;
       float value;
       if (which == 0) {
-        const float lse = q < p.seqlen_q ? p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride +
-                                                int64_t(q) * p.lse_row_stride]
-                                         : -INFINITY;
+        const float lse = q < seq.len_q ? p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride +
+                                                (seq.q_row0 + q) * p.lse_row_stride]
+                                          : -INFINITY;
         value = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
       } else {
-        value = q < p.seqlen_q ? p.dsum[int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q + q] : 0.0f;
+        value = q < seq.len_q ? p.dsum[int64_t(head) * p.total_q + seq.ws_row0 + q] : 0.0f;
       }
       asm volatile("st.shared.f32 [%0], %1;" ::"r"(sm.row_stats(wg, which) + r * 4), "f"(value) : "memory");
     }
@@ -188,11 +209,13 @@ struct BackwardConsumer {
     return v;
   }
 
-  // Whether any (query, key) of the step's kBlockM x 64 block of this warpgroup is masked or past seqlen_k.
+  // Whether any (query, key) of the step's kBlockM x 64 block of this warpgroup is masked or outside the sequence.
   __device__ __forceinline__ bool block_needs_mask(int m) const {
     const int key0 = n_block * Cfg::kBlockN + wg * 64, q0 = m * Cfg::kBlockM;
-    const int offset = p.seqlen_k - p.seqlen_q;
-    if (key0 + 63 >= p.seqlen_k) return true;
+    const int offset = seq.offset();
+    // Query rows past the sequence: with variable length the next sequence's rows (finite), whose
+    // scores must not count although their lse reads -inf.
+    if (key0 + 63 >= seq.len_k || q0 + Cfg::kBlockM > seq.len_q) return true;
     if (p.window_right >= 0 && key0 + 63 > q0 + offset + p.window_right) return true;
     if (p.window_left >= 0 && key0 < q0 + Cfg::kBlockM - 1 + offset - p.window_left) return true;
     return false;
@@ -209,7 +232,7 @@ struct BackwardConsumer {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const bool masked = block_needs_mask(m);
     const MaskPolicy mask{p.window_left, p.window_right};
-    const int64_t offset = p.seqlen_k - p.seqlen_q;
+    const int64_t offset = seq.offset();
 #pragma unroll
     for (int i = 0; i < kScoreAccum / 4; ++i) {
       float lse_log2[2], d[2];
@@ -235,9 +258,11 @@ struct BackwardConsumer {
           if (masked) {
             const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
             const int query = m * Cfg::kBlockM + 8 * i + pos.col0 + e;
-            // Assigned rather than multiplied by 0: a key row that is not in the problem may hold
-            // anything, NaN included, in K or V.
-            if (key >= p.seqlen_k || !mask.visible(query, key, offset, p.seqlen_k)) pr[e] = g[e] = 0.0f;
+            // Assigned rather than multiplied by 0: a row that is not in the problem may hold
+            // anything, NaN included.
+            if (key >= seq.len_k || query >= seq.len_q || !mask.visible(query, key, offset, seq.len_k)) {
+              pr[e] = g[e] = 0.0f;
+            }
           }
         }
         prob[2 * i + h] = pack_pair<Element>(pr[0], pr[1]);
@@ -262,7 +287,7 @@ struct BackwardConsumer {
 
   // This thread's part of dQ (times the softmax scale) into the staging buffer, fp32 rows of
   // kHeadDim floats; the issuer then adds the step's valid rows into the workspace in one bulk
-  // reduction (rows past seqlen_q would land in the next sequence's or past the workspace).
+  // reduction (rows past the sequence would land in the next sequence's or past the workspace).
   __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[Cfg::kQueryColumns][Cfg::kDqColumns / 2],
                                                                int head, int m) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
@@ -285,9 +310,8 @@ struct BackwardConsumer {
     fence_proxy_async_smem();
     dq_barrier();
     if (dq_issuer()) {
-      const int rows = min(Cfg::kBlockM, p.seqlen_q - m * Cfg::kBlockM);
-      float* dst = p.dq_accum + (int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q +
-                                 int64_t(m) * Cfg::kBlockM) * Cfg::kHeadDim;
+      const int rows = min(Cfg::kBlockM, seq.len_q - m * Cfg::kBlockM);
+      float* dst = p.dq_accum + (int64_t(head) * p.total_q + seq.ws_row0 + int64_t(m) * Cfg::kBlockM) * Cfg::kHeadDim;
       asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
                    "r"(buffer), "r"(uint32_t(rows * Cfg::kHeadDim * 4))
                    : "memory");
@@ -301,8 +325,9 @@ struct BackwardConsumer {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
-      if (key >= p.seqlen_k) continue;
-      Element* row = static_cast<Element*>(base) + batch * batch_stride + int64_t(key) * row_stride + head_kv * head_stride;
+      if (key >= seq.len_k) continue;
+      Element* row = static_cast<Element*>(base) + batch * batch_stride + (seq.k_row0 + key) * row_stride +
+                     head_kv * head_stride;
 #pragma unroll
       for (int i = 0; i < kGradAccum / 4; ++i) {
         *reinterpret_cast<uint32_t*>(row + 8 * i + pos.col0) =
@@ -386,15 +411,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) backward_kernel(const __grid
     fence_barrier_init();
   }
   __syncthreads();
-  const QueryBlockRange range = query_blocks_of<Cfg>(p, n_block);
+  const BackwardSequence seq = backward_sequence(p, batch);
+  // Variable length: the grid covers the longest sequence's key blocks.
+  if (n_block * Cfg::kBlockN >= seq.len_k) return;
+  const QueryBlockRange range = query_blocks_of<Cfg>(p, seq, n_block);
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / kWarpgroupThreads), 0);
   if (warpgroup == 0) {
     setmaxnreg_decrease<kProducerRegisters>();
-    if (threadIdx.x == 0) backward_producer<Cfg>(p, sm, range, n_block, head_kv, batch);
+    if (threadIdx.x == 0) backward_producer<Cfg>(p, sm, range, seq, n_block, head_kv);
   } else {
     setmaxnreg_increase<Cfg::kConsumerRegisters>();
-    const BackwardConsumer<Cfg> consumer{p, sm, warpgroup - 1, int(threadIdx.x % kWarpgroupThreads), n_block, head_kv,
-                                         batch};
+    const BackwardConsumer<Cfg> consumer{p, sm, seq, warpgroup - 1, int(threadIdx.x % kWarpgroupThreads), n_block,
+                                         head_kv, batch};
     consumer.run(range);
   }
 }

@@ -84,6 +84,9 @@ const CaseOption kOptions[] = {
      [](CaseSpec& s) { s.causal = true, s.window_left = 60, s.nheads_q = 8, s.nheads_kv = 2, s.pad = 8; }},
     {"large_scores", [](CaseSpec& s) { s.q_std = 3.0f, s.k_std = 3.0f; }},
     {"softcap", [](CaseSpec& s) { s.softcap = 5.0f; }},
+    {"varlen", [](CaseSpec& s) { s.seqlens_q = {70, 0, 200, 33}, s.seqlens_k = {90, 20, 333, 0}; }},
+    {"varlen_causal_gqa",
+     [](CaseSpec& s) { s.seqlens_q = {129, 1, 300}, s.seqlens_k = {129, 300, 250}, s.causal = true, s.nheads_q = 6; }},
     {"softcap_causal_gqa_large_scores",
      [](CaseSpec& s) { s.softcap = 8.0f, s.causal = true, s.nheads_q = 6, s.nheads_kv = 2, s.q_std = 3.0f; }},
 };
@@ -102,15 +105,19 @@ INSTANTIATE_TEST_SUITE_P(All, Sm90Backward, ::testing::ValuesIn(option_params(st
                          [](const auto& info) { return option_param_name(kOptions, info.param); });
 
 // What the sm90 backward leaves to the sm80 backward: the API still answers, through sm80.
-TEST(Sm90BackwardRefusals, AlibiVarlenDeterministicHeadDim) {
+TEST(Sm90BackwardRefusals, AlibiRowsPastSequencesSequsedDeterministicHeadDim) {
   SKIP_UNLESS_SM90();
   CaseSpec b = spec(DType::kBFloat16, 64, 2102);
   b.alibi = Alibi::kPerHead;
   check_backward(b, false);
-  CaseSpec c = spec(DType::kFloat16, 128, 2103);
+  CaseSpec c = spec(DType::kFloat16, 128, 2103);  // rows past the last sequence: sm80's
   c.seqlens_q = {70, 0, 33};
   c.seqlens_k = {90, 20, 130};
+  c.extra_rows = 5;
   check_backward(c, false);
+  CaseSpec u = spec(DType::kBFloat16, 128, 2106);
+  u.seqused_k = {300, 100};
+  check_backward(u, false);
   CaseSpec d = spec(DType::kBFloat16, 128, 2104);
   d.deterministic = true;
   check_backward(d, false);
