@@ -2,8 +2,8 @@
 // products, TMA for the operands, K and V resident, dK and dV in registers.
 //
 // CTA (key block n of kBlockN = 128 keys, KV head, batch); consumer warpgroup c owns keys
-// 64c..64c+63 of the block. Per query block of kBlockM rows (128 at head dim 64, else 64; of
-// every query head of the KV head's group, GQA), with S^T the scores with keys as rows:
+// 64c..64c+63 of the block. Per query block of kBlockM = 64 rows (of every query head of the KV
+// head's group, GQA), with S^T the scores with keys as rows:
 //   S^T  = K_c Q^T          (SS; rows = keys, so P^T and dS^T land in registers as the A
 //   dP^T = V_c dO^T          operands of the next two products)
 //   P^T  = exp2(S^T * scale log2 e - lse log2 e),  dS^T = P^T * (dP^T - D)
@@ -258,8 +258,10 @@ struct BackwardConsumer {
           if (masked) {
             const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
             const int query = m * Cfg::kBlockM + 8 * i + pos.col0 + e;
-            // Assigned rather than multiplied by 0: a row that is not in the problem may hold
-            // anything, NaN included.
+            // Assigned rather than multiplied by 0, so that non-finite scores of rows outside the
+            // problem stay out. Rows outside it must still be finite (their zero P / dS multiply
+            // them in the products): TMA's zero fill or another sequence's rows, which
+            // sm90_supports_backward's refusal of rows no sequence owns guarantees.
             if (key >= seq.len_k || query >= seq.len_q || !mask.visible(query, key, offset, seq.len_k)) {
               pr[e] = g[e] = 0.0f;
             }
@@ -364,12 +366,14 @@ struct BackwardConsumer {
           pin_registers(dp);
           uint32_t prob[kScoreAccum / 2], ds[kScoreAccum / 2];
           probabilities_and_score_grads(s, dp, m, prob, ds);
+          // Before the products that take ds as their A fragment: its registers may not be read
+          // while those run (PTX ISA, wgmma.mma_async).
+          store_score_grads(ds);
+          fence_proxy_async_smem();
           wgmma_fence();
           issue_key_gradient(dv, prob, sm.do_column(stage, 0));
           issue_key_gradient(dk, ds, sm.q_column(stage, 0));
           wgmma_commit_group();
-          store_score_grads(ds);
-          fence_proxy_async_smem();
           // The previous step's bulk reduction has read the staging buffer before anyone passes.
           if (dq_issuer()) bulk_wait_read_all();
           dq_barrier();

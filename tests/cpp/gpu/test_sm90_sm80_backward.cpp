@@ -85,6 +85,7 @@ const CaseOption kOptions[] = {
     {"large_scores", [](CaseSpec& s) { s.q_std = 3.0f, s.k_std = 3.0f; }},
     {"softcap", [](CaseSpec& s) { s.softcap = 5.0f; }},
     {"varlen", [](CaseSpec& s) { s.seqlens_q = {70, 0, 200, 33}, s.seqlens_k = {90, 20, 333, 0}; }},
+    {"varlen_window", [](CaseSpec& s) { s.seqlens_q = {300, 90, 5}, s.seqlens_k = {260, 200, 400}, s.window_left = 40; }},
     {"varlen_causal_gqa",
      [](CaseSpec& s) { s.seqlens_q = {129, 1, 300}, s.seqlens_k = {129, 300, 250}, s.causal = true, s.nheads_q = 6; }},
     {"softcap_causal_gqa_large_scores",
@@ -115,6 +116,11 @@ TEST(Sm90BackwardRefusals, AlibiRowsPastSequencesSequsedDeterministicHeadDim) {
   c.seqlens_k = {90, 20, 130};
   c.extra_rows = 5;
   check_backward(c, false);
+  CaseSpec q = spec(DType::kBFloat16, 128, 2107);  // rows past the last sequence in q and dout only
+  q.seqlens_q = {70, 0, 33};
+  q.seqlens_k = {90, 20, 130};
+  q.extra_rows_q = 3;
+  check_backward(q, false);
   CaseSpec u = spec(DType::kBFloat16, 128, 2106);
   u.seqused_k = {300, 100};
   check_backward(u, false);
@@ -152,6 +158,14 @@ TEST(Sm90BackwardSanitize, SmallCases) {
   t.window_left = 30;
   t.window_right = 10;
   check_backward(t);
+  for (int d : {64, 128}) {  // variable length: absolute rows, per-sequence workspace offsets
+    CaseSpec v = spec(DType::kBFloat16, d, 2203 + d);
+    v.seqlens_q = {70, 0, 33, 150};
+    v.seqlens_k = {90, 20, 130, 140};
+    v.causal = true;
+    v.softcap = 6.0f;
+    check_backward(v);
+  }
 }
 
 }  // namespace
