@@ -80,7 +80,7 @@ inline SequenceSpan host_sequence(const AttentionProblem& p, int b) {
 }
 
 // Element offset of row i (counted inside the sequence) of head h of batch b.
-inline int64_t element_offset(const Operand& op, int b, int64_t row0, int64_t i, int h) {
+FA_HD int64_t element_offset(const Operand& op, int b, int64_t row0, int64_t i, int h) {
   return b * op.batch_stride + (row0 + i) * op.row_stride + h * op.head_stride;
 }
 

@@ -321,15 +321,14 @@ struct BackwardConsumer {
     }
   }
 
-  __device__ __forceinline__ void store_key_gradient(const float (&grad)[kGradAccum], void* base, int64_t batch_stride,
-                                                     int64_t row_stride, int64_t head_stride, float factor) const {
+  __device__ __forceinline__ void store_key_gradient(const float (&grad)[kGradAccum], const Operand& out,
+                                                     float factor) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
       if (key >= seq.len_k) continue;
-      Element* row = static_cast<Element*>(base) + batch * batch_stride + (seq.k_row0 + key) * row_stride +
-                     head_kv * head_stride;
+      Element* row = static_cast<Element*>(out.data) + element_offset(out, batch, seq.k_row0, key, head_kv);
 #pragma unroll
       for (int i = 0; i < kGradAccum / 4; ++i) {
         *reinterpret_cast<uint32_t*>(row + 8 * i + pos.col0) =
@@ -394,8 +393,8 @@ struct BackwardConsumer {
         }
       }
     }
-    store_key_gradient(dk, p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p.scale);
-    store_key_gradient(dv, p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, 1.0f);
+    store_key_gradient(dk, p.dk, p.scale);
+    store_key_gradient(dv, p.dv, 1.0f);
     // The staging buffer must outlive the last reduction's read of it.
     if (dq_issuer()) bulk_wait_all();
   }

@@ -7,6 +7,8 @@
 
 #include <cuda.h>
 
+#include "problem.h"
+
 namespace flashattn {
 namespace sm90 {
 
@@ -20,16 +22,13 @@ struct BackwardParams {
   const float* dsum;
   // The sm80 backward's fp32 dQ workspace, row-major (nheads_q, batch * seqlen_q, headdim).
   float* dq_accum;
-  void* dk;
-  void* dv;
-  int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
-  int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+  Operand dk, dv;  // written with ordinary stores (problem.h's element offsets)
   // Variable length: prefix sums (device memory), else null. The maps then have a batch extent of
   // 1 and rows are absolute.
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
   int64_t total_q;  // rows of the (nheads_q, total_q) workspaces
-  int batch, nheads_q, nheads_kv, heads_per_kv;
+  int batch, heads_per_kv;
   int seqlen_q, seqlen_k;  // fixed: the lengths; variable: the longest
   float scale;       // softmax scale: dS to dK and dQ
   // Scores to exp2, as the forward's (params.h): without softcap dot * score_log2 (scale * log2 e);
