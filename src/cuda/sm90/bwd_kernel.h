@@ -221,18 +221,37 @@ struct BackwardConsumer {
     return false;
   }
 
+  // The queries [lo, hi) that see key row h of this thread (int32, so the masked path compares
+  // two ints per element; empty for keys past the sequence). Query i sees key j iff
+  // i + offset - window_left <= j <= i + offset + window_right, and i < len_q.
+  struct VisibleQueries {
+    int lo[2], hi[2];
+  };
+  __device__ __forceinline__ VisibleQueries visible_queries(const FragmentPosition& pos) const {
+    VisibleQueries v;
+    const int offset = seq.offset();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
+      v.lo[h] = p.window_right >= 0 ? key - offset - p.window_right : 0;
+      v.hi[h] = p.window_left >= 0 ? min(seq.len_q, key - offset + p.window_left + 1) : seq.len_q;
+      if (key >= seq.len_k) v.hi[h] = v.lo[h];
+    }
+    return v;
+  }
+
   // P^T and dS^T of S^T (s) and dP^T (dp), straight into packed pairs, the A fragments of the
   // next products (fragment.h: pair 2i + h is columns 8i + col0, +1 of row h): each accumulator
   // register is dead once its pair is packed, so the two accumulators and the two fragments are
   // never all live (at head dim 64 with 128-query blocks they would not fit beside dK and dV).
-  __device__ __forceinline__ void probabilities_and_score_grads(const float (&s)[kScoreAccum],
-                                                                const float (&dp)[kScoreAccum], int m,
-                                                                uint32_t (&prob)[kScoreAccum / 2],
-                                                                uint32_t (&ds)[kScoreAccum / 2]) const {
+  // One straight-line copy per (softcap, masked): a runtime test inside the loop made ptxas
+  // branch per element (session 7: the d128 backward 14% slower than without it).
+  template <bool kSoftcap, bool kMasked>
+  __device__ __forceinline__ void elementwise(const float (&s)[kScoreAccum], const float (&dp)[kScoreAccum], int m,
+                                              uint32_t (&prob)[kScoreAccum / 2], uint32_t (&ds)[kScoreAccum / 2]) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
-    const bool masked = block_needs_mask(m);
-    const MaskPolicy mask{p.window_left, p.window_right};
-    const int64_t offset = seq.offset();
+    VisibleQueries visible;
+    if constexpr (kMasked) visible = visible_queries(pos);
 #pragma unroll
     for (int i = 0; i < kScoreAccum / 4; ++i) {
       float lse_log2[2], d[2];
@@ -247,7 +266,7 @@ struct BackwardConsumer {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int r = 4 * i + 2 * h + e;
-          if (p.score_pre != 0.0f) {
+          if constexpr (kSoftcap) {
             const float t = tanhf(s[r] * p.score_pre);
             pr[e] = fast_exp2(t * p.score_log2 - lse_log2[e]);
             g[e] = pr[e] * (dp[r] - d[e]) * (1.0f - t * t);
@@ -255,21 +274,34 @@ struct BackwardConsumer {
             pr[e] = fast_exp2(s[r] * p.score_log2 - lse_log2[e]);
             g[e] = pr[e] * (dp[r] - d[e]);
           }
-          if (masked) {
-            const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
-            const int query = m * Cfg::kBlockM + 8 * i + pos.col0 + e;
+          if constexpr (kMasked) {
             // Assigned rather than multiplied by 0, so that non-finite scores of rows outside the
             // problem stay out. Rows outside it must still be finite (their zero P / dS multiply
             // them in the products): TMA's zero fill or another sequence's rows, which
             // sm90_supports_backward's refusal of rows no sequence owns guarantees.
-            if (key >= seq.len_k || query >= seq.len_q || !mask.visible(query, key, offset, seq.len_k)) {
-              pr[e] = g[e] = 0.0f;
-            }
+            const int query = m * Cfg::kBlockM + 8 * i + pos.col0 + e;
+            const bool seen = query >= visible.lo[h] && query < visible.hi[h];
+            pr[e] = seen ? pr[e] : 0.0f;
+            g[e] = seen ? g[e] : 0.0f;
           }
         }
         prob[2 * i + h] = pack_pair<Element>(pr[0], pr[1]);
         ds[2 * i + h] = pack_pair<Element>(g[0], g[1]);
       }
+    }
+  }
+
+  __device__ __forceinline__ void probabilities_and_score_grads(const float (&s)[kScoreAccum],
+                                                                const float (&dp)[kScoreAccum], int m,
+                                                                uint32_t (&prob)[kScoreAccum / 2],
+                                                                uint32_t (&ds)[kScoreAccum / 2]) const {
+    const bool masked = block_needs_mask(m);
+    if (p.score_pre != 0.0f) {
+      if (masked) elementwise<true, true>(s, dp, m, prob, ds);
+      else elementwise<true, false>(s, dp, m, prob, ds);
+    } else {
+      if (masked) elementwise<false, true>(s, dp, m, prob, ds);
+      else elementwise<false, false>(s, dp, m, prob, ds);
     }
   }
 
@@ -365,12 +397,12 @@ struct BackwardConsumer {
           pin_registers(dp);
           uint32_t prob[kScoreAccum / 2], ds[kScoreAccum / 2];
           probabilities_and_score_grads(s, dp, m, prob, ds);
-          // Before the products that take ds as their A fragment: its registers may not be read
-          // while those run (PTX ISA, wgmma.mma_async).
-          store_score_grads(ds);
-          fence_proxy_async_smem();
           wgmma_fence();
           issue_key_gradient(dv, prob, sm.do_column(stage, 0));
+          // Under dV's product, and before the one that takes ds as its A fragment: its registers
+          // may not be read while that runs (PTX ISA, wgmma.mma_async).
+          store_score_grads(ds);
+          fence_proxy_async_smem();
           issue_key_gradient(dk, ds, sm.q_column(stage, 0));
           wgmma_commit_group();
           // The previous step's bulk reduction has read the staging buffer before anyone passes.

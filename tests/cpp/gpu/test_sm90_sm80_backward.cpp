@@ -6,6 +6,7 @@
 // and the runner is sm80_device_run's).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -88,6 +89,8 @@ const CaseOption kOptions[] = {
     {"varlen_window", [](CaseSpec& s) { s.seqlens_q = {300, 90, 5}, s.seqlens_k = {260, 200, 400}, s.window_left = 40; }},
     {"varlen_causal_gqa",
      [](CaseSpec& s) { s.seqlens_q = {129, 1, 300}, s.seqlens_k = {129, 300, 250}, s.causal = true, s.nheads_q = 6; }},
+    // Windows reaching past every key (the API makes them -1; i + offset + window overflowed int).
+    {"huge_windows", [](CaseSpec& s) { s.window_left = INT32_MAX, s.window_right = INT32_MAX - 1; }},
     {"softcap_causal_gqa_large_scores",
      [](CaseSpec& s) { s.softcap = 8.0f, s.causal = true, s.nheads_q = 6, s.nheads_kv = 2, s.q_std = 3.0f; }},
 };
