@@ -27,7 +27,7 @@ Status sm90_forward(const AttentionProblem& p);
 // ALiBi, not deterministic; the sm80 backward takes the rest.
 Status sm90_supports_backward(const AttentionProblem& p);
 Status sm90_backward(const AttentionProblem& p);
-// The rule (of the problems it supports): head dim 128, where it beats the sm80 backward.
+// The rule (of the problems it supports): head dims 64 and 128, where it beats the sm80 backward.
 bool sm90_picks_backward(const AttentionProblem& p);
 // Launches of the sm90 backward so far in this process (tests check that the API took it).
 int64_t sm90_backward_launches();

@@ -98,7 +98,8 @@ Status sm90_backward(const AttentionProblem& p) {
 #endif
 }
 
-bool sm90_picks_backward(const AttentionProblem& p) { return p.headdim == 128; }
+// Both head dims it has: 1.1-1.5x the sm80 backward at 64 and 128 (docs/perf.md, sm90 backward v3).
+bool sm90_picks_backward(const AttentionProblem& p) { return p.headdim == 64 || p.headdim == 128; }
 
 int64_t sm90_backward_launches() { return g_launches.load(std::memory_order_relaxed); }
 

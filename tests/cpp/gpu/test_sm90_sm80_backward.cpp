@@ -136,11 +136,13 @@ TEST(Sm90BackwardRefusals, AlibiRowsPastSequencesSequsedDeterministicHeadDim) {
 
 // The rule without the override: head dim 128 takes the sm90 backward, 64 the sm80 one; and
 // FLASHATTN_SM90_BACKWARD=0 keeps sm80 at 128.
-TEST(Sm90BackwardRule, HeadDim128ByDefault) {
+TEST(Sm90BackwardRule, HeadDims64And128ByDefault) {
   SKIP_UNLESS_SM90();
   check_backward(spec(DType::kBFloat16, 128, 2301), true, nullptr);
-  check_backward(spec(DType::kBFloat16, 64, 2302), false, nullptr);
+  check_backward(spec(DType::kBFloat16, 64, 2302), true, nullptr);
+  check_backward(spec(DType::kBFloat16, 256, 2304), false, nullptr);  // not a head dim it has
   check_backward(spec(DType::kFloat16, 128, 2303), false, "0");
+  check_backward(spec(DType::kFloat16, 64, 2305), false, "0");
 }
 
 // A small set for compute-sanitizer (memcheck, racecheck, synccheck).
