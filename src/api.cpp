@@ -350,6 +350,7 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     // Unknown under graph capture (cu_seqlens not read): assume such rows, as padded serving
     // buffers have them.
     p->kv_rows_past_last_sequence = host_cu_k.empty() || p->total_k > host_cu_k[static_cast<size_t>(p->batch)];
+    p->q_rows_past_last_sequence = host_cu_q.empty() || p->total_q > host_cu_q[static_cast<size_t>(p->batch)];
   } else {
     p->batch = static_cast<int>(q.shape[0]);
     p->seqlen_q = static_cast<int>(q.shape[1]);
@@ -404,6 +405,11 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
   p->mask.window_left = params.window_left;
   p->mask.window_right = params.causal ? 0 : params.window_right;
   if (params.causal && params.window_right > 0) p->mask.window_right = 0;
+  // A window reaching past every key is no window (query i sees keys i + offset - window_left ..
+  // i + offset + window_right, offset = seqlen_k - seqlen_q): -1 keeps the kernels' int32 bounds,
+  // such as i + offset + window_right, from overflowing at windows near INT_MAX.
+  if (p->mask.window_left >= p->seqlen_k) p->mask.window_left = -1;
+  if (p->mask.window_right >= p->seqlen_q) p->mask.window_right = -1;
   p->deterministic = params.deterministic;
   p->num_threads = params.num_threads;
   p->stream = params.stream;

@@ -43,6 +43,8 @@ struct AttentionProblem {
   // kernel whose last key block may read rows past a sequence must not run then: P = 0 times a
   // NaN there is NaN. True when cu_seqlens could not be read (CUDA graph capture).
   bool kv_rows_past_last_sequence = false;
+  // The same for q (and out, dout): rows past cu_seqlens_q[batch], or unknown (graph capture).
+  bool q_rows_past_last_sequence = false;
 
   Operand q, k, v, out;
   Operand dout, dq, dk, dv;  // backward only
@@ -78,7 +80,7 @@ inline SequenceSpan host_sequence(const AttentionProblem& p, int b) {
 }
 
 // Element offset of row i (counted inside the sequence) of head h of batch b.
-inline int64_t element_offset(const Operand& op, int b, int64_t row0, int64_t i, int h) {
+FA_HD int64_t element_offset(const Operand& op, int b, int64_t row0, int64_t i, int h) {
   return b * op.batch_stride + (row0 + i) * op.row_stride + h * op.head_stride;
 }
 

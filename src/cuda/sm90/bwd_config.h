@@ -20,7 +20,11 @@ struct BackwardConfig {
   static constexpr int kHeadDim = HeadDim_;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the sm90 backward covers head dims 64 and 128");
   static constexpr int kBlockN = 128;  // keys of a CTA: 64 per consumer warpgroup
-  static constexpr int kBlockM = 64;   // query rows of a step
+  // Query rows of a step. The code takes 128 too (kQueryColumns dS^T columns, two dQ row halves),
+  // but at head dim 64 that spills 768 bytes (S^T and dP^T in flight, 128 registers, beside dK
+  // and dV; session 6, compiled only), so 64 for now.
+  static constexpr int kBlockM = 64;
+  static constexpr int kQueryColumns = kBlockM / kColumnElems;  // 64-query columns of dS^T
   static constexpr int kStages = 2;
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
@@ -33,19 +37,17 @@ struct BackwardConfig {
   static constexpr int kQColumnBytes = kBlockM * kLineBytes;
   static constexpr int kKVBytes = kKVColumnBytes * kColumns;
   static constexpr int kQBytes = kQColumnBytes * kColumns;
-  // dS^T of a step, bf16/fp16: 64 lines (the warpgroup's keys) of kBlockM = 64 query elements per
-  // consumer warpgroup, the A operand of its dQ = dS K read transposed.
-  static constexpr int kDsBytes = kBlockN * kLineBytes;
-  static_assert(kBlockM == kColumnElems, "a dS^T line holds the step's query rows");
+  // dS^T of a step, bf16/fp16: kBlockN lines (keys; 64 per consumer warpgroup) in kQueryColumns
+  // columns of 64 query elements, the A operand of dQ = dS K read transposed.
+  static constexpr int kDsColumnBytes = kBlockN * kLineBytes;
+  static constexpr int kDsBytes = kDsColumnBytes * kQueryColumns;
   // Per consumer warpgroup: lse * log2(e) and D of the step's query rows (fp32).
   static constexpr int kRowStatsBytes = kConsumerWarpgroups * 2 * kBlockM * 4;
-  // dQ of a step. Head dim 128: each consumer warpgroup computes 64 of its columns over all 128
-  // keys (it reads both warpgroups' dS^T), so a step adds one 64 x 128 block into the workspace,
-  // as FlashAttention-2 does; head dim 64: each computes all columns over its own 64 keys and
-  // adds its own block. Either way the block is staged in shared memory as fp32 rows (the
+  // dQ of a step: each consumer warpgroup computes half its columns (kDqColumns) over all 128
+  // keys, reading both warpgroups' dS^T, so a step adds one kBlockM x kHeadDim block into the
+  // workspace, as FlashAttention-2 does. The block is staged in shared memory as fp32 rows (the
   // workspace's layout, contiguous there) and leaves with one bulk reduction (TMA, add.f32).
-  static constexpr bool kDqSplitsColumns = kHeadDim == 2 * kColumnElems;
-  static constexpr int kDqStages = kDqSplitsColumns ? 1 : kConsumerWarpgroups;  // staging buffers
+  static constexpr int kDqColumns = kHeadDim / kConsumerWarpgroups;
   static constexpr int kDqStageBytes = kBlockM * kHeadDim * 4;
 
   static constexpr int kKOffset = 0;
@@ -55,18 +57,17 @@ struct BackwardConfig {
   static constexpr int kDsOffset = kDoOffset + kStages * kQBytes;
   static constexpr int kRowStatsOffset = kDsOffset + kDsBytes;
   static constexpr int kDqOffset = kRowStatsOffset + kRowStatsBytes;
-  static constexpr int kBarrierOffset = kDqOffset + kDqStages * kDqStageBytes;
+  static constexpr int kBarrierOffset = kDqOffset + kDqStageBytes;
   // kv_full, then full and empty per stage.
   static constexpr int kBarrierCount = 1 + 2 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarrierCount + kSwizzleAtomBytes;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm90 limit");
 
   // Named barriers: one per consumer warpgroup (kWarpgroupBarrier0 + wg, 128 threads) for its row
-  // statistics; for dS^T and the dQ staging the threads that share them (both consumer
-  // warpgroups with kDqSplitsColumns, kDqBarrier; else the warpgroup's own).
+  // statistics; one for both consumer warpgroups (kDqBarrier) for dS^T and the dQ staging.
   static constexpr int kWarpgroupBarrier0 = 1;
   static constexpr int kDqBarrier = kWarpgroupBarrier0 + kConsumerWarpgroups;
-  static constexpr int kDqThreads = (kDqSplitsColumns ? kConsumerWarpgroups : 1) * kWarpgroupThreads;
+  static constexpr int kDqThreads = kConsumerWarpgroups * kWarpgroupThreads;
 };
 
 }  // namespace sm90

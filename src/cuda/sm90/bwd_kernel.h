@@ -2,19 +2,20 @@
 // products, TMA for the operands, K and V resident, dK and dV in registers.
 //
 // CTA (key block n of kBlockN = 128 keys, KV head, batch); consumer warpgroup c owns keys
-// 64c..64c+63 of the block. Per query block of 64 rows (of every query head of the KV head's
-// group, GQA), with S^T the scores with keys as rows:
+// 64c..64c+63 of the block. Per query block of kBlockM = 64 rows (of every query head of the KV
+// head's group, GQA), with S^T the scores with keys as rows:
 //   S^T  = K_c Q^T          (SS; rows = keys, so P^T and dS^T land in registers as the A
 //   dP^T = V_c dO^T          operands of the next two products)
 //   P^T  = exp2(S^T * scale log2 e - lse log2 e),  dS^T = P^T * (dP^T - D)
+//          (softcap: the capped score c = cap tanh(S^T scale / cap) in the exponent, and dS^T
+//          times dc / d(S^T scale) = 1 - (c / cap)^2)
 //   dV_c += P^T dO,  dK_c += dS^T Q      (RS: A from registers, B = dO / Q read transposed)
-//   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 lines per
+//   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 key lines per
 //                             warpgroup, and is read as A; K's rows as B)
 // dQ of a step is staged in shared memory as fp32 rows and added into the fp32 workspace with
-// one bulk reduction (bwd_config.h kDqSplitsColumns: at head dim 128 each warpgroup computes half
-// the columns over all 128 keys, at 64 all columns over its own keys). Query rows past seqlen_q
-// read lse = -inf (P = 0); key rows past seqlen_k are masked (their K rows are TMA's zero fill,
-// and exp2(0 - lse) could overflow).
+// one bulk reduction (each warpgroup computes half the columns over all 128 keys, bwd_config.h
+// kDqColumns). Query and key rows past the sequence are masked (TMA's zero fill, or with variable
+// length the next sequence's rows; exp2(0 - lse) could overflow).
 #pragma once
 
 #include <cmath>
@@ -30,6 +31,23 @@
 namespace flashattn {
 namespace sm90 {
 
+// The CTA's sequence: its rows in the tensors and the workspaces, and its lengths.
+struct BackwardSequence {
+  int64_t q_row0, k_row0;  // first row in q / k (variable length: absolute; fixed: 0)
+  int64_t ws_row0;         // first row in the (nheads_q, total_q) workspaces
+  int len_q, len_k;
+  int tma_batch;  // the maps' batch coordinate (variable length: 0)
+  __device__ __forceinline__ int offset() const { return len_k - len_q; }  // bottom-right diagonal
+};
+
+__device__ __forceinline__ BackwardSequence backward_sequence(const BackwardParams& p, int batch) {
+  if (p.cu_seqlens_q != nullptr) {
+    const int q0 = p.cu_seqlens_q[batch], k0 = p.cu_seqlens_k[batch];
+    return {q0, k0, q0, p.cu_seqlens_q[batch + 1] - q0, p.cu_seqlens_k[batch + 1] - k0, 0};
+  }
+  return {0, 0, int64_t(batch) * p.seqlen_q, p.seqlen_q, p.seqlen_k, batch};
+}
+
 // Query blocks [begin, end) of kBlockM rows whose rows see at least one key of key block n.
 struct QueryBlockRange {
   int begin, end;
@@ -39,11 +57,12 @@ struct QueryBlockRange {
 __device__ __forceinline__ int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 template <class Cfg>
-__device__ __forceinline__ QueryBlockRange query_blocks_of(const BackwardParams& p, int n_block) {
-  const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right aligned diagonal
+__device__ __forceinline__ QueryBlockRange query_blocks_of(const BackwardParams& p, const BackwardSequence& seq,
+                                                           int n_block) {
+  const int offset = seq.offset();
   const int key_first = n_block * Cfg::kBlockN;
-  const int key_last = min(key_first + Cfg::kBlockN, p.seqlen_k) - 1;
-  int begin = 0, end = p.num_m_blocks;
+  const int key_last = min(key_first + Cfg::kBlockN, seq.len_k) - 1;
+  int begin = 0, end = (seq.len_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   // Query i sees key j iff i + offset - window_left <= j <= i + offset + window_right.
   if (p.window_right >= 0) begin = max(begin, floor_div(key_first - offset - p.window_right, Cfg::kBlockM));
   if (p.window_left >= 0) end = min(end, floor_div(key_last - offset + p.window_left, Cfg::kBlockM) + 1);
@@ -61,16 +80,16 @@ struct BackwardSmem {
   __device__ __forceinline__ uint32_t do_column(int stage, int c) const {
     return base + Cfg::kDoOffset + stage * Cfg::kQBytes + c * Cfg::kQColumnBytes;
   }
-  // Warpgroup wg's 64 lines of dS^T.
-  __device__ __forceinline__ uint32_t ds_lines(int wg) const { return base + Cfg::kDsOffset + wg * 64 * kLineBytes; }
+  // Query column `column` (64 queries) of dS^T; its lines are the block's keys.
+  __device__ __forceinline__ uint32_t ds_column(int column) const {
+    return base + Cfg::kDsOffset + column * Cfg::kDsColumnBytes;
+  }
   // Warpgroup wg's lse * log2(e) (which = 0) and D (which = 1) of the step's 64 query rows.
   __device__ __forceinline__ uint32_t row_stats(int wg, int which) const {
     return base + Cfg::kRowStatsOffset + (2 * wg + which) * Cfg::kBlockM * 4;
   }
-  // dQ staging buffer `which` (kDqStages of them): 64 rows of fp32, the workspace's row layout.
-  __device__ __forceinline__ uint32_t dq_stage(int which) const {
-    return base + Cfg::kDqOffset + which * Cfg::kDqStageBytes;
-  }
+  // dQ staging buffer: 64 rows of fp32, the workspace's row layout.
+  __device__ __forceinline__ uint32_t dq_stage() const { return base + Cfg::kDqOffset; }
   __device__ __forceinline__ uint32_t kv_full() const { return base + Cfg::kBarrierOffset; }
   __device__ __forceinline__ uint32_t full(int stage) const { return base + Cfg::kBarrierOffset + 8 + 16 * stage; }
   __device__ __forceinline__ uint32_t empty(int stage) const { return base + Cfg::kBarrierOffset + 16 + 16 * stage; }
@@ -79,13 +98,15 @@ struct BackwardSmem {
 // One thread issues every load: K and V of the block once, then Q and dO per (head, query block).
 template <class Cfg>
 __device__ void backward_producer(const BackwardParams& p, const BackwardSmem<Cfg>& sm, const QueryBlockRange& range,
-                                  int n_block, int head_kv, int batch) {
+                                  const BackwardSequence& seq, int n_block, int head_kv) {
+  const int batch = seq.tma_batch;
   if (range.empty()) return;
   mbarrier_arrive_expect_tx(sm.kv_full(), 2 * Cfg::kKVBytes);
 #pragma unroll
   for (int c = 0; c < Cfg::kColumns; ++c) {
-    tma_load_4d(sm.k_column(c), &p.tma_k, sm.kv_full(), c * kColumnElems, n_block * Cfg::kBlockN, head_kv, batch);
-    tma_load_4d(sm.v_column(c), &p.tma_v, sm.kv_full(), c * kColumnElems, n_block * Cfg::kBlockN, head_kv, batch);
+    const int row = int(seq.k_row0) + n_block * Cfg::kBlockN;
+    tma_load_4d(sm.k_column(c), &p.tma_k, sm.kv_full(), c * kColumnElems, row, head_kv, batch);
+    tma_load_4d(sm.v_column(c), &p.tma_v, sm.kv_full(), c * kColumnElems, row, head_kv, batch);
   }
   int stage = 0;
   uint32_t phase = 0;
@@ -96,9 +117,9 @@ __device__ void backward_producer(const BackwardParams& p, const BackwardSmem<Cf
       mbarrier_arrive_expect_tx(sm.full(stage), 2 * Cfg::kQBytes);
 #pragma unroll
       for (int c = 0; c < Cfg::kColumns; ++c) {
-        tma_load_4d(sm.q_column(stage, c), &p.tma_q, sm.full(stage), c * kColumnElems, m * Cfg::kBlockM, head, batch);
-        tma_load_4d(sm.do_column(stage, c), &p.tma_do, sm.full(stage), c * kColumnElems, m * Cfg::kBlockM, head,
-                    batch);
+        const int row = int(seq.q_row0) + m * Cfg::kBlockM;
+        tma_load_4d(sm.q_column(stage, c), &p.tma_q, sm.full(stage), c * kColumnElems, row, head, batch);
+        tma_load_4d(sm.do_column(stage, c), &p.tma_do, sm.full(stage), c * kColumnElems, row, head, batch);
       }
       if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
     }
@@ -108,14 +129,15 @@ __device__ void backward_producer(const BackwardParams& p, const BackwardSmem<Cf
 template <class Cfg>
 struct BackwardConsumer {
   using Element = typename Cfg::Element;
-  static constexpr int kScoreAccum = Cfg::kBlockM / 2;  // S^T: 64 keys x 64 queries
+  static constexpr int kScoreAccum = Cfg::kBlockM / 2;  // S^T: 64 keys x kBlockM queries
   static constexpr int kGradAccum = Cfg::kHeadDim / 2;  // dK, dV, dQ: 64 rows x head dim
 
   const BackwardParams& p;
   BackwardSmem<Cfg> sm;
+  BackwardSequence seq;
   int wg, thread, n_block, head_kv, batch;
 
-  // S^T = K_c Q^T or dP^T = V_c dO^T: A is the warpgroup's 64 key rows, B the step's 64 query rows.
+  // S^T = K_c Q^T or dP^T = V_c dO^T: A is the warpgroup's 64 key rows, B the step's kBlockM query rows.
   __device__ __forceinline__ void issue_transposed_scores(float (&acc)[kScoreAccum], uint32_t keys,
                                                           uint32_t queries) const {
     const uint64_t a = k_major_descriptor(keys + wg * 64 * kLineBytes);
@@ -128,7 +150,7 @@ struct BackwardConsumer {
     }
   }
 
-  // grad += A B with A (keys x queries) in registers, B the step's 64 query rows of dO or Q.
+  // grad += A B with A (keys x queries) in registers, B the step's kBlockM query rows of dO or Q.
   __device__ __forceinline__ void issue_key_gradient(float (&grad)[kGradAccum], const uint32_t (&a)[kScoreAccum / 2],
                                                      uint32_t rows) const {
     const uint64_t b = mn_major_descriptor(rows, Cfg::kQColumnBytes);
@@ -139,46 +161,46 @@ struct BackwardConsumer {
     }
   }
 
-  // dQ of the step, 64 columns: with kDqSplitsColumns columns 64 wg .. 64 wg + 63 over all 128
-  // keys (both warpgroups' dS^T lines), else every column over this warpgroup's 64 keys. A = dS^T
-  // lines read transposed, B = K's rows of those keys in one 64-column slice.
-  __device__ __forceinline__ void issue_query_gradient(float (&dq)[kScoreAccum]) const {
-    constexpr int kKeys = Cfg::kDqSplitsColumns ? Cfg::kBlockN : 64;
-    const int first_line = Cfg::kDqSplitsColumns ? 0 : wg * 64;
-    const int column = Cfg::kDqSplitsColumns ? wg : 0;
-    const uint64_t a = mn_major_descriptor(sm.ds_lines(0) + first_line * kLineBytes, kKeys * kLineBytes);
-    const uint64_t b = mn_major_descriptor(sm.k_column(column) + first_line * kLineBytes, Cfg::kKVColumnBytes);
+  // Columns kDqColumns wg .. + kDqColumns - 1 of the step's dQ over all 128 keys, for each 64
+  // query rows (half) of the block: A = dS^T's query column `half` read transposed (both
+  // warpgroups' key lines), B = K's rows in those columns (at head dim 64 half a 128-byte line:
+  // the descriptor starts 64 bytes in, as K-major ones step 32 bytes along K).
+  __device__ __forceinline__ void issue_query_gradient(float (&dq)[Cfg::kQueryColumns][Cfg::kDqColumns / 2]) const {
+    const int first = wg * Cfg::kDqColumns;
+    const uint64_t b = mn_major_descriptor(sm.k_column(first / kColumnElems) + (first % kColumnElems) * 2,
+                                           Cfg::kKVColumnBytes);
 #pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      WgmmaSSTransposed<Element, kColumnElems>::run(dq, advance_descriptor(a, kk * 16 * kLineBytes),
-                                                    advance_descriptor(b, kk * 16 * kLineBytes), kk > 0);
+    for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+#pragma unroll
+      for (int half = 0; half < Cfg::kQueryColumns; ++half) {
+        const uint64_t a = mn_major_descriptor(sm.ds_column(half), Cfg::kDsColumnBytes);
+        WgmmaSSTransposed<Element, Cfg::kDqColumns>::run(dq[half], advance_descriptor(a, kk * 16 * kLineBytes),
+                                                         advance_descriptor(b, kk * 16 * kLineBytes), kk > 0);
+      }
     }
   }
 
-  __device__ __forceinline__ void dq_barrier() const {
-    if constexpr (Cfg::kDqSplitsColumns) {
-      named_barrier_sync(Cfg::kDqBarrier, Cfg::kDqThreads);
-    } else {
-      named_barrier_sync(Cfg::kWarpgroupBarrier0 + wg, kWarpgroupThreads);
-    }
-  }
-  // The thread that issues (and waits for) the bulk reductions of this thread's staging buffer.
-  __device__ __forceinline__ bool dq_issuer() const { return thread == 0 && (wg == 0 || !Cfg::kDqSplitsColumns); }
+  __device__ __forceinline__ void dq_barrier() const { named_barrier_sync(Cfg::kDqBarrier, Cfg::kDqThreads); }
+  // The thread that issues (and waits for) the bulk reductions of the staging buffer.
+  __device__ __forceinline__ bool dq_issuer() const { return thread == 0 && wg == 0; }
 
-  // Step's lse (log2 units, +inf for rows without keys or past seqlen_q) and D into shared memory.
+  // Step's lse (log2 units, +inf for rows without keys or past the sequence) and D into shared memory.
   __device__ __forceinline__ void load_row_stats(int head, int m) const {
-    const int r = thread % Cfg::kBlockM, which = thread / Cfg::kBlockM;
-    const int q = m * Cfg::kBlockM + r;
-    float value;
-    if (which == 0) {
-      const float lse = q < p.seqlen_q ? p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride +
-                                              int64_t(q) * p.lse_row_stride]
-                                       : -INFINITY;
-      value = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
-    } else {
-      value = q < p.seqlen_q ? p.dsum[int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q + q] : 0.0f;
+#pragma unroll
+    for (int index = thread; index < 2 * Cfg::kBlockM; index += kWarpgroupThreads) {
+      const int r = index % Cfg::kBlockM, which = index / Cfg::kBlockM;
+      const int q = m * Cfg::kBlockM + r;
+      float value;
+      if (which == 0) {
+        const float lse = q < seq.len_q ? p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride +
+                                                (seq.q_row0 + q) * p.lse_row_stride]
+                                          : -INFINITY;
+        value = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+      } else {
+        value = q < seq.len_q ? p.dsum[int64_t(head) * p.total_q + seq.ws_row0 + q] : 0.0f;
+      }
+      asm volatile("st.shared.f32 [%0], %1;" ::"r"(sm.row_stats(wg, which) + r * 4), "f"(value) : "memory");
     }
-    asm volatile("st.shared.f32 [%0], %1;" ::"r"(sm.row_stats(wg, which) + r * 4), "f"(value) : "memory");
   }
 
   __device__ __forceinline__ float row_stat(int which, int col) const {
@@ -187,54 +209,111 @@ struct BackwardConsumer {
     return v;
   }
 
-  // Whether any (query, key) of the step's 64 x 64 block of this warpgroup is masked or past seqlen_k.
+  // Whether any (query, key) of the step's kBlockM x 64 block of this warpgroup is masked or outside the sequence.
   __device__ __forceinline__ bool block_needs_mask(int m) const {
     const int key0 = n_block * Cfg::kBlockN + wg * 64, q0 = m * Cfg::kBlockM;
-    const int offset = p.seqlen_k - p.seqlen_q;
-    if (key0 + 63 >= p.seqlen_k) return true;
+    const int offset = seq.offset();
+    // Query rows past the sequence: with variable length the next sequence's rows (finite), whose
+    // scores must not count although their lse reads -inf.
+    if (key0 + 63 >= seq.len_k || q0 + Cfg::kBlockM > seq.len_q) return true;
     if (p.window_right >= 0 && key0 + 63 > q0 + offset + p.window_right) return true;
-    if (p.window_left >= 0 && key0 < q0 + 63 + offset - p.window_left) return true;
+    if (p.window_left >= 0 && key0 < q0 + Cfg::kBlockM - 1 + offset - p.window_left) return true;
     return false;
   }
 
-  // P^T into s and dS^T into dp, in place.
-  __device__ __forceinline__ void probabilities_and_score_grads(float (&s)[kScoreAccum], float (&dp)[kScoreAccum],
-                                                                int m) const {
+  // The queries [lo, hi) that see key row h of this thread (int32, so the masked path compares
+  // two ints per element; empty for keys past the sequence). Query i sees key j iff
+  // i + offset - window_left <= j <= i + offset + window_right, and i < len_q.
+  struct VisibleQueries {
+    int lo[2], hi[2];
+  };
+  __device__ __forceinline__ VisibleQueries visible_queries(const FragmentPosition& pos) const {
+    VisibleQueries v;
+    const int offset = seq.offset();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
+      v.lo[h] = p.window_right >= 0 ? key - offset - p.window_right : 0;
+      v.hi[h] = p.window_left >= 0 ? min(seq.len_q, key - offset + p.window_left + 1) : seq.len_q;
+      if (key >= seq.len_k) v.hi[h] = v.lo[h];
+    }
+    return v;
+  }
+
+  // P^T and dS^T of S^T (s) and dP^T (dp), straight into packed pairs, the A fragments of the
+  // next products (fragment.h: pair 2i + h is columns 8i + col0, +1 of row h): each accumulator
+  // register is dead once its pair is packed, so the two accumulators and the two fragments are
+  // never all live (at head dim 64 with 128-query blocks they would not fit beside dK and dV).
+  // One straight-line copy per (softcap, masked): a runtime test inside the loop made ptxas
+  // branch per element (session 7: the d128 backward 14% slower than without it).
+  template <bool kSoftcap, bool kMasked>
+  __device__ __forceinline__ void elementwise(const float (&s)[kScoreAccum], const float (&dp)[kScoreAccum], int m,
+                                              uint32_t (&prob)[kScoreAccum / 2], uint32_t (&ds)[kScoreAccum / 2]) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
-    const bool masked = block_needs_mask(m);
-    const MaskPolicy mask{p.window_left, p.window_right};
-    const int64_t offset = p.seqlen_k - p.seqlen_q;
+    VisibleQueries visible;
+    if constexpr (kMasked) visible = visible_queries(pos);
 #pragma unroll
     for (int i = 0; i < kScoreAccum / 4; ++i) {
+      float lse_log2[2], d[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int col = 8 * i + pos.col0 + e;
-        const float lse_log2 = row_stat(0, col), d = row_stat(1, col);
+        lse_log2[e] = row_stat(0, 8 * i + pos.col0 + e);
+        d[e] = row_stat(1, 8 * i + pos.col0 + e);
+      }
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < 2; ++h) {
+        float pr[2], g[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
           const int r = 4 * i + 2 * h + e;
-          float prob = fast_exp2(s[r] * p.scale_log2 - lse_log2);
-          if (masked) {
-            const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
-            const int query = m * Cfg::kBlockM + col;
-            if (key >= p.seqlen_k || !mask.visible(query, key, offset, p.seqlen_k)) prob = 0.0f;
+          if constexpr (kSoftcap) {
+            const float t = tanhf(s[r] * p.score_pre);
+            pr[e] = fast_exp2(t * p.score_log2 - lse_log2[e]);
+            g[e] = pr[e] * (dp[r] - d[e]) * (1.0f - t * t);
+          } else {
+            pr[e] = fast_exp2(s[r] * p.score_log2 - lse_log2[e]);
+            g[e] = pr[e] * (dp[r] - d[e]);
           }
-          s[r] = prob;
-          dp[r] = prob * (dp[r] - d);
+          if constexpr (kMasked) {
+            // Assigned rather than multiplied by 0, so that non-finite scores of rows outside the
+            // problem stay out. Rows outside it must still be finite (their zero P / dS multiply
+            // them in the products): TMA's zero fill or another sequence's rows, which
+            // sm90_supports_backward's refusal of rows no sequence owns guarantees.
+            const int query = m * Cfg::kBlockM + 8 * i + pos.col0 + e;
+            const bool seen = query >= visible.lo[h] && query < visible.hi[h];
+            pr[e] = seen ? pr[e] : 0.0f;
+            g[e] = seen ? g[e] : 0.0f;
+          }
         }
+        prob[2 * i + h] = pack_pair<Element>(pr[0], pr[1]);
+        ds[2 * i + h] = pack_pair<Element>(g[0], g[1]);
       }
     }
   }
 
-  // dS^T (packed pairs, as the A fragment holds them) into this warpgroup's lines, 128B-swizzled.
+  __device__ __forceinline__ void probabilities_and_score_grads(const float (&s)[kScoreAccum],
+                                                                const float (&dp)[kScoreAccum], int m,
+                                                                uint32_t (&prob)[kScoreAccum / 2],
+                                                                uint32_t (&ds)[kScoreAccum / 2]) const {
+    const bool masked = block_needs_mask(m);
+    if (p.score_pre != 0.0f) {
+      if (masked) elementwise<true, true>(s, dp, m, prob, ds);
+      else elementwise<true, false>(s, dp, m, prob, ds);
+    } else {
+      if (masked) elementwise<false, true>(s, dp, m, prob, ds);
+      else elementwise<false, false>(s, dp, m, prob, ds);
+    }
+  }
+
+  // dS^T (packed pairs, as the A fragment holds them) into this warpgroup's key lines, 128B-swizzled.
   __device__ __forceinline__ void store_score_grads(const uint32_t (&ds)[kScoreAccum / 2]) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
 #pragma unroll
     for (int i = 0; i < kScoreAccum / 4; ++i) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int line = pos.row0 + 8 * h;
-        const uint32_t addr = sm.ds_lines(wg) + line * kLineBytes + ((i ^ (line % 8)) * 16) + pos.col0 * 2;
+        const int line = wg * 64 + pos.row0 + 8 * h, chunk = i % 8;
+        const uint32_t addr = sm.ds_column(i / 8) + line * kLineBytes + ((chunk ^ (line % 8)) * 16) + pos.col0 * 2;
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(ds[2 * i + h]) : "memory");
       }
     }
@@ -242,27 +321,31 @@ struct BackwardConsumer {
 
   // This thread's part of dQ (times the softmax scale) into the staging buffer, fp32 rows of
   // kHeadDim floats; the issuer then adds the step's valid rows into the workspace in one bulk
-  // reduction (rows past seqlen_q would land in the next sequence's or past the workspace).
-  __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[kScoreAccum], int head, int m) const {
+  // reduction (rows past the sequence would land in the next sequence's or past the workspace).
+  __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[Cfg::kQueryColumns][Cfg::kDqColumns / 2],
+                                                               int head, int m) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
-    const uint32_t buffer = sm.dq_stage(Cfg::kDqSplitsColumns ? 0 : wg);
-    const int column0 = Cfg::kDqSplitsColumns ? wg * kColumnElems : 0;
+    const uint32_t buffer = sm.dq_stage();
+    const int column0 = wg * Cfg::kDqColumns;
 #pragma unroll
-    for (int i = 0; i < kScoreAccum / 4; ++i) {
+    for (int half = 0; half < Cfg::kQueryColumns; ++half) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t addr = buffer + ((pos.row0 + 8 * h) * Cfg::kHeadDim + column0 + 8 * i + pos.col0) * 4;
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(p.scale * dq[4 * i + 2 * h]),
-                     "f"(p.scale * dq[4 * i + 2 * h + 1])
-                     : "memory");
+      for (int i = 0; i < Cfg::kDqColumns / 8; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = half * 64 + pos.row0 + 8 * h;
+          const uint32_t addr = buffer + (row * Cfg::kHeadDim + column0 + 8 * i + pos.col0) * 4;
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(p.scale * dq[half][4 * i + 2 * h]),
+                       "f"(p.scale * dq[half][4 * i + 2 * h + 1])
+                       : "memory");
+        }
       }
     }
     fence_proxy_async_smem();
     dq_barrier();
     if (dq_issuer()) {
-      const int rows = min(Cfg::kBlockM, p.seqlen_q - m * Cfg::kBlockM);
-      float* dst = p.dq_accum + (int64_t(head) * p.batch * p.seqlen_q + int64_t(batch) * p.seqlen_q +
-                                 int64_t(m) * Cfg::kBlockM) * Cfg::kHeadDim;
+      const int rows = min(Cfg::kBlockM, seq.len_q - m * Cfg::kBlockM);
+      float* dst = p.dq_accum + (int64_t(head) * p.total_q + seq.ws_row0 + int64_t(m) * Cfg::kBlockM) * Cfg::kHeadDim;
       asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
                    "r"(buffer), "r"(uint32_t(rows * Cfg::kHeadDim * 4))
                    : "memory");
@@ -270,14 +353,14 @@ struct BackwardConsumer {
     }
   }
 
-  __device__ __forceinline__ void store_key_gradient(const float (&grad)[kGradAccum], void* base, int64_t batch_stride,
-                                                     int64_t row_stride, int64_t head_stride, float factor) const {
+  __device__ __forceinline__ void store_key_gradient(const float (&grad)[kGradAccum], const Operand& out,
+                                                     float factor) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
-      if (key >= p.seqlen_k) continue;
-      Element* row = static_cast<Element*>(base) + batch * batch_stride + int64_t(key) * row_stride + head_kv * head_stride;
+      if (key >= seq.len_k) continue;
+      Element* row = static_cast<Element*>(out.data) + element_offset(out, batch, seq.k_row0, key, head_kv);
 #pragma unroll
       for (int i = 0; i < kGradAccum / 4; ++i) {
         *reinterpret_cast<uint32_t*>(row + 8 * i + pos.col0) =
@@ -312,16 +395,16 @@ struct BackwardConsumer {
           wgmma_wait_group<0>();
           pin_registers(s);
           pin_registers(dp);
-          probabilities_and_score_grads(s, dp, m);
           uint32_t prob[kScoreAccum / 2], ds[kScoreAccum / 2];
-          accumulator_to_operand<Element>(s, prob);
-          accumulator_to_operand<Element>(dp, ds);
+          probabilities_and_score_grads(s, dp, m, prob, ds);
           wgmma_fence();
           issue_key_gradient(dv, prob, sm.do_column(stage, 0));
-          issue_key_gradient(dk, ds, sm.q_column(stage, 0));
-          wgmma_commit_group();
+          // Under dV's product, and before the one that takes ds as its A fragment: its registers
+          // may not be read while that runs (PTX ISA, wgmma.mma_async).
           store_score_grads(ds);
           fence_proxy_async_smem();
+          issue_key_gradient(dk, ds, sm.q_column(stage, 0));
+          wgmma_commit_group();
           // The previous step's bulk reduction has read the staging buffer before anyone passes.
           if (dq_issuer()) bulk_wait_read_all();
           dq_barrier();
@@ -331,18 +414,19 @@ struct BackwardConsumer {
           // Q and dO of the stage were last read by the products just retired.
           if (thread % 32 == 0) mbarrier_arrive(sm.empty(stage));
           if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
-          float dq[kScoreAccum];
+          float dq[Cfg::kQueryColumns][Cfg::kDqColumns / 2];
           wgmma_fence();
           issue_query_gradient(dq);
           wgmma_commit_group();
           wgmma_wait_group<0>();
-          pin_registers(dq);
+#pragma unroll
+          for (int half = 0; half < Cfg::kQueryColumns; ++half) pin_registers(dq[half]);
           stage_and_add_query_gradient(dq, head, m);
         }
       }
     }
-    store_key_gradient(dk, p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p.scale);
-    store_key_gradient(dv, p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, 1.0f);
+    store_key_gradient(dk, p.dk, p.scale);
+    store_key_gradient(dv, p.dv, 1.0f);
     // The staging buffer must outlive the last reduction's read of it.
     if (dq_issuer()) bulk_wait_all();
   }
@@ -362,15 +446,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) backward_kernel(const __grid
     fence_barrier_init();
   }
   __syncthreads();
-  const QueryBlockRange range = query_blocks_of<Cfg>(p, n_block);
+  const BackwardSequence seq = backward_sequence(p, batch);
+  // Variable length: the grid covers the longest sequence's key blocks.
+  if (n_block * Cfg::kBlockN >= seq.len_k) return;
+  const QueryBlockRange range = query_blocks_of<Cfg>(p, seq, n_block);
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / kWarpgroupThreads), 0);
   if (warpgroup == 0) {
     setmaxnreg_decrease<kProducerRegisters>();
-    if (threadIdx.x == 0) backward_producer<Cfg>(p, sm, range, n_block, head_kv, batch);
+    if (threadIdx.x == 0) backward_producer<Cfg>(p, sm, range, seq, n_block, head_kv);
   } else {
     setmaxnreg_increase<Cfg::kConsumerRegisters>();
-    const BackwardConsumer<Cfg> consumer{p, sm, warpgroup - 1, int(threadIdx.x % kWarpgroupThreads), n_block, head_kv,
-                                         batch};
+    const BackwardConsumer<Cfg> consumer{p, sm, seq, warpgroup - 1, int(threadIdx.x % kWarpgroupThreads), n_block,
+                                         head_kv, batch};
     consumer.run(range);
   }
 }

@@ -17,38 +17,41 @@ namespace sm90 {
 template <class Cfg>
 Status launch_backward_main(const AttentionProblem& pb, float* dq_accum, const float* dsum) {
   BackwardParams kp{};
-  Status s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, pb.seqlen_q, pb.nheads_q, pb.batch, false,
+  const bool varlen = pb.varlen();
+  const int64_t rows_q = varlen ? pb.total_q : pb.seqlen_q, rows_k = varlen ? pb.total_k : pb.seqlen_k;
+  Status s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen,
                                 Cfg::kBlockM);
-  if (s.ok()) s = encode_operand_map(&kp.tma_do, pb.dout, pb.dtype, Cfg::kHeadDim, pb.seqlen_q, pb.nheads_q, pb.batch,
-                                     false, Cfg::kBlockM);
-  if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, Cfg::kHeadDim, pb.seqlen_k, pb.nheads_kv, pb.batch,
-                                     false, Cfg::kBlockN);
-  if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, Cfg::kHeadDim, pb.seqlen_k, pb.nheads_kv, pb.batch,
-                                     false, Cfg::kBlockN);
+  if (s.ok()) s = encode_operand_map(&kp.tma_do, pb.dout, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch,
+                                     varlen, Cfg::kBlockM);
+  if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch,
+                                     varlen, Cfg::kBlockN);
+  if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch,
+                                     varlen, Cfg::kBlockN);
   if (!s.ok()) return s;
+  kp.cu_seqlens_q = pb.cu_seqlens_q;
+  kp.cu_seqlens_k = pb.cu_seqlens_k;
+  kp.total_q = pb.total_q;
   kp.lse = pb.lse;
   kp.lse_batch_stride = pb.lse_batch_stride;
   kp.lse_head_stride = pb.lse_head_stride;
   kp.lse_row_stride = pb.lse_row_stride;
   kp.dsum = dsum;
   kp.dq_accum = dq_accum;
-  kp.dk = pb.dk.data;
-  kp.dv = pb.dv.data;
-  kp.dk_batch_stride = pb.dk.batch_stride;
-  kp.dk_row_stride = pb.dk.row_stride;
-  kp.dk_head_stride = pb.dk.head_stride;
-  kp.dv_batch_stride = pb.dv.batch_stride;
-  kp.dv_row_stride = pb.dv.row_stride;
-  kp.dv_head_stride = pb.dv.head_stride;
+  kp.dk = pb.dk;
+  kp.dv = pb.dv;
   kp.batch = pb.batch;
-  kp.nheads_q = pb.nheads_q;
-  kp.nheads_kv = pb.nheads_kv;
   kp.heads_per_kv = pb.heads_per_kv();
   kp.seqlen_q = pb.seqlen_q;
   kp.seqlen_k = pb.seqlen_k;
-  kp.num_m_blocks = (pb.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   kp.scale = pb.score.scale;
-  kp.scale_log2 = pb.score.scale * 1.4426950408889634f;
+  constexpr float kLog2e = 1.4426950408889634f;
+  if (pb.score.softcap > 0.0f) {
+    kp.score_pre = pb.score.scale / pb.score.softcap;
+    kp.score_log2 = pb.score.softcap * kLog2e;
+  } else {
+    kp.score_pre = 0.0f;
+    kp.score_log2 = pb.score.scale * kLog2e;
+  }
   kp.window_left = pb.mask.window_left;
   kp.window_right = pb.mask.window_right;
   const int num_n = (pb.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;

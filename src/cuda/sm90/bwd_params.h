@@ -1,11 +1,13 @@
 // What the sm90 backward main kernel (bwd_kernel.h) receives: tensor maps of the operands it
-// loads with TMA, and plain pointers for the rest. Fixed-length problems only (sm90_backward.cu
-// sends the others to the sm80 backward).
+// loads with TMA, and plain pointers for the rest. Fixed length, or variable length where every
+// row of q and k belongs to a sequence (sm90_backward.cu sends the others to the sm80 backward).
 #pragma once
 
 #include <cstdint>
 
 #include <cuda.h>
+
+#include "problem.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -20,15 +22,19 @@ struct BackwardParams {
   const float* dsum;
   // The sm80 backward's fp32 dQ workspace, row-major (nheads_q, batch * seqlen_q, headdim).
   float* dq_accum;
-  void* dk;
-  void* dv;
-  int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
-  int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
-  int batch, nheads_q, nheads_kv, heads_per_kv;
-  int seqlen_q, seqlen_k;
-  int num_m_blocks;
+  Operand dk, dv;  // written with ordinary stores (problem.h's element offsets)
+  // Variable length: prefix sums (device memory), else null. The maps then have a batch extent of
+  // 1 and rows are absolute.
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int64_t total_q;  // rows of the (nheads_q, total_q) workspaces
+  int batch, heads_per_kv;
+  int seqlen_q, seqlen_k;  // fixed: the lengths; variable: the longest
   float scale;       // softmax scale: dS to dK and dQ
-  float scale_log2;  // scale * log2(e): scores to exp2
+  // Scores to exp2, as the forward's (params.h): without softcap dot * score_log2 (scale * log2 e);
+  // with it tanh(dot * score_pre) * score_log2 (score_pre = scale / cap, score_log2 = cap * log2 e).
+  float score_pre;   // 0: no softcap
+  float score_log2;
   int window_left, window_right;  // -1: unbounded (MaskPolicy); causal is window_right = 0
 };
 

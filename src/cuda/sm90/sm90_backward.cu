@@ -50,28 +50,36 @@ std::atomic<int64_t> g_launches{0};
 
 Status sm90_supports_backward(const AttentionProblem& p) {
   constexpr const char* kBwd = "the sm90 backward kernel";
-  if (p.varlen() || p.seqused_q != nullptr || p.seqused_k != nullptr) {
-    return Status::Unsupported("the sm90 backward kernel takes fixed-length problems (no cu_seqlens or seqused)");
+  if (p.seqused_q != nullptr || p.seqused_k != nullptr) {
+    return Status::Unsupported("the sm90 backward kernel does not take seqused");
   }
-  if (p.alibi_slopes != nullptr || p.score.softcap > 0.0f || !(p.score.scale > 0.0f)) {
-    return Status::Unsupported("the sm90 backward kernel takes a positive softmax_scale without softcap or ALiBi");
+  // Its TMA loads of a sequence's last blocks read the next rows: they must belong to a sequence
+  // (finite values) or lie past the tensor (zero fill), never be rows no sequence owns.
+  if (p.varlen() && (p.q_rows_past_last_sequence || p.kv_rows_past_last_sequence)) {
+    return Status::Unsupported("the sm90 backward kernel takes variable length only where every row of q and k "
+                               "belongs to a sequence (cu_seqlens readable, no rows past the last sequence)");
+  }
+  if (p.alibi_slopes != nullptr || !(p.score.scale > 0.0f)) {
+    return Status::Unsupported("the sm90 backward kernel takes a positive softmax_scale and no ALiBi");
   }
   if (p.deterministic) return Status::Unsupported("the sm90 backward kernel has no deterministic mode");
   Status s = dispatch(p, false, nullptr, nullptr);
   if (!s.ok()) return s;
   const int eb = dtype_size(p.dtype);
+  const bool varlen = p.varlen();
+  const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
   const struct {
     const char* name;
     const Operand& op;
     int64_t rows;
     int heads;
-  } operands[] = {{"q", p.q, p.seqlen_q, p.nheads_q},     {"k", p.k, p.seqlen_k, p.nheads_kv},
-                  {"v", p.v, p.seqlen_k, p.nheads_kv},    {"dout", p.dout, p.seqlen_q, p.nheads_q},
-                  {"dk", p.dk, p.seqlen_k, p.nheads_kv},  {"dv", p.dv, p.seqlen_k, p.nheads_kv}};
+  } operands[] = {{"q", p.q, rows_q, p.nheads_q},     {"k", p.k, rows_k, p.nheads_kv},
+                  {"v", p.v, rows_k, p.nheads_kv},    {"dout", p.dout, rows_q, p.nheads_q},
+                  {"dk", p.dk, rows_k, p.nheads_kv},  {"dv", p.dv, rows_k, p.nheads_kv}};
   for (const auto& o : operands) {
-    if (!(s = sm90::check_strides(kBwd, o.name, o.op, o.rows, o.heads, p.batch, false, eb)).ok()) return s;
+    if (!(s = sm90::check_strides(kBwd, o.name, o.op, o.rows, o.heads, p.batch, varlen, eb)).ok()) return s;
   }
-  if (p.seqlen_q > (int64_t(1) << 31) - 256 || p.seqlen_k > (int64_t(1) << 31) - 256 || p.batch > 65535 ||
+  if (rows_q > (int64_t(1) << 31) - 256 || rows_k > (int64_t(1) << 31) - 256 || p.batch > 65535 ||
       p.nheads_kv > 65535) {
     return Status::Unsupported("the sm90 backward kernel's grid and 32-bit TMA coordinates do not cover this problem");
   }
@@ -90,7 +98,8 @@ Status sm90_backward(const AttentionProblem& p) {
 #endif
 }
 
-bool sm90_picks_backward(const AttentionProblem& p) { return p.headdim == 128; }
+// Both head dims it has: 1.1-1.5x the sm80 backward at 64 and 128 (docs/perf.md, sm90 backward v3).
+bool sm90_picks_backward(const AttentionProblem& p) { return p.headdim == 64 || p.headdim == 128; }
 
 int64_t sm90_backward_launches() { return g_launches.load(std::memory_order_relaxed); }
 

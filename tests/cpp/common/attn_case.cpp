@@ -41,7 +41,7 @@ std::string CaseSpec::describe() const {
   os << "seed=" << seed << " dtype=" << dtype_str(dtype);
   if (varlen()) {
     os << " varlen seqlens_q=" << list_str(seqlens_q) << " seqlens_k=" << list_str(seqlens_k)
-       << " extra_rows=" << extra_rows;
+       << " extra_rows=" << extra_rows << " extra_rows_q=" << extra_rows_q;
   } else {
     os << " batch=" << batch << " seqlen_q=" << seqlen_q << " seqlen_k=" << seqlen_k;
   }
@@ -152,7 +152,7 @@ AttnCase make_case(const CaseSpec& spec) {
     c.cu_k = prefix_sums(spec.seqlens_k);
     c.cu_seqlens_q = int32_tensor(c.cu_q);
     c.cu_seqlens_k = int32_tensor(c.cu_k);
-    const int64_t tq = c.cu_q.back() + spec.extra_rows, tk = c.cu_k.back() + spec.extra_rows;
+    const int64_t tq = c.cu_q.back() + spec.extra_rows + spec.extra_rows_q, tk = c.cu_k.back() + spec.extra_rows;
     c.q = HostTensor(spec.dtype, {tq, spec.nheads_q, spec.headdim}, spec.pad);
     c.k = HostTensor(spec.dtype, {tk, spec.nheads_kv, spec.headdim}, spec.pad);
     c.v = HostTensor(spec.dtype, {tk, spec.nheads_kv, spec.headdim}, spec.pad);

@@ -41,6 +41,7 @@ struct CaseSpec {
   // hold NaN instead of random values: a kernel that lets them into P V turns the output NaN.
   bool nan_in_unused_kv = false;
   int extra_rows = 0;                     // varlen: rows past cu_seqlens[batch] that no sequence uses
+  int extra_rows_q = 0;                   // varlen: more such rows in q, out and dout only
   int nheads_q = 1, nheads_kv = 1, headdim = 8;
   float softmax_scale = 0.0f;  // 0: 1/sqrt(headdim)
   bool causal = false;

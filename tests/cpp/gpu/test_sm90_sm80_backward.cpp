@@ -6,6 +6,7 @@
 // and the runner is sm80_device_run's).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -83,6 +84,15 @@ const CaseOption kOptions[] = {
     {"gqa_causal_window_padded",
      [](CaseSpec& s) { s.causal = true, s.window_left = 60, s.nheads_q = 8, s.nheads_kv = 2, s.pad = 8; }},
     {"large_scores", [](CaseSpec& s) { s.q_std = 3.0f, s.k_std = 3.0f; }},
+    {"softcap", [](CaseSpec& s) { s.softcap = 5.0f; }},
+    {"varlen", [](CaseSpec& s) { s.seqlens_q = {70, 0, 200, 33}, s.seqlens_k = {90, 20, 333, 0}; }},
+    {"varlen_window", [](CaseSpec& s) { s.seqlens_q = {300, 90, 5}, s.seqlens_k = {260, 200, 400}, s.window_left = 40; }},
+    {"varlen_causal_gqa",
+     [](CaseSpec& s) { s.seqlens_q = {129, 1, 300}, s.seqlens_k = {129, 300, 250}, s.causal = true, s.nheads_q = 6; }},
+    // Windows reaching past every key (the API makes them -1; i + offset + window overflowed int).
+    {"huge_windows", [](CaseSpec& s) { s.window_left = INT32_MAX, s.window_right = INT32_MAX - 1; }},
+    {"softcap_causal_gqa_large_scores",
+     [](CaseSpec& s) { s.softcap = 8.0f, s.causal = true, s.nheads_q = 6, s.nheads_kv = 2, s.q_std = 3.0f; }},
 };
 
 class Sm90Backward : public ::testing::TestWithParam<OptionParam> {};
@@ -99,18 +109,24 @@ INSTANTIATE_TEST_SUITE_P(All, Sm90Backward, ::testing::ValuesIn(option_params(st
                          [](const auto& info) { return option_param_name(kOptions, info.param); });
 
 // What the sm90 backward leaves to the sm80 backward: the API still answers, through sm80.
-TEST(Sm90BackwardRefusals, SoftcapAlibiVarlenDeterministicHeadDim) {
+TEST(Sm90BackwardRefusals, AlibiRowsPastSequencesSequsedDeterministicHeadDim) {
   SKIP_UNLESS_SM90();
-  CaseSpec a = spec(DType::kBFloat16, 128, 2101);
-  a.softcap = 5.0f;
-  check_backward(a, false);
   CaseSpec b = spec(DType::kBFloat16, 64, 2102);
   b.alibi = Alibi::kPerHead;
   check_backward(b, false);
-  CaseSpec c = spec(DType::kFloat16, 128, 2103);
+  CaseSpec c = spec(DType::kFloat16, 128, 2103);  // rows past the last sequence: sm80's
   c.seqlens_q = {70, 0, 33};
   c.seqlens_k = {90, 20, 130};
+  c.extra_rows = 5;
   check_backward(c, false);
+  CaseSpec q = spec(DType::kBFloat16, 128, 2107);  // rows past the last sequence in q and dout only
+  q.seqlens_q = {70, 0, 33};
+  q.seqlens_k = {90, 20, 130};
+  q.extra_rows_q = 3;
+  check_backward(q, false);
+  CaseSpec u = spec(DType::kBFloat16, 128, 2106);
+  u.seqused_k = {300, 100};
+  check_backward(u, false);
   CaseSpec d = spec(DType::kBFloat16, 128, 2104);
   d.deterministic = true;
   check_backward(d, false);
@@ -120,11 +136,13 @@ TEST(Sm90BackwardRefusals, SoftcapAlibiVarlenDeterministicHeadDim) {
 
 // The rule without the override: head dim 128 takes the sm90 backward, 64 the sm80 one; and
 // FLASHATTN_SM90_BACKWARD=0 keeps sm80 at 128.
-TEST(Sm90BackwardRule, HeadDim128ByDefault) {
+TEST(Sm90BackwardRule, HeadDims64And128ByDefault) {
   SKIP_UNLESS_SM90();
   check_backward(spec(DType::kBFloat16, 128, 2301), true, nullptr);
-  check_backward(spec(DType::kBFloat16, 64, 2302), false, nullptr);
+  check_backward(spec(DType::kBFloat16, 64, 2302), true, nullptr);
+  check_backward(spec(DType::kBFloat16, 256, 2304), false, nullptr);  // not a head dim it has
   check_backward(spec(DType::kFloat16, 128, 2303), false, "0");
+  check_backward(spec(DType::kFloat16, 64, 2305), false, "0");
 }
 
 // A small set for compute-sanitizer (memcheck, racecheck, synccheck).
@@ -145,6 +163,14 @@ TEST(Sm90BackwardSanitize, SmallCases) {
   t.window_left = 30;
   t.window_right = 10;
   check_backward(t);
+  for (int d : {64, 128}) {  // variable length: absolute rows, per-sequence workspace offsets
+    CaseSpec v = spec(DType::kBFloat16, d, 2203 + d);
+    v.seqlens_q = {70, 0, 33, 150};
+    v.seqlens_k = {90, 20, 130, 140};
+    v.causal = true;
+    v.softcap = 6.0f;
+    check_backward(v);
+  }
 }
 
 }  // namespace
