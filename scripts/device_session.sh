@@ -128,7 +128,8 @@ probe() {
 # variant harness with 200 ms windows (MEASURE_WINDOW_MS) per variant and round (MEASURE_ROUNDS,
 # 2) after an untimed window (the short
 # windows of v1-v7 ran at a higher clock than sustained work), one line of MEASURE_HARNESS
-# ("hdim variants,...") per head dim; MEASURE_PACKAGE: bench_gpu.py arguments for one package run.
+# ("hdim variants,...") per head dim; MEASURE_NCU (one backward launch under Nsight Compute),
+# MEASURE_PYTEST=1 (the Python GPU tests); MEASURE_PACKAGE: bench_gpu.py arguments for one package run.
 measure() {
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
     --format=csv,noheader,nounits -lms 100 -f "$OUT/smi.csv" > /dev/null 2>&1 &
@@ -170,6 +171,17 @@ measure() {
     PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/profile_backward.py $MEASURE_PROFILE > "$OUT/profile_backward.log" 2>&1
     echo "profile_backward exit $?"; tail -30 "$OUT/profile_backward.log"
   fi
+  # MEASURE_NCU: benchmarks/ncu_backward.py arguments; Nsight Compute's speed-of-light, pipe,
+  # memory and warp-stall sections for one launch of the main backward kernel at that shape.
+  if [ -n "${MEASURE_NCU:-}" ]; then
+    PYTHONPATH="$PWD/python" timeout 180 ncu --clock-control none --kernel-name regex:backward_kernel --launch-skip 2 \
+      --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
+      python3 benchmarks/ncu_backward.py $MEASURE_NCU > "$OUT/ncu.log" 2>&1
+    echo "ncu exit $?"; grep -vE '^==PROF==|^\s*$|^    -{5}' "$OUT/ncu.log" | tail -90
+  fi
+  # MEASURE_PYTEST=1: the Python GPU tests.
+  [ -n "${MEASURE_PYTEST:-}" ] && PY_TIMEOUT=200 python_tests
   if [ -n "${MEASURE_PACKAGE:-}" ]; then
     PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_gpu.py $MEASURE_PACKAGE --out "$OUT/package.json" \
       > "$OUT/package.log" 2>&1
