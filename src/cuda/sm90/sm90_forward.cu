@@ -20,11 +20,24 @@ namespace {
 
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
 // (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), the wide key blocks
-// (sm90::WideKeyBlockConfig) or 128-row tiles for short rows (sm90::ShortRowsConfig).
-enum class Variant { kDefault, kPackGqa, kStaticSchedule, kWideKeyBlocks, kShortRows };
+// (sm90::WideKeyBlockConfig), 128-row tiles for short rows (sm90::ShortRowsConfig) or, reached
+// only through FLASHATTN_SM90_VARIANT=cluster, cluster pairs (sm90::ClusterPairsConfig;
+// experimental, head dims 128 and 256).
+enum class Variant { kDefault, kPackGqa, kStaticSchedule, kWideKeyBlocks, kShortRows, kClusterPairs };
 
-template <class Default, class Packed, class Static, class Wide, class ShortRows>
+// The head dims with a cluster-pair instantiation (tools/generate_sm90_kernels.py).
+constexpr bool has_cluster_pairs(int head_dim) { return head_dim == 128 || head_dim == 256; }
+
+template <int HeadDim, class Default, class Packed, class Static, class Wide, class ShortRows, class Cluster>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
+  if (variant == Variant::kClusterPairs) {
+    if constexpr (has_cluster_pairs(HeadDim)) {
+      return sm90::launch_forward<Cluster>(p);
+    } else {
+      return Status::Unsupported("the sm90 cluster-pair kernel is built for head dims 128 and 256 only, not " +
+                                 std::to_string(HeadDim));
+    }
+  }
   if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
   // Where the static schedule is the default, Static is Default (one instantiation of it); so is
   // Wide at head dims other than 128, and ShortRows is Static at head dims other than 64.
@@ -41,9 +54,9 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
 #define FLASHATTN_SM90_CASE(DT, HD)                                                                    \
   if (p.headdim == HD && kBf16 == std::is_same<__nv_bfloat16, DT>::value) {                           \
     if (!run) return Status::Ok();                                                                     \
-    return launch_variant<sm90::KernelConfig<HD, DT>, sm90::PackGqaConfig<HD, DT>,                     \
+    return launch_variant<HD, sm90::KernelConfig<HD, DT>, sm90::PackGqaConfig<HD, DT>,                 \
                           sm90::StaticScheduleConfig<HD, DT>, sm90::WideKeyBlockConfig<HD, DT>,         \
-                          sm90::ShortRowsConfig<HD, DT>>(p, variant);                                   \
+                          sm90::ShortRowsConfig<HD, DT>, sm90::ClusterPairsConfig<HD, DT>>(p, variant); \
   }
 #if defined(FLASHATTN_SM90_BF16_HDIM64)
   FLASHATTN_SM90_CASE(__nv_bfloat16, 64)
@@ -135,6 +148,7 @@ std::atomic<int64_t> g_pack_gqa_launches{0};
 std::atomic<int64_t> g_static_schedule_launches{0};
 std::atomic<int64_t> g_wide_key_block_launches{0};
 std::atomic<int64_t> g_short_rows_launches{0};
+std::atomic<int64_t> g_cluster_pairs_launches{0};
 
 // G <= 64: each consumer warpgroup's 64 rows hold at least one query row of the whole group
 // (its TMA store box is (64, G, 64 / G)).
@@ -164,7 +178,12 @@ Status launch_short_rows(const AttentionProblem& p) {
   return dispatch(p, true, Variant::kShortRows);
 }
 
-// FLASHATTN_SM90_VARIANT (default, static, wide, short_rows) overrides the rules of
+Status launch_cluster_pairs(const AttentionProblem& p) {
+  g_cluster_pairs_launches.fetch_add(1, std::memory_order_relaxed);
+  return dispatch(p, true, Variant::kClusterPairs);
+}
+
+// FLASHATTN_SM90_VARIANT (default, static, wide, short_rows, cluster) overrides the rules of
 // kernel_choice.h for the problems that variant can run, so that a benchmark times the variants
 // through the package on the same shapes (docs/perf.md, v8). Read at every call (well under a
 // microsecond against ~80 us of host time per call) so one process can switch between them.
@@ -178,6 +197,7 @@ Variant forced_variant(bool* forced) {
     if (name == "static") return Variant::kStaticSchedule;
     if (name == "wide") return Variant::kWideKeyBlocks;
     if (name == "short_rows") return Variant::kShortRows;
+    if (name == "cluster") return Variant::kClusterPairs;
   }
   *forced = false;
   return Variant::kDefault;
@@ -200,6 +220,7 @@ Status sm90_forward(const AttentionProblem& p) {
     if (force == Variant::kStaticSchedule) return launch_static_schedule(p);
     if (force == Variant::kWideKeyBlocks) return launch_wide_key_blocks(p);
     if (force == Variant::kShortRows) return launch_short_rows(p);
+    if (force == Variant::kClusterPairs) return launch_cluster_pairs(p);
     return dispatch(p, true);
   }
   if (sm90_picks_short_rows(p)) return launch_short_rows(p);
@@ -217,6 +238,8 @@ bool sm90_picks_short_rows(const AttentionProblem& p) {
 }
 
 int64_t sm90_short_rows_launches() { return g_short_rows_launches.load(std::memory_order_relaxed); }
+
+int64_t sm90_cluster_pairs_launches() { return g_cluster_pairs_launches.load(std::memory_order_relaxed); }
 
 int64_t sm90_wide_key_block_launches() { return g_wide_key_block_launches.load(std::memory_order_relaxed); }
 
