@@ -99,9 +99,11 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 }
 
 // ---- clusters (ClusterPairsConfig) -----------------------------------------------------------
+// Not volatile: the rank is fixed for the kernel's life, so the compiler may read it once (as
+// volatile it was re-read, an S2R, at every release).
 __device__ __forceinline__ uint32_t cluster_cta_rank() {
   uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
   return rank;
 }
 // Every thread of both CTAs: orders the barrier initialisations (and anything before) of each
@@ -109,11 +111,15 @@ __device__ __forceinline__ uint32_t cluster_cta_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// Arrives on the mbarrier at the same shared-memory offset in CTA `rank` of the cluster.
+// Arrives on the mbarrier at the same shared-memory offset in CTA `rank` of the cluster. The
+// default semantics (release at CTA scope), as CUTLASS's cluster barriers use: `.release.cluster`
+// compiled to a GPU-wide fence (MEMBAR.ALL.GPU) before every arrive, twice per key block per warp
+// (session 6, helper's SASS reading; the likely cause of the pair kernel's -11..-18%). The stage's
+// readers are wgmmas already waited for, so nothing of this CTA's needs publishing beyond it.
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar, uint32_t rank) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(bar),
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(bar),
       "r"(rank)
       : "memory");
 }
