@@ -74,8 +74,12 @@ constexpr int kSm90ShortRowsMaxKeys = 1024;
 bool sm90_picks_short_rows(const AttentionProblem& p);
 // Launches of the short-rows instantiation through sm90_forward so far in this process.
 int64_t sm90_short_rows_launches();
-// FLASHATTN_SM90_VARIANT=default|static|wide|short_rows in the environment overrides the three
-// rules above (not GQA packing) for benchmarks; read at every call.
+// FLASHATTN_SM90_VARIANT=default|static|wide|short_rows|cluster in the environment overrides the
+// three rules above (not GQA packing) for benchmarks; read at every call. "cluster" runs the
+// experimental cluster-pair kernel (sm90::ClusterPairsConfig, head dims 128 and 256, unmasked
+// fixed-length problems with an even number of query tiles; Unsupported otherwise), which no rule
+// picks yet; its launches so far in this process:
+int64_t sm90_cluster_pairs_launches();
 // False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which
 // then run it everywhere.
 bool sm90_dynamic_schedule_by_default();

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -901,5 +902,68 @@ INSTANTIATE_TEST_SUITE_P(ShortRows, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(short_rows_cases(), sm90_short_rows_launches,
                                                          "short-rows kernel", 53u)),
                          api_pick_name);
+
+// Cluster pairs (sm90::ClusterPairsConfig, experimental): no rule picks them; the API runs them
+// when FLASHATTN_SM90_VARIANT=cluster. Partial query and key tiles, GQA with softcap, a strided
+// layout, fp16, and enough tiles for several waves of the pair schedule.
+class ClusterVariant {
+ public:
+  ClusterVariant() { setenv("FLASHATTN_SM90_VARIANT", "cluster", 1); }
+  ~ClusterVariant() { unsetenv("FLASHATTN_SM90_VARIANT"); }
+};
+
+std::vector<Case> cluster_pair_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  Case c;
+  v.push_back(make("cluster_d128_q256_k1000_bf16", bf, 128, 2, 256, 1000, 4, 4));
+  c = make("cluster_d128_q250_k777_gqa_softcap_fp16", fp, 128, 1, 250, 777, 8, 2), c.softcap = 25.0f, v.push_back(c);
+  c = make("cluster_d128_strided_q512_k300_bf16", bf, 128, 2, 512, 300, 2, 1), c.layout = Layout::kHeadMajor;
+  v.push_back(c);
+  v.push_back(make("cluster_d128_waves_q1024_k256_bf16", bf, 128, 4, 1024, 256, 8, 8));
+  v.push_back(make("cluster_d256_q512_k517_bf16", bf, 256, 1, 512, 517, 4, 2));
+  v.push_back(make("cluster_d256_q200_k64_fp16", fp, 256, 3, 200, 64, 2, 2));
+  return v;
+}
+
+class Sm90ClusterPairs : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90ClusterPairs, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const ClusterVariant forced;
+  const int64_t before = sm90_cluster_pairs_launches();
+  run_case(GetParam(), 61u + uint32_t(GetParam().name.size()));
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(sm90_cluster_pairs_launches() - before, 1) << "the API did not run the cluster-pair kernel";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairs, ::testing::ValuesIn(cluster_pair_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// What the cluster-pair kernel refuses, host-side (the launch checks before touching memory).
+TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
+  SKIP_UNLESS_SM90();
+  const ClusterVariant forced;
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16, p.headdim = 128, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 256, p.seqlen_k = 256;
+  p.nheads_q = p.nheads_kv = 2, p.total_q = p.total_k = 256;
+  const int row = 2 * 256;
+  p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 256 * row, row, 256};
+  p.mask.window_right = 0;
+  Status s = sm90_forward(p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("unmasked"), std::string::npos) << s.message;
+  p.mask.window_right = -1, p.seqlen_q = 300;
+  s = sm90_forward(p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("even number"), std::string::npos) << s.message;
+  p.seqlen_q = 256, p.headdim = 64;
+  p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 256 * 128, 128, 64};
+  s = sm90_forward(p);
+  EXPECT_FALSE(s.ok());
+  if (s.message.find("not built") == std::string::npos) {
+    EXPECT_NE(s.message.find("head dims 128 and 256"), std::string::npos) << s.message;
+  }
+}
 
 }  // namespace
