@@ -143,8 +143,8 @@ def write_instantiations():
             # the default has three consumer warpgroups; elsewhere the static-schedule one.
             if hd in SHORT_ROWS_HEAD_DIMS:
                 files[f"sm90_fwd_short_rows_{dt}_hdim{hd}.cu"] = instantiation(f"ShortRowsConfig<{hd}, {ctype}>")
-            # Cluster pairs (config.h ClusterPairsConfig, experimental): only through
-            # FLASHATTN_SM90_VARIANT=cluster.
+            # Cluster pairs (config.h ClusterPairsConfig): picked by sm90_picks_cluster_pairs at
+            # head dim 256 (kernel_choice.h); FLASHATTN_SM90_VARIANT=cluster reaches both.
             if hd in CLUSTER_HEAD_DIMS:
                 files[f"sm90_fwd_cluster_{dt}_hdim{hd}.cu"] = instantiation(f"ClusterPairsConfig<{hd}, {ctype}>")
             # The backward main kernel (bwd_config.h BackwardConfig).

@@ -198,13 +198,14 @@ struct WideKeyBlock<128> {
 template <int HeadDim_, typename Element_>
 using WideKeyBlockConfig = KernelConfig<HeadDim_, Element_, WideKeyBlock<HeadDim_>::kBlockN>;
 
-// Cluster pairs (experimental; reached through FLASHATTN_SM90_VARIANT=cluster and the harness):
-// the two CTAs of a cluster take query tiles 2i and 2i + 1 of one head, which read the same K/V
-// blocks; each CTA loads half of every block's rows with a multicast TMA into both, so each block
-// leaves the L2 once per pair instead of once per CTA (FlashAttention-3 does this for unmasked
-// rows at head dims from 128). Unmasked fixed-length problems with an even number of query tiles,
-// static schedule only (launch.h refuses the rest). A consumer warp releases a K/V stage in both
-// CTAs, so a stage is refilled only once both have finished with it.
+// Cluster pairs: the two CTAs of a cluster take query tiles 2i and 2i + 1 of one head, which read
+// the same K/V blocks; each CTA loads half of every block's rows with a multicast TMA into both,
+// so each block leaves the L2 once per pair instead of once per CTA (FlashAttention-3 does this
+// for unmasked rows at head dims from 128). Unmasked fixed-length problems with an even number of
+// query tiles, static schedule only (launch.h refuses the rest). A consumer warp releases a K/V
+// stage in both CTAs, so a stage is refilled only once both have finished with it. Built at head
+// dims 128 and 256; sm90_forward picks it at 256 by sm90_picks_cluster_pairs (kernel_choice.h),
+// FLASHATTN_SM90_VARIANT=cluster and the harness reach both.
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN>
 struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false> {
   static constexpr bool kClusterPairs = true;

@@ -80,15 +80,11 @@ Status launch_forward(const AttentionProblem& pb) {
   }
   const int tile_rows_q = Cfg::kBlockM >> pack_log2;  // query rows per tile
   if constexpr (Cfg::kClusterPairs) {
-    // Both CTAs of a pair must read the same key blocks: no mask, one length for every sequence,
-    // no unused key rows to zero, and whole pairs of query tiles.
-    if (varlen || pb.seqused_q != nullptr || pb.seqused_k != nullptr || pb.kv_rows_past_last_sequence ||
-        pb.mask.has_mask()) {
-      return Status::Unsupported("the sm90 cluster-pair kernel takes unmasked fixed-length problems without seqused only");
-    }
-    if (((pb.seqlen_q + tile_rows_q - 1) / tile_rows_q) % 2 != 0) {
-      return Status::Unsupported("the sm90 cluster-pair kernel needs an even number of " + std::to_string(tile_rows_q) +
-                                 "-row query tiles; seqlen_q " + std::to_string(pb.seqlen_q) + " has an odd one");
+    // Both CTAs of a pair must read the same key blocks (kernel_choice.h: the rule that picks
+    // this kernel asks the same question).
+    if (const char* why = sm90_cluster_pairs_refusal(pb, tile_rows_q)) {
+      return Status::Unsupported(std::string(why) + " (" + std::to_string(tile_rows_q) + "-row query tiles, seqlen_q " +
+                                 std::to_string(pb.seqlen_q) + ")");
     }
   }
   // Cluster pairs load half a key block per CTA (mainloop_load.h, load_half_block).

@@ -21,14 +21,16 @@ namespace {
 
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
 // (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), the wide key blocks
-// (sm90::WideKeyBlockConfig), 128-row tiles for short rows (sm90::ShortRowsConfig) or, reached
-// only through FLASHATTN_SM90_VARIANT=cluster, cluster pairs (sm90::ClusterPairsConfig;
-// experimental, head dims 128 and 256).
+// (sm90::WideKeyBlockConfig), 128-row tiles for short rows (sm90::ShortRowsConfig) or cluster
+// pairs (sm90::ClusterPairsConfig; built at head dims 128 and 256, picked by rule at 256).
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kWideKeyBlocks, kShortRows, kClusterPairs };
 constexpr int kVariantCount = int(Variant::kClusterPairs) + 1;  // keep the last one named here
 
 // The head dims with a cluster-pair instantiation (tools/generate_sm90_kernels.py).
 constexpr bool has_cluster_pairs(int head_dim) { return head_dim == 128 || head_dim == 256; }
+static_assert(has_cluster_pairs(kSm90ClusterPairsHeadDim), "the rule's head dim needs a cluster-pair instantiation");
+// Query rows per tile of the cluster-pair kernel the rule picks (the same for both dtypes).
+constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<kSm90ClusterPairsHeadDim, __nv_bfloat16>::kBlockM;
 
 template <int HeadDim, class Default, class Packed, class Static, class Wide, class ShortRows, class Cluster>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
@@ -151,7 +153,7 @@ bool pack_gqa_group_ok(const AttentionProblem& p) {
 }
 
 // FLASHATTN_SM90_VARIANT (default, static, wide, short_rows, cluster) overrides the rules of
-// kernel_choice.h for the problems that variant can run, so that a benchmark times the variants
+// kernel_choice.h (GQA packing excepted) for the problems that variant can run, so that a benchmark times the variants
 // through the package on the same shapes (docs/perf.md, v8). Read at every call (well under a
 // microsecond against ~80 us of host time per call) so one process can switch between them.
 // Unset, empty or unknown: the rules (false).
@@ -181,7 +183,8 @@ Status sm90_forward(const AttentionProblem& p) {
   if (sm90_picks_pack_gqa(p)) return launch_counted(p, Variant::kPackGqa);
   Variant variant = Variant::kDefault;
   if (forced_variant(&variant)) return launch_counted(p, variant);
-  if (sm90_picks_short_rows(p)) variant = Variant::kShortRows;
+  if (sm90_picks_cluster_pairs(p)) variant = Variant::kClusterPairs;
+  else if (sm90_picks_short_rows(p)) variant = Variant::kShortRows;
   else if (sm90_picks_static_schedule(p)) variant = Variant::kStaticSchedule;
   else if (sm90_picks_wide_key_blocks(p)) variant = Variant::kWideKeyBlocks;
   return launch_counted(p, variant);
@@ -196,6 +199,11 @@ bool sm90_picks_short_rows(const AttentionProblem& p) {
 }
 
 int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }
+
+bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
+  return p.headdim == kSm90ClusterPairsHeadDim && !p.mask.has_mask() && p.seqlen_k >= kSm90ClusterPairsMinKeys &&
+         sm90_cluster_pairs_refusal(p, kClusterPairsTileRows) == nullptr;
+}
 
 int64_t sm90_cluster_pairs_launches() { return launches_of(Variant::kClusterPairs); }
 
