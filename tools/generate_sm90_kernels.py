@@ -6,7 +6,8 @@
                                           with GQA head packing (sm90_fwd_pack_gqa_*.cu) and one
                                           with the static schedule (sm90_fwd_static_*.cu) and, at
                                           head dim 128, one with wide key blocks (sm90_fwd_wide_*.cu),
-                                          at head dim 64 one with 128-row tiles (sm90_fwd_short_rows_*.cu)
+                                          at head dim 64 one with 128-row tiles (sm90_fwd_short_rows_*.cu),
+                                          at 128 / 256 one with cluster pairs (sm90_fwd_cluster_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
 operand list; writing them out by hand invites off-by-one mistakes, hence this script.
@@ -22,6 +23,7 @@ HEAD_DIMS = [64, 128, 192, 256]
 WIDE_KEY_HEAD_DIMS = [128]  # keep in step with config.h WideKeyBlock and cmake/sm90.cmake
 SHORT_ROWS_HEAD_DIMS = [64]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
 BACKWARD_HEAD_DIMS = [64, 128]  # keep in step with bwd_config.h, sm90_backward.cu and cmake/sm90.cmake
+CLUSTER_HEAD_DIMS = [128, 256]  # keep in step with sm90_forward.cu has_cluster_pairs and cmake/sm90.cmake
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.
 SS_WIDTHS = [64, 80, 112, 128, 144, 160, 176, 192]
 RS_WIDTHS = [64, 128, 192, 256]
@@ -141,6 +143,10 @@ def write_instantiations():
             # the default has three consumer warpgroups; elsewhere the static-schedule one.
             if hd in SHORT_ROWS_HEAD_DIMS:
                 files[f"sm90_fwd_short_rows_{dt}_hdim{hd}.cu"] = instantiation(f"ShortRowsConfig<{hd}, {ctype}>")
+            # Cluster pairs (config.h ClusterPairsConfig): picked by sm90_picks_cluster_pairs at
+            # head dim 256 (kernel_choice.h); FLASHATTN_SM90_VARIANT=cluster reaches both.
+            if hd in CLUSTER_HEAD_DIMS:
+                files[f"sm90_fwd_cluster_{dt}_hdim{hd}.cu"] = instantiation(f"ClusterPairsConfig<{hd}, {ctype}>")
             # The backward main kernel (bwd_config.h BackwardConfig).
             if hd in BACKWARD_HEAD_DIMS:
                 files[f"sm90_bwd_{dt}_hdim{hd}.cu"] = backward_instantiation(f"BackwardConfig<{hd}, {ctype}>")

@@ -146,6 +146,10 @@ const Variant kVariants[] = {
     // The same with the static schedule (not instantiated in the library; v8: static beat dynamic
     // at 128 keys up to 1k unmasked).
     {128, "n176_s2", run<128, 176, 2, false>, 0},
+    // Cluster pairs (ClusterPairsConfig, experimental): K/V multicast to two CTAs on neighbouring
+    // query tiles, static schedule, unmasked rows only.
+    {128, "n128_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16>>, 0},
+    {128, "n176_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16, 176>>, 0},
     {128, "n128_s2_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, false>>>, 1},
     {128, "n128_s2_dyn_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>>>},
     {128, "n128_s2_dyn_pack_gqa", run_pack_gqa<128>, -1, true},
@@ -157,6 +161,7 @@ const Variant kVariants[] = {
     {128, "n128_s2_dyn_pack_gqa_used_k", run_used_k<sm90::PackGqaConfig<128, __nv_bfloat16>>, -1, true, true},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
+    {256, "n80_s2_cluster", run_cfg<sm90::ClusterPairsConfig<256, __nv_bfloat16>>, 0},
     {256, "n80_s2_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, false>, kGroupsL2>, 1},
     {256, "n80_s2_dyn_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>, kGroupsL2>, 1},
     {256, "n80_s2_dyn_one", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>, kGroupsOne>, 1},

@@ -119,6 +119,9 @@ struct KernelConfig {
   // GQA head packing (pack_gqa.h): the query heads that share a KV head fill one 128-row tile
   // together. PackGqaConfig sets it; sm90_forward picks that for decode-like GQA (kernel_choice.h).
   static constexpr bool kPackGqa = PackGqa_;
+  // Clusters of two CTAs on neighbouring query tiles of one head, each loading half of every K/V
+  // block into both (ClusterPairsConfig below).
+  static constexpr bool kClusterPairs = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
@@ -194,6 +197,20 @@ struct WideKeyBlock<128> {
 };
 template <int HeadDim_, typename Element_>
 using WideKeyBlockConfig = KernelConfig<HeadDim_, Element_, WideKeyBlock<HeadDim_>::kBlockN>;
+
+// Cluster pairs: the two CTAs of a cluster take query tiles 2i and 2i + 1 of one head, which read
+// the same K/V blocks; each CTA loads half of every block's rows with a multicast TMA into both,
+// so each block leaves the L2 once per pair instead of once per CTA (FlashAttention-3 does this
+// for unmasked rows at head dims from 128). Unmasked fixed-length problems with an even number of
+// query tiles, static schedule only (launch.h refuses the rest). A consumer warp releases a K/V
+// stage in both CTAs, so a stage is refilled only once both have finished with it. Built at head
+// dims 128 and 256; sm90_forward picks it at 256 by sm90_picks_cluster_pairs (kernel_choice.h),
+// FLASHATTN_SM90_VARIANT=cluster and the harness reach both.
+template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN>
+struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false> {
+  static constexpr bool kClusterPairs = true;
+  static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");
+};
 
 // The default tile shape and schedule with GQA head packing on (sm90_forward_pack_gqa only).
 template <int HeadDim_, typename Element_>

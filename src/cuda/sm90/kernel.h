@@ -59,6 +59,9 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       // Read at the start of a tile, used at its end: the scheduler has published it a tile
       // earlier, and the L2 read is hidden under the tile (see plain_tiles).
       return ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
+    } else if constexpr (Cfg::kClusterPairs) {
+      ++wave;
+      return min(pair_tile(wave), p.num_tiles);
     } else {
       // A CTA's first index past the last tile ends its walk (later waves lie further beyond).
       ++wave;
@@ -71,6 +74,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   int index;
   if constexpr (Cfg::kDynamicSchedule) {
     index = ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
+  } else if constexpr (Cfg::kClusterPairs) {
+    index = min(pair_tile(0), p.num_tiles);
   } else {
     index = snake_tile(0, 0);
   }
@@ -137,6 +142,12 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
       run_tile(index);
       index = next;
     }
+  } else if constexpr (Cfg::kClusterPairs) {
+    for (int wave = 0;; ++wave) {
+      const int index = pair_tile(wave);
+      if (index >= p.num_tiles) break;
+      run_tile(index);
+    }
   } else {
     for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
       const int index = snake_tile(wave, first);
@@ -172,7 +183,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
   const SharedTiles<Cfg> tiles{base};
   const SharedBarriers<Cfg> bars{base + Cfg::kBarrierOffset};
   if (threadIdx.x == 0) bars.init();
-  __syncthreads();
+  if constexpr (Cfg::kClusterPairs) {
+    cluster_sync();  // the peer's barriers exist before any multicast copy or remote arrival
+  } else {
+    __syncthreads();
+  }
 
   // Through a shuffle from lane 0 the compiler knows the index is warp-uniform, so values derived
   // from it (the Q descriptors of S = Q K^T) can live in uniform registers.

@@ -1,6 +1,6 @@
 // Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
-// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), 128-row tiles for short rows at head
-// dim 64, the static schedule, the wide key blocks, or the default.
+// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs at head dim 256, 128-row
+// tiles for short rows at head dim 64, the static schedule, the wide key blocks, or the default.
 #pragma once
 
 #include <cstdint>
@@ -74,8 +74,46 @@ constexpr int kSm90ShortRowsMaxKeys = 1024;
 bool sm90_picks_short_rows(const AttentionProblem& p);
 // Launches of the short-rows instantiation through sm90_forward so far in this process.
 int64_t sm90_short_rows_launches();
-// FLASHATTN_SM90_VARIANT=default|static|wide|short_rows in the environment overrides the three
-// rules above (not GQA packing) for benchmarks; read at every call.
+// Cluster pairs (sm90::ClusterPairsConfig: the two CTAs of a cluster take query tiles 2i and
+// 2i + 1 of one head and each loads half of every K/V block with a multicast TMA into both; 80-key
+// blocks, two stages, static schedule at head dim 256) at head dim kSm90ClusterPairsHeadDim without a
+// mask and with at least kSm90ClusterPairsMinKeys keys, where the kernel takes the problem
+// (sm90_cluster_pairs_refusal below: fixed length, no seqused, an even number of query tiles).
+// Measured with sustained windows (docs/perf.md, "cluster pairs in production (session 7)"; H200,
+// bf16, 8 heads, harness): against the same tiles without clusters (static schedule) +0.5% at 512,
+// +1.6% at 1k, +2.5-2.8% at 2k-8k, +4.6% at 16k. The kernel it replaces there is the default
+// (dynamic schedule), which was not timed in that call; in the sustained-window calls that timed
+// both schedules (sessions 5 and 6) the dynamic one was -1.3..+1.0% of the static one at 1k,
+// -0.3..+3.0% at 2k, -1.9..+1.7% at 4k-16k, which puts cluster pairs at +0.6..+3.0% over the
+// default at 1k, -0.2..+3.2% at 2k, +1.8..+4.5% from 4k (512: +0.2%, left out). Not at head dim
+// 128: the kernels that run there from 1025 keys (dynamic 128-key blocks, 176-key blocks from
+// 8192) were not timed beside the cluster ones either, the 176-key cluster kernel comes out at
+// -0.3..+0.7% of the dynamic 176-key one by the same estimate, and up to 1024 keys (the static
+// schedule, as timed) the cluster kernel lost 5% at 512.
+constexpr int kSm90ClusterPairsHeadDim = 256;
+constexpr int kSm90ClusterPairsMinKeys = 1024;
+bool sm90_picks_cluster_pairs(const AttentionProblem& p);
+// Why the cluster-pair kernel cannot run p with query tiles of tile_rows rows (launch.h refuses it
+// with this reason; the rule picks the kernel only where it is null): both CTAs of a pair must
+// read the same key blocks, so no mask, one length for every sequence (no varlen, no seqused, no
+// k/v rows past the last sequence), and whole pairs of query tiles in every head.
+inline const char* sm90_cluster_pairs_refusal(const AttentionProblem& p, int tile_rows) {
+  if (p.varlen() || p.seqused_q != nullptr || p.seqused_k != nullptr || p.kv_rows_past_last_sequence ||
+      p.mask.has_mask()) {
+    return "the sm90 cluster-pair kernel takes unmasked fixed-length problems without seqused only";
+  }
+  if ((p.seqlen_q + tile_rows - 1) / tile_rows % 2 != 0) {
+    return "the sm90 cluster-pair kernel needs an even number of query tiles";
+  }
+  return nullptr;
+}
+// Launches of the cluster-pair instantiation through sm90_forward so far in this process (by the
+// rule or by FLASHATTN_SM90_VARIANT=cluster).
+int64_t sm90_cluster_pairs_launches();
+// FLASHATTN_SM90_VARIANT=default|static|wide|short_rows|cluster in the environment overrides the
+// four rules above (not GQA packing) for benchmarks; read at every call. "cluster" runs the
+// cluster-pair kernel wherever it is built (head dims 128 and 256) and takes the problem
+// (Unsupported otherwise); "default" keeps it from the problems its rule covers.
 // False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which
 // then run it everywhere.
 bool sm90_dynamic_schedule_by_default();

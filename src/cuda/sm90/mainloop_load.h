@@ -35,8 +35,10 @@ __device__ __forceinline__ int* zero_job_entry(const KernelParams& p) {
 
 template <class Cfg>
 struct MainloopLoad {
-  // Whether this configuration carries the V-tail zeroing (params.h).
-  static constexpr bool kZeroesKvTail = Cfg::kHeadDim <= kZeroKvTailMaxHeadDim;
+  // Whether this configuration carries the V-tail zeroing (params.h). Cluster pairs never need it
+  // (launch.h refuses seqused_k and varlen there), and its code would cost the 24-register
+  // loading thread a spill.
+  static constexpr bool kZeroesKvTail = Cfg::kHeadDim <= kZeroKvTailMaxHeadDim && !Cfg::kClusterPairs;
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
   SharedBarriers<Cfg> bars;
@@ -50,6 +52,22 @@ struct MainloopLoad {
 #pragma unroll
     for (int c = 0; c < Cfg::kColumns; ++c) {
       tma_load_4d(dst + c * column_bytes, map, bar, c * kColumnElems, row, head, batch);
+    }
+  }
+
+  // Cluster pairs: this CTA's half of a key block's rows, multicast into the same place of both
+  // CTAs' stage; each CTA's full barrier expects the whole block (its half and the peer's). The
+  // half is a whole number of 8-row swizzle atoms (config.h), so its shared-memory offset keeps
+  // the 128-byte swizzle pattern.
+  __device__ __forceinline__ static void load_half_block(uint32_t dst, const CUtensorMap* map, uint32_t bar, int row,
+                                                         int head, int batch) {
+    constexpr int kHalf = Cfg::kBlockN / 2;
+    const int rank = int(cluster_cta_rank());
+    mbarrier_arrive_expect_tx(bar, Cfg::kBlockN * kLineBytes * Cfg::kColumns);
+#pragma unroll
+    for (int c = 0; c < Cfg::kColumns; ++c) {
+      tma_load_4d_multicast(dst + c * Cfg::kKVColumnBytes + rank * kHalf * kLineBytes, map, bar, c * kColumnElems,
+                            row + rank * kHalf, head, batch, uint16_t(0x3));
     }
   }
 
@@ -84,8 +102,12 @@ struct MainloopLoad {
       for (int n = range.n_end - 1; n >= range.n_begin; --n) {
         const int k_row = s.k_row0 + n * Cfg::kBlockN;
         mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
-        load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage),
-                                k_row, head_kv, batch);
+        if constexpr (Cfg::kClusterPairs) {
+          load_half_block(tiles.k_column(kv.stage, 0), &p.tma_k, bars.k_full(kv.stage), k_row, head_kv, batch);
+        } else {
+          load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage),
+                                  k_row, head_kv, batch);
+        }
         if (n == range.n_end - 1) {
           // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
           mbarrier_wait(bars.q_empty(), (phases & 1) ^ 1);
@@ -107,8 +129,12 @@ struct MainloopLoad {
           __stcg(zero_job_entry(p), (kv.stage << 16) | valid);
           v_bar = bars.zero_job();
         }
-        load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, v_bar, k_row, head_kv,
-                                batch);
+        if constexpr (Cfg::kClusterPairs) {
+          load_half_block(tiles.v_column(kv.stage, 0), &p.tma_v, v_bar, k_row, head_kv, batch);
+        } else {
+          load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, v_bar, k_row, head_kv,
+                                  batch);
+        }
         kv.advance();
       }
     };
@@ -117,6 +143,19 @@ struct MainloopLoad {
       for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true); index < p.num_tiles;
            index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true)) {
         load_tiles_of(index);
+      }
+    } else if constexpr (Cfg::kClusterPairs) {
+      for (int wave = 0;; ++wave) {
+        const int index = pair_tile(wave);
+        if (index >= p.num_tiles) break;
+        load_tiles_of(index);
+      }
+      // The peer's consumers release this CTA's stages too: wait until every stage's last use has
+      // been released by both CTAs, so no remote arrival reaches this CTA after it has exited.
+      for (int i = 0; i < Cfg::kStages; ++i) {
+        mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
+        mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);
+        kv.advance();
       }
     } else {
       for (int wave = 0; wave * grid_size_reread() < p.num_tiles; ++wave) {

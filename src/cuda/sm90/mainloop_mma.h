@@ -45,6 +45,18 @@ struct MainloopMma {
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
     if (thread % 32 == 0) mbarrier_arrive(empty_bar);
   }
+  // A K or V stage: with cluster pairs the peer CTA's producer refills its half of this stage in
+  // both CTAs, so the release goes to both CTAs' empty barriers.
+  __device__ __forceinline__ void release_kv(uint32_t empty_bar) const {
+    if constexpr (Cfg::kClusterPairs) {
+      if (thread % 32 == 0) {
+        mbarrier_arrive(empty_bar);
+        mbarrier_arrive_cluster(empty_bar, cluster_cta_rank() ^ 1);
+      }
+    } else {
+      release(empty_bar);
+    }
+  }
 
   __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage) const {
     const uint64_t q = k_major_descriptor(tiles.q_column(0) + wg * kRowsPerConsumer * kLineBytes);
@@ -130,7 +142,7 @@ struct MainloopMma {
     int accumulate = kFirstPvOverwrites ? 0 : 1;
     wgmma_wait_group<0>();
     pin_registers(s);
-    release(bars.k_empty(k_state.stage));
+    release_kv(bars.k_empty(k_state.stage));
     if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
     k_state.advance();
     scores_to_probabilities(s, softmax, seq, t, n);
@@ -152,14 +164,14 @@ struct MainloopMma {
       pass_turn();
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
-      release(bars.k_empty(k_state.stage));
+      release_kv(bars.k_empty(k_state.stage));
       if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
       k_state.advance();
       scores_to_probabilities(s, softmax, seq, t, n);
       wgmma_wait_group<0>();
       pin_registers(o);
       pin_registers(prob);
-      release(bars.v_empty(v_state.stage));
+      release_kv(bars.v_empty(v_state.stage));
       v_state.advance();
       // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
       if (softmax.max_moved()) softmax.rescale_output(o);
@@ -176,7 +188,7 @@ struct MainloopMma {
     pass_turn();
     wgmma_wait_group<0>();
     pin_registers(o);
-    release(bars.v_empty(v_state.stage));
+    release_kv(bars.v_empty(v_state.stage));
     v_state.advance();
   }
 };

@@ -50,11 +50,13 @@ struct SharedBarriers {
     mbarrier_init(zero_job() + 8, 1);
     mbarrier_init(q_full(), 1);
     mbarrier_init(q_empty(), Cfg::kConsumerWarps);
+    // Cluster pairs: the consumer warps of both CTAs release each K/V stage.
+    constexpr uint32_t kKvReleases = Cfg::kConsumerWarps * (Cfg::kClusterPairs ? 2 : 1);
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(k_full(s), 1);
-      mbarrier_init(k_empty(s), Cfg::kConsumerWarps);
+      mbarrier_init(k_empty(s), kKvReleases);
       mbarrier_init(v_full(s), 1);
-      mbarrier_init(v_empty(s), Cfg::kConsumerWarps);
+      mbarrier_init(v_empty(s), kKvReleases);
     }
     fence_barrier_init();
   }

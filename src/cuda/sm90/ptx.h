@@ -98,6 +98,40 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// ---- clusters (ClusterPairsConfig) -----------------------------------------------------------
+// Not volatile: the rank is fixed for the kernel's life, so the compiler may read it once (as
+// volatile it was re-read, an S2R, at every release).
+__device__ __forceinline__ uint32_t cluster_cta_rank() {
+  uint32_t rank;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+// Every thread of both CTAs: orders the barrier initialisations (and anything before) of each
+// CTA before the other's multicast copies and remote arrivals.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// Arrives on the mbarrier at the same shared-memory offset in CTA `rank` of the cluster. The
+// default semantics (release at CTA scope), as CUTLASS's cluster barriers use: `.release.cluster`
+// compiled to a GPU-wide fence (MEMBAR.ALL.GPU) before every arrive, twice per key block per warp
+// (session 6, helper's SASS reading; the likely cause of the pair kernel's -11..-18%). The stage's
+// readers are wgmmas already waited for, so nothing of this CTA's needs publishing beyond it.
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+// A TMA load whose box lands at `dst` in every CTA of `cta_mask` and completes bytes on the
+// mbarrier at `bar` in each of them.
+__device__ __forceinline__ void tma_load_4d_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
+                                                      int c1, int c2, int c3, uint16_t cta_mask) {
+  const int32_t coords[4] = {c0, c1, c2, c3};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem_pointer<void>(dst), map,
+                                  coords, mbarrier_pointer(bar), cta_mask);
+}
+
 // ---- register reallocation -----------------------------------------------------------------
 template <int kRegisters>
 __device__ __forceinline__ void setmaxnreg_increase() {

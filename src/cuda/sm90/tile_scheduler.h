@@ -46,6 +46,17 @@ __device__ __forceinline__ int snake_tile_reread(int wave) {
   return wave * grid + ((wave & 1) ? grid - 1 - cta : cta);
 }
 
+// Cluster pairs (ClusterPairsConfig, static): CTA rank r of cluster c takes tile
+// 2 (wave * clusters + c) + r, so the two CTAs of a cluster hold query tiles 2i and 2i + 1 of one
+// head (unmasked order, num_m_blocks even: launch.h checks) and read the same K/V blocks. Both
+// CTAs of a cluster walk the same number of waves. Read afresh like snake_tile_reread.
+__device__ __forceinline__ int pair_tile(int wave) {
+  int cta;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  const int clusters = grid_size_reread() >> 1;
+  return 2 * (wave * clusters + (cta >> 1)) + (cta & 1);
+}
+
 // Causal order. The last query blocks see the most keys; running them first keeps the tail
 // short. Taken over all heads at once (v1-v5), that makes the CTAs running together work on as
 // many different heads as there are CTAs: at short sequences (512 rows: 4 tiles a head) a head's

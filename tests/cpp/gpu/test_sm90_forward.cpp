@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -737,6 +738,44 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64 causal past the bound";
   p.headdim = 128, p.seqlen_k = 512;
   EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 128";
+
+  // Cluster pairs: head dim 256 without a mask from kSm90ClusterPairsMinKeys keys, where the
+  // kernel takes the problem (fixed length, no seqused, an even number of 128-row query tiles).
+  const int min_keys = kSm90ClusterPairsMinKeys;
+  p.headdim = kSm90ClusterPairsHeadDim, p.mask = MaskPolicy();
+  p.nheads_q = 8, p.nheads_kv = 8, p.seqlen_q = 512, p.seqlen_k = min_keys;
+  EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "hdim 256, no mask, at the bound";
+  p.seqlen_k = min_keys - 1;
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "one key below the bound";
+  p.seqlen_k = 16384, p.seqlen_q = 250;  // two tiles, the second partial
+  EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "two query tiles";
+  p.nheads_q = 32;  // GQA 4, too many rows to pack
+  EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "GQA without packing";
+  p.nheads_q = 8, p.seqlen_q = 300;
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "three query tiles";
+  p.seqlen_q = 128;
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "one query tile";
+  p.seqlen_q = 512, p.mask.window_right = 0;
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "causal";
+  p.mask.window_right = -1, p.mask.window_left = 4096;
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "local window";
+  p.mask.window_left = -1;
+  int32_t used = 100;
+  p.seqused_k = &used;
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "seqused_k";
+  p.seqused_k = nullptr, p.seqused_q = &used;
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "seqused_q";
+  p.seqused_q = nullptr;
+  int32_t cu[2] = {0, 512};
+  p.cu_seqlens_q = p.cu_seqlens_k = cu;
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "varlen";
+  p.cu_seqlens_q = p.cu_seqlens_k = nullptr;
+  for (int d : {64, 128, 192}) {
+    p.headdim = d;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "head dim " << d;
+  }
+  p.headdim = kSm90ClusterPairsHeadDim;
+  EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "back to a covered problem";
 }
 
 // The public API's choice among the sm90 instantiations (kernel_choice.h): each case runs through
@@ -901,5 +940,107 @@ INSTANTIATE_TEST_SUITE_P(ShortRows, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(short_rows_cases(), sm90_short_rows_launches,
                                                          "short-rows kernel", 53u)),
                          api_pick_name);
+
+// Cluster pairs (sm90::ClusterPairsConfig) by sm90_picks_cluster_pairs: head dim 256 without a
+// mask from kSm90ClusterPairsMinKeys keys, fixed length without seqused, an even number of query
+// tiles. Picked: at the bound, partial query and key tiles with GQA and softcap, padded strides
+// with batch > 1, fp16 and bf16. Not picked (the default kernel runs them against the same
+// reference): one key short, causal, an odd number of query tiles, seqused_k, another head dim.
+std::vector<ApiPick> cluster_pair_rule_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  const int d = kSm90ClusterPairsHeadDim, min_keys = kSm90ClusterPairsMinKeys;
+  std::vector<ApiPick> v;
+  Case c;
+  c = make("cluster_rule_k_at_bound_bf16", bf, d, 1, 256, min_keys, 4, 4), v.push_back({c, true});
+  c = make("cluster_rule_q400_k1100_gqa_softcap_fp16", fp, d, 1, 400, min_keys + 76, 4, 2), c.softcap = 20.0f;
+  v.push_back({c, true});
+  c = make("cluster_rule_padded_b2_q256_k1500_bf16", bf, d, 2, 256, min_keys + 476, 2, 1), c.layout = Layout::kPadded;
+  v.push_back({c, true});
+  c = make("cluster_rule_k_below_bound_default_bf16", bf, d, 1, 256, min_keys - 1, 4, 4), v.push_back({c, false});
+  c = make("cluster_rule_causal_default_bf16", bf, d, 1, 256, min_keys, 4, 4), c.causal = true, v.push_back({c, false});
+  c = make("cluster_rule_odd_tiles_q300_default_fp16", fp, d, 1, 300, min_keys, 2, 2), v.push_back({c, false});
+  c = make("cluster_rule_seqused_k_default_bf16", bf, d, 2, 256, min_keys + 100, 2, 2), c.used_k = {min_keys + 1, 77};
+  v.push_back({c, false});
+  c = make("cluster_rule_d128_default_bf16", bf, 128, 1, 256, 2 * min_keys, 4, 4), v.push_back({c, false});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(ClusterPairs, Sm90ApiPick,
+                         ::testing::ValuesIn(for_variant(cluster_pair_rule_cases(), sm90_cluster_pairs_launches,
+                                                         "cluster-pair kernel", 67u)),
+                         api_pick_name);
+
+// Cluster pairs forced (FLASHATTN_SM90_VARIANT=cluster) at both head dims they are built for,
+// whatever the rule says. Partial query and key tiles, GQA with softcap, strided layouts (head
+// major, padded), fp16 and bf16, batch > 1, no lse, an odd number of pairs per head and in all,
+// and enough tiles for several waves of the pair schedule.
+class ClusterVariant {
+ public:
+  ClusterVariant() { setenv("FLASHATTN_SM90_VARIANT", "cluster", 1); }
+  ~ClusterVariant() { unsetenv("FLASHATTN_SM90_VARIANT"); }
+};
+
+std::vector<Case> cluster_pair_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  Case c;
+  v.push_back(make("cluster_d128_q256_k1000_bf16", bf, 128, 2, 256, 1000, 4, 4));
+  c = make("cluster_d128_q250_k777_gqa_softcap_fp16", fp, 128, 1, 250, 777, 8, 2), c.softcap = 25.0f, v.push_back(c);
+  c = make("cluster_d128_strided_q512_k300_bf16", bf, 128, 2, 512, 300, 2, 1), c.layout = Layout::kHeadMajor;
+  v.push_back(c);
+  v.push_back(make("cluster_d128_waves_q1024_k256_bf16", bf, 128, 4, 1024, 256, 8, 8));
+  v.push_back(make("cluster_d256_q512_k517_bf16", bf, 256, 1, 512, 517, 4, 2));
+  v.push_back(make("cluster_d256_q200_k64_fp16", fp, 256, 3, 200, 64, 2, 2));
+  c = make("cluster_d256_padded_b2_q500_k1100_gqa_softcap_bf16", bf, 256, 2, 500, 1100, 4, 2);
+  c.layout = Layout::kPadded, c.softcap = 30.0f, v.push_back(c);
+  // Six tiles a head: three pairs per head, nine in all.
+  v.push_back(make("cluster_d256_odd_pairs_q768_k1024_fp16", fp, 256, 1, 768, 1024, 3, 3));
+  c = make("cluster_d256_no_lse_q256_k1024_bf16", bf, 256, 2, 256, 1024, 2, 2), c.with_lse = false, v.push_back(c);
+  c = make("cluster_d128_padded_b3_q130_k400_fp16", fp, 128, 3, 130, 400, 4, 4), c.layout = Layout::kPadded;
+  v.push_back(c);
+  // 72 pairs: more than the pairs that fit on an H100 / H200 at once (66), so a second, partial wave.
+  v.push_back(make("cluster_d256_waves_q512_k256_gqa_bf16", bf, 256, 4, 512, 256, 9, 3));
+  return v;
+}
+
+class Sm90ClusterPairs : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90ClusterPairs, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const ClusterVariant forced;
+  const int64_t before = sm90_cluster_pairs_launches();
+  run_case(GetParam(), 61u + uint32_t(GetParam().name.size()));
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(sm90_cluster_pairs_launches() - before, 1) << "the API did not run the cluster-pair kernel";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairs, ::testing::ValuesIn(cluster_pair_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// What the cluster-pair kernel refuses, host-side (the launch checks before touching memory).
+TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
+  SKIP_UNLESS_SM90();
+  const ClusterVariant forced;
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16, p.headdim = 128, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 256, p.seqlen_k = 256;
+  p.nheads_q = p.nheads_kv = 2, p.total_q = p.total_k = 256;
+  const int row = 2 * 256;
+  p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 256 * row, row, 256};
+  p.mask.window_right = 0;
+  Status s = sm90_forward(p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("unmasked"), std::string::npos) << s.message;
+  p.mask.window_right = -1, p.seqlen_q = 300;
+  s = sm90_forward(p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("even number"), std::string::npos) << s.message;
+  p.seqlen_q = 256, p.headdim = 64;
+  p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 256 * 128, 128, 64};
+  s = sm90_forward(p);
+  EXPECT_FALSE(s.ok());
+  if (s.message.find("not built") == std::string::npos) {
+    EXPECT_NE(s.message.find("head dims 128 and 256"), std::string::npos) << s.message;
+  }
+}
 
 }  // namespace
