@@ -68,6 +68,11 @@ Status sm90_supports_backward(const AttentionProblem& p) {
   const int eb = dtype_size(p.dtype);
   const bool varlen = p.varlen();
   const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
+  // A tensor map needs at least one row (cuTensorMapEncodeTiled fails on none): q or k without
+  // rows, such as every sequence empty, is the sm80 backward's (which zeroes dK and dV).
+  if (rows_q == 0 || rows_k == 0) {
+    return Status::Unsupported("the sm90 backward kernel needs at least one row of q and of k");
+  }
   const struct {
     const char* name;
     const Operand& op;

@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(All, Sm90Backward, ::testing::ValuesIn(option_params(st
                          [](const auto& info) { return option_param_name(kOptions, info.param); });
 
 // What the sm90 backward leaves to the sm80 backward: the API still answers, through sm80.
-TEST(Sm90BackwardRefusals, AlibiRowsPastSequencesSequsedDeterministicHeadDim) {
+TEST(Sm90BackwardRefusals, AlibiRowsPastSequencesSequsedDeterministicHeadDimNoRows) {
   SKIP_UNLESS_SM90();
   CaseSpec b = spec(DType::kBFloat16, 64, 2102);
   b.alibi = Alibi::kPerHead;
@@ -132,10 +132,14 @@ TEST(Sm90BackwardRefusals, AlibiRowsPastSequencesSequsedDeterministicHeadDim) {
   check_backward(d, false);
   CaseSpec e = spec(DType::kBFloat16, 256, 2105);
   check_backward(e, false);
+  CaseSpec z = spec(DType::kFloat16, 64, 2108);  // no query rows at all (TMA maps need one)
+  z.seqlens_q = {0, 0};
+  z.seqlens_k = {40, 0};
+  check_backward(z, false);
 }
 
-// The rule without the override: head dim 128 takes the sm90 backward, 64 the sm80 one; and
-// FLASHATTN_SM90_BACKWARD=0 keeps sm80 at 128.
+// The rule without the override: head dims 64 and 128 take the sm90 backward, 256 the sm80 one;
+// and FLASHATTN_SM90_BACKWARD=0 keeps sm80.
 TEST(Sm90BackwardRule, HeadDims64And128ByDefault) {
   SKIP_UNLESS_SM90();
   check_backward(spec(DType::kBFloat16, 128, 2301), true, nullptr);
