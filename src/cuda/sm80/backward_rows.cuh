@@ -80,7 +80,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) backward_convert_dq_kernel
   // of the band's column block `lane`, 64 floats per block.
   const int in_band = i & 7;
   const bool blocked = p.dq_blocked && i - in_band + 8 <= seq.len_q;
-  const int64_t offset = blocked ? (row - in_band) * p.headdim + lane * 64 + in_band * 8 : row * p.headdim + lane * 8;
+  const int chunk = p.dq_chunks_rotated ? lane ^ int(row & 3) : lane;
+  const int64_t offset = blocked ? (row - in_band) * p.headdim + lane * 64 + in_band * 8 : row * p.headdim + chunk * 8;
   const float4* acc = reinterpret_cast<const float4*>(p.dq_accum + offset);
   const float4 lo = acc[0], hi = acc[1];
   uint4 packed;

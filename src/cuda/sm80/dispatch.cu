@@ -261,12 +261,13 @@ Status sm80_backward(const AttentionProblem& p) {
   });
 }
 
-Status sm80_backward_around(const AttentionProblem& p, BackwardMain main) {
+Status sm80_backward_around(const AttentionProblem& p, BackwardMain main, bool dq_chunks_rotated) {
   Status s = sm80::supports(p);
   if (!s.ok()) return s;
   if (p.deterministic) return Status::Unsupported("sm80_backward_around: no deterministic mode");
   sm80::KernelParams kp = sm80::make_params(p);
   kp.dq_blocked = false;  // the other main kernel adds into the row-major layout
+  kp.dq_chunks_rotated = dq_chunks_rotated;
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   return sm80::with_workspace(p, kp, [&] {
     cudaError_t err = sm80::with_element(p.dtype, [&](auto element) {

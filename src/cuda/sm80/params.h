@@ -43,6 +43,10 @@ struct KernelParams {
   // dQ workspace layout, set by the launch from the main kernel's BackwardConfig::kBlockedDq:
   // 8-row bands inside the sequence in 8 x 8 blocks of 64 consecutive floats, else row-major.
   bool dq_blocked = false;
+  // Row-major dQ workspace with each row's 8-float chunks rotated: chunk c of workspace row r
+  // (in the (nheads, total_q) numbering) stored at chunk c ^ (r % 4); set by sm80_backward_around
+  // for a main kernel that writes it so (the sm90 backward's bank-conflict-free staging).
+  bool dq_chunks_rotated = false;
 };
 
 KernelParams make_params(const AttentionProblem& p);

@@ -41,13 +41,21 @@ struct BackwardConfig {
   // columns of 64 query elements, the A operand of dQ = dS K read transposed.
   static constexpr int kDsColumnBytes = kBlockN * kLineBytes;
   static constexpr int kDsBytes = kDsColumnBytes * kQueryColumns;
-  // Per consumer warpgroup: lse * log2(e) and D of the step's query rows (fp32).
+  // Per consumer warpgroup: lse * log2(e) and D of the step's query rows (fp32), 16 bytes per
+  // pair of queries 2j, 2j + 1: lse(2j), lse(2j + 1), D(2j), D(2j + 1), so that a thread reads
+  // the four its fragment column pair needs with one LDS.128 (64 LDS.32 a step before: 512 of
+  // the step's ~4200 shared-memory wavefronts, docs/perf.md v5).
   static constexpr int kRowStatsBytes = kConsumerWarpgroups * 2 * kBlockM * 4;
   // dQ of a step: each consumer warpgroup computes half its columns (kDqColumns) over all 128
   // keys, reading both warpgroups' dS^T, so a step adds one kBlockM x kHeadDim block into the
   // workspace, as FlashAttention-2 does. The block is staged in shared memory as fp32 rows (the
-  // workspace's layout, contiguous there) and leaves with one bulk reduction (TMA, add.f32).
+  // workspace's layout) and leaves with one bulk reduction (TMA, add.f32). The workspace's rows
+  // hold their 8-float chunks rotated, chunk c of row r at c ^ (r % 4) (sm80 KernelParams::
+  // dq_chunks_rotated; the conversion puts them back): rows kHeadDim * 4 bytes apart fall on the
+  // same banks, so the four consecutive rows a half-warp's STS.64 writes would conflict 4-way
+  // (1024 wavefronts a step at d128 instead of 256); rotated they cover all 32 banks.
   static constexpr int kDqColumns = kHeadDim / kConsumerWarpgroups;
+  static_assert(kHeadDim % 32 == 0, "rotation within groups of four 8-float chunks");
   static constexpr int kDqStageBytes = kBlockM * kHeadDim * 4;
 
   static constexpr int kKOffset = 0;

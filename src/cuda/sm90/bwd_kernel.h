@@ -13,7 +13,7 @@
 //   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 key lines per
 //                             warpgroup, and is read as A; K's rows as B)
 // dQ of a step is staged in shared memory as fp32 rows and added into the fp32 workspace with
-// one bulk reduction (each warpgroup computes half the columns over all 128 keys, bwd_config.h
+// one bulk reduction (8-float chunks rotated by row against bank conflicts; each warpgroup computes half the columns over all 128 keys, bwd_config.h
 // kDqColumns). Query and key rows past the sequence are masked (TMA's zero fill, or with variable
 // length the next sequence's rows; exp2(0 - lse) could overflow).
 #pragma once
@@ -84,11 +84,12 @@ struct BackwardSmem {
   __device__ __forceinline__ uint32_t ds_column(int column) const {
     return base + Cfg::kDsOffset + column * Cfg::kDsColumnBytes;
   }
-  // Warpgroup wg's lse * log2(e) (which = 0) and D (which = 1) of the step's 64 query rows.
-  __device__ __forceinline__ uint32_t row_stats(int wg, int which) const {
-    return base + Cfg::kRowStatsOffset + (2 * wg + which) * Cfg::kBlockM * 4;
+  // Warpgroup wg's lse * log2(e) and D of the step's query rows: query pair j at 16 j
+  // (bwd_config.h kRowStatsBytes).
+  __device__ __forceinline__ uint32_t row_stats(int wg) const {
+    return base + Cfg::kRowStatsOffset + wg * 2 * Cfg::kBlockM * 4;
   }
-  // dQ staging buffer: 64 rows of fp32, the workspace's row layout.
+  // dQ staging buffer: kBlockM rows of fp32, chunks rotated as in the workspace.
   __device__ __forceinline__ uint32_t dq_stage() const { return base + Cfg::kDqOffset; }
   __device__ __forceinline__ uint32_t kv_full() const { return base + Cfg::kBarrierOffset; }
   __device__ __forceinline__ uint32_t full(int stage) const { return base + Cfg::kBarrierOffset + 8 + 16 * stage; }
@@ -199,14 +200,17 @@ struct BackwardConsumer {
       } else {
         value = q < seq.len_q ? p.dsum[int64_t(head) * p.total_q + seq.ws_row0 + q] : 0.0f;
       }
-      asm volatile("st.shared.f32 [%0], %1;" ::"r"(sm.row_stats(wg, which) + r * 4), "f"(value) : "memory");
+      asm volatile("st.shared.f32 [%0], %1;" ::"r"(sm.row_stats(wg) + (r / 2) * 16 + which * 8 + (r % 2) * 4),
+                   "f"(value)
+                   : "memory");
     }
   }
 
-  __device__ __forceinline__ float row_stat(int which, int col) const {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(sm.row_stats(wg, which) + col * 4));
-    return v;
+  // lse * log2(e) and D of queries col, col + 1 (col even).
+  __device__ __forceinline__ void row_stat_pair(int col, float (&lse_log2)[2], float (&d)[2]) const {
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(lse_log2[0]), "=f"(lse_log2[1]), "=f"(d[0]), "=f"(d[1])
+                 : "r"(sm.row_stats(wg) + (col / 2) * 16));
   }
 
   // Whether any (query, key) of the step's kBlockM x 64 block of this warpgroup is masked or outside the sequence.
@@ -255,11 +259,7 @@ struct BackwardConsumer {
 #pragma unroll
     for (int i = 0; i < kScoreAccum / 4; ++i) {
       float lse_log2[2], d[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        lse_log2[e] = row_stat(0, 8 * i + pos.col0 + e);
-        d[e] = row_stat(1, 8 * i + pos.col0 + e);
-      }
+      row_stat_pair(8 * i + pos.col0, lse_log2, d);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float pr[2], g[2];
@@ -320,13 +320,16 @@ struct BackwardConsumer {
   }
 
   // This thread's part of dQ (times the softmax scale) into the staging buffer, fp32 rows of
-  // kHeadDim floats; the issuer then adds the step's valid rows into the workspace in one bulk
-  // reduction (rows past the sequence would land in the next sequence's or past the workspace).
+  // kHeadDim floats, 8-float chunks rotated by the workspace row (bwd_config.h kDqStageBytes);
+  // the issuer then adds the step's valid rows into the workspace in one bulk reduction (rows
+  // past the sequence would land in the next sequence's or past the workspace).
   __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[Cfg::kQueryColumns][Cfg::kDqColumns / 2],
                                                                int head, int m) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const uint32_t buffer = sm.dq_stage();
-    const int column0 = wg * Cfg::kDqColumns;
+    const int chunk0 = wg * Cfg::kDqColumns / 8;
+    // The block's first row in the (nheads_q, total_q) workspace numbering the rotation keys on.
+    const int64_t row0 = int64_t(head) * p.total_q + seq.ws_row0 + int64_t(m) * Cfg::kBlockM;
 #pragma unroll
     for (int half = 0; half < Cfg::kQueryColumns; ++half) {
 #pragma unroll
@@ -334,7 +337,8 @@ struct BackwardConsumer {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = half * 64 + pos.row0 + 8 * h;
-          const uint32_t addr = buffer + (row * Cfg::kHeadDim + column0 + 8 * i + pos.col0) * 4;
+          const int chunk = (chunk0 + i) ^ int((row0 + row) & 3);
+          const uint32_t addr = buffer + (row * Cfg::kHeadDim + chunk * 8 + pos.col0) * 4;
           asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(p.scale * dq[half][4 * i + 2 * h]),
                        "f"(p.scale * dq[half][4 * i + 2 * h + 1])
                        : "memory");
@@ -345,7 +349,7 @@ struct BackwardConsumer {
     dq_barrier();
     if (dq_issuer()) {
       const int rows = min(Cfg::kBlockM, seq.len_q - m * Cfg::kBlockM);
-      float* dst = p.dq_accum + (int64_t(head) * p.total_q + seq.ws_row0 + int64_t(m) * Cfg::kBlockM) * Cfg::kHeadDim;
+      float* dst = p.dq_accum + row0 * Cfg::kHeadDim;
       asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
                    "r"(buffer), "r"(uint32_t(rows * Cfg::kHeadDim * 4))
                    : "memory");

@@ -96,7 +96,7 @@ Status sm90_backward(const AttentionProblem& p) {
   if (!s.ok()) return s;
 #if defined(FLASHATTN_WITH_SM80)
   g_launches.fetch_add(1, std::memory_order_relaxed);
-  return sm80_backward_around(p, &run_main);
+  return sm80_backward_around(p, &run_main, /*dq_chunks_rotated=*/true);
 #else
   return Status::Unsupported("the sm90 backward kernel uses the sm80 backward's preparation and dQ conversion, "
                              "which this build lacks (FLASHATTN_CUDA_ARCHS without 80)");
