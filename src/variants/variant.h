@@ -45,6 +45,11 @@ struct ScoreTransform {
     if (softcap > 0.0f) s = T(softcap) * tanh(s / T(softcap));
     return s;
   }
+  // The sm90 kernels' base-2 exponent of the score: exp2(log2_factor() * tanh(raw_dot *
+  // tanh_input_scale())) with softcap, exp2(log2_factor() * raw_dot) without (tanh_input_scale()
+  // is then 0, which the kernels test).
+  FA_HD float tanh_input_scale() const { return softcap > 0.0f ? scale / softcap : 0.0f; }
+  FA_HD float log2_factor() const { return (softcap > 0.0f ? softcap : scale) * 1.4426950408889634f; }
   // d s / d raw_dot expressed through the transformed score s (what the backward has at hand).
   template <typename T>
   FA_HD T derivative_from_score(T s) const {

@@ -44,14 +44,8 @@ Status launch_backward_main(const AttentionProblem& pb, float* dq_accum, const f
   kp.seqlen_q = pb.seqlen_q;
   kp.seqlen_k = pb.seqlen_k;
   kp.scale = pb.score.scale;
-  constexpr float kLog2e = 1.4426950408889634f;
-  if (pb.score.softcap > 0.0f) {
-    kp.score_pre = pb.score.scale / pb.score.softcap;
-    kp.score_log2 = pb.score.softcap * kLog2e;
-  } else {
-    kp.score_pre = 0.0f;
-    kp.score_log2 = pb.score.scale * kLog2e;
-  }
+  kp.score_pre = pb.score.tanh_input_scale();
+  kp.score_log2 = pb.score.log2_factor();
   kp.window_left = pb.mask.window_left;
   kp.window_right = pb.mask.window_right;
   const int num_n = (pb.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;

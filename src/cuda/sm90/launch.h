@@ -135,14 +135,8 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.zero_kv_tail = MainloopLoad<Cfg>::kZeroesKvTail && (pb.seqused_k != nullptr || pb.kv_rows_past_last_sequence);
   // The zeroing job's global slot needs a slot of its own per launch, with either schedule.
   kp.counter_slot = Cfg::kDynamicSchedule || kp.zero_kv_tail ? next_counter_slot() : 0;
-  constexpr float kLog2e = 1.4426950408889634f;
-  if (pb.score.softcap > 0.0f) {
-    kp.score_pre = pb.score.scale / pb.score.softcap;
-    kp.score_log2 = pb.score.softcap * kLog2e;
-  } else {
-    kp.score_pre = 0.0f;
-    kp.score_log2 = pb.score.scale * kLog2e;
-  }
+  kp.score_pre = pb.score.tanh_input_scale();
+  kp.score_log2 = pb.score.log2_factor();
   kp.window_left = pb.mask.window_left;
   kp.window_right = pb.mask.window_right;
   if (kp.num_tiles == 0) return Status::Ok();
