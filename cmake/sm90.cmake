@@ -15,7 +15,7 @@ foreach(dtype IN ITEMS bf16 fp16)
       if(hdim EQUAL 128)  # WideKeyBlockConfig is a configuration of its own at head dim 128 only
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_wide_${dtype}_hdim${hdim}.cu)
       endif()
-      if(hdim EQUAL 64 OR hdim EQUAL 128)  # the backward (BackwardConfig) at head dims 64 and 128
+      if(NOT hdim EQUAL 192)  # the backward (BackwardConfig) at head dims 64, 128 and 256
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_bwd_${dtype}_hdim${hdim}.cu)
       endif()
       if(hdim EQUAL 64)  # so is ShortRowsConfig at head dim 64 (two consumer warpgroups, not three)

@@ -2,7 +2,8 @@
 // products, TMA for the operands, K and V resident, dK and dV in registers.
 //
 // CTA (key block n of kBlockN = 128 keys, KV head, batch); consumer warpgroup c owns keys
-// 64c..64c+63 of the block. Per query block of kBlockM = 64 rows (of every query head of the KV
+// 64c..64c+63 of the block (head dim 256: kBlockN = 64 keys that both warpgroups take, each
+// accumulating half of dK's and dV's columns; bwd_config.h kSplitKeyGradColumns). Per query block of kBlockM = 64 rows (of every query head of the KV
 // head's group, GQA), with S^T the scores with keys as rows:
 //   S^T  = K_c Q^T          (SS; rows = keys, so P^T and dS^T land in registers as the A
 //   dP^T = V_c dO^T          operands of the next two products)
@@ -13,8 +14,8 @@
 //   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 key lines per
 //                             warpgroup, and is read as A; K's rows as B)
 // dQ of a step is staged in shared memory as fp32 rows and added into the fp32 workspace with
-// one bulk reduction (8-float chunks rotated by row against bank conflicts; each warpgroup computes half the columns over all 128 keys, bwd_config.h
-// kDqColumns). Query and key rows past the sequence are masked (TMA's zero fill, or with variable
+// one bulk reduction (8-float chunks rotated by row against bank conflicts; each warpgroup
+// computes half the columns over all kBlockN keys, bwd_config.h kDqColumns). Query and key rows past the sequence are masked (TMA's zero fill, or with variable
 // length the next sequence's rows; exp2(0 - lse) could overflow).
 #pragma once
 
@@ -131,17 +132,21 @@ template <class Cfg>
 struct BackwardConsumer {
   using Element = typename Cfg::Element;
   static constexpr int kScoreAccum = Cfg::kBlockM / 2;  // S^T: 64 keys x kBlockM queries
-  static constexpr int kGradAccum = Cfg::kHeadDim / 2;  // dK, dV, dQ: 64 rows x head dim
+  static constexpr int kGradAccum = Cfg::kKeyGradColumns / 2;  // dK, dV: 64 keys x kKeyGradColumns
 
   const BackwardParams& p;
   BackwardSmem<Cfg> sm;
   BackwardSequence seq;
   int wg, thread, n_block, head_kv, batch;
 
+  // This warpgroup's first key row in the CTA's block, and its first column of dK and dV.
+  __device__ __forceinline__ int key_row0() const { return Cfg::kSplitKeyGradColumns ? 0 : wg * 64; }
+  __device__ __forceinline__ int key_grad_col0() const { return Cfg::kSplitKeyGradColumns ? wg * Cfg::kKeyGradColumns : 0; }
+
   // S^T = K_c Q^T or dP^T = V_c dO^T: A is the warpgroup's 64 key rows, B the step's kBlockM query rows.
   __device__ __forceinline__ void issue_transposed_scores(float (&acc)[kScoreAccum], uint32_t keys,
                                                           uint32_t queries) const {
-    const uint64_t a = k_major_descriptor(keys + wg * 64 * kLineBytes);
+    const uint64_t a = k_major_descriptor(keys + key_row0() * kLineBytes);
     const uint64_t b = k_major_descriptor(queries);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
@@ -151,23 +156,26 @@ struct BackwardConsumer {
     }
   }
 
-  // grad += A B with A (keys x queries) in registers, B the step's kBlockM query rows of dO or Q.
+  // grad += A B with A (keys x queries) in registers, B the step's kBlockM query rows of dO or Q
+  // (stage column 0 at `rows`) in this warpgroup's kKeyGradColumns columns.
   __device__ __forceinline__ void issue_key_gradient(float (&grad)[kGradAccum], const uint32_t (&a)[kScoreAccum / 2],
                                                      uint32_t rows) const {
-    const uint64_t b = mn_major_descriptor(rows, Cfg::kQColumnBytes);
+    const uint64_t b = mn_major_descriptor(rows + key_grad_col0() / kColumnElems * Cfg::kQColumnBytes,
+                                           Cfg::kQColumnBytes);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) {
       const uint32_t frag[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
-      WgmmaRS<Element, Cfg::kHeadDim>::run(grad, frag, advance_descriptor(b, kk * 16 * kLineBytes), 1);
+      WgmmaRS<Element, Cfg::kKeyGradColumns>::run(grad, frag, advance_descriptor(b, kk * 16 * kLineBytes), 1);
     }
   }
 
-  // Columns kDqColumns wg .. + kDqColumns - 1 of the step's dQ over all 128 keys, for each 64
-  // query rows (half) of the block: A = dS^T's query column `half` read transposed (both
-  // warpgroups' key lines), B = K's rows in those columns (at head dim 64 half a 128-byte line:
+  // Columns kDqColumns wg .. + kDqColumns - 1 of the step's dQ over all kBlockN keys, for each 64
+  // query rows (half) of the block: A = dS^T's query column `half` read transposed (all its key
+  // lines), B = K's rows in those columns (at head dim 64 half a 128-byte line:
   // the descriptor starts 64 bytes in, as K-major ones step 32 bytes along K).
-  __device__ __forceinline__ void issue_query_gradient(float (&dq)[Cfg::kQueryColumns][Cfg::kDqColumns / 2]) const {
-    const int first = wg * Cfg::kDqColumns;
+  __device__ __forceinline__ void issue_query_gradient(float (&dq)[Cfg::kQueryColumns][Cfg::kDqPartColumns / 2],
+                                                       int part) const {
+    const int first = wg * Cfg::kDqColumns + part * Cfg::kDqPartColumns;
     const uint64_t b = mn_major_descriptor(sm.k_column(first / kColumnElems) + (first % kColumnElems) * 2,
                                            Cfg::kKVColumnBytes);
 #pragma unroll
@@ -175,7 +183,7 @@ struct BackwardConsumer {
 #pragma unroll
       for (int half = 0; half < Cfg::kQueryColumns; ++half) {
         const uint64_t a = mn_major_descriptor(sm.ds_column(half), Cfg::kDsColumnBytes);
-        WgmmaSSTransposed<Element, Cfg::kDqColumns>::run(dq[half], advance_descriptor(a, kk * 16 * kLineBytes),
+        WgmmaSSTransposed<Element, Cfg::kDqPartColumns>::run(dq[half], advance_descriptor(a, kk * 16 * kLineBytes),
                                                          advance_descriptor(b, kk * 16 * kLineBytes), kk > 0);
       }
     }
@@ -215,7 +223,7 @@ struct BackwardConsumer {
 
   // Whether any (query, key) of the step's kBlockM x 64 block of this warpgroup is masked or outside the sequence.
   __device__ __forceinline__ bool block_needs_mask(int m) const {
-    const int key0 = n_block * Cfg::kBlockN + wg * 64, q0 = m * Cfg::kBlockM;
+    const int key0 = n_block * Cfg::kBlockN + key_row0(), q0 = m * Cfg::kBlockM;
     const int offset = seq.offset();
     // Query rows past the sequence: with variable length the next sequence's rows (finite), whose
     // scores must not count although their lse reads -inf.
@@ -236,7 +244,7 @@ struct BackwardConsumer {
     const int offset = seq.offset();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
+      const int key = n_block * Cfg::kBlockN + key_row0() + pos.row0 + 8 * h;
       v.lo[h] = p.window_right >= 0 ? key - offset - p.window_right : 0;
       v.hi[h] = p.window_left >= 0 ? min(seq.len_q, key - offset + p.window_left + 1) : seq.len_q;
       if (key >= seq.len_k) v.hi[h] = v.lo[h];
@@ -305,35 +313,41 @@ struct BackwardConsumer {
     }
   }
 
-  // dS^T (packed pairs, as the A fragment holds them) into this warpgroup's key lines, 128B-swizzled.
+  // dS^T (packed pairs, as the A fragment holds them) into this warpgroup's key lines, 128B-swizzled
+  // (head dim 256: both warpgroups hold the same dS^T; warpgroup 0 stores it).
   __device__ __forceinline__ void store_score_grads(const uint32_t (&ds)[kScoreAccum / 2]) const {
+    if (Cfg::kSplitKeyGradColumns && wg != 0) return;
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
 #pragma unroll
     for (int i = 0; i < kScoreAccum / 4; ++i) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int line = wg * 64 + pos.row0 + 8 * h, chunk = i % 8;
+        const int line = key_row0() + pos.row0 + 8 * h, chunk = i % 8;
         const uint32_t addr = sm.ds_column(i / 8) + line * kLineBytes + ((chunk ^ (line % 8)) * 16) + pos.col0 * 2;
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(ds[2 * i + h]) : "memory");
       }
     }
   }
 
-  // This thread's part of dQ (times the softmax scale) into the staging buffer, fp32 rows of
-  // kHeadDim floats, 8-float chunks rotated by the workspace row (bwd_config.h kDqStageBytes);
-  // the issuer then adds the step's valid rows into the workspace in one bulk reduction (rows
-  // past the sequence would land in the next sequence's or past the workspace).
-  __device__ __forceinline__ void stage_and_add_query_gradient(const float (&dq)[Cfg::kQueryColumns][Cfg::kDqColumns / 2],
-                                                               int head, int m) const {
+  // The step's first row in the (nheads_q, total_q) workspace numbering (the chunk rotation keys
+  // on it).
+  __device__ __forceinline__ int64_t dq_row0(int head, int m) const {
+    return int64_t(head) * p.total_q + seq.ws_row0 + int64_t(m) * Cfg::kBlockM;
+  }
+
+  // This thread's part of dQ part `part` (times the softmax scale) into the staging buffer, fp32
+  // rows of kHeadDim floats, 8-float chunks rotated by the workspace row (bwd_config.h
+  // kDqStageBytes).
+  __device__ __forceinline__ void stage_query_gradient(const float (&dq)[Cfg::kQueryColumns][Cfg::kDqPartColumns / 2],
+                                                       int head, int m, int part) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const uint32_t buffer = sm.dq_stage();
-    const int chunk0 = wg * Cfg::kDqColumns / 8;
-    // The block's first row in the (nheads_q, total_q) workspace numbering the rotation keys on.
-    const int64_t row0 = int64_t(head) * p.total_q + seq.ws_row0 + int64_t(m) * Cfg::kBlockM;
+    const int chunk0 = (wg * Cfg::kDqColumns + part * Cfg::kDqPartColumns) / 8;
+    const int64_t row0 = dq_row0(head, m);
 #pragma unroll
     for (int half = 0; half < Cfg::kQueryColumns; ++half) {
 #pragma unroll
-      for (int i = 0; i < Cfg::kDqColumns / 8; ++i) {
+      for (int i = 0; i < Cfg::kDqPartColumns / 8; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = half * 64 + pos.row0 + 8 * h;
@@ -345,13 +359,19 @@ struct BackwardConsumer {
         }
       }
     }
+  }
+
+  // Once every part is staged: the issuer adds the step's valid rows into the workspace in one
+  // bulk reduction (rows past the sequence would land in the next sequence's or past the
+  // workspace).
+  __device__ __forceinline__ void add_query_gradient(int head, int m) const {
     fence_proxy_async_smem();
     dq_barrier();
     if (dq_issuer()) {
       const int rows = min(Cfg::kBlockM, seq.len_q - m * Cfg::kBlockM);
-      float* dst = p.dq_accum + row0 * Cfg::kHeadDim;
+      float* dst = p.dq_accum + dq_row0(head, m) * Cfg::kHeadDim;
       asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
-                   "r"(buffer), "r"(uint32_t(rows * Cfg::kHeadDim * 4))
+                   "r"(sm.dq_stage()), "r"(uint32_t(rows * Cfg::kHeadDim * 4))
                    : "memory");
       bulk_commit_group();
     }
@@ -362,9 +382,10 @@ struct BackwardConsumer {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int key = n_block * Cfg::kBlockN + wg * 64 + pos.row0 + 8 * h;
+      const int key = n_block * Cfg::kBlockN + key_row0() + pos.row0 + 8 * h;
       if (key >= seq.len_k) continue;
-      Element* row = static_cast<Element*>(out.data) + element_offset(out, batch, seq.k_row0, key, head_kv);
+      Element* row = static_cast<Element*>(out.data) + element_offset(out, batch, seq.k_row0, key, head_kv) +
+                     key_grad_col0();
 #pragma unroll
       for (int i = 0; i < kGradAccum / 4; ++i) {
         *reinterpret_cast<uint32_t*>(row + 8 * i + pos.col0) =
@@ -418,14 +439,18 @@ struct BackwardConsumer {
           // Q and dO of the stage were last read by the products just retired.
           if (thread % 32 == 0) mbarrier_arrive(sm.empty(stage));
           if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
-          float dq[Cfg::kQueryColumns][Cfg::kDqColumns / 2];
-          wgmma_fence();
-          issue_query_gradient(dq);
-          wgmma_commit_group();
-          wgmma_wait_group<0>();
 #pragma unroll
-          for (int half = 0; half < Cfg::kQueryColumns; ++half) pin_registers(dq[half]);
-          stage_and_add_query_gradient(dq, head, m);
+          for (int part = 0; part < Cfg::kDqParts; ++part) {
+            float dq[Cfg::kQueryColumns][Cfg::kDqPartColumns / 2];
+            wgmma_fence();
+            issue_query_gradient(dq, part);
+            wgmma_commit_group();
+            wgmma_wait_group<0>();
+#pragma unroll
+            for (int half = 0; half < Cfg::kQueryColumns; ++half) pin_registers(dq[half]);
+            stage_query_gradient(dq, head, m, part);
+          }
+          add_query_gradient(head, m);
         }
       }
     }

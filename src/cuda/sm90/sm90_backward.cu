@@ -37,8 +37,14 @@ Status dispatch(const AttentionProblem& p, bool run, float* dq_accum, const floa
 #if defined(FLASHATTN_SM90_FP16_HDIM128)
   FLASHATTN_SM90_BWD_CASE(__half, DType::kFloat16, 128)
 #endif
+#if defined(FLASHATTN_SM90_BF16_HDIM256)
+  FLASHATTN_SM90_BWD_CASE(__nv_bfloat16, DType::kBFloat16, 256)
+#endif
+#if defined(FLASHATTN_SM90_FP16_HDIM256)
+  FLASHATTN_SM90_BWD_CASE(__half, DType::kFloat16, 256)
+#endif
 #undef FLASHATTN_SM90_BWD_CASE
-  return Status::Unsupported("the sm90 backward kernel is built for bf16 / fp16 at head dims 64 and 128; not " +
+  return Status::Unsupported("the sm90 backward kernel is built for bf16 / fp16 at head dims 64, 128 and 256; not " +
                              std::string(dtype_name(p.dtype)) + " at head dim " + std::to_string(p.headdim));
 }
 

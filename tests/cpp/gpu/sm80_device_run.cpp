@@ -257,10 +257,10 @@ bool same_bytes(const HostTensor& a, const HostTensor& b) {
   return a.storage_bytes() == b.storage_bytes() && std::memcmp(a.storage(), b.storage(), a.storage_bytes()) == 0;
 }
 
-std::vector<OptionParam> option_params(int count) {
+std::vector<OptionParam> option_params(int count, const std::vector<int>& headdims) {
   std::vector<OptionParam> v;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
-    for (int headdim : {64, 128}) {
+    for (int headdim : headdims) {
       for (int i = 0; i < count; ++i) v.emplace_back(dtype, headdim, i);
     }
   }

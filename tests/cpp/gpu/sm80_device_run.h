@@ -54,8 +54,8 @@ struct CaseOption {
   void (*apply)(CaseSpec&);
 };
 using OptionParam = std::tuple<DType, int, int>;
-// fp16 then bf16, head dims 64 then 128, every option index below `count`.
-std::vector<OptionParam> option_params(int count);
+// fp16 then bf16, each head dim of `headdims` in turn, every option index below `count`.
+std::vector<OptionParam> option_params(int count, const std::vector<int>& headdims = {64, 128});
 // "<option>_<dtype>_d<head dim>".
 std::string option_param_name(const CaseOption* options, const OptionParam& param);
 
