@@ -16,7 +16,8 @@ foreach(dtype IN ITEMS bf16 fp16)
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_wide_${dtype}_hdim${hdim}.cu)
       endif()
       if(hdim EQUAL 64 OR hdim EQUAL 128)  # the backward (BackwardConfig) at head dims 64 and 128
-        list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_bwd_${dtype}_hdim${hdim}.cu)
+        list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_bwd_${dtype}_hdim${hdim}.cu
+                                           src/cuda/instantiations/sm90_bwd_overlap_${dtype}_hdim${hdim}.cu)
       endif()
       if(hdim EQUAL 64)  # so is ShortRowsConfig at head dim 64 (two consumer warpgroups, not three)
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_short_rows_${dtype}_hdim${hdim}.cu)
