@@ -32,5 +32,8 @@ Status sm90_backward(const AttentionProblem& p);
 bool sm90_picks_backward(const AttentionProblem& p);
 // Launches of the sm90 backward so far in this process (tests check that the API took it).
 int64_t sm90_backward_launches();
+// Of those, the ones in FlashAttention-3's order (FLASHATTN_SM90_BACKWARD_ORDER=overlap; an A/B
+// candidate, docs/perf.md v6).
+int64_t sm90_backward_overlap_launches();
 
 }  // namespace flashattn

@@ -5,8 +5,8 @@
 // One CTA per (key block of kBlockN keys, KV head, batch). Warpgroup 0 loads: one thread issues
 // TMA for K and V once, then Q and dO of each query block of kBlockM rows into a two-stage ring.
 // Warpgroups 1 and 2 each own 64 keys of the block and keep their dK and dV in registers across
-// the query blocks (and across the query heads of a GQA group); dQ leaves each step through fp32
-// atomics into the sm80 backward's workspace, which the sm80 conversion kernel turns into dQ.
+// the query blocks (and across the query heads of a GQA group); dQ leaves each step through a bulk
+// reduction into the sm80 backward's workspace, which the sm80 conversion kernel turns into dQ.
 #pragma once
 
 #include "cuda/sm90/config.h"
@@ -14,10 +14,14 @@
 namespace flashattn {
 namespace sm90 {
 
-template <int HeadDim_, typename Element_>
+template <int HeadDim_, typename Element_, bool OverlapOrder_ = false>
 struct BackwardConfig {
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
+  // The order within a step (bwd_kernel.h): false, v5's (the default); true, FlashAttention-3's
+  // (v4's order on v5, an A/B candidate reached through FLASHATTN_SM90_BACKWARD_ORDER=overlap;
+  // head dims 64 and 128).
+  static constexpr bool kOverlapOrder = OverlapOrder_;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "the sm90 backward covers head dims 64, 128 and 256");
   // Head dim 256: dK and dV of 64 keys x 256 columns would take 256 registers a thread, so both

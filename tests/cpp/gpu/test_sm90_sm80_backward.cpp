@@ -109,6 +109,48 @@ INSTANTIATE_TEST_SUITE_P(All, Sm90Backward,
                          ::testing::ValuesIn(option_params(static_cast<int>(std::size(kOptions)), {64, 128, 256})),
                          [](const auto& info) { return option_param_name(kOptions, info.param); });
 
+// FlashAttention-3's order within a step (FLASHATTN_SM90_BACKWARD_ORDER=overlap, an A/B
+// candidate): every option of Sm90Backward, and the API must have run that order.
+class OverlapOrder {
+ public:
+  OverlapOrder() { setenv("FLASHATTN_SM90_BACKWARD_ORDER", "overlap", 1); }
+  ~OverlapOrder() { unsetenv("FLASHATTN_SM90_BACKWARD_ORDER"); }
+};
+
+class Sm90BackwardOverlap : public ::testing::TestWithParam<OptionParam> {};
+
+TEST_P(Sm90BackwardOverlap, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const OverlapOrder order;
+  const CaseOption& o = kOptions[std::get<2>(GetParam())];
+  CaseSpec s = spec(std::get<0>(GetParam()), std::get<1>(GetParam()), 2400 + std::get<2>(GetParam()));
+  o.apply(s);
+  const int64_t before = flashattn::sm90_backward_overlap_launches();
+  check_backward(s);
+  EXPECT_EQ(flashattn::sm90_backward_overlap_launches() - before, 1) << "the API did not run the overlapped order";
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Sm90BackwardOverlap,
+                         ::testing::ValuesIn(option_params(static_cast<int>(std::size(kOptions)))),
+                         [](const auto& info) { return option_param_name(kOptions, info.param); });
+
+// The overlapped order under compute-sanitizer: a causal GQA case and a variable-length one.
+TEST(Sm90BackwardSanitize, OverlapOrder) {
+  SKIP_UNLESS_SM90();
+  const OverlapOrder order;
+  CaseSpec s = spec(DType::kBFloat16, 128, 2211);
+  s.batch = 1;
+  s.seqlen_q = 150;
+  s.seqlen_k = 260;
+  s.causal = true;
+  check_backward(s);
+  CaseSpec v = spec(DType::kFloat16, 64, 2212);
+  v.seqlens_q = {70, 0, 33, 150};
+  v.seqlens_k = {90, 20, 130, 140};
+  v.window_left = 40;
+  check_backward(v);
+}
+
 // What the sm90 backward leaves to the sm80 backward: the API still answers, through sm80.
 TEST(Sm90BackwardRefusals, AlibiRowsPastSequencesSequsedDeterministicHeadDimNoRows) {
   SKIP_UNLESS_SM90();
