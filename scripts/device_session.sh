@@ -129,7 +129,8 @@ probe() {
 # 2) after an untimed window (the short
 # windows of v1-v7 ran at a higher clock than sustained work), one line of MEASURE_HARNESS
 # ("hdim variants,...") per head dim; MEASURE_NCU (one backward launch under Nsight Compute),
-# MEASURE_PYTEST=1 (the Python GPU tests); MEASURE_PACKAGE: bench_gpu.py arguments for one package run.
+# MEASURE_PYTEST=1 (the Python GPU tests); MEASURE_PACKAGE: bench_gpu.py arguments for one package run
+# (MEASURE_PACKAGE_TIMEOUT seconds, 150 by default).
 measure() {
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
     --format=csv,noheader,nounits -lms 100 -f "$OUT/smi.csv" > /dev/null 2>&1 &
@@ -183,7 +184,7 @@ measure() {
   # MEASURE_PYTEST=1: the Python GPU tests.
   [ -n "${MEASURE_PYTEST:-}" ] && PY_TIMEOUT=200 python_tests
   if [ -n "${MEASURE_PACKAGE:-}" ]; then
-    PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_gpu.py $MEASURE_PACKAGE --out "$OUT/package.json" \
+    PYTHONPATH="$PWD/python" timeout ${MEASURE_PACKAGE_TIMEOUT:-150} python3 benchmarks/bench_gpu.py $MEASURE_PACKAGE --out "$OUT/package.json" \
       > "$OUT/package.log" 2>&1
     echo "package exit $?"; tail -25 "$OUT/package.log"
   fi
