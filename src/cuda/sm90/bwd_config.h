@@ -3,8 +3,9 @@
 // lines, the 128-byte swizzle) are the forward's (config.h).
 //
 // One CTA per (key block of kBlockN keys, KV head, batch). Warpgroup 0 loads: one thread issues
-// TMA for K and V once, then Q and dO of each query block of kBlockM rows into a two-stage ring.
-// Warpgroups 1 and 2 each own 64 keys of the block and keep their dK and dV in registers across
+// TMA for K and V once, then Q and dO of each query block of kBlockM rows into a kStages ring.
+// Warpgroups 1 and 2 each own 64 keys of the block (head dim 256: both take its 64 keys, each with
+// half of dK's and dV's columns, kSplitKeyGradColumns) and keep their dK and dV in registers across
 // the query blocks (and across the query heads of a GQA group); dQ leaves each step through a bulk
 // reduction into the sm80 backward's workspace, which the sm80 conversion kernel turns into dQ.
 #pragma once

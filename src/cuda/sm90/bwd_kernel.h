@@ -12,7 +12,7 @@
 //          times dc / d(S^T scale) = 1 - (c / cap)^2)
 //   dV_c += P^T dO,  dK_c += dS^T Q      (RS: A from registers, B = dO / Q read transposed)
 //   dQ  += dS K              (SS, both transposed: dS^T goes to shared memory, 64 key lines per
-//                             warpgroup, and is read as A; K's rows as B)
+//                             warpgroup, or warpgroup 0's at 256, and is read as A; K's rows as B)
 // dQ of a step is staged in shared memory as fp32 rows and added into the fp32 workspace with
 // one bulk reduction (8-float chunks rotated by row against bank conflicts; each warpgroup
 // computes half the columns over all kBlockN keys, bwd_config.h kDqColumns). Query and key rows past the sequence are masked (TMA's zero fill, or with variable
@@ -504,6 +504,8 @@ struct BackwardConsumer {
     // may not be read while that runs (PTX ISA, wgmma.mma_async).
     store_score_grads(ds);
     fence_proxy_async_smem();
+    // (At head dim 256 warpgroup 1 skips the stores; ptxas then injects this fence itself.)
+    if constexpr (Cfg::kSplitKeyGradColumns) wgmma_fence();
     issue_key_gradient(dk, ds, sm.q_column(stage, 0));
     wgmma_commit_group();
     // The previous step's bulk reduction has read the staging buffer before anyone passes.
@@ -562,6 +564,7 @@ struct BackwardConsumer {
     fence_proxy_async_smem();
     if (dq_issuer()) bulk_wait_read_all();
     dq_barrier();
+    wgmma_fence();  // after the issuer's branch ptxas would inject it
     issue_query_gradient(dq, 0);
     wgmma_commit_group();
     issue_key_gradient(dk, ds, sm.q_column(stage, 0));

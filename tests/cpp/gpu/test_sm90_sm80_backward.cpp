@@ -58,7 +58,7 @@ CaseSpec spec(DType dtype, int headdim, uint64_t seed) {
   s.dtype = dtype;
   s.batch = 2;
   s.seqlen_q = 200;
-  s.seqlen_k = 333;  // several key blocks of 128, neither length a multiple of a tile
+  s.seqlen_k = 333;  // several key blocks (128 keys, 64 at head dim 256), neither length a multiple of a tile
   s.nheads_q = 4;
   s.nheads_kv = 2;
   s.headdim = headdim;
@@ -102,7 +102,9 @@ TEST_P(Sm90Backward, MatchesReference) {
   const CaseOption& o = kOptions[std::get<2>(GetParam())];
   CaseSpec s = spec(std::get<0>(GetParam()), std::get<1>(GetParam()), 2000 + std::get<2>(GetParam()));
   o.apply(s);
+  const int64_t overlapped = flashattn::sm90_backward_overlap_launches();
   check_backward(s);
+  EXPECT_EQ(flashattn::sm90_backward_overlap_launches(), overlapped) << "the default order did not run";
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Sm90Backward,
@@ -148,6 +150,7 @@ TEST(Sm90BackwardSanitize, OverlapOrder) {
   v.seqlens_q = {70, 0, 33, 150};
   v.seqlens_k = {90, 20, 130, 140};
   v.window_left = 40;
+  v.softcap = 4.0f;
   check_backward(v);
 }
 
@@ -218,7 +221,7 @@ TEST(Sm90BackwardSanitize, SmallCases) {
   w.nheads_q = 4;
   w.nheads_kv = 2;
   check_backward(w);
-  for (int d : {64, 128}) {  // variable length: absolute rows, per-sequence workspace offsets
+  for (int d : {64, 128, 256}) {  // variable length: absolute rows, per-sequence workspace offsets
     CaseSpec v = spec(DType::kBFloat16, d, 2203 + d);
     v.seqlens_q = {70, 0, 33, 150};
     v.seqlens_k = {90, 20, 130, 140};
