@@ -61,6 +61,10 @@ struct AttentionProblem {
   void* stream = nullptr;
 
   bool varlen() const { return cu_seqlens_q != nullptr; }
+  // Rows along the sequence dimension of q (out, dout) and of k (v, dk, dv): every sequence's with
+  // variable length, one sequence's otherwise.
+  int64_t tensor_rows_q() const { return varlen() ? total_q : seqlen_q; }
+  int64_t tensor_rows_k() const { return varlen() ? total_k : seqlen_k; }
   int heads_per_kv() const { return nheads_q / nheads_kv; }
 };
 

@@ -16,7 +16,8 @@ Status sm80_backward(const AttentionProblem& p);
 // The sm80 backward's workspace, preparation (D = rowsum(dO * O), zeroed fp32 dQ workspace) and
 // dQ conversion around another main kernel (the sm90 backward), which adds dQ into dq_accum,
 // row-major (nheads_q, total_q, headdim), with each row's 8-float chunks rotated where
-// dq_chunks_rotated (chunk c of row r at c ^ (r % 4), r counted over all heads' rows), and reads D from dsum (nheads_q, total_q).
+// dq_chunks_rotated (chunk c of row r at c ^ (r % 4), r counted over all heads' rows), and reads
+// D from dsum (nheads_q, total_q).
 using BackwardMain = Status (*)(const AttentionProblem& p, float* dq_accum, const float* dsum);
 Status sm80_backward_around(const AttentionProblem& p, BackwardMain main, bool dq_chunks_rotated);
 

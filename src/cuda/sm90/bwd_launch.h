@@ -18,7 +18,7 @@ template <class Cfg>
 Status launch_backward_main(const AttentionProblem& pb, float* dq_accum, const float* dsum) {
   BackwardParams kp{};
   const bool varlen = pb.varlen();
-  const int64_t rows_q = varlen ? pb.total_q : pb.seqlen_q, rows_k = varlen ? pb.total_k : pb.seqlen_k;
+  const int64_t rows_q = pb.tensor_rows_q(), rows_k = pb.tensor_rows_k();
   Status s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen,
                                 Cfg::kBlockM);
   if (s.ok()) s = encode_operand_map(&kp.tma_do, pb.dout, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch,

@@ -65,8 +65,7 @@ template <class Cfg>
 Status launch_forward(const AttentionProblem& pb) {
   const bool varlen = pb.varlen();
   KernelParams kp;
-  const int64_t rows_q = varlen ? pb.total_q : pb.seqlen_q;
-  const int64_t rows_k = varlen ? pb.total_k : pb.seqlen_k;
+  const int64_t rows_q = pb.tensor_rows_q(), rows_k = pb.tensor_rows_k();
   // GQA packing (pack_gqa.h; the caller, sm90_forward_pack_gqa, has checked that the group is a
   // power of two in 2..64): a tile holds Cfg::kBlockM / G query rows of the G heads of one KV head.
   const int group = pb.heads_per_kv();

@@ -95,7 +95,7 @@ Status sm90_supports_backward(const AttentionProblem& p) {
   if (!s.ok()) return s;
   const int eb = dtype_size(p.dtype);
   const bool varlen = p.varlen();
-  const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
+  const int64_t rows_q = p.tensor_rows_q(), rows_k = p.tensor_rows_k();
   // A tensor map needs at least one row (cuTensorMapEncodeTiled fails on none): q or k without
   // rows, such as every sequence empty, is the sm80 backward's (which zeroes dK and dV).
   if (rows_q == 0 || rows_k == 0) {

@@ -120,7 +120,7 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   if (!s.ok()) return s;
   const bool varlen = p.varlen();
   const int eb = dtype_size(p.dtype);
-  const int64_t rows_q = varlen ? p.total_q : p.seqlen_q, rows_k = varlen ? p.total_k : p.seqlen_k;
+  const int64_t rows_q = p.tensor_rows_q(), rows_k = p.tensor_rows_k();
   if (!(s = sm90::check_strides(kFwd, "q", p.q, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
   if (!(s = sm90::check_strides(kFwd, "k", p.k, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
   if (!(s = sm90::check_strides(kFwd, "v", p.v, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
