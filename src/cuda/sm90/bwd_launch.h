@@ -39,7 +39,6 @@ Status launch_backward_main(const AttentionProblem& pb, float* dq_accum, const f
   kp.dq_accum = dq_accum;
   kp.dk = pb.dk;
   kp.dv = pb.dv;
-  kp.batch = pb.batch;
   kp.heads_per_kv = pb.heads_per_kv();
   kp.seqlen_q = pb.seqlen_q;
   kp.seqlen_k = pb.seqlen_k;

@@ -28,7 +28,7 @@ struct BackwardParams {
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
   int64_t total_q;  // rows of the (nheads_q, total_q) workspaces
-  int batch, heads_per_kv;
+  int heads_per_kv;
   int seqlen_q, seqlen_k;  // fixed: the lengths; variable: the longest
   float scale;       // softmax scale: dS to dK and dQ
   // Scores to exp2, as the forward's (params.h): without softcap dot * score_log2 (scale * log2 e);
