@@ -150,11 +150,6 @@ def write_instantiations():
             # The backward main kernel (bwd_config.h BackwardConfig).
             if hd in BACKWARD_HEAD_DIMS:
                 files[f"sm90_bwd_{dt}_hdim{hd}.cu"] = backward_instantiation(f"BackwardConfig<{hd}, {ctype}>")
-            # FlashAttention-3's order within a step (an A/B candidate; FLASHATTN_SM90_BACKWARD_ORDER),
-            # not at head dim 256 (its dQ leaves in two parts).
-            if hd in BACKWARD_HEAD_DIMS and hd != 256:
-                files[f"sm90_bwd_overlap_{dt}_hdim{hd}.cu"] = backward_instantiation(
-                    f"BackwardConfig<{hd}, {ctype}, true>")
             for name, text in files.items():
                 (out_dir / name).write_text(text)
 

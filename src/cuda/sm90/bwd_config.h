@@ -15,14 +15,10 @@
 namespace flashattn {
 namespace sm90 {
 
-template <int HeadDim_, typename Element_, bool OverlapOrder_ = false>
+template <int HeadDim_, typename Element_>
 struct BackwardConfig {
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
-  // The order within a step (bwd_kernel.h): false, v5's (the default); true, FlashAttention-3's
-  // (v4's order on v5, an A/B candidate reached through FLASHATTN_SM90_BACKWARD_ORDER=overlap;
-  // head dims 64 and 128).
-  static constexpr bool kOverlapOrder = OverlapOrder_;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "the sm90 backward covers head dims 64, 128 and 256");
   // Head dim 256: dK and dV of 64 keys x 256 columns would take 256 registers a thread, so both

@@ -313,89 +313,6 @@ struct BackwardConsumer {
     }
   }
 
-  // The overlapped order's elementwise work in two passes, so that the first runs under dP^T's
-  // product: probabilities() once S^T is in (P^T packed into prob; s keeps, in place, the factor
-  // dS^T needs: P^T, with softcap P^T (1 - (c / cap)^2)), score_grads() once dP^T is.
-  template <bool kSoftcap, bool kMasked>
-  __device__ __forceinline__ void probabilities(float (&s)[kScoreAccum], int m, uint32_t (&prob)[kScoreAccum / 2]) const {
-    const FragmentPosition pos = FragmentPosition::of_thread(thread);
-    VisibleQueries visible;
-    if constexpr (kMasked) visible = visible_queries(pos);
-#pragma unroll
-    for (int i = 0; i < kScoreAccum / 4; ++i) {
-      float lse_log2[2], d[2];
-      row_stat_pair(8 * i + pos.col0, lse_log2, d);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float pr[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int r = 4 * i + 2 * h + e;
-          if constexpr (kSoftcap) {
-            const float t = tanhf(s[r] * p.score_pre);
-            pr[e] = fast_exp2(t * p.score_log2 - lse_log2[e]);
-            s[r] = pr[e] * (1.0f - t * t);
-          } else {
-            pr[e] = fast_exp2(s[r] * p.score_log2 - lse_log2[e]);
-            s[r] = pr[e];
-          }
-          if constexpr (kMasked) {
-            // Assigned, as in elementwise().
-            const int query = m * Cfg::kBlockM + 8 * i + pos.col0 + e;
-            const bool seen = query >= visible.lo[h] && query < visible.hi[h];
-            pr[e] = seen ? pr[e] : 0.0f;
-            s[r] = seen ? s[r] : 0.0f;
-          }
-        }
-        prob[2 * i + h] = pack_pair<Element>(pr[0], pr[1]);
-      }
-    }
-  }
-
-  template <bool kMasked>
-  __device__ __forceinline__ void score_grads(const float (&s)[kScoreAccum], const float (&dp)[kScoreAccum], int m,
-                                              uint32_t (&ds)[kScoreAccum / 2]) const {
-    const FragmentPosition pos = FragmentPosition::of_thread(thread);
-    VisibleQueries visible;
-    if constexpr (kMasked) visible = visible_queries(pos);
-#pragma unroll
-    for (int i = 0; i < kScoreAccum / 4; ++i) {
-      float lse_log2[2], d[2];
-      row_stat_pair(8 * i + pos.col0, lse_log2, d);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float g[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          g[e] = s[4 * i + 2 * h + e] * (dp[4 * i + 2 * h + e] - d[e]);
-          if constexpr (kMasked) {
-            // dP^T of a masked entry may come from rows outside the problem.
-            const int query = m * Cfg::kBlockM + 8 * i + pos.col0 + e;
-            g[e] = query >= visible.lo[h] && query < visible.hi[h] ? g[e] : 0.0f;
-          }
-        }
-        ds[2 * i + h] = pack_pair<Element>(g[0], g[1]);
-      }
-    }
-  }
-
-  __device__ __forceinline__ void probabilities(float (&s)[kScoreAccum], int m, bool masked,
-                                                uint32_t (&prob)[kScoreAccum / 2]) const {
-    if (p.score_pre != 0.0f) {
-      if (masked) probabilities<true, true>(s, m, prob);
-      else probabilities<true, false>(s, m, prob);
-    } else {
-      if (masked) probabilities<false, true>(s, m, prob);
-      else probabilities<false, false>(s, m, prob);
-    }
-  }
-
-  __device__ __forceinline__ void score_grads(const float (&s)[kScoreAccum], const float (&dp)[kScoreAccum], int m,
-                                              bool masked, uint32_t (&ds)[kScoreAccum / 2]) const {
-    if (masked) score_grads<true>(s, dp, m, ds);
-    else score_grads<false>(s, dp, m, ds);
-  }
-
   // dS^T (packed pairs, as the A fragment holds them) into this warpgroup's key lines, 128B-swizzled
   // (head dim 256: both warpgroups hold the same dS^T; warpgroup 0 stores it).
   __device__ __forceinline__ void store_score_grads(const uint32_t (&ds)[kScoreAccum / 2]) const {
@@ -477,10 +394,11 @@ struct BackwardConsumer {
     }
   }
 
-  // One query block, v5's order: S^T and dP^T, wait, the elementwise pass, dV and dK (dS^T
-  // stored between them), wait, dQ, wait, dQ staging. Releases the stage's Q and dO and moves
-  // (stage, phase) on.
-  __device__ __forceinline__ void in_order_step(float (&dk)[kGradAccum], float (&dv)[kGradAccum], int head, int m,
+  // One query block: S^T and dP^T, wait, the elementwise pass, dV and dK (dS^T stored between
+  // them), wait, dQ, wait, dQ staging (FlashAttention-3's order within a step, dQ under dK's
+  // product, was slower on v3 and on v5: docs/perf.md v4, work-next). Releases the stage's Q and
+  // dO and moves (stage, phase) on.
+  __device__ __forceinline__ void step(float (&dk)[kGradAccum], float (&dv)[kGradAccum], int head, int m,
                                                 int& stage, uint32_t& phase) const {
     float s[kScoreAccum], dp[kScoreAccum];
     pin_registers(dk);
@@ -531,58 +449,6 @@ struct BackwardConsumer {
     add_query_gradient(head, m);
   }
 
-  // One query block in FlashAttention-3's order (v4 on v5; an A/B candidate, bwd_config.h
-  // kOverlapOrder): S^T and dP^T committed apart, P^T under dP^T's product, then dV, dS^T stored
-  // under it, dQ once both warpgroups' dS^T are in, dK last, and dQ staged under dK's product.
-  __device__ __forceinline__ void overlapped_step(float (&dk)[kGradAccum], float (&dv)[kGradAccum], int head, int m,
-                                                  int& stage, uint32_t& phase) const {
-    float s[kScoreAccum], dp[kScoreAccum];
-    pin_registers(dk);
-    pin_registers(dv);
-    wgmma_fence();
-    issue_transposed_scores(s, sm.k_column(0), sm.q_column(stage, 0));
-    wgmma_commit_group();
-    issue_transposed_scores(dp, sm.v_column(0), sm.do_column(stage, 0));
-    wgmma_commit_group();
-    load_row_stats(head, m);
-    named_barrier_sync(Cfg::kWarpgroupBarrier0 + wg, kWarpgroupThreads);
-    const bool masked = block_needs_mask(m);
-    uint32_t prob[kScoreAccum / 2], ds[kScoreAccum / 2];
-    wgmma_wait_group<1>();
-    pin_registers(s);
-    probabilities(s, m, masked, prob);  // under dP^T's product
-    wgmma_wait_group<0>();
-    pin_registers(dp);
-    score_grads(s, dp, m, masked, ds);
-    static_assert(Cfg::kDqParts == 1, "the overlapped order keeps one dQ product in flight under dK's");
-    float dq[Cfg::kQueryColumns][Cfg::kDqPartColumns / 2];
-    wgmma_fence();
-    issue_key_gradient(dv, prob, sm.do_column(stage, 0));
-    // Before dK's product, which takes ds as its A fragment (its registers may not be read while
-    // that runs, PTX ISA).
-    store_score_grads(ds);
-    fence_proxy_async_smem();
-    if (dq_issuer()) bulk_wait_read_all();
-    dq_barrier();
-    wgmma_fence();  // after the issuer's branch ptxas would inject it
-    issue_query_gradient(dq, 0);
-    wgmma_commit_group();
-    issue_key_gradient(dk, ds, sm.q_column(stage, 0));
-    wgmma_commit_group();
-    wgmma_wait_group<1>();
-    pin_registers(dv);
-#pragma unroll
-    for (int half = 0; half < Cfg::kQueryColumns; ++half) pin_registers(dq[half]);
-    // Its barrier is also where both warpgroups' dQ products have read dS^T, before the next
-    // step's stores.
-    stage_query_gradient(dq, head, m, 0);
-    add_query_gradient(head, m);
-    wgmma_wait_group<0>();
-    pin_registers(dk);
-    if (thread % 32 == 0) mbarrier_arrive(sm.empty(stage));
-    if (++stage == Cfg::kStages) stage = 0, phase ^= 1;
-  }
-
   __device__ void run(const QueryBlockRange& range) const {
     float dk[kGradAccum], dv[kGradAccum];
 #pragma unroll
@@ -595,11 +461,7 @@ struct BackwardConsumer {
         const int head = head_kv * p.heads_per_kv + g;
         for (int m = range.begin; m < range.end; ++m) {
           mbarrier_wait(sm.full(stage), phase);
-          if constexpr (Cfg::kOverlapOrder) {
-            overlapped_step(dk, dv, head, m, stage, phase);
-          } else {
-            in_order_step(dk, dv, head, m, stage, phase);
-          }
+          step(dk, dv, head, m, stage, phase);
         }
       }
     }

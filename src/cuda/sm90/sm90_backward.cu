@@ -5,7 +5,6 @@
 #include <cuda_fp16.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <string>
 
 #include "cuda/kernel_sets.h"
@@ -20,32 +19,11 @@ Status launch_backward_main(const AttentionProblem& pb, float* dq_accum, const f
 
 namespace {
 
-// FLASHATTN_SM90_BACKWARD_ORDER=overlap runs FlashAttention-3's order within a step
-// (BackwardConfig::kOverlapOrder) instead of the default, so that one process can time both (read
-// at every call, like FLASHATTN_SM90_VARIANT).
-bool overlap_order() {
-  const char* v = std::getenv("FLASHATTN_SM90_BACKWARD_ORDER");
-  return v != nullptr && std::string(v) == "overlap";
-}
-
-std::atomic<int64_t> g_overlap_launches{0};
-
-template <int HeadDim, typename Element>
-Status launch_main(const AttentionProblem& p, float* dq_accum, const float* dsum) {
-  if constexpr (!sm90::BackwardConfig<HeadDim, Element>::kSplitKeyGradColumns) {  // not built at 256
-    if (overlap_order()) {
-      g_overlap_launches.fetch_add(1, std::memory_order_relaxed);
-      return sm90::launch_backward_main<sm90::BackwardConfig<HeadDim, Element, true>>(p, dq_accum, dsum);
-    }
-  }
-  return sm90::launch_backward_main<sm90::BackwardConfig<HeadDim, Element>>(p, dq_accum, dsum);
-}
-
 // run = false: whether a configuration is compiled for the problem's dtype and head dim.
 Status dispatch(const AttentionProblem& p, bool run, float* dq_accum, const float* dsum) {
-#define FLASHATTN_SM90_BWD_CASE(DT, DTYPE, HD)                                 \
-  if (p.dtype == DTYPE && p.headdim == HD) {                                  \
-    return run ? launch_main<HD, DT>(p, dq_accum, dsum) : Status::Ok();       \
+#define FLASHATTN_SM90_BWD_CASE(DT, DTYPE, HD)                                                          \
+  if (p.dtype == DTYPE && p.headdim == HD) {                                                           \
+    return run ? sm90::launch_backward_main<sm90::BackwardConfig<HD, DT>>(p, dq_accum, dsum) : Status::Ok(); \
   }
 #if defined(FLASHATTN_SM90_BF16_HDIM64)
   FLASHATTN_SM90_BWD_CASE(__nv_bfloat16, DType::kBFloat16, 64)
@@ -131,11 +109,12 @@ Status sm90_backward(const AttentionProblem& p) {
 #endif
 }
 
-// Both head dims it has: 1.1-1.5x the sm80 backward at 64 and 128 (docs/perf.md, sm90 backward v3).
-bool sm90_picks_backward(const AttentionProblem& p) { return p.headdim == 64 || p.headdim == 128; }
+// Every head dim it has: 1.1-1.5x the sm80 backward at 64 and 128 (docs/perf.md, sm90 backward v3
+// and v5), 1.25-1.55x at 256 (session 8, work-next).
+bool sm90_picks_backward(const AttentionProblem& p) {
+  return p.headdim == 64 || p.headdim == 128 || p.headdim == 256;
+}
 
 int64_t sm90_backward_launches() { return g_launches.load(std::memory_order_relaxed); }
-
-int64_t sm90_backward_overlap_launches() { return g_overlap_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn
