@@ -10,8 +10,11 @@ The card runs under its power limit at these shapes, and the limiter needs longe
 triton's 25 ms default warm-up to settle: whichever implementation ran before set the clock the
 next one was timed at (the same kernel read 534-603 TFLOP/s within one shape in session 8). So
 each implementation runs WARMUP_MS untimed right before it is timed, and the shape is timed in
-ROUNDS rounds, the order of the implementations reversed every other round; a figure is the
-median over the rounds of the per-round medians.
+ROUNDS rounds with the order of the implementations rotated by one each round, so that each
+comes first (after the shape's setup, when the card has had a short rest) as often as the others
+when ROUNDS is a multiple of their number; a figure is the median over the rounds of the
+per-round medians. (With the order only reversed, a peer timed last follows itself into the
+next round and never gets the rested slot: session 8's sweep.)
 """
 import argparse
 import contextlib
@@ -46,7 +49,7 @@ def attention_flops(batch, nheads, seqlen_q, seqlen_k, headdim, causal):
 
 
 WARMUP_MS = 200
-ROUNDS = 2
+ROUNDS = 3
 
 
 def median_ms(fn):
@@ -172,15 +175,14 @@ def main():
     ap.add_argument("--seqlens", default=None, help="comma-separated; default: the protocol's (--quick: 512,2k,8k)")
     ap.add_argument("--fwd-only", action="store_true", help="time the forward only")
     ap.add_argument("--rounds", type=int, default=ROUNDS,
-                    help="rounds per shape, the implementations' order reversed every other round")
+                    help="rounds per shape, the implementations' order rotated by one each round")
     ap.add_argument("--warmup-ms", type=float, default=WARMUP_MS,
                     help="untimed run of an implementation right before it is timed")
     ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE",
                     help="also time ours with this environment variable set (repeatable); rows get "
                          "'flashattn[NAME=VALUE]_fwd_tflops' and the like, the log a line each")
     args = ap.parse_args()
-    global WARMUP_MS
-    WARMUP_MS = args.warmup_ms
+    globals()["WARMUP_MS"] = args.warmup_ms
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     for setting in args.ours_env:
@@ -207,7 +209,8 @@ def main():
         row = dict(s, dtype=args.dtype, rel_error=check_close(q[:1], k[:1], v[:1], causal))
         times = {name: ([], []) for name in IMPLS}
         for r in range(args.rounds):
-            names = list(IMPLS) if r % 2 == 0 else list(reversed(IMPLS))
+            names = list(IMPLS)
+            names = names[r % len(names):] + names[:r % len(names)]
             for name in names:
                 fwd, bwd, err = time_impl(IMPLS[name], q, k, v, causal, None if args.fwd_only else do)
                 if fwd:
