@@ -123,6 +123,15 @@ FA_DEV int fresh_thread_index() {
   return t;
 }
 
+// The same for the block index (an epilogue that needs the block's coordinates again).
+FA_DEV uint3 fresh_block_index() {
+  uint3 b;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(b.x));
+  asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(b.y));
+  asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(b.z));
+  return b;
+}
+
 FA_DEV float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));

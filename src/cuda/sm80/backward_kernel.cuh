@@ -620,12 +620,27 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
                            pack_pair<Element>(acc_dv[mf][nf][2 * half], acc_dv[mf][nf][2 * half + 1]));
       }
   __syncthreads();
-  Element* dk = static_cast<Element*>(p.dk.data) + b * p.dk.batch_stride + (seq.k_row0 + n0) * p.dk.row_stride +
-                hk * p.dk.head_stride;
-  Element* dv = static_cast<Element*>(p.dv.data) + b * p.dv.batch_stride + (seq.k_row0 + n0) * p.dv.row_stride +
-                hk * p.dv.head_stride;
-  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffK, dk, p.dk.row_stride, cols_valid, p.headdim_chunks, et);
-  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffV, dv, p.dv.row_stride, cols_valid, p.headdim_chunks, et);
+  // At head dim 128 the block's coordinates and sequence are read afresh too: kept from the
+  // prologue, one of them was that kernel's spill on sm_90 (4 bytes, stored before the loop and
+  // loaded here). Elsewhere reading them afresh makes things worse (d64 on sm_90: 8 bytes).
+  int e_n0 = n0, e_hk = hk, e_b = b, e_cols = cols_valid;
+  int64_t e_key_row0 = seq.k_row0;
+  if constexpr (kHeadDim == 128) {
+    const uint3 blk = fresh_block_index();
+    e_n0 = static_cast<int>(p.key_tile_major ? blk.z : blk.x) * kBlockN;
+    e_hk = static_cast<int>(p.key_tile_major ? blk.x : blk.y);
+    e_b = static_cast<int>(p.key_tile_major ? blk.y : blk.z);
+    const DeviceSequence e_seq =
+        device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, e_b);
+    e_cols = min(kBlockN, e_seq.len_k - e_n0);
+    e_key_row0 = e_seq.k_row0;
+  }
+  Element* dk = static_cast<Element*>(p.dk.data) + e_b * p.dk.batch_stride +
+                (e_key_row0 + e_n0) * p.dk.row_stride + e_hk * p.dk.head_stride;
+  Element* dv = static_cast<Element*>(p.dv.data) + e_b * p.dv.batch_stride +
+                (e_key_row0 + e_n0) * p.dv.row_stride + e_hk * p.dv.head_stride;
+  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffK, dk, p.dk.row_stride, e_cols, p.headdim_chunks, et);
+  store_tile<KVTile, Cfg::kThreads>(smem + Cfg::kOffV, dv, p.dv.row_stride, e_cols, p.headdim_chunks, et);
 }
 
 }  // namespace flashattn::sm80
