@@ -181,6 +181,19 @@ measure() {
       python3 benchmarks/ncu_backward.py $MEASURE_NCU > "$OUT/ncu.log" 2>&1
     echo "ncu exit $?"; grep -vE '^==PROF==|^\s*$|^    -{5}' "$OUT/ncu.log" | tail -90
   fi
+  # MEASURE_NCU_FWD: "hdim seqlen causal variant" entries separated by ';', each Nsight Compute's
+  # full set for one launch of our forward (the variant harness) and of cuDNN's at that shape
+  # (benchmarks/cpp/sm90_ncu.sh; summaries print, CSVs go to $OUT/ncu_fwd<i>/ncu.tgz).
+  if [ -n "${MEASURE_NCU_FWD:-}" ]; then
+    local i=0 entry
+    IFS=';' read -ra entries <<< "$MEASURE_NCU_FWD"
+    for entry in "${entries[@]}"; do
+      i=$((i + 1))
+      OUT="$OUT/ncu_fwd$i" SM90_VARIANTS_BIN="$BUILD/flashattn_sm90_variants" timeout 240 bash benchmarks/cpp/sm90_ncu.sh $entry \
+        > "$OUT/ncu_fwd$i.log" 2>&1
+      echo "ncu forward ($entry) exit $?"; grep -vE '^total|^d|^-' "$OUT/ncu_fwd$i.log" | tail -60
+    done
+  fi
   # MEASURE_PYTEST=1: the Python GPU tests.
   [ -n "${MEASURE_PYTEST:-}" ] && PY_TIMEOUT=200 python_tests
   if [ -n "${MEASURE_PACKAGE:-}" ]; then

@@ -3,7 +3,8 @@
 # ncu catches it, cuDNN's kernel for the same shape (PyTorch SDPA). Writes a summary (details page)
 # and the per-SASS-line source view with stall reasons, as CSV, for each, into $OUT/ncu.tgz.
 # Usage: benchmarks/cpp/sm90_ncu.sh [hdim=128] [seqlen=8192] [causal=0] [variant...]
-# Binaries as for scripts/device_sm90.sh (.sm90-device/flashattn_sm90_variants).
+# Binaries as for scripts/device_sm90.sh (.sm90-device/flashattn_sm90_variants), or the harness
+# SM90_VARIANTS_BIN names (scripts/device_session.sh measure: the build's).
 set -u
 hd=${1:-128}; sl=${2:-8192}; ca=${3:-0}; shift 3 2>/dev/null
 variants=("$@"); [ ${#variants[@]} -eq 0 ] && variants=(n128_s2_dyn)
@@ -12,6 +13,7 @@ D=/tmp/sm90-ncu
 mkdir -p "$OUT" "$D"
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:$PWD/.sm90-device/lib
+BIN=${SM90_VARIANTS_BIN:-.sm90-device/flashattn_sm90_variants}
 NCU="ncu --clock-control none --set full --import-source yes"
 export_rep() {  # name
   ncu -i "$D/$1.ncu-rep" --page details --csv > "$D/$1_details.csv" 2>&1
@@ -21,7 +23,7 @@ export_rep() {  # name
   grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|Registers Per|Warp Cycles Per Issued|One or More Eligible|No Eligible|Tensor" "$D/$1_details.txt" | head -20
 }
 for v in "${variants[@]}"; do
-  timeout 150 $NCU -k regex:forward_kernel --launch-skip 1 -c 1 -o "$D/ours_$v" -f .sm90-device/flashattn_sm90_variants 1 1 "$hd" "$sl" "$ca" "$v" \
+  timeout 150 $NCU -k regex:forward_kernel --launch-skip 1 -c 1 -o "$D/ours_$v" -f "$BIN" 1 1 "$hd" "$sl" "$ca" "$v" \
     > "$D/ours_$v.log" 2>&1
   echo "ncu ours $v exit $?"
   export_rep "ours_$v"
