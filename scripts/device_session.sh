@@ -194,6 +194,19 @@ measure() {
       echo "ncu forward ($entry) exit $?"; grep -vE '^total|^d|^-' "$OUT/ncu_fwd$i.log" | tail -60
     done
   fi
+  # MEASURE_SM80_VARIANTS: "hdim seqlen causal" entries separated by ';', each a run of the sm80
+  # backward's variant harness (benchmarks/cpp/sm80_bwd_variants.cu) in the order
+  # MEASURE_SM80_ORDER (SM80_VARIANT, interleaved for an A/B), MEASURE_SM80_REPS launches each.
+  if [ -n "${MEASURE_SM80_VARIANTS:-}" ]; then
+    local variants_entry
+    IFS=';' read -ra variants_entries <<< "$MEASURE_SM80_VARIANTS"
+    for variants_entry in "${variants_entries[@]}"; do
+      SM80_VARIANT=${MEASURE_SM80_ORDER:-0} timeout 120 "$BUILD/flashattn_sm80_bwd_variants" $variants_entry \
+        ${MEASURE_SM80_REPS:-60} >> "$OUT/sm80_variants.log" 2>&1
+      echo "sm80 variants ($variants_entry) exit $?"
+    done
+    grep "^variant" "$OUT/sm80_variants.log"
+  fi
   # MEASURE_PYTEST=1: the Python GPU tests.
   [ -n "${MEASURE_PYTEST:-}" ] && PY_TIMEOUT=200 python_tests
   if [ -n "${MEASURE_PACKAGE:-}" ]; then
@@ -202,7 +215,10 @@ measure() {
     echo "package exit $?"; tail -25 "$OUT/package.log"
   fi
   kill $smi
-  (cd "$OUT" && tar czf logs.tgz ./*.log ./*.csv ./*.err 2>/dev/null && rm -f ./*.log ./*.csv ./*.err)
+  # Few files come back from a call: the logs travel as one archive (nullglob: a pattern without
+  # files, such as no *.err, left every log behind before).
+  (cd "$OUT" && shopt -s nullglob && logs=(./*.log ./*.csv ./*.err) && [ ${#logs[@]} -gt 0 ] &&
+    tar czf logs.tgz "${logs[@]}" && rm -f "${logs[@]}")
 }
 
 # benchmarks/clock_probe.py once per line of CLOCK_RUNS (its arguments): sustained in-process A/B

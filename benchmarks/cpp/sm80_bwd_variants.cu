@@ -64,6 +64,7 @@ cudaError_t run(int variant, const sm80::KernelParams& kp, float* workspace) {
     case 8: return run_variant<kHeadDim, 8>(kp, workspace);
     case 9: return run_variant<kHeadDim, 9>(kp, workspace);
     case 11: return run_variant<kHeadDim, 11>(kp, workspace);
+    case 12: return run_variant<kHeadDim, 12>(kp, workspace);
     default: return cudaErrorInvalidValue;
   }
 }

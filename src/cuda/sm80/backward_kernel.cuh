@@ -31,7 +31,9 @@ using namespace flashattn::cuda;
 // the epilogue; 6 = v5's production kernel (the A/B reference of v6); 7 = v6 without the folded
 // warp offsets of the fragment addresses; 8 = v7 without kStaticScoreMod (v6 with the dQ workspace
 // in 8 x 8 blocks, kBlockedDq); 9 = 8 with variant 1's product order; 11 = v6's production kernel
-// (the A/B reference of v7). Variants 1-5 are the current kernel with their one change.
+// (the A/B reference of v7); 12 = the current kernel with the epilogue's coordinates kept from the
+// prologue (kFreshEpilogueCoords off). Variants 1-5 and 12 are the current kernel with their one
+// change.
 template <int kHeadDim, int kVariant = 0>
 struct BackwardConfig {
   // Small head dims take 128 query rows per tile (the products have K = head dim, so a larger
@@ -52,6 +54,10 @@ struct BackwardConfig {
   static constexpr bool kStaticScoreMod = !kV6OrOlder && kVariant != 8 && kVariant != 9;
   static constexpr bool kForceKeyTileMajor = kVariant == 4;
   static constexpr bool kFreshThreadIndex = kVariant == 5;
+  // Head dim 128 in the sm_90 build: the epilogue reads the block's coordinates and sequence
+  // afresh (kept from the prologue, one was that build's only spill: 4 bytes). The sm_80 build
+  // has no spill there, and elsewhere reading them afresh spills (d64 on sm_90: 8 bytes).
+  static constexpr bool kFreshEpilogueCoords = kHeadDim == 128 && kVariant != 12;
   // Variant 6 is v5's kernel (the A/B reference): every prefetch recomputes its addresses from
   // (batch, head, row) with per-row bounds, and the warp positions come from a signed index.
   static constexpr bool kTilePointers = kVariant != 6;
@@ -620,12 +626,11 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
                            pack_pair<Element>(acc_dv[mf][nf][2 * half], acc_dv[mf][nf][2 * half + 1]));
       }
   __syncthreads();
-  // At head dim 128 the block's coordinates and sequence are read afresh too: kept from the
-  // prologue, one of them was that kernel's spill on sm_90 (4 bytes, stored before the loop and
-  // loaded here). Elsewhere reading them afresh makes things worse (d64 on sm_90: 8 bytes).
+  // The block's coordinates and sequence, read afresh where Cfg::kFreshEpilogueCoords says so.
   int e_n0 = n0, e_hk = hk, e_b = b, e_cols = cols_valid;
   int64_t e_key_row0 = seq.k_row0;
-  if constexpr (kHeadDim == 128) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (Cfg::kFreshEpilogueCoords) {
     const uint3 blk = fresh_block_index();
     e_n0 = static_cast<int>(p.key_tile_major ? blk.z : blk.x) * kBlockN;
     e_hk = static_cast<int>(p.key_tile_major ? blk.x : blk.y);
@@ -635,6 +640,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
     e_cols = min(kBlockN, e_seq.len_k - e_n0);
     e_key_row0 = e_seq.k_row0;
   }
+#endif
   Element* dk = static_cast<Element*>(p.dk.data) + e_b * p.dk.batch_stride +
                 (e_key_row0 + e_n0) * p.dk.row_stride + e_hk * p.dk.head_stride;
   Element* dv = static_cast<Element*>(p.dv.data) + e_b * p.dv.batch_stride +
