@@ -3,8 +3,9 @@
 //
 // CTA (key block n of kBlockN = 128 keys, KV head, batch); consumer warpgroup c owns keys
 // 64c..64c+63 of the block (head dim 256: kBlockN = 64 keys that both warpgroups take, each
-// accumulating half of dK's and dV's columns; bwd_config.h kSplitKeyGradColumns). Per query block of kBlockM = 64 rows (of every query head of the KV
-// head's group, GQA), with S^T the scores with keys as rows:
+// accumulating half of dK's and dV's columns; bwd_config.h kSplitKeyGradColumns). Per query
+// block of kBlockM = 64 rows (of every query head of the KV head's group, GQA), with S^T the
+// scores with keys as rows:
 //   S^T  = K_c Q^T          (SS; rows = keys, so P^T and dS^T land in registers as the A
 //   dP^T = V_c dO^T          operands of the next two products)
 //   P^T  = exp2(S^T * scale log2 e - lse log2 e),  dS^T = P^T * (dP^T - D)
@@ -15,8 +16,9 @@
 //                             warpgroup, or warpgroup 0's at 256, and is read as A; K's rows as B)
 // dQ of a step is staged in shared memory as fp32 rows and added into the fp32 workspace with
 // one bulk reduction (8-float chunks rotated by row against bank conflicts; each warpgroup
-// computes half the columns over all kBlockN keys, bwd_config.h kDqColumns). Query and key rows past the sequence are masked (TMA's zero fill, or with variable
-// length the next sequence's rows; exp2(0 - lse) could overflow).
+// computes half the columns over all kBlockN keys, bwd_config.h kDqColumns). Query and key rows
+// past the sequence are masked (TMA's zero fill, or with variable length the next sequence's
+// rows; exp2(0 - lse) could overflow).
 #pragma once
 
 #include <cmath>
@@ -141,7 +143,9 @@ struct BackwardConsumer {
 
   // This warpgroup's first key row in the CTA's block, and its first column of dK and dV.
   __device__ __forceinline__ int key_row0() const { return Cfg::kSplitKeyGradColumns ? 0 : wg * 64; }
-  __device__ __forceinline__ int key_grad_col0() const { return Cfg::kSplitKeyGradColumns ? wg * Cfg::kKeyGradColumns : 0; }
+  __device__ __forceinline__ int key_grad_col0() const {
+    return Cfg::kSplitKeyGradColumns ? wg * Cfg::kKeyGradColumns : 0;
+  }
 
   // S^T = K_c Q^T or dP^T = V_c dO^T: A is the warpgroup's 64 key rows, B the step's kBlockM query rows.
   __device__ __forceinline__ void issue_transposed_scores(float (&acc)[kScoreAccum], uint32_t keys,
@@ -399,7 +403,7 @@ struct BackwardConsumer {
   // product, was slower on v3 and on v5: docs/perf.md v4, work-next). Releases the stage's Q and
   // dO and moves (stage, phase) on.
   __device__ __forceinline__ void step(float (&dk)[kGradAccum], float (&dv)[kGradAccum], int head, int m,
-                                                int& stage, uint32_t& phase) const {
+                                       int& stage, uint32_t& phase) const {
     float s[kScoreAccum], dp[kScoreAccum];
     pin_registers(dk);
     pin_registers(dv);
