@@ -166,6 +166,7 @@ def check_close(q, k, v, causal):
 
 
 def main():
+    global WARMUP_MS  # median_ms reads it; --warmup-ms sets it
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--out", default=None)
@@ -182,7 +183,7 @@ def main():
                     help="also time ours with this environment variable set (repeatable); rows get "
                          "'flashattn[NAME=VALUE]_fwd_tflops' and the like, the log a line each")
     args = ap.parse_args()
-    globals()["WARMUP_MS"] = args.warmup_ms
+    WARMUP_MS = args.warmup_ms
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     for setting in args.ours_env:
