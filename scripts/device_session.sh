@@ -40,6 +40,14 @@ build() {
   return $rc
 }
 
+# archive_logs PATTERN...: few files come back from a call, so the files of $OUT matching the
+# patterns travel as one archive, logs.tgz (nullglob: a pattern without files, such as no *.err,
+# once failed the tar and left every log behind).
+archive_logs() {
+  (cd "$OUT" && shopt -s nullglob && local files=($@) && [ ${#files[@]} -gt 0 ] &&
+    tar czf logs.tgz "${files[@]}" && rm -f "${files[@]}")
+}
+
 # gtest_run LOG SECONDS LABEL [gtest args...]: the C++ GPU tests, a one-line summary and the failures.
 gtest_run() {
   local log="$OUT/$1" seconds=$2 label=$3
@@ -107,8 +115,7 @@ verify() {
   # VERIFY_BENCH_ARGS="" times the whole protocol sweep (all head dims, fwd and bwd: ~4 min with
   # bench_gpu.py's 3 rotated rounds; --rounds 1 about a third of that).
   GPU_BENCH_TIMEOUT=${VERIFY_BENCH_TIMEOUT:-150} GPU_BENCH_ARGS="${VERIFY_BENCH_ARGS---quick --headdims 128}" gpu_bench
-  # Few files come back from a call: the logs travel as one archive.
-  (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
+  archive_logs './*.log'
 }
 
 # Where the package's time goes: the per-kernel profile of one forward + backward (short causal),
@@ -121,7 +128,7 @@ probe() {
     --out "$OUT/clock_probe.json" > "$OUT/clock_probe.log" 2>&1
   echo "clock_probe exit $?"; tail -8 "$OUT/clock_probe.log"
   GPU_BENCH_TIMEOUT=${PROBE_BENCH_TIMEOUT:-150} GPU_BENCH_ARGS="${PROBE_BENCH_ARGS---quick}" gpu_bench
-  (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
+  archive_logs './*.log'
 }
 
 # Sustained-window A/B (docs/perf.md, v8). With nvidia-smi sampling throughout: the C++ GPU tests
@@ -216,10 +223,7 @@ measure() {
     echo "package exit $?"; tail -25 "$OUT/package.log"
   fi
   kill $smi
-  # Few files come back from a call: the logs travel as one archive (nullglob: a pattern without
-  # files, such as no *.err, left every log behind before).
-  (cd "$OUT" && shopt -s nullglob && logs=(./*.log ./*.csv ./*.err) && [ ${#logs[@]} -gt 0 ] &&
-    tar czf logs.tgz "${logs[@]}" && rm -f "${logs[@]}")
+  archive_logs './*.log' './*.csv' './*.err'
 }
 
 # benchmarks/clock_probe.py once per line of CLOCK_RUNS (its arguments): sustained in-process A/B
