@@ -16,6 +16,7 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/sequence.cuh"
+#include "cuda/sm80/batch_sequence.cuh"
 #include "cuda/common/smem_tile.cuh"
 #include "cuda/sm80/params.h"
 
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   const int n_block = p.key_tile_major ? blockIdx.z : blockIdx.x;
   const int hk = p.key_tile_major ? blockIdx.x : blockIdx.y;
   const int b = p.key_tile_major ? blockIdx.y : blockIdx.z;
-  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+  const DeviceSequence seq = batch_sequence(p, b);
   const int n0 = n_block * kBlockN;
   if (n0 >= seq.len_k) return;
   const int tid = threadIdx.x;
@@ -631,12 +632,13 @@ __global__ void __launch_bounds__(BackwardConfig<kHeadDim, kVariant>::kThreads)
   int64_t e_key_row0 = seq.k_row0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (Cfg::kFreshEpilogueCoords) {
+    // The prologue's mapping (kept spelled out there: through a helper taking the block index as a
+    // uint3, ptxas reorders the prologue of the other head dims' kernels).
     const uint3 blk = fresh_block_index();
     e_n0 = static_cast<int>(p.key_tile_major ? blk.z : blk.x) * kBlockN;
     e_hk = static_cast<int>(p.key_tile_major ? blk.x : blk.y);
     e_b = static_cast<int>(p.key_tile_major ? blk.y : blk.z);
-    const DeviceSequence e_seq =
-        device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, e_b);
+    const DeviceSequence e_seq = batch_sequence(p, e_b);
     e_cols = min(kBlockN, e_seq.len_k - e_n0);
     e_key_row0 = e_seq.k_row0;
   }

@@ -11,6 +11,7 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/sequence.cuh"
+#include "cuda/sm80/batch_sequence.cuh"
 #include "cuda/sm80/params.h"
 
 namespace flashattn::sm80 {
@@ -48,7 +49,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) backward_prepare_kernel(co
   const int lane = threadIdx.x % 32;
   const int sub = lane & (lanes - 1);  // chunk of this lane in its row
   const int i = blockIdx.x * prepare_rows_per_block(p.headdim_chunks) + (threadIdx.x / lanes);
-  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+  const DeviceSequence seq = batch_sequence(p, b);
   const bool row_valid = i < seq.len_q;
   float partial = 0.0f;
   if (row_valid && sub < p.headdim_chunks) {
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) backward_convert_dq_kernel
   const int h = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x % 32;
   const int i = blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
-  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+  const DeviceSequence seq = batch_sequence(p, b);
   if (i >= seq.len_q || lane >= p.headdim_chunks) return;
   const int64_t row = static_cast<int64_t>(h) * p.total_q + workspace_row(p, seq.q_row0, b, i);
   // Blocked layout (see KernelParams::dq_blocked): row i's 8 columns of chunk `lane` are row i % 8

@@ -8,6 +8,7 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/sequence.cuh"
+#include "cuda/sm80/batch_sequence.cuh"
 #include "cuda/common/smem_tile.cuh"
 #include "cuda/sm80/kernel_registry.h"
 #include "cuda/sm80/params.h"
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   // Heavy (late, causal) query tiles first so the tail of the grid is short.
   const int m_block = gridDim.x - 1 - blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z;
-  const DeviceSequence seq = device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+  const DeviceSequence seq = batch_sequence(p, b);
   const int m0 = m_block * kBlockM;
   if (m0 >= seq.len_q) return;
   const int hk = h / p.heads_per_kv;
