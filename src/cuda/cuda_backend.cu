@@ -147,9 +147,10 @@ Status cuda_forward(const AttentionProblem& p) {
 }
 
 // The sm90 backward runs where it supports the problem and sm90_picks_backward's rule takes it
-// (head dims 64, 128 and 256, where it beats the sm80 backward, docs/perf.md). FLASHATTN_SM90_BACKWARD (read at every call, so a benchmark can time both
-// in one process) overrides the rule: 0 never, 1 wherever supported. FLASHATTN_CUDA_KERNELS=sm80
-// keeps the sm80 backward too.
+// (head dims 64, 128 and 256, where it beats the sm80 backward, docs/perf.md).
+// FLASHATTN_SM90_BACKWARD (read at every call, so a benchmark can time both in one process)
+// overrides the rule: 0 never, 1 wherever supported. FLASHATTN_CUDA_KERNELS=sm80 keeps the sm80
+// backward too.
 bool use_sm90_backward(const AttentionProblem& p) {
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_WITH_SM80)
   if (!sm90_allowed() || device_major(p.device_index) != 9) return false;
