@@ -23,8 +23,10 @@ struct ForwardConfig {
   // tiles of 4 warps: 96 KB of shared memory, two blocks per SM with independent barriers and
   // twice the blocks of 128-row tiles for short sequences.
   static constexpr int kBlockM = kHeadDim >= 192 ? 64 : 128;
-  // Wider key tiles where the output accumulator is small enough to leave registers for them.
-  static constexpr int kBlockN = kHeadDim <= 64 ? 128 : 64;
+  // Key tiles as wide as the registers allow without spilling beside S and O of 32 rows a warp:
+  // 128 at head dim 32; 64 at 64 (128 spilled 68 bytes, the row sums inside the loop); 32 at 128
+  // (64 spilled 4 bytes on sm_80, 8 on sm_90 inside the loop); 64 rows a tile above (16 a warp).
+  static constexpr int kBlockN = kHeadDim <= 32 ? 128 : kHeadDim == 128 ? 32 : 64;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpRows = kBlockM / kWarps;
