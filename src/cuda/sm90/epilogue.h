@@ -6,10 +6,10 @@
 // past the used length must stay untouched: KernelParams::clip_rows). The store is not waited
 // for: the next tile's epilogue waits for it to have read the tile before overwriting it.
 // Via K / V (Cfg::kOutputInKV, head dims 192 / 256): the same through the K stage (warpgroup 0)
-// or the V stage (warpgroup 1) of the tile's last key block, once the other warpgroup has finished
-// reading it (mainloop_mma.h release_last_k / _v); the stage is released after the store has read
-// it. Via Q (Cfg::kOutputInQ, where that does not apply): the same through the warpgroup's rows
-// of the Q tile, which is released after the store has read them.
+// or the V stage (warpgroup 1) of the tile's last key block, once the other warpgroup has
+// finished reading it (mainloop_mma.h release_k / release_last_v); the stage is released after
+// the store has read it. Via Q (Cfg::kOutputInQ, where that does not apply): the same through the
+// warpgroup's rows of the Q tile, which is released after the store has read them.
 // Direct (forced through KernelConfig's Output_): each thread stores its pairs of O.
 // GQA packing (Cfg::kPackGqa, pack_gqa.h): tile row r is query row r >> log2 G of head
 // kv * G + (r & (G - 1)); lse and the predicated paths address each row that way, and the TMA

@@ -62,14 +62,17 @@ struct MainloopMma {
   // stages its rows in the block's K stage and warpgroup 1 in its V stage, so each keeps its own
   // release of that stage for the epilogue (after the store has read it), and the other releases
   // it as usual and hands it over through the owner's named barrier.
-  __device__ __forceinline__ void release_last_k(uint32_t k_empty) const {
+  // (Elsewhere every block's K is released alike: `last` is not looked at.)
+  __device__ __forceinline__ void release_k(uint32_t k_empty, bool last) const {
     if constexpr (Cfg::kOutputInKV) {
-      if (wg == 0) return;
-      release_kv(k_empty);
-      named_barrier_arrive(Cfg::kStageHandoverBarrier0 + 0, kPairThreads);
-    } else {
-      release_kv(k_empty);
+      if (last) {
+        if (wg == 0) return;
+        release_kv(k_empty);
+        named_barrier_arrive(Cfg::kStageHandoverBarrier0 + 0, kPairThreads);
+        return;
+      }
     }
+    release_kv(k_empty);
   }
   __device__ __forceinline__ void release_last_v(uint32_t v_empty) const {
     if constexpr (Cfg::kOutputInKV) {
@@ -165,11 +168,7 @@ struct MainloopMma {
     int accumulate = kFirstPvOverwrites ? 0 : 1;
     wgmma_wait_group<0>();
     pin_registers(s);
-    if (n == range.n_begin) {
-      release_last_k(bars.k_empty(k_state.stage));
-    } else {
-      release_kv(bars.k_empty(k_state.stage));
-    }
+    release_k(bars.k_empty(k_state.stage), n == range.n_begin);
     if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
     k_state.advance();
     scores_to_probabilities(s, softmax, seq, t, n);
@@ -191,11 +190,7 @@ struct MainloopMma {
       pass_turn();
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
-      if (n == range.n_begin) {
-        release_last_k(bars.k_empty(k_state.stage));
-      } else {
-        release_kv(bars.k_empty(k_state.stage));
-      }
+      release_k(bars.k_empty(k_state.stage), n == range.n_begin);
       if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
       k_state.advance();
       scores_to_probabilities(s, softmax, seq, t, n);
