@@ -154,7 +154,8 @@ struct KernelConfig {
   static constexpr bool kStagedOutput = 2 * kQBytes + 2 * kStages * kKVStageBytes + kFixedBytes <= kSmemLimit;
   // Without room for an output tile, at head dims 192 / 256 with two consumer warpgroups, O is
   // staged in the K / V stage of the tile's last key block, warpgroup 0's rows in K and warpgroup
-  // 1's in V (each holds 64 rows when the block has at least 64 keys): Q is then free after the
+  // 1's in V (a stage has kBlockN rows of shared memory, so at least the 64 a warpgroup needs
+  // whatever the block's valid keys): Q is then free after the
   // last S = Q K^T as with an output tile, and the next tile's Q loads under this tile's last
   // P V and epilogue (staged in Q the consumers waited for it at every tile start: 10.9% of the
   // samples at d256 512, docs/perf.md session 8). The stage's release waits for the store

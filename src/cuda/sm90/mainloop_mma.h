@@ -61,7 +61,9 @@ struct MainloopMma {
   // The tile's last key block with O staged in K / V (Cfg::kOutputInKV, epilogue.h): warpgroup 0
   // stages its rows in the block's K stage and warpgroup 1 in its V stage, so each keeps its own
   // release of that stage for the epilogue (after the store has read it), and the other releases
-  // it as usual and hands it over through the owner's named barrier.
+  // it as usual and hands it over through the owner's named barrier. Both warpgroups must run
+  // every tile with keys and reach its last block once: a tile one of them skipped alone would
+  // leave the other's bar.sync in the epilogue waiting forever.
   // (Elsewhere every block's K is released alike: `last` is not looked at.)
   __device__ __forceinline__ void release_k(uint32_t k_empty, bool last) const {
     if constexpr (Cfg::kOutputInKV) {
