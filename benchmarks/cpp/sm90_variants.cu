@@ -161,6 +161,9 @@ const Variant kVariants[] = {
     {128, "n128_s2_dyn_pack_gqa_used_k", run_used_k<sm90::PackGqaConfig<128, __nv_bfloat16>>, -1, true, true},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
+    // O staged through Q as before kOutputInKV (the A/B reference of session 8's candidate).
+    {256, "n80_s2_viaq", run<256, 80, 2, false, sm90::kOutputViaQ>},
+    {256, "n80_s2_dyn_viaq", run<256, 80, 2, true, sm90::kOutputViaQ>},
     {256, "n80_s2_cluster", run_cfg<sm90::ClusterPairsConfig<256, __nv_bfloat16>>, 0},
     {256, "n80_s2_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, false>, kGroupsL2>, 1},
     {256, "n80_s2_dyn_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>, kGroupsL2>, 1},

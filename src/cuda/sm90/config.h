@@ -28,7 +28,9 @@ constexpr int kLineBytes = 128;
 constexpr int kSwizzleAtomBytes = 8 * kLineBytes;  // 8 lines: the period of the 128B swizzle
 
 // Named barriers (id 0 is __syncthreads): one per consumer warpgroup for the turn-taking of its
-// GEMMs, then one per consumer warpgroup for its epilogue (KernelConfig::kEpilogueBarrier0).
+// GEMMs, then one per consumer warpgroup for its epilogue (KernelConfig::kEpilogueBarrier0), then
+// with O staged in K / V one per consumer warpgroup for the hand-over of its stage
+// (KernelConfig::kStageHandoverBarrier0).
 constexpr int kSchedulerBarrier0 = 1;
 
 // Tile indices the dynamic schedule's mailbox holds per CTA (tile_scheduler.h, TileRing).
@@ -111,6 +113,9 @@ struct KernelConfig {
                 "setmaxnreg budget exceeds the registers allocated at launch");
   // Named barrier of consumer warpgroup wg's epilogue: kEpilogueBarrier0 + wg.
   static constexpr int kEpilogueBarrier0 = kSchedulerBarrier0 + kConsumerWarpgroups;
+  // With O staged in K / V (kOutputInKV): warpgroup wg waits on kStageHandoverBarrier0 + wg until
+  // the other has finished reading the stage buffer wg stages its rows in.
+  static constexpr int kStageHandoverBarrier0 = kEpilogueBarrier0 + kConsumerWarpgroups;
   static constexpr bool kDynamicSchedule = Dynamic_;
   // Causal tiles longest first within L2-sized groups of heads where the launch's rule allows
   // (true), or always over all heads at once as up to v5 (tile_scheduler.h,
@@ -147,10 +152,20 @@ struct KernelConfig {
   // Either way Q is free once the tile's last S = Q K^T has retired, so the producer loads the
   // next tile's Q while this tile's last P V and epilogue still run.
   static constexpr bool kStagedOutput = 2 * kQBytes + 2 * kStages * kKVStageBytes + kFixedBytes <= kSmemLimit;
-  // Without room for an output tile, O is staged in the warpgroup's own rows of the Q tile (as v1
-  // did: 16-byte stores or one TMA store instead of 4-byte stores from registers), and Q is then
-  // released after the epilogue instead of after the last S = Q K^T. Output_ may force either.
-  static constexpr bool kOutputInQ = !kStagedOutput && Output_ != kOutputDirect;
+  // Without room for an output tile, at head dims 192 / 256 with two consumer warpgroups, O is
+  // staged in the K / V stage of the tile's last key block, warpgroup 0's rows in K and warpgroup
+  // 1's in V (a stage has kBlockN rows of shared memory, so at least the 64 a warpgroup needs
+  // whatever the block's valid keys): Q is then free after the
+  // last S = Q K^T as with an output tile, and the next tile's Q loads under this tile's last
+  // P V and epilogue (staged in Q the consumers waited for it at every tile start: 10.9% of the
+  // samples at d256 512, docs/perf.md session 8). The stage's release waits for the store
+  // instead, which delays only the next tile's second key block.
+  static constexpr bool kOutputInKV = !kStagedOutput && Output_ == kOutputAuto && HeadDim_ >= 192 &&
+                                      Consumers_ == 2 && BlockN_ >= kRowsPerConsumer && !PackGqa_;
+  // Otherwise O is staged in the warpgroup's own rows of the Q tile (as v1 did: 16-byte stores or
+  // one TMA store instead of 4-byte stores from registers), and Q is then released after the
+  // epilogue instead of after the last S = Q K^T. Output_ may force either.
+  static constexpr bool kOutputInQ = !kStagedOutput && Output_ != kOutputDirect && !kOutputInKV;
   // The next tile's first S = Q K^T issued before this tile's epilogue (kernel.h,
   // overlapped_tiles): needs Q free by then, i.e. the output in a tile of its own.
   static constexpr bool kOverlapEpilogue = kStagedOutput;
@@ -209,6 +224,10 @@ using WideKeyBlockConfig = KernelConfig<HeadDim_, Element_, WideKeyBlock<HeadDim
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN>
 struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false> {
   static constexpr bool kClusterPairs = true;
+  // A stage held for the output would hold the peer's loads too: O goes out through Q.
+  static constexpr bool kOutputInKV = false;
+  static constexpr bool kOutputInQ =
+      !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");
 };
 

@@ -5,7 +5,10 @@
 // predicated 16-byte stores (a box would spill into the next sequence); so does seqused_q (rows
 // past the used length must stay untouched: KernelParams::clip_rows). The store is not waited
 // for: the next tile's epilogue waits for it to have read the tile before overwriting it.
-// Via Q (Cfg::kOutputInQ, larger head dims, no room for the tile): the same through the
+// Via K / V (Cfg::kOutputInKV, head dims 192 / 256): the same through the K stage (warpgroup 0)
+// or the V stage (warpgroup 1) of the tile's last key block, once the other warpgroup has
+// finished reading it (mainloop_mma.h release_k / release_last_v); the stage is released after
+// the store has read it. Via Q (Cfg::kOutputInQ, where that does not apply): the same through the
 // warpgroup's rows of the Q tile, which is released after the store has read them.
 // Direct (forced through KernelConfig's Output_): each thread stores its pairs of O.
 // GQA packing (Cfg::kPackGqa, pack_gqa.h): tile row r is query row r >> log2 G of head
@@ -66,47 +69,63 @@ struct Epilogue {
     }
   }
 
-  // Address of the 16-byte chunk `chunk` (of kChunksPerRow) of row `row` of the output tile.
-  __device__ __forceinline__ uint32_t staged_chunk(int row, int chunk) const {
-    const int column = chunk / 8, in_line = chunk % 8;
-    const uint32_t base = Cfg::kOutputInQ ? tiles.q_column(column) : tiles.o_column(column);
-    return base + row * kLineBytes + ((in_line ^ (row % 8)) * 16);
-  }
-  __device__ __forceinline__ uint32_t staged_column(int c) const {
+  // Column c of the buffer O is staged in: the output tile, Q, or (kOutputInKV) this warpgroup's
+  // K or V stage `kv_stage`, whose rows start at 0 rather than at the warpgroup's first row.
+  __device__ __forceinline__ uint32_t staged_column(int c, int kv_stage) const {
+    if constexpr (Cfg::kOutputInKV) return wg == 0 ? tiles.k_column(kv_stage, c) : tiles.v_column(kv_stage, c);
     return Cfg::kOutputInQ ? tiles.q_column(c) : tiles.o_column(c);
   }
-  // Output staged in Q: the warpgroup's 4 warps release Q once its rows have been read out.
-  __device__ __forceinline__ void release_q() const {
+  // The buffer row of the warpgroup's first row.
+  __device__ __forceinline__ int staged_row0() const { return Cfg::kOutputInKV ? 0 : wg * kRowsPerConsumer; }
+  // Address of the 16-byte chunk `chunk` (of kChunksPerRow) of buffer row `row`.
+  __device__ __forceinline__ uint32_t staged_chunk(int row, int chunk, int kv_stage) const {
+    const int column = chunk / 8, in_line = chunk % 8;
+    return staged_column(column, kv_stage) + row * kLineBytes + ((in_line ^ (row % 8)) * 16);
+  }
+  // Output staged in Q or in a K / V stage: the warpgroup's 4 warps release it once its rows
+  // have been read out.
+  __device__ __forceinline__ void release_staging(int kv_stage) const {
     if constexpr (Cfg::kOutputInQ) {
       if (thread == 0) mbarrier_arrive_count(bars.q_empty(), kWarpgroupThreads / 32);
+    } else if constexpr (Cfg::kOutputInKV) {
+      if (thread == 0) {
+        mbarrier_arrive_count(wg == 0 ? bars.k_empty(kv_stage) : bars.v_empty(kv_stage), kWarpgroupThreads / 32);
+      }
     }
   }
 
+  // kv_stage: the stage of the tile's last key block (read with Cfg::kOutputInKV only).
   __device__ void store(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
-                        const TileCoord& t) const {
+                        const TileCoord& t, int kv_stage = 0) const {
     store_lse(seq, t, lse);
-    if constexpr (Cfg::kStagedOutput || Cfg::kOutputInQ) {
-      store_staged(o, seq, t);
+    if constexpr (Cfg::kStagedOutput || Cfg::kOutputInQ || Cfg::kOutputInKV) {
+      store_staged(o, seq, t, kv_stage);
     } else {
       store_direct(o, seq, t);
     }
   }
 
-  __device__ void store_staged(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t) const {
+  __device__ void store_staged(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t,
+                               int kv_stage) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const int warpgroup_row0 = wg * kRowsPerConsumer;
-    if constexpr (!Cfg::kOutputInQ) {
+    const int row0 = staged_row0();
+    if constexpr (Cfg::kStagedOutput) {
       // The previous tile's TMA store must have read the output tile. (Staged in Q, the rows are
       // this warpgroup's own and its wgmmas reading them have all retired.)
       if (thread == 0) bulk_wait_read_all();
       named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
+    } else if constexpr (Cfg::kOutputInKV) {
+      // The other warpgroup's wgmmas reading the stage have retired (its arrival, mainloop_mma.h);
+      // this warpgroup's own have been waited for.
+      named_barrier_sync(Cfg::kStageHandoverBarrier0 + wg, 2 * kWarpgroupThreads);
     }
 #pragma unroll
     for (int i = 0; i < kOAccum / 4; ++i) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = warpgroup_row0 + pos.row0 + 8 * h;
-        const uint32_t addr = staged_chunk(row, i) + pos.col0 * 2;
+        const int row = row0 + pos.row0 + 8 * h;
+        const uint32_t addr = staged_chunk(row, i, kv_stage) + pos.col0 * 2;
         const uint32_t pair = pack_pair<Element>(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(pair) : "memory");
       }
@@ -121,17 +140,17 @@ struct Epilogue {
         for (int c = 0; c < Cfg::kColumns; ++c) {
           if constexpr (Cfg::kPackGqa) {
             // The warpgroup's 64 rows: 64 / G query rows of all G heads (G <= 64).
-            tma_store_5d(&p.tma_o, staged_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, 0,
+            tma_store_5d(&p.tma_o, staged_column(c, kv_stage) + row0 * kLineBytes, c * kColumnElems, 0,
                          tile_row_query<Cfg>(p, t, warpgroup_row0), t.head, t.batch);
           } else {
-            tma_store_4d(&p.tma_o, staged_column(c) + warpgroup_row0 * kLineBytes, c * kColumnElems, tile_row, t.head,
-                         t.batch);
+            tma_store_4d(&p.tma_o, staged_column(c, kv_stage) + row0 * kLineBytes, c * kColumnElems, tile_row,
+                         t.head, t.batch);
           }
         }
         bulk_commit_group();
-        if constexpr (Cfg::kOutputInQ) bulk_wait_read_all();
+        if constexpr (Cfg::kOutputInQ || Cfg::kOutputInKV) bulk_wait_read_all();
       }
-      release_q();
+      release_staging(kv_stage);
       return;
     }
     char* out = static_cast<char*>(p.out);
@@ -145,7 +164,7 @@ struct Epilogue {
         uint4 v;
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                     : "r"(staged_chunk(warpgroup_row0 + r, chunk)));
+                     : "r"(staged_chunk(row0 + r, chunk, kv_stage)));
         *reinterpret_cast<uint4*>(out + (offset + chunk * 8) * sizeof(Element)) = v;
         continue;
       }
@@ -153,14 +172,14 @@ struct Epilogue {
       uint4 v;
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                   : "r"(staged_chunk(warpgroup_row0 + r, chunk)));
+                   : "r"(staged_chunk(row0 + r, chunk, kv_stage)));
       *reinterpret_cast<uint4*>(out + (out_offset(seq, t, tile_row + r) + chunk * 8) * sizeof(Element)) = v;
     }
-    if constexpr (Cfg::kOutputInQ) {
-      // The next Q arrives through TMA over what these ordinary loads read.
+    if constexpr (Cfg::kOutputInQ || Cfg::kOutputInKV) {
+      // The next Q (or K / V block) arrives through TMA over what these ordinary loads read.
       fence_proxy_async_smem();
       named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
-      release_q();
+      release_staging(kv_stage);
     }
   }
 

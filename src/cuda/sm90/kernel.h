@@ -108,8 +108,9 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   }
 }
 
-// The consumers' tile loop where Q is not free before the epilogue (O staged through Q): each tile
-// whole, its epilogue before the next tile's first S = Q K^T.
+// The consumers' tile loop without an output tile of its own (O staged through Q, or through the
+// last key block's K / V stage): each tile whole, its epilogue before the next tile's first
+// S = Q K^T.
 template <class Cfg>
 __device__ __forceinline__ void plain_tiles(const KernelParams& p, const MainloopMma<Cfg>& mma,
                                             const Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
@@ -130,7 +131,9 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     mma.compute_tile(seq, t, range, o, softmax, kv_state);
     float lse[2];
     softmax.finalize(o, p.score_log2, lse);
-    epilogue.store(o, lse, seq, t);
+    // The stage of the tile's last key block (kv_state has moved one past it): with O staged in
+    // K / V (Cfg::kOutputInKV) the epilogue stages there.
+    epilogue.store(o, lse, seq, t, kv_state.stage == 0 ? Cfg::kStages - 1 : kv_state.stage - 1);
   };
   if constexpr (Cfg::kDynamicSchedule) {
     // The next index is read at the start of a tile and used at its end, so the L2 read of the

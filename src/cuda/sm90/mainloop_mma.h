@@ -58,6 +58,34 @@ struct MainloopMma {
     }
   }
 
+  // The tile's last key block with O staged in K / V (Cfg::kOutputInKV, epilogue.h): warpgroup 0
+  // stages its rows in the block's K stage and warpgroup 1 in its V stage, so each keeps its own
+  // release of that stage for the epilogue (after the store has read it), and the other releases
+  // it as usual and hands it over through the owner's named barrier. Both warpgroups must run
+  // every tile with keys and reach its last block once: a tile one of them skipped alone would
+  // leave the other's bar.sync in the epilogue waiting forever.
+  // (Elsewhere every block's K is released alike: `last` is not looked at.)
+  __device__ __forceinline__ void release_k(uint32_t k_empty, bool last) const {
+    if constexpr (Cfg::kOutputInKV) {
+      if (last) {
+        if (wg == 0) return;
+        release_kv(k_empty);
+        named_barrier_arrive(Cfg::kStageHandoverBarrier0 + 0, kPairThreads);
+        return;
+      }
+    }
+    release_kv(k_empty);
+  }
+  __device__ __forceinline__ void release_last_v(uint32_t v_empty) const {
+    if constexpr (Cfg::kOutputInKV) {
+      if (wg == 1) return;
+      release_kv(v_empty);
+      named_barrier_arrive(Cfg::kStageHandoverBarrier0 + 1, kPairThreads);
+    } else {
+      release_kv(v_empty);
+    }
+  }
+
   __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage) const {
     const uint64_t q = k_major_descriptor(tiles.q_column(0) + wg * kRowsPerConsumer * kLineBytes);
     const uint64_t k = k_major_descriptor(tiles.k_column(stage, 0));
@@ -142,7 +170,7 @@ struct MainloopMma {
     int accumulate = kFirstPvOverwrites ? 0 : 1;
     wgmma_wait_group<0>();
     pin_registers(s);
-    release_kv(bars.k_empty(k_state.stage));
+    release_k(bars.k_empty(k_state.stage), n == range.n_begin);
     if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
     k_state.advance();
     scores_to_probabilities(s, softmax, seq, t, n);
@@ -164,7 +192,7 @@ struct MainloopMma {
       pass_turn();
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
-      release_kv(bars.k_empty(k_state.stage));
+      release_k(bars.k_empty(k_state.stage), n == range.n_begin);
       if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
       k_state.advance();
       scores_to_probabilities(s, softmax, seq, t, n);
@@ -188,7 +216,7 @@ struct MainloopMma {
     pass_turn();
     wgmma_wait_group<0>();
     pin_registers(o);
-    release_kv(bars.v_empty(v_state.stage));
+    release_last_v(bars.v_empty(v_state.stage));
     v_state.advance();
   }
 };

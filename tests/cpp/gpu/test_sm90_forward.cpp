@@ -420,6 +420,15 @@ std::vector<Case> cases() {
   c.lens_q = {90, 200}, c.lens_k = {333, 129}, c.layout = Layout::kPadded, c.softcap = 20.0f, v.push_back(c);
   // More tiles than SMs, so each persistent CTA walks several tiles.
   c = make("persistent_many_tiles_bf16", bf, 64, 8, 256, 256, 16, 4), v.push_back(c);
+  // O staged in the last key block's K / V stage (head dims 192 / 256, kOutputInKV): every tile
+  // one key block (the block's stage is also the tile's first), and many tiles a CTA (the stage
+  // hand-over and the held release, tile after tile, the next tile's first block in the other
+  // stage), causal and with a window that leaves tiles without keys.
+  c = make("o_in_kv_one_block_d256_bf16", bf, 256, 4, 300, 70, 4, 2), v.push_back(c);
+  c = make("o_in_kv_many_tiles_d192_fp16", fp, 192, 8, 256, 400, 16, 4), v.push_back(c);
+  c = make("o_in_kv_many_tiles_causal_d256_bf16", bf, 256, 8, 384, 384, 16, 8), c.causal = true, v.push_back(c);
+  c = make("o_in_kv_window_empty_tiles_d256_fp16", fp, 256, 2, 400, 120, 4, 4);
+  c.window_left = 10, c.window_right = 0, v.push_back(c);
   c = make("persistent_causal_bf16", bf, 128, 4, 640, 640, 8, 8), c.causal = true, v.push_back(c);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
