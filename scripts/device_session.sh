@@ -15,6 +15,9 @@
 #
 # Logs, JSON and charts go to $OUT; short summaries print last.
 #
+# BUILD_CMAKE_ARGS: more cmake options for the build, e.g. -DFLASHATTN_SM90_BASELINE=$PWD/.base for
+# an older sm90 kernel in the variant harness (benchmarks/cpp/sm90_baseline.cu; carry ".base").
+#
 # Before the first call of a session, on the development machine:
 #   mkdir -p .deps && cp -r /usr/src/googletest .deps/ && echo /.deps/ >> .git/info/exclude
 # and name ".deps" in the run call's carry list. A call made within 30 s of the previous one finds
@@ -30,7 +33,8 @@ jobs=$(nproc)
 build() {
   local start=$(date +%s)
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_BUILD_PYTHON=ON \
-    -DPython_EXECUTABLE="$(command -v python3)" -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$OUT/build.log" 2>&1 &&
+    -DPython_EXECUTABLE="$(command -v python3)" -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" ${BUILD_CMAKE_ARGS:-} \
+    > "$OUT/build.log" 2>&1 &&
     cmake --build "$BUILD" -j "$jobs" >> "$OUT/build.log" 2>&1
   local rc=$?
   # The package imports its extension from inside python/flashattn.
@@ -155,6 +159,11 @@ measure() {
       if ! grep -qE '^\[  PASSED  \]' "$OUT/guard.log"; then tail -5 "$OUT/guard.log"; fi
     fi
     gtest_run gpu_tests.log 240 "C++ GPU tests ($MEASURE_TESTS)" --gtest_filter="$MEASURE_TESTS"
+  fi
+  # MEASURE_SM80_TESTS: a filter of C++ GPU tests run again with the sm80 forward forced.
+  if [ -n "${MEASURE_SM80_TESTS:-}" ]; then
+    FLASHATTN_CUDA_KERNELS=sm80 gtest_run gpu_tests_sm80.log 150 "C++ GPU tests, sm80 forced ($MEASURE_SM80_TESTS)" \
+      --gtest_filter="$MEASURE_SM80_TESTS"
   fi
   [ -n "${MEASURE_SANITIZE:-}" ] && sanitize 120 "$MEASURE_SANITIZE" memcheck racecheck synccheck
   local line
