@@ -165,7 +165,7 @@ measure() {
     FLASHATTN_CUDA_KERNELS=sm80 gtest_run gpu_tests_sm80.log 150 "C++ GPU tests, sm80 forced ($MEASURE_SM80_TESTS)" \
       --gtest_filter="$MEASURE_SM80_TESTS"
   fi
-  [ -n "${MEASURE_SANITIZE:-}" ] && sanitize 120 "$MEASURE_SANITIZE" memcheck racecheck synccheck
+  [ -n "${MEASURE_SANITIZE:-}" ] && sanitize ${MEASURE_SANITIZE_TIMEOUT:-120} "$MEASURE_SANITIZE" memcheck racecheck synccheck
   local line
   while read -r line; do
     [ -n "$line" ] || continue
