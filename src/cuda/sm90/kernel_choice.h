@@ -30,14 +30,17 @@ int64_t sm90_pack_gqa_launches();
 // runs the static one, whose tiles start without the mailbox hand-over, for
 //  - causal problems at head dim 128 (65..128) at any length, and at head dim 64 with at most
 //    kSm90StaticCausalMaxKeysHdim64 keys (varlen: the longest);
-//  - other masks (local windows), and causal ones above head dim 128, with at most
-//    kSm90StaticScheduleMaxKeys keys, except head dims above 128 with at most kSm90L2GroupMaxKeys;
+//  - causal problems above head dim 128 with more than kSm90L2GroupMaxKeys keys, at any length;
+//  - other masks (local windows) with at most kSm90StaticScheduleMaxKeys keys, except head dims
+//    above 128 with at most kSm90L2GroupMaxKeys;
 //  - unmasked problems up to head dim 128 with at most kSm90StaticUnmaskedMaxKeys keys.
 // Measured with sustained windows (docs/perf.md, v8): with the causal orders below, static +2-17%
 // at hdim 128 causal 512-16k, +2% at hdim 64 causal 2k-4k (dynamic +2% at 8k); unmasked hdim 128
 // 512 +4% (two calls), hdim 64 1k +2% (2k +3% at hdim 64 but a tie at hdim 128, so the bound
 // stays at 1k). v5's choice (static only for masked rows up to 2k) came from short timing
-// windows, which read high (v8).
+// windows, which read high (v8). Session 9 (package and harness, same process each): hdim 256 causal
+// static +4.8% at 4k, +5.5% at 8k, +4.8% at 16k (package; harness +1.2 / +4.7 / +3.2%), so causal
+// rows above head dim 128 keep it past 2k too (head dim 192 by the same kernel shape, not timed).
 constexpr int kSm90StaticScheduleMaxKeys = 2048;
 constexpr int kSm90StaticCausalMaxKeysHdim64 = 4096;
 constexpr int kSm90StaticUnmaskedMaxKeys = 1024;

@@ -217,6 +217,7 @@ bool sm90_picks_static_schedule(const AttentionProblem& p) {
   if (causal && p.headdim <= 128) {
     return p.headdim > 64 || p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64;
   }
+  if (causal) return p.seqlen_k > kSm90L2GroupMaxKeys;
   return p.seqlen_k <= kSm90StaticScheduleMaxKeys && !(p.headdim > 128 && p.seqlen_k <= kSm90L2GroupMaxKeys);
 }
 

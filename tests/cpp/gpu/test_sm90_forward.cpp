@@ -724,9 +724,15 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 256 causal up to the L2-group bound keeps the dynamic schedule";
   p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys + 1;
   EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 256 causal past that bound";
-  p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys + 1;
-  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 256 causal past the static bound";
-  p.headdim = 128;
+  for (int keys : {kSm90StaticScheduleMaxKeys + 1, 16384}) {
+    p.seqlen_q = p.seqlen_k = keys;
+    EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 256 causal at any length past that bound: " << keys;
+  }
+  p.headdim = 192;
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 192 causal as hdim 256";
+  p.mask.window_left = 100, p.mask.window_right = 0;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 192 local window past the static bound";
+  p.headdim = 128, p.mask.window_left = -1;
 
   p.seqlen_q = p.seqlen_k = kSm90WideKeyBlocksMinKeys;
   EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "causal";
@@ -864,7 +870,9 @@ std::vector<ApiPick> schedule_cases() {
   v.push_back({c, true});
   c = make("sched_causal_1024_l2_groups_dynamic_d256_fp16", fp, 256, 3, 1024, 1024, 10, 10), c.causal = true;
   v.push_back({c, false});
-  c = make("sched_causal_long_k_dynamic_fp16", fp, 192, 1, 300, 2500, 4, 4), c.causal = true, v.push_back({c, false});
+  c = make("sched_causal_long_k_static_d192_fp16", fp, 192, 1, 300, 2500, 4, 4), c.causal = true, v.push_back({c, true});
+  c = make("sched_window_long_k_dynamic_d192_bf16", bf, 192, 1, 300, 2500, 4, 4);
+  c.window_left = 400, c.window_right = 0, v.push_back({c, false});
   // Above head dim 128 from kSm90L2GroupMaxKeys + 1 to kSm90WideOneHeadGroupMaxKeys keys: one head
   // per group, static schedule, several (batch, head) pairs of GQA heads.
   c = make("sched_causal_1500_one_head_static_d256_bf16", bf, 256, 2, 1500, 1500, 6, 3), c.causal = true;
