@@ -23,10 +23,15 @@ struct ForwardConfig {
   // tiles of 4 warps: 96 KB of shared memory, two blocks per SM with independent barriers and
   // twice the blocks of 128-row tiles for short sequences.
   static constexpr int kBlockM = kHeadDim >= 192 ? 64 : 128;
-  // Key tiles as wide as the registers allow without spilling beside S and O of 32 rows a warp:
-  // 128 at head dim 32; 64 at 64 (128 spilled 68 bytes, the row sums inside the loop); 32 at 128
-  // (64 spilled 4 bytes on sm_80, 8 on sm_90 inside the loop); 64 rows a tile above (16 a warp).
-  static constexpr int kBlockN = kHeadDim <= 32 ? 128 : kHeadDim == 128 ? 32 : 64;
+  // Wider key tiles where the output accumulator is small enough to leave registers for them.
+  // FlashAttention-2's narrower widths (64 at head dim 64, 32 at 128) spill nothing but lost
+  // 6-11% at head dim 128 (0.89-0.94x FA2, docs/perf.md session 9).
+  static constexpr int kBlockN = kHeadDim <= 64 ? 128 : 64;
+  // The K / V copies inside the loop and the output store read the thread index afresh
+  // (fresh_thread_index), so their per-thread offsets are not kept live across the loop: at head
+  // dim 64 that takes the spill from 68 bytes to none on sm_80 and sm_90. Elsewhere it moved
+  // ptxas's allocation the other way (head dim 128: 4 / 8 bytes -> 84 / 108), so only there.
+  static constexpr bool kFreshCopyLanes = kHeadDim == 64;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpRows = kBlockM / kWarps;
@@ -103,6 +108,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   if (m0 >= seq.len_q) return;
   const int hk = h / p.heads_per_kv;
   const int tid = threadIdx.x;
+  const auto copy_lane = [tid] { return Cfg::kFreshCopyLanes ? fresh_thread_index() : tid; };
   ForwardWarp<Cfg> w;
   w.warp = tid / 32;
   w.lane = tid % 32;
@@ -161,7 +167,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
     cp_async_wait<0>();
     __syncthreads();  // K tile landed; every warp is done with the previous V tile
     copy_tile_async<KVTile, Cfg::kThreads>(v_base, v + n0 * p.v.row_stride, p.v.row_stride, seq.len_k - n0,
-                                           p.headdim_chunks, tid);
+                                           p.headdim_chunks, copy_lane());
     cp_async_commit();
 
 #pragma unroll
@@ -196,7 +202,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
     if (n_block > tiles.begin) {
       const int n_prev = n0 - kBlockN;
       copy_tile_async<KVTile, Cfg::kThreads>(k_base, k + n_prev * p.k.row_stride, p.k.row_stride,
-                                             seq.len_k - n_prev, p.headdim_chunks, tid);
+                                             seq.len_k - n_prev, p.headdim_chunks, copy_lane());
       cp_async_commit();
     }
 
@@ -279,7 +285,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   __syncthreads();
   Element* out = static_cast<Element*>(p.out.data) + b * p.out.batch_stride +
                  (seq.q_row0 + m0) * p.out.row_stride + h * p.out.head_stride;
-  store_tile<QTile, Cfg::kThreads>(smem_q, out, p.out.row_stride, rows_valid, p.headdim_chunks, tid);
+  store_tile<QTile, Cfg::kThreads>(smem_q, out, p.out.row_stride, rows_valid, p.headdim_chunks, copy_lane());
 }
 
 template <typename Element, int kHeadDim>
