@@ -108,6 +108,10 @@ def env_set(name, value):
             os.environ[name] = previous
 
 
+# The library's overrides read at every call (the rest, such as FLASHATTN_CUDA_KERNELS, once).
+PER_CALL_ENV = ("FLASHATTN_SM90_VARIANT", "FLASHATTN_SM90_CAUSAL_GROUPS", "FLASHATTN_SM90_BACKWARD")
+
+
 def ours_with_env(name, value):
     """Ours with one environment variable set around each call (the library reads its overrides,
     FLASHATTN_SM90_VARIANT, FLASHATTN_SM90_CAUSAL_GROUPS and FLASHATTN_SM90_BACKWARD, at every call):
@@ -188,6 +192,11 @@ def main():
         ap.error("--rounds must be at least 1")
     for setting in args.ours_env:
         name, _, value = setting.partition("=")
+        if name not in PER_CALL_ENV:
+            # FLASHATTN_CUDA_KERNELS is read once per process: set around a call it changes nothing
+            # (session 9 timed the sm90 forward twice that way, thinking one was the sm80 one).
+            ap.error(f"--ours-env {name}: the library reads only {', '.join(PER_CALL_ENV)} at every "
+                     f"call; set {name} for the whole run instead")
         IMPLS[f"flashattn[{setting}]"] = ours_with_env(name, value)
     HEADDIMS[:] = [int(d) for d in args.headdims.split(",")]
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
