@@ -285,7 +285,16 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   __syncthreads();
   Element* out = static_cast<Element*>(p.out.data) + b * p.out.batch_stride +
                  (seq.q_row0 + m0) * p.out.row_stride + h * p.out.head_stride;
-  store_tile<QTile, Cfg::kThreads>(smem_q, out, p.out.row_stride, rows_valid, p.headdim_chunks, copy_lane());
+  // At head dim 128 the store alone reading the thread index afresh clears the sm_80 build's 4
+  // bytes (a lane offset kept from the prologue) but takes the sm_90 build from 8 to 48, so only
+  // on sm_80 (docs/perf.md session 9: 64 combinations of such reads, none clean on both).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kFreshStoreLane = Cfg::kFreshCopyLanes || kHeadDim == 128;
+#else
+  constexpr bool kFreshStoreLane = Cfg::kFreshCopyLanes;
+#endif
+  store_tile<QTile, Cfg::kThreads>(smem_q, out, p.out.row_stride, rows_valid, p.headdim_chunks,
+                                   kFreshStoreLane ? fresh_thread_index() : tid);
 }
 
 template <typename Element, int kHeadDim>
