@@ -113,9 +113,8 @@ PER_CALL_ENV = ("FLASHATTN_SM90_VARIANT", "FLASHATTN_SM90_CAUSAL_GROUPS", "FLASH
 
 
 def ours_with_env(name, value):
-    """Ours with one environment variable set around each call (the library reads its overrides,
-    FLASHATTN_SM90_VARIANT, FLASHATTN_SM90_CAUSAL_GROUPS and FLASHATTN_SM90_BACKWARD, at every call):
-    an A/B in one run. time_impl also sets it around the backward (run.env)."""
+    """Ours with one environment variable set around each call (one of PER_CALL_ENV, which the
+    library reads at every call): an A/B in one run. time_impl also sets it around the backward (run.env)."""
     def run(q, k, v, causal):
         with env_set(name, value):
             return ours_fwd(q, k, v, causal)

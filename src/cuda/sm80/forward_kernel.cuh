@@ -108,7 +108,9 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   if (m0 >= seq.len_q) return;
   const int hk = h / p.heads_per_kv;
   const int tid = threadIdx.x;
-  const auto copy_lane = [tid] { return Cfg::kFreshCopyLanes ? fresh_thread_index() : tid; };
+  // The thread index for a copy's or store's lane offsets, read afresh where `fresh` (see
+  // ForwardConfig::kFreshCopyLanes).
+  const auto lane_tid = [tid](bool fresh) { return fresh ? fresh_thread_index() : tid; };
   ForwardWarp<Cfg> w;
   w.warp = tid / 32;
   w.lane = tid % 32;
@@ -167,7 +169,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
     cp_async_wait<0>();
     __syncthreads();  // K tile landed; every warp is done with the previous V tile
     copy_tile_async<KVTile, Cfg::kThreads>(v_base, v + n0 * p.v.row_stride, p.v.row_stride, seq.len_k - n0,
-                                           p.headdim_chunks, copy_lane());
+                                           p.headdim_chunks, lane_tid(Cfg::kFreshCopyLanes));
     cp_async_commit();
 
 #pragma unroll
@@ -202,7 +204,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
     if (n_block > tiles.begin) {
       const int n_prev = n0 - kBlockN;
       copy_tile_async<KVTile, Cfg::kThreads>(k_base, k + n_prev * p.k.row_stride, p.k.row_stride,
-                                             seq.len_k - n_prev, p.headdim_chunks, copy_lane());
+                                             seq.len_k - n_prev, p.headdim_chunks, lane_tid(Cfg::kFreshCopyLanes));
       cp_async_commit();
     }
 
@@ -294,7 +296,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   constexpr bool kFreshStoreLane = Cfg::kFreshCopyLanes;
 #endif
   store_tile<QTile, Cfg::kThreads>(smem_q, out, p.out.row_stride, rows_valid, p.headdim_chunks,
-                                   kFreshStoreLane ? fresh_thread_index() : tid);
+                                   lane_tid(kFreshStoreLane));
 }
 
 template <typename Element, int kHeadDim>
