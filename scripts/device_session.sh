@@ -140,7 +140,9 @@ probe() {
 # variant harness with 200 ms windows (MEASURE_WINDOW_MS) per variant and round (MEASURE_ROUNDS,
 # 2) after an untimed window (the short
 # windows of v1-v7 ran at a higher clock than sustained work), one line of MEASURE_HARNESS
-# ("hdim variants,...") per head dim; MEASURE_NCU (one backward launch under Nsight Compute),
+# ("hdim variants,... [protocol_only]") per head dim (protocol shapes only; a third field of 0, or
+# MEASURE_PROTOCOL_ONLY=0 for every line, adds the decode-like GQA shapes, where the *_used_k
+# variants run); MEASURE_NCU (one backward launch under Nsight Compute),
 # MEASURE_PYTEST=1 (the Python GPU tests); MEASURE_PACKAGE: bench_gpu.py arguments for one package run
 # (MEASURE_PACKAGE_TIMEOUT seconds, 150 by default).
 measure() {
@@ -170,7 +172,8 @@ measure() {
   while read -r line; do
     [ -n "$line" ] || continue
     set -- $line
-    timeout 200 "$BUILD/flashattn_sm90_variants" 0 "${MEASURE_ROUNDS:-2}" "$1" 0 -1 "$2" 1 "${MEASURE_WINDOW_MS:-200}" 1 \
+    timeout 200 "$BUILD/flashattn_sm90_variants" 0 "${MEASURE_ROUNDS:-2}" "$1" 0 -1 "$2" 1 "${MEASURE_WINDOW_MS:-200}" \
+      "${3:-${MEASURE_PROTOCOL_ONLY:-1}}" \
       >> "$OUT/harness.jsonl" 2>> "$OUT/harness.err"
     echo "harness hdim $1 exit $?"
   done <<< "${MEASURE_HARNESS:-}"
@@ -227,7 +230,9 @@ measure() {
   # MEASURE_PYTEST=1: the Python GPU tests.
   [ -n "${MEASURE_PYTEST:-}" ] && PY_TIMEOUT=200 python_tests
   if [ -n "${MEASURE_PACKAGE:-}" ]; then
-    PYTHONPATH="$PWD/python" timeout ${MEASURE_PACKAGE_TIMEOUT:-150} python3 benchmarks/bench_gpu.py $MEASURE_PACKAGE --out "$OUT/package.json" \
+    # MEASURE_PACKAGE_ENV: arguments of env(1) for the package run alone, e.g.
+    # "-u FLASHATTN_SM80_FORWARD_TILES FLASHATTN_CUDA_KERNELS=sm80" (a variable read once per process).
+    env ${MEASURE_PACKAGE_ENV:-} PYTHONPATH="$PWD/python" timeout ${MEASURE_PACKAGE_TIMEOUT:-150} python3 benchmarks/bench_gpu.py $MEASURE_PACKAGE --out "$OUT/package.json" \
       > "$OUT/package.log" 2>&1
     echo "package exit $?"; tail -25 "$OUT/package.log"
   fi

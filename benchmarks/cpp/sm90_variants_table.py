@@ -1,5 +1,5 @@
 """Prints flashattn_sm90_variants' JSON lines as one table per head dim: a row per shape, a column
-per variant (TFLOP/s; decode-like shapes in ms). Usage: python3 sm90_variants_table.py variants.jsonl"""
+per variant (TFLOP/s; decode-like shapes in ms; "!n<d": n output words unlike the first variant's, by at most d in O). Usage: python3 sm90_variants_table.py variants.jsonl"""
 import collections
 import json
 import sys
@@ -14,6 +14,8 @@ def main():
         square = sq == r["seqlen"]
         key = (r["hq"], r["hkv"], r["causal"], r["seqlen"] if square else f'{sq}/{r["seqlen"]}')
         cell = r["tflops"] if square else f'{r["ms"]}ms'
+        if r.get("mismatches_vs_first"):  # output bits unlike the first variant's (a changed result)
+            cell = f'{cell} !{r["mismatches_vs_first"]}<{r.get("max_diff_vs_first", "?")}'
         by_hdim.setdefault(r["hdim"], collections.OrderedDict()).setdefault(key, {})[r["variant"]] = cell
     for hdim, shapes in by_hdim.items():
         names = []
