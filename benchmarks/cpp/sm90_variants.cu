@@ -278,8 +278,8 @@ int main(int argc, char** argv) {
     std::vector<int> reps_of(vars.size(), reps);
     // Each variant's O and LSE against the first variant's, bit for bit, from one launch on
     // poisoned outputs (NaN): changes only to where data waits in shared memory (session 10's
-    // deeper K ring, branch work-s90-k3) must give identical bits; others report how many words differ, and the
-    // largest difference of O (a NaN counts as 1e30) for changes to the arithmetic.
+    // deeper K ring, branch work-s90-k3) must give identical bits; others report how many words
+    // differ, and the largest difference of O (a NaN counts as 1e30) for changes to the arithmetic.
     const size_t out_words = size_t(p[0].total_q) * sh.hq * sh.hdim, lse_words = size_t(p[0].total_q) * sh.hq;
     std::vector<uint16_t> first_out, got_out(out_words);
     std::vector<float> first_lse, got_lse(lse_words);
