@@ -132,6 +132,16 @@ FA_DEV uint3 fresh_block_index() {
   return b;
 }
 
+// A pair of 64-bit values in shared memory, read back through volatile asm so that ptxas reloads
+// them at each use: values a loop needs now and then (a thread's copy source pointers) then do
+// not hold registers across it in a kernel at the 255-register limit.
+FA_DEV void store_shared_pair(uint32_t addr, uint64_t a, uint64_t b) {
+  asm volatile("st.shared.v2.u64 [%0], {%1, %2};\n" ::"r"(addr), "l"(a), "l"(b) : "memory");
+}
+FA_DEV void load_shared_pair(uint32_t addr, uint64_t& a, uint64_t& b) {
+  asm volatile("ld.shared.v2.u64 {%0, %1}, [%2];\n" : "=l"(a), "=l"(b) : "r"(addr) : "memory");
+}
+
 FA_DEV float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));

@@ -207,6 +207,27 @@ FA_DEV void copy_tile_async(uint32_t base, const Element* gmem, int64_t row_stri
   }
 }
 
+// copy_tile_async with the thread's own source given: `thread_src` is the tile's row 0 plus this
+// thread's row * row_stride + chunk * 8, computed once and kept wherever the caller likes
+// (shared memory, for a kernel whose registers are all taken across its key loop).
+template <class Tile, int kThreads, typename Element>
+FA_DEV void copy_tile_async_from(uint32_t base, const Element* thread_src, int64_t row_stride, int valid_rows,
+                                 int valid_chunks, int tid) {
+  using Plan = TileCopyPlan<Tile, kThreads>;
+  const int row = Plan::row(tid), chunk = Plan::chunk(tid);
+  if (chunk >= Tile::kChunks) return;
+  const uint32_t dst0 = base + Tile::offset(row, chunk);
+  const uint32_t dst1 = Plan::kRowStep % 8 == 0 ? dst0 : base + Tile::offset(row + Plan::kRowStep, chunk);
+  const uint32_t step = Plan::row_step_bytes(chunk);
+  const bool chunk_valid = chunk < valid_chunks;
+#pragma unroll
+  for (int i = 0; i < Plan::kIters; ++i) {
+    const bool valid = chunk_valid && row + i * Plan::kRowStep < valid_rows;
+    cp_async_16(Plan::access_offset(dst0, dst1, step, i),
+                valid ? thread_src + i * Plan::kRowStep * row_stride : thread_src, valid);
+  }
+}
+
 // copy_tile_async for a tile whose rows and chunks all hold data: no bounds, no zero fill, no
 // address selects. Thread `tid` (< kThreads) issues kIters copies at gmem + its row and chunk,
 // each one row step further; the row step is the only 64-bit arithmetic per copy.

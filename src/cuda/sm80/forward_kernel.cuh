@@ -40,7 +40,13 @@ struct ForwardConfig {
   static constexpr int kDFrags = kHeadDim / 8;
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
   using KVTile = SwizzledTile<kBlockN, kHeadDim>;
-  static constexpr int kSmemBytes = QTile::kBytes + 2 * KVTile::kBytes;
+  // At head dim 128 the kernel sits at 255 registers and ptxas spilled one 64-bit copy offset
+  // across the key loop (8 bytes on sm_90). Each thread's K / V copy sources live in a 16-byte
+  // shared-memory slot of its own instead, read back (one LDS.128) at each copy: 0 spills on
+  // sm_80 and sm_90 (docs/perf.md session 11).
+  static constexpr bool kCopySourcesInSmem = kHeadDim == 128;
+  static constexpr int kSourceSlotBytes = kCopySourcesInSmem ? 16 * kThreads : 0;
+  static constexpr int kSmemBytes = QTile::kBytes + 2 * KVTile::kBytes + kSourceSlotBytes;
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -133,6 +139,37 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   const Element* v = static_cast<const Element*>(p.v.data) + b * p.v.batch_stride + seq.k_row0 * p.v.row_stride +
                      hk * p.v.head_stride;
 
+  // This thread's K / V copy sources (row 0 of the sequence's keys + its row and chunk), kept in
+  // its shared-memory slot (ForwardConfig::kCopySourcesInSmem).
+  using KVPlan = TileCopyPlan<KVTile, Cfg::kThreads>;
+  const uint32_t sources_addr = v_base + KVTile::kBytes + tid * 16;
+  if (Cfg::kCopySourcesInSmem) {
+    const int row = KVPlan::row(tid), chunk = KVPlan::chunk(tid);
+    store_shared_pair(sources_addr, reinterpret_cast<uint64_t>(k + row * p.k.row_stride + chunk * 8),
+                      reinterpret_cast<uint64_t>(v + row * p.v.row_stride + chunk * 8));
+  }
+  // With the sources in shared memory, sm_80 also needs the copy's thread index read afresh
+  // (76 bytes of spill -> 0) and sm_90 must not have it (0 -> 80): ptxas at 255 registers.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kFreshSourceLane = true;
+#else
+  constexpr bool kFreshSourceLane = false;
+#endif
+  const auto copy_kv = [&](bool is_v, int n_first) {
+    const uint32_t dst = is_v ? v_base : k_base;
+    const int64_t stride = is_v ? p.v.row_stride : p.k.row_stride;
+    if (Cfg::kCopySourcesInSmem) {
+      uint64_t ks, vs;
+      load_shared_pair(sources_addr, ks, vs);
+      const Element* src = reinterpret_cast<const Element*>(is_v ? vs : ks) + n_first * stride;
+      copy_tile_async_from<KVTile, Cfg::kThreads>(dst, src, stride, seq.len_k - n_first, p.headdim_chunks,
+                                                  lane_tid(kFreshSourceLane));
+    } else {
+      copy_tile_async<KVTile, Cfg::kThreads>(dst, (is_v ? v : k) + n_first * stride, stride, seq.len_k - n_first,
+                                             p.headdim_chunks, lane_tid(Cfg::kFreshCopyLanes));
+    }
+  };
+
   copy_tile_async<QTile, Cfg::kThreads>(q_base, q, p.q.row_stride, rows_valid, p.headdim_chunks, tid);
   cp_async_commit();
   if (!tiles.empty()) {
@@ -168,8 +205,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
 
     cp_async_wait<0>();
     __syncthreads();  // K tile landed; every warp is done with the previous V tile
-    copy_tile_async<KVTile, Cfg::kThreads>(v_base, v + n0 * p.v.row_stride, p.v.row_stride, seq.len_k - n0,
-                                           p.headdim_chunks, lane_tid(Cfg::kFreshCopyLanes));
+    copy_kv(true, n0);
     cp_async_commit();
 
 #pragma unroll
@@ -203,8 +239,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
     __syncthreads();  // V tile landed; every warp is done with this K tile
     if (n_block > tiles.begin) {
       const int n_prev = n0 - kBlockN;
-      copy_tile_async<KVTile, Cfg::kThreads>(k_base, k + n_prev * p.k.row_stride, p.k.row_stride,
-                                             seq.len_k - n_prev, p.headdim_chunks, lane_tid(Cfg::kFreshCopyLanes));
+      copy_kv(false, n_prev);
       cp_async_commit();
     }
 
@@ -287,16 +322,8 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   __syncthreads();
   Element* out = static_cast<Element*>(p.out.data) + b * p.out.batch_stride +
                  (seq.q_row0 + m0) * p.out.row_stride + h * p.out.head_stride;
-  // At head dim 128 the store alone reading the thread index afresh clears the sm_80 build's 4
-  // bytes (a lane offset kept from the prologue) but takes the sm_90 build from 8 to 48, so only
-  // on sm_80 (docs/perf.md session 9: 64 combinations of such reads, none clean on both).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr bool kFreshStoreLane = Cfg::kFreshCopyLanes || kHeadDim == 128;
-#else
-  constexpr bool kFreshStoreLane = Cfg::kFreshCopyLanes;
-#endif
   store_tile<QTile, Cfg::kThreads>(smem_q, out, p.out.row_stride, rows_valid, p.headdim_chunks,
-                                   lane_tid(kFreshStoreLane));
+                                   lane_tid(Cfg::kFreshCopyLanes));
 }
 
 template <typename Element, int kHeadDim>
