@@ -41,6 +41,8 @@ build() {
   cp "$BUILD"/python/_C*.so python/flashattn/ 2>/dev/null
   echo "build exit $rc in $(( $(date +%s) - start )) s"
   [ $rc = 0 ] || tail -30 "$OUT/build.log"
+  # The whole kernel set's machine code: no spills, HMMA / HGMMA in the main kernels.
+  [ $rc = 0 ] && python3 scripts/check_sass.py "$BUILD/libflashattn.a" 2>&1 | tail -20
   return $rc
 }
 
