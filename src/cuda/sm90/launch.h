@@ -145,6 +145,12 @@ Status launch_forward(const AttentionProblem& pb) {
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, pb.device_index);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaDeviceGetAttribute: ") + cudaGetErrorString(err));
   kp.l2_group_heads = causal_group_heads<Cfg>(pb, l2_bytes);
+  const int pairs = pb.batch * (Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
+  kp.div_m_blocks = FastDivisor::make(kp.num_m_blocks);
+  kp.div_heads = FastDivisor::make(Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
+  kp.div_group_tiles = FastDivisor::make(kp.l2_group_heads * kp.num_m_blocks);
+  kp.div_group = FastDivisor::make(kp.l2_group_heads);
+  kp.div_last_group = FastDivisor::make(pairs % kp.l2_group_heads == 0 ? kp.l2_group_heads : pairs % kp.l2_group_heads);
   auto kernel = forward_kernel<Cfg>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));

@@ -35,7 +35,9 @@ __device__ __forceinline__ int tile_query_rows(const KernelParams& p) {
 
 template <class Cfg>
 __device__ __forceinline__ TileCoord tile_coord_of(const KernelParams& p, int index) {
-  if constexpr (Cfg::kPackGqa) {
+  if constexpr (Cfg::kFastTileDecode) {
+    return tile_coord_fast(p, index, p.batch * (Cfg::kPackGqa ? p.nheads_kv : p.nheads_q));
+  } else if constexpr (Cfg::kPackGqa) {
     return tile_coord_packed(p, index);
   } else {
     return tile_coord(p, index);

@@ -6,6 +6,8 @@
 
 #include <cuda.h>
 
+#include "cuda/common/fast_divisor.h"
+
 namespace flashattn {
 namespace sm90 {
 
@@ -53,6 +55,14 @@ struct KernelParams {
   // sequence): the V rows of a partial last key block are zeroed in shared memory before P V
   // (mainloop_load.h). Set by the launch; 0 keeps the producer on its plain path.
   int zero_kv_tail = 0;
+
+  // The tile decode's divisors (tile_scheduler.h, Cfg::kFastTileDecode), set by the launch for its
+  // tile numbering. Appended after every other field, so their offsets stay as they were.
+  FastDivisor div_m_blocks;     // num_m_blocks
+  FastDivisor div_heads;        // nheads_q, or nheads_kv for GQA head packing
+  FastDivisor div_group_tiles;  // l2_group_heads * num_m_blocks
+  FastDivisor div_group;        // l2_group_heads
+  FastDivisor div_last_group;   // the (batch, head) pairs of the last group (fewer where they do not divide)
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims
