@@ -100,15 +100,10 @@ struct EpilogueNotOverlapped : Base {
   static constexpr bool kOverlapEpilogue = false;
 };
 // The same kernel with the tile index decoded by integer divisions, as up to session 10
-// (KernelConfig::kFastTileDecode), and with the finalize under the next tile's first S
-// (KernelConfig::kFinalizeUnderNextScores); "_old" below is both as up to session 10.
+// (KernelConfig::kFastTileDecode).
 template <class Base>
 struct DividingTileDecode : Base {
   static constexpr bool kFastTileDecode = false;
-};
-template <class Base>
-struct FinalizeUnderNextScores : Base {
-  static constexpr bool kFinalizeUnderNextScores = true;
 };
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
@@ -190,17 +185,13 @@ const Variant kVariants[] = {
     {256, "n80_s2_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, false>, kGroupsL2>, 1},
     {256, "n80_s2_dyn_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>, kGroupsL2>, 1},
     {256, "n80_s2_dyn_one", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>, kGroupsOne>, 1},
-    // Session 11: the tile decode by divisions ("_div", as up to session 10) against the default's
-    // multiply-highs, and the finalize under the next tile's first S ("_fin").
+    // Session 11: the tile decode by divisions ("_div", the kernels up to session 10) against the
+    // default's multiply-highs. They run after every variant above in a round.
     {64, "n128_s4_2wg_div", run_cfg<DividingTileDecode<TileCfg<64, 128, 4, false, 2>>>},
-    {64, "n128_s4_2wg_fin", run_cfg<FinalizeUnderNextScores<TileCfg<64, 128, 4, false, 2>>>},
     {64, "n128_s4_div", run_cfg<DividingTileDecode<TileCfg<64, 128, 4, false>>>},
     {64, "n128_s4_dyn_div", run_cfg<DividingTileDecode<TileCfg<64, 128, 4, true>>>},
-    {64, "n128_s4_dyn_fin", run_cfg<FinalizeUnderNextScores<TileCfg<64, 128, 4, true>>>},
     {128, "n128_s2_div", run_cfg<DividingTileDecode<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_fin", run_cfg<FinalizeUnderNextScores<TileCfg<128, 128, 2, false>>>},
     {128, "n128_s2_dyn_div", run_cfg<DividingTileDecode<TileCfg<128, 128, 2, true>>>},
-    {128, "n128_s2_dyn_fin", run_cfg<FinalizeUnderNextScores<TileCfg<128, 128, 2, true>>>},
     {256, "n80_s2_div", run_cfg<DividingTileDecode<TileCfg<256, 80, 2, false>>>},
     {256, "n80_s2_dyn_div", run_cfg<DividingTileDecode<TileCfg<256, 80, 2, true>>>},
 };

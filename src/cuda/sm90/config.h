@@ -131,11 +131,6 @@ struct KernelConfig {
   // instead of integer divisions by run-time values: at every tile start, between the last product
   // of one tile and the first of the next (session 11; false: the divisions, for the harness).
   static constexpr bool kFastTileDecode = true;
-  // With the epilogue overlapped (kernel.h, overlapped_tiles), true runs a tile's softmax finalize
-  // (the row sums' shuffles, 1 / l, O scaled, the logsumexp) after the next tile's first
-  // S = Q K^T has been issued, in the epilogue, instead of before the next tile is decoded. A
-  // harness candidate (session 11): the head dim 64 two-warpgroup kernel then spills 4 bytes.
-  static constexpr bool kFinalizeUnderNextScores = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

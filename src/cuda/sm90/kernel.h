@@ -47,7 +47,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   OnlineSoftmax<Cfg::kBlockN> softmax;
   auto store_previous = [&]() {
     if (prev.kind == kScores) {
-      if constexpr (Cfg::kFinalizeUnderNextScores) softmax.finalize(o, p.score_log2, lse);
       epilogue.store(o, lse, prev.seq, prev.t);
     } else if (prev.kind == kEmpty) {
       epilogue.store_empty(prev.seq, prev.t);
@@ -98,7 +97,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       next = take_next();
       softmax.reset();
       mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state);
-      if constexpr (!Cfg::kFinalizeUnderNextScores) softmax.finalize(o, p.score_log2, lse);
+      softmax.finalize(o, p.score_log2, lse);
     } else {
       store_previous();
       if (index >= p.num_tiles) break;
