@@ -140,7 +140,8 @@ probe() {
 # Sustained-window A/B (docs/perf.md, v8). With nvidia-smi sampling throughout: the C++ GPU tests
 # MEASURE_TESTS selects and compute-sanitizer over MEASURE_SANITIZE (each skipped when empty); the
 # variant harness with 200 ms windows (MEASURE_WINDOW_MS) per variant and round (MEASURE_ROUNDS,
-# 2) after an untimed window (the short
+# 2; twice the number of variants a line selects puts each in every position once each way, as an
+# A/B of a few percent needs) after an untimed window (the short
 # windows of v1-v7 ran at a higher clock than sustained work), one line of MEASURE_HARNESS
 # ("hdim variants,... [protocol_only]") per head dim (protocol shapes only; a third field of 0, or
 # MEASURE_PROTOCOL_ONLY=0 for every line, adds the decode-like GQA shapes, where the *_used_k

@@ -2,8 +2,9 @@
 // configuration, other tile shapes, the dynamic tile scheduler and (when built with
 // FLASHATTN_SM90_BASELINE) an older version of the kernel. Every protocol shape (tokens 16384,
 // width 2048, bf16) plus the GQA ones; the variants of a shape run interleaved over `rounds`
-// rounds and each reports the best of its per-round medians, so slow drift of the clocks hits
-// all variants alike. Calls the launch templates directly with contiguous fixed-length problems.
+// rounds and each reports the best of its per-round medians (and each round's, ms_rounds), so
+// slow drift of the clocks hits all variants alike; 2 x (variants) rounds put every variant in
+// every position of the order once each way. Calls the launch templates directly with contiguous fixed-length problems.
 // Usage: flashattn_sm90_variants [reps=10] [rounds=2] [hdim] [seqlen] [causal 0/1] [variant name]
 // [flush 0/1] [window_ms=0] [protocol_only 0/1]; hdim .. name filter (0 or -1 or "": all; names
 // comma-separated, each matching exactly), protocol_only skips the decode-like GQA shapes,
@@ -293,6 +294,7 @@ int main(int argc, char** argv) {
       if (var.hdim == sh.hdim && (var.causal_only < 0 || var.causal_only == int(sh.causal))) vars.push_back(&var);
     }
     std::vector<float> best(vars.size(), 1e30f);
+    std::vector<std::vector<float>> round_ms(vars.size());
     std::vector<int> reps_of(vars.size(), reps);
     // Each variant's O and LSE against the first variant's, bit for bit, from one launch on
     // poisoned outputs (NaN): changes only to where data waits in shared memory (session 10's
@@ -346,8 +348,14 @@ int main(int argc, char** argv) {
     for (int round = 0; round < rounds; ++round) {
       // Odd rounds take the variants in reverse order: under the power cap the clock follows the
       // last tens of milliseconds, so a fixed order can favour a position (docs/perf.md, sm90 v7).
+      // Each pair of rounds also rotates the order by one, so that with 2 x (variants) rounds
+      // every variant takes every position once in each direction: with 3 rounds (forward,
+      // reverse, forward) the first variants ran early twice and read 1-4% faster than the last
+      // at rows where the change could not matter (docs/perf.md, session 11).
+      const size_t rotation = size_t(round / 2) % vars.size();
       for (size_t j = 0; j < vars.size(); ++j) {
-        const size_t i = round % 2 ? vars.size() - 1 - j : j;
+        const size_t k = (j + rotation) % vars.size();
+        const size_t i = round % 2 ? vars.size() - 1 - k : k;
         Status s;
         for (int w = 0; w < 2; ++w) s = vars[i]->launch(p[w % 2]);
         if (!s.ok()) {
@@ -366,14 +374,22 @@ int main(int argc, char** argv) {
         for (int r = 0; r < n; ++r) cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]);
         std::sort(ms.begin(), ms.end());
         best[i] = std::min(best[i], ms[n / 2]);
+        round_ms[i].push_back(ms[n / 2]);
       }
     }
     for (size_t i = 0; i < vars.size(); ++i) {
+      // Each round's median too, in the order the rounds ran, to judge a difference by its spread.
+      std::string rounds_json;
+      for (float m : round_ms[i]) {
+        char one[32];
+        std::snprintf(one, sizeof one, "%s%.4f", rounds_json.empty() ? "" : ", ", m);
+        rounds_json += one;
+      }
       std::printf("{\"variant\": \"%s\", \"hdim\": %d, \"seqlen\": %d, \"hq\": %d, \"hkv\": %d, \"causal\": %d, "
                   "\"seqlen_q\": %d, \"flush\": %d, \"reps\": %d, \"ms\": %.4f, \"tflops\": %.1f, "
-                  "\"mismatches_vs_first\": %lld, \"max_diff_vs_first\": %.3g}\n",
+                  "\"ms_rounds\": [%s], \"mismatches_vs_first\": %lld, \"max_diff_vs_first\": %.3g}\n",
                   vars[i]->name, sh.hdim, sh.seqlen, sh.hq, sh.hkv, int(sh.causal), p[0].seqlen_q, int(flush),
-                  reps_of[i], best[i], flops / best[i] / 1e9, mismatches[i], max_diff[i]);
+                  reps_of[i], best[i], flops / best[i] / 1e9, rounds_json.c_str(), mismatches[i], max_diff[i]);
     }
     std::fflush(stdout);
   }
