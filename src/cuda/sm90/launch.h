@@ -126,7 +126,9 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.seqlen_q = pb.seqlen_q;
   kp.seqlen_k = pb.seqlen_k;
   kp.num_m_blocks = (pb.seqlen_q + tile_rows_q - 1) / tile_rows_q;
-  kp.num_tiles = kp.num_m_blocks * pb.batch * (Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
+  // Tiles are numbered over (m block, head, batch); with GQA packing the head is the KV head.
+  const int tile_heads = Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q;
+  kp.num_tiles = kp.num_m_blocks * pb.batch * tile_heads;
   kp.pack_log2 = pack_log2;
   kp.nheads_kv = pb.nheads_kv;
   kp.longest_first = pb.mask.window_right >= 0 && pb.mask.window_left < 0;
@@ -145,9 +147,9 @@ Status launch_forward(const AttentionProblem& pb) {
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, pb.device_index);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaDeviceGetAttribute: ") + cudaGetErrorString(err));
   kp.l2_group_heads = causal_group_heads<Cfg>(pb, l2_bytes);
-  const int pairs = pb.batch * (Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
+  const int pairs = pb.batch * tile_heads;
   kp.div_m_blocks = FastDivisor::make(kp.num_m_blocks);
-  kp.div_heads = FastDivisor::make(Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
+  kp.div_heads = FastDivisor::make(tile_heads);
   kp.div_group_tiles = FastDivisor::make(kp.l2_group_heads * kp.num_m_blocks);
   kp.div_group = FastDivisor::make(kp.l2_group_heads);
   kp.div_last_group = FastDivisor::make(pairs % kp.l2_group_heads == 0 ? kp.l2_group_heads : pairs % kp.l2_group_heads);
