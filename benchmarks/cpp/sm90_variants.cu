@@ -106,6 +106,11 @@ template <class Base>
 struct DividingTileDecode : Base {
   static constexpr bool kFastTileDecode = false;
 };
+// The same kernel staging O with stmatrix (KernelConfig::kStmatrixEpilogue).
+template <class Base>
+struct StmatrixEpilogue : Base {
+  static constexpr bool kStmatrixEpilogue = true;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -193,6 +198,13 @@ const Variant kVariants[] = {
     {64, "n128_s4_dyn_div", run_cfg<DividingTileDecode<TileCfg<64, 128, 4, true>>>},
     {128, "n128_s2_div", run_cfg<DividingTileDecode<TileCfg<128, 128, 2, false>>>},
     {128, "n128_s2_dyn_div", run_cfg<DividingTileDecode<TileCfg<128, 128, 2, true>>>},
+    // O staged with stmatrix ("_stsm"; outputs must be bit-identical to the default's).
+    {64, "n128_s4_2wg_stsm", run_cfg<StmatrixEpilogue<TileCfg<64, 128, 4, false, 2>>>},
+    {64, "n128_s4_stsm", run_cfg<StmatrixEpilogue<TileCfg<64, 128, 4, false>>>},
+    {128, "n128_s2_stsm", run_cfg<StmatrixEpilogue<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_dyn_stsm", run_cfg<StmatrixEpilogue<TileCfg<128, 128, 2, true>>>},
+    {256, "n80_s2_stsm", run_cfg<StmatrixEpilogue<TileCfg<256, 80, 2, false>>>},
+    {256, "n80_s2_dyn_stsm", run_cfg<StmatrixEpilogue<TileCfg<256, 80, 2, true>>>},
     {256, "n80_s2_div", run_cfg<DividingTileDecode<TileCfg<256, 80, 2, false>>>},
     {256, "n80_s2_dyn_div", run_cfg<DividingTileDecode<TileCfg<256, 80, 2, true>>>},
 };

@@ -131,6 +131,9 @@ struct KernelConfig {
   // instead of integer divisions by run-time values: at every tile start, between the last product
   // of one tile and the first of the next (session 11; false: the divisions, for the harness).
   static constexpr bool kFastTileDecode = true;
+  // The epilogue stages O with stmatrix (four 8 x 8 matrices an instruction: d / 32 a thread)
+  // instead of one 4-byte store per pair (d / 4). Harness candidate (session 11, compiled only).
+  static constexpr bool kStmatrixEpilogue = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
