@@ -177,6 +177,13 @@ struct KernelConfig {
   // overlapped_tiles): needs Q free by then, i.e. the output in a tile of its own.
   static constexpr bool kOverlapEpilogue = kStagedOutput;
   static_assert(!(kStagedOutput && Output_ != kOutputAuto), "the output tile fits: no other output path");
+  // A consumer warpgroup whose rows see none of the last key block's keys past its first half
+  // (the causal diagonal of warpgroup 0's rows, a short last block) runs that block's softmax and
+  // P V over only those columns (mainloop_mma.h, kNarrowN). Not with GQA packing, whose tile rows
+  // are not consecutive query rows, and not without an output tile of its own (head dims 192 / 256,
+  // 176-key blocks): there the narrowed step's code left ptxas short of registers for the wgmma
+  // pipeline and it serialised every wgmma (C7511). false: the harness's reference.
+  static constexpr bool kNarrowLastBlock = !PackGqa_ && kStagedOutput;
 
   // Layout: Q | K ring | V ring | O (when staged) | mbarriers. Every tile starts on a swizzle atom.
   static constexpr int kQOffset = 0;
