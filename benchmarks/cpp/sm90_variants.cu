@@ -106,10 +106,11 @@ template <class Base>
 struct DividingTileDecode : Base {
   static constexpr bool kFastTileDecode = false;
 };
-// The same kernel staging O with stmatrix (KernelConfig::kStmatrixEpilogue).
+// The same kernel staging O with one 4-byte store per pair, as up to session 11
+// (KernelConfig::kStmatrixEpilogue).
 template <class Base>
-struct StmatrixEpilogue : Base {
-  static constexpr bool kStmatrixEpilogue = true;
+struct PairStoreEpilogue : Base {
+  static constexpr bool kStmatrixEpilogue = false;
 };
 // The same kernel computing the tile's last key block whole in every warpgroup, as up to session
 // 11 (KernelConfig::kNarrowLastBlock).
@@ -204,13 +205,14 @@ const Variant kVariants[] = {
     {64, "n128_s4_dyn_div", run_cfg<DividingTileDecode<TileCfg<64, 128, 4, true>>>},
     {128, "n128_s2_div", run_cfg<DividingTileDecode<TileCfg<128, 128, 2, false>>>},
     {128, "n128_s2_dyn_div", run_cfg<DividingTileDecode<TileCfg<128, 128, 2, true>>>},
-    // O staged with stmatrix ("_stsm"; outputs must be bit-identical to the default's).
-    {64, "n128_s4_2wg_stsm", run_cfg<StmatrixEpilogue<TileCfg<64, 128, 4, false, 2>>>},
-    {64, "n128_s4_stsm", run_cfg<StmatrixEpilogue<TileCfg<64, 128, 4, false>>>},
-    {128, "n128_s2_stsm", run_cfg<StmatrixEpilogue<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_dyn_stsm", run_cfg<StmatrixEpilogue<TileCfg<128, 128, 2, true>>>},
-    {256, "n80_s2_stsm", run_cfg<StmatrixEpilogue<TileCfg<256, 80, 2, false>>>},
-    {256, "n80_s2_dyn_stsm", run_cfg<StmatrixEpilogue<TileCfg<256, 80, 2, true>>>},
+    // O staged with one store per pair ("_sts", up to session 11; outputs must be bit-identical to
+    // the default's, which stages with stmatrix).
+    {64, "n128_s4_2wg_sts", run_cfg<PairStoreEpilogue<TileCfg<64, 128, 4, false, 2>>>},
+    {64, "n128_s4_sts", run_cfg<PairStoreEpilogue<TileCfg<64, 128, 4, false>>>},
+    {128, "n128_s2_sts", run_cfg<PairStoreEpilogue<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_dyn_sts", run_cfg<PairStoreEpilogue<TileCfg<128, 128, 2, true>>>},
+    {256, "n80_s2_sts", run_cfg<PairStoreEpilogue<TileCfg<256, 80, 2, false>>>},
+    {256, "n80_s2_dyn_sts", run_cfg<PairStoreEpilogue<TileCfg<256, 80, 2, true>>>},
     {256, "n80_s2_div", run_cfg<DividingTileDecode<TileCfg<256, 80, 2, false>>>},
     {256, "n80_s2_dyn_div", run_cfg<DividingTileDecode<TileCfg<256, 80, 2, true>>>},
     // Session 12: the last key block whole in every warpgroup ("_whole", the kernels up to
