@@ -43,6 +43,9 @@ build() {
   [ $rc = 0 ] || tail -30 "$OUT/build.log"
   # The whole kernel set's machine code: no spills, HMMA / HGMMA in the main kernels.
   [ $rc = 0 ] && python3 scripts/check_sass.py "$BUILD/libflashattn.a" 2>&1 | tail -20
+  # ptxas's wgmma serialisation notes (C7510-C7516: every wgmma of the kernel waited for at once).
+  echo "ptxas wgmma serialisation notes: $(grep -c 'Potential Performance Loss: wgmma' "$OUT/build.log")"
+  grep -o 'Potential Performance Loss: wgmma.*function .[A-Za-z0-9_]*' "$OUT/build.log" | cut -c1-200 | sort | uniq | head -5
   return $rc
 }
 

@@ -106,6 +106,18 @@ template <class Base>
 struct DividingTileDecode : Base {
   static constexpr bool kFastTileDecode = false;
 };
+// The same kernel staging O with one 4-byte store per pair, as up to session 11
+// (KernelConfig::kStmatrixEpilogue).
+template <class Base>
+struct PairStoreEpilogue : Base {
+  static constexpr bool kStmatrixEpilogue = false;
+};
+// The same kernel computing the tile's last key block whole in every warpgroup, as up to session
+// 11 (KernelConfig::kNarrowLastBlock).
+template <class Base>
+struct WholeLastBlock : Base {
+  static constexpr bool kNarrowLastBlock = false;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -193,8 +205,22 @@ const Variant kVariants[] = {
     {64, "n128_s4_dyn_div", run_cfg<DividingTileDecode<TileCfg<64, 128, 4, true>>>},
     {128, "n128_s2_div", run_cfg<DividingTileDecode<TileCfg<128, 128, 2, false>>>},
     {128, "n128_s2_dyn_div", run_cfg<DividingTileDecode<TileCfg<128, 128, 2, true>>>},
+    // O staged with one store per pair ("_sts", up to session 11; outputs must be bit-identical to
+    // the default's, which stages with stmatrix).
+    {64, "n128_s4_2wg_sts", run_cfg<PairStoreEpilogue<TileCfg<64, 128, 4, false, 2>>>},
+    {64, "n128_s4_sts", run_cfg<PairStoreEpilogue<TileCfg<64, 128, 4, false>>>},
+    {128, "n128_s2_sts", run_cfg<PairStoreEpilogue<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_dyn_sts", run_cfg<PairStoreEpilogue<TileCfg<128, 128, 2, true>>>},
+    {256, "n80_s2_sts", run_cfg<PairStoreEpilogue<TileCfg<256, 80, 2, false>>>},
+    {256, "n80_s2_dyn_sts", run_cfg<PairStoreEpilogue<TileCfg<256, 80, 2, true>>>},
     {256, "n80_s2_div", run_cfg<DividingTileDecode<TileCfg<256, 80, 2, false>>>},
     {256, "n80_s2_dyn_div", run_cfg<DividingTileDecode<TileCfg<256, 80, 2, true>>>},
+    // Session 12: the last key block whole in every warpgroup ("_whole", the kernels up to
+    // session 11) against the default's narrowed block (causal rows: warpgroup 0's diagonal;
+    // head dims with an output tile of their own only, config.h kNarrowLastBlock).
+    {64, "n128_s4_2wg_whole", run_cfg<WholeLastBlock<TileCfg<64, 128, 4, false, 2>>>, 1},
+    {64, "n128_s4_whole", run_cfg<WholeLastBlock<TileCfg<64, 128, 4, false>>>, 1},
+    {128, "n128_s2_whole", run_cfg<WholeLastBlock<TileCfg<128, 128, 2, false>>>, 1},
 };
 
 }  // namespace

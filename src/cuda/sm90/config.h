@@ -131,6 +131,11 @@ struct KernelConfig {
   // instead of integer divisions by run-time values: at every tile start, between the last product
   // of one tile and the first of the next (session 11; false: the divisions, for the harness).
   static constexpr bool kFastTileDecode = true;
+  // The epilogue stages O with stmatrix (four 8 x 8 matrices an instruction: d / 32 a thread)
+  // instead of one 4-byte store per pair (d / 4): session 12's harness, +0.7-1.5% at head dim 64
+  // up to 1k rows, +1-2.6% at head dim 128 unmasked 4k-16k, within +-1% elsewhere, outputs
+  // bit-identical (false: the stores, for the harness).
+  static constexpr bool kStmatrixEpilogue = true;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
@@ -174,6 +179,13 @@ struct KernelConfig {
   // overlapped_tiles): needs Q free by then, i.e. the output in a tile of its own.
   static constexpr bool kOverlapEpilogue = kStagedOutput;
   static_assert(!(kStagedOutput && Output_ != kOutputAuto), "the output tile fits: no other output path");
+  // A consumer warpgroup whose rows see none of the last key block's keys past its first half
+  // (the causal diagonal of warpgroup 0's rows, a short last block) runs that block's softmax and
+  // P V over only those columns (mainloop_mma.h, kNarrowN). Not with GQA packing, whose tile rows
+  // are not consecutive query rows, and not without an output tile of its own (head dims 192 / 256,
+  // 176-key blocks): there the narrowed step's code left ptxas short of registers for the wgmma
+  // pipeline and it serialised every wgmma (C7511). false: the harness's reference.
+  static constexpr bool kNarrowLastBlock = !PackGqa_ && kStagedOutput;
 
   // Layout: Q | K ring | V ring | O (when staged) | mbarriers. Every tile starts on a swizzle atom.
   static constexpr int kQOffset = 0;

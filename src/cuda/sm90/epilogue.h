@@ -120,14 +120,27 @@ struct Epilogue {
       // this warpgroup's own have been waited for.
       named_barrier_sync(Cfg::kStageHandoverBarrier0 + wg, 2 * kWarpgroupThreads);
     }
+    if constexpr (Cfg::kStmatrixEpilogue) {
+      // Matrices (row half 0, group i), (1, i), (0, i + 1), (1, i + 1) per instruction; lane l
+      // addresses row l % 8 of matrix l / 8, and each matrix row is one 16-byte chunk.
+      const int lane = thread % 32, matrix = lane / 8;
+      const int row = row0 + (thread / 32) * 16 + 8 * (matrix % 2) + lane % 8;
 #pragma unroll
-    for (int i = 0; i < kOAccum / 4; ++i) {
+      for (int i = 0; i < kOAccum / 4; i += 2) {
+        stmatrix_x4(staged_chunk(row, i + matrix / 2, kv_stage), pack_pair<Element>(o[4 * i], o[4 * i + 1]),
+                    pack_pair<Element>(o[4 * i + 2], o[4 * i + 3]), pack_pair<Element>(o[4 * i + 4], o[4 * i + 5]),
+                    pack_pair<Element>(o[4 * i + 6], o[4 * i + 7]));
+      }
+    } else {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + pos.row0 + 8 * h;
-        const uint32_t addr = staged_chunk(row, i, kv_stage) + pos.col0 * 2;
-        const uint32_t pair = pack_pair<Element>(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(pair) : "memory");
+      for (int i = 0; i < kOAccum / 4; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + pos.row0 + 8 * h;
+          const uint32_t addr = staged_chunk(row, i, kv_stage) + pos.col0 * 2;
+          const uint32_t pair = pack_pair<Element>(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
+          asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(pair) : "memory");
+        }
       }
     }
     // The TMA unit reads what ordinary stores wrote: fence before the barrier.

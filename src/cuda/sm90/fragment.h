@@ -20,6 +20,14 @@ struct FragmentPosition {
   }
 };
 
+// The first kN registers of a fragment array, as an array of its own (a narrowed key block uses
+// only the leading columns of S and the leading pairs of P).
+template <int kN, typename T, int kM>
+__device__ __forceinline__ T (&leading(T (&a)[kM]))[kN] {
+  static_assert(kN <= kM, "a leading part is no longer than the whole");
+  return *reinterpret_cast<T(*)[kN]>(&a[0]);
+}
+
 template <typename Element>
 __device__ __forceinline__ uint32_t pack_pair(float lo, float hi);
 template <>

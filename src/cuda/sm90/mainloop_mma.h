@@ -26,6 +26,9 @@ struct MainloopMma {
   static constexpr int kSAccum = Cfg::kBlockN / 2;
   static constexpr int kOAccum = Cfg::kHeadDim / 2;
   static constexpr int kPairThreads = 2 * kWarpgroupThreads;
+  // A narrowed block's key columns: half the block rounded up to whole 16-key steps of P V.
+  static constexpr int kNarrowN = (Cfg::kBlockN / 2 + 15) / 16 * 16;
+  static constexpr bool kNarrow = Cfg::kNarrowLastBlock && kNarrowN < Cfg::kBlockN;
 
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
@@ -86,34 +89,42 @@ struct MainloopMma {
     }
   }
 
+  // S = Q K^T over the block's first kN keys (kN < kBlockN: a narrowed block, S's later
+  // registers are left as they are).
+  template <int kN = Cfg::kBlockN>
   __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage) const {
     const uint64_t q = k_major_descriptor(tiles.q_column(0) + wg * kRowsPerConsumer * kLineBytes);
     const uint64_t k = k_major_descriptor(tiles.k_column(stage, 0));
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
       const int column = kk / 4, step_bytes = (kk % 4) * 32;
-      WgmmaSS<Element, Cfg::kBlockN>::run(s, advance_descriptor(q, column * Cfg::kQColumnBytes + step_bytes),
-                                          advance_descriptor(k, column * Cfg::kKVColumnBytes + step_bytes), kk > 0);
+      WgmmaSS<Element, kN>::run(leading<kN / 2>(s), advance_descriptor(q, column * Cfg::kQColumnBytes + step_bytes),
+                                advance_descriptor(k, column * Cfg::kKVColumnBytes + step_bytes), kk > 0);
     }
   }
 
   // accumulate = 0 (overlapped epilogue, kernel.h) for a tile's first P V: its first step
   // overwrites O, so O is not zeroed by ordinary instructions, which would write a wgmma
   // accumulator while the tile's first S = Q K^T runs (ptxas then serialises every wgmma).
+  // kN: the block's keys that P V takes (fewer for a narrowed block, whose later P are 0).
+  template <int kN = Cfg::kBlockN>
   __device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const uint32_t (&prob)[kSAccum / 2], int stage,
                                            int accumulate) const {
     const uint64_t v = mn_major_descriptor(tiles.v_column(stage, 0), Cfg::kKVColumnBytes);
 #pragma unroll
-    for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+    for (int kk = 0; kk < kN / 16; ++kk) {
       const uint32_t a[4] = {prob[4 * kk], prob[4 * kk + 1], prob[4 * kk + 2], prob[4 * kk + 3]};
       WgmmaRS<Element, Cfg::kHeadDim>::run(o, a, advance_descriptor(v, kk * 16 * kLineBytes), kk > 0 ? 1 : accumulate);
     }
   }
 
+  // The softmax of one block's S, in place (kN < kBlockN: a narrowed block, which always needs the
+  // mask; only the first kN / 2 registers of S are looked at).
+  template <int kN = Cfg::kBlockN>
   __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], OnlineSoftmax<Cfg::kBlockN>& softmax,
                                                           const SequenceInfo& seq, const TileCoord& t,
                                                           int n_block) const {
-    if (p.score_pre != 0.0f) OnlineSoftmax<Cfg::kBlockN>::apply_softcap(s, p.score_pre);
+    if (p.score_pre != 0.0f) OnlineSoftmax<kN>::apply_softcap(leading<kN / 2>(s), p.score_pre);
     if constexpr (Cfg::kPackGqa) {
       if (tile_block_needs_mask<Cfg>(p, seq, t.m_block, n_block)) {
         const FragmentPosition pos = FragmentPosition::of_thread(thread);
@@ -121,11 +132,27 @@ struct MainloopMma {
         const int rows[2] = {tile_row_query<Cfg>(p, t, r), tile_row_query<Cfg>(p, t, r + 8)};
         OnlineSoftmax<Cfg::kBlockN>::apply_mask_rows(s, p, seq, rows, n_block, pos);
       }
-    } else if (block_needs_mask<Cfg::kBlockN, Cfg::kBlockM>(p, seq, t.m_block, n_block)) {
-      OnlineSoftmax<Cfg::kBlockN>::apply_mask(s, p, seq, t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer, n_block,
-                                              FragmentPosition::of_thread(thread));
+    } else if (kN < Cfg::kBlockN || block_needs_mask<Cfg::kBlockN, Cfg::kBlockM>(p, seq, t.m_block, n_block)) {
+      OnlineSoftmax<Cfg::kBlockN>::template apply_mask<kN / 8>(
+          s, p, seq, t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer, n_block, FragmentPosition::of_thread(thread));
     }
-    softmax.update(s, p.score_log2);
+    softmax.template update<kN / 8>(s, p.score_log2);
+  }
+
+  // Whether this warpgroup's rows see no key of the tile's last block past its first kNarrowN:
+  // then that block (the tile's first step) is narrowed: its S is computed whole (see
+  // issue_first_scores), its softmax and P V over the first kNarrowN keys. The bound is that of the warpgroup's
+  // last row (the mask's upper bound grows with the row).
+  __device__ __forceinline__ bool narrow_last_block(const SequenceInfo& seq, const TileCoord& t,
+                                                    const BlockRange<Cfg::kBlockN>& range) const {
+    if constexpr (!kNarrow) {
+      return false;
+    } else {
+      const int last_row = min(t.m_block * Cfg::kBlockM + (wg + 1) * kRowsPerConsumer, seq.len_q) - 1;
+      int hi = seq.len_k;
+      if (p.window_right >= 0) hi = min(hi, last_row + seq.diag() + p.window_right + 1);
+      return hi - (range.n_end - 1) * Cfg::kBlockN <= kNarrowN;
+    }
   }
 
   // Leaves O (unnormalised) and the softmax state of the tile's rows of this warpgroup.
@@ -143,7 +170,10 @@ struct MainloopMma {
 
   // The tile's first S = Q K^T (its last key block), issued on this warpgroup's turn and not
   // waited for: with the overlapped epilogue (kernel.h) the previous tile's output is stored
-  // while it runs. Q must have arrived.
+  // while it runs. Q must have arrived. S is whole even where the block is narrowed: with a
+  // narrower S in one path ptxas serialised every wgmma of the kernel (C7515, then C7511 with
+  // the rest of S written by a wgmma of its own), as the first S stays in flight under the
+  // previous tile's epilogue.
   __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state) const {
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     wait_turn();
@@ -154,9 +184,64 @@ struct MainloopMma {
     pass_turn();
   }
 
+  // One step of the key loop: S of block n issued with P V of the block before it (kPvN of its
+  // keys: fewer when that block was narrowed), the softmax of S while P V runs, then O rescaled.
+  template <int kPvN>
+  __device__ __forceinline__ void block_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
+                                             OnlineSoftmax<Cfg::kBlockN>& softmax, const SequenceInfo& seq,
+                                             const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
+                                             int accumulate, PipelineState<Cfg::kStages>& k_state,
+                                             PipelineState<Cfg::kStages>& v_state) const {
+    mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
+    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    wait_turn();
+    pin_registers(s);
+    pin_registers(o);
+    pin_registers(prob);
+    wgmma_fence();
+    issue_qk(s, k_state.stage);
+    wgmma_commit_group();
+    issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
+    wgmma_commit_group();
+    pass_turn();
+    wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
+    pin_registers(s);
+    release_k(bars.k_empty(k_state.stage), n == range.n_begin);
+    if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
+    k_state.advance();
+    scores_to_probabilities(s, softmax, seq, t, n);
+    wgmma_wait_group<0>();
+    pin_registers(o);
+    pin_registers(prob);
+    release_kv(bars.v_empty(v_state.stage));
+    v_state.advance();
+    // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
+    if (softmax.max_moved()) softmax.rescale_output(o);
+    accumulator_to_operand<Element>(s, prob);
+  }
+
+  // The tile's last P V: of the block the loop visited last (kPvN of its keys).
+  template <int kPvN>
+  __device__ __forceinline__ void last_pv(uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum], int accumulate,
+                                          PipelineState<Cfg::kStages>& v_state) const {
+    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    wait_turn();
+    pin_registers(o);
+    pin_registers(prob);
+    wgmma_fence();
+    issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
+    wgmma_commit_group();
+    pass_turn();
+    wgmma_wait_group<0>();
+    pin_registers(o);
+    release_last_v(bars.v_empty(v_state.stage));
+    v_state.advance();
+  }
+
   // The rest of the tile once issue_first_scores has issued S of its last key block; the softmax
   // must be reset, and O zeroed unless kFirstPvOverwrites (then the tile's first P V overwrites
-  // it). Leaves O (unnormalised) and the softmax state.
+  // it). Leaves O (unnormalised) and the softmax state. Where narrow_last_block holds, the
+  // softmax and P V of that first block take only its first kNarrowN keys.
   template <bool kFirstPvOverwrites>
   __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
@@ -167,57 +252,40 @@ struct MainloopMma {
     PipelineState<Cfg::kStages> v_state = k_state;
     uint32_t prob[kSAccum / 2];
     int n = range.n_end - 1;
-    int accumulate = kFirstPvOverwrites ? 0 : 1;
+    const bool narrow = narrow_last_block(seq, t, range);
     wgmma_wait_group<0>();
     pin_registers(s);
     release_k(bars.k_empty(k_state.stage), n == range.n_begin);
     if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
     k_state.advance();
-    scores_to_probabilities(s, softmax, seq, t, n);
-    accumulator_to_operand<Element>(s, prob);
-
-    for (--n; n >= range.n_begin; --n) {
-      mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
-      mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
-      wait_turn();
-      pin_registers(s);
-      pin_registers(o);
-      pin_registers(prob);
-      wgmma_fence();
-      issue_qk(s, k_state.stage);
-      wgmma_commit_group();
-      issue_pv(o, prob, v_state.stage, accumulate);
-      accumulate = 1;
-      wgmma_commit_group();
-      pass_turn();
-      wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
-      pin_registers(s);
-      release_k(bars.k_empty(k_state.stage), n == range.n_begin);
-      if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
-      k_state.advance();
+    if (kNarrow && narrow) {
+      scores_to_probabilities<kNarrowN>(s, softmax, seq, t, n);
+      accumulator_to_operand<Element>(leading<kNarrowN / 2>(s), leading<kNarrowN / 4>(prob));
+    } else {
       scores_to_probabilities(s, softmax, seq, t, n);
-      wgmma_wait_group<0>();
-      pin_registers(o);
-      pin_registers(prob);
-      release_kv(bars.v_empty(v_state.stage));
-      v_state.advance();
-      // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
-      if (softmax.max_moved()) softmax.rescale_output(o);
       accumulator_to_operand<Element>(s, prob);
     }
 
-    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
-    wait_turn();
-    pin_registers(o);
-    pin_registers(prob);
-    wgmma_fence();
-    issue_pv(o, prob, v_state.stage, accumulate);
-    wgmma_commit_group();
-    pass_turn();
-    wgmma_wait_group<0>();
-    pin_registers(o);
-    release_last_v(bars.v_empty(v_state.stage));
-    v_state.advance();
+    // A narrowed block's P V takes only its first kNarrowN keys: in the first step, or at the end
+    // when it is the tile's only block.
+    int accumulate = kFirstPvOverwrites ? 0 : 1;
+    bool narrow_pv = kNarrow && narrow;
+    --n;
+    if (narrow_pv && n >= range.n_begin) {
+      block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
+      accumulate = 1;
+      narrow_pv = false;
+      --n;
+    }
+    for (; n >= range.n_begin; --n) {
+      block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
+      accumulate = 1;
+    }
+    if (narrow_pv) {
+      last_pv<kNarrowN>(prob, o, accumulate, v_state);
+    } else {
+      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
+    }
   }
 };
 

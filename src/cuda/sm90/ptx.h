@@ -90,6 +90,15 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
   ::cuda::ptx::fence_proxy_async(::cuda::ptx::space_shared);
 }
 
+// Four 8 x 8 matrices of 16-bit elements to shared memory: lane l holds row l / 4, columns
+// 2 (l % 4) and + 1 of matrix j in register j (the pairs of a wgmma accumulator), and lanes
+// 8j .. 8j + 7 give the addresses of matrix j's eight rows.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // ---- named barriers ------------------------------------------------------------------------
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");

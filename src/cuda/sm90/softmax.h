@@ -37,6 +37,9 @@ struct OnlineSoftmax {
   // window (causal, a right window, a partial last block) only the upper bound is tested: one
   // compare a score instead of two (the lower one cannot hold; at hdim 64 causal 512 the second
   // compare was 2.1 M of the kernel's 61 M instructions, session 8's ncu).
+  // kChunks: the 8-column groups looked at (fewer for a narrowed block, whose later columns are
+  // not used).
+  template <int kChunks = kBlockN / 8>
   __device__ __forceinline__ static void mask_row(float (&s)[kAccum], const KernelParams& p, const SequenceInfo& seq,
                                                   int row, int h, int n_block, FragmentPosition pos) {
     const int col0 = n_block * kBlockN + pos.col0;
@@ -45,7 +48,7 @@ struct OnlineSoftmax {
     if (p.window_left >= 0) {
       const int lo = row + seq.diag() - p.window_left - col0;
 #pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i) {
+      for (int i = 0; i < kChunks; ++i) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           if (8 * i + e >= hi || 8 * i + e < lo) s[4 * i + 2 * h + e] = -INFINITY;
@@ -53,7 +56,7 @@ struct OnlineSoftmax {
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i) {
+      for (int i = 0; i < kChunks; ++i) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           if (8 * i + e >= hi) s[4 * i + 2 * h + e] = -INFINITY;
@@ -63,11 +66,12 @@ struct OnlineSoftmax {
   }
 
   // Masks the thread's two fragment rows of a tile whose rows start at query row tile_row0.
+  template <int kChunks = kBlockN / 8>
   __device__ __forceinline__ static void apply_mask(float (&s)[kAccum], const KernelParams& p,
                                                     const SequenceInfo& seq, int tile_row0, int n_block,
                                                     FragmentPosition pos) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) mask_row(s, p, seq, tile_row0 + pos.row0 + 8 * h, h, n_block, pos);
+    for (int h = 0; h < 2; ++h) mask_row<kChunks>(s, p, seq, tile_row0 + pos.row0 + 8 * h, h, n_block, pos);
   }
 
   // The same with the query row of each of the thread's two fragment rows given (GQA packing:
@@ -81,13 +85,15 @@ struct OnlineSoftmax {
 
   // Turns S into unnormalised probabilities exp2(s * score_log2 - max * score_log2), updating the
   // running max and sums; rescale[] is what O, built against the old max, must be multiplied by.
+  // Only the first kChunks 8-column groups (a narrowed block's columns; the rest stay as they are).
+  template <int kChunks = kBlockN / 8>
   __device__ __forceinline__ void update(float (&s)[kAccum], float score_log2) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       // Two independent chains halve the dependent fmax latency.
       float m = row_max[h], m_odd = -INFINITY;
 #pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i) {
+      for (int i = 0; i < kChunks; ++i) {
         m = fmaxf(m, s[4 * i + 2 * h]);
         m_odd = fmaxf(m_odd, s[4 * i + 2 * h + 1]);
       }
@@ -101,7 +107,7 @@ struct OnlineSoftmax {
       row_max[h] = m;
       float sum = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i) {
+      for (int i = 0; i < kChunks; ++i) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = s[4 * i + 2 * h + e];

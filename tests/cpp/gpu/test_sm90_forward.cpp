@@ -418,6 +418,11 @@ std::vector<Case> cases() {
   c.lens_q = {150, 260}, c.lens_k = {150, 300}, c.window_left = 40, c.window_right = 10, v.push_back(c);
   c = make("varlen_padded_softcap_bf16", bf, 192, 0, 0, 0, 2, 1);
   c.lens_q = {90, 200}, c.lens_k = {333, 129}, c.layout = Layout::kPadded, c.softcap = 20.0f, v.push_back(c);
+  // The tile's last key block narrowed to its first half (mainloop_mma.h, kNarrowN) without a
+  // mask: a few keys past a whole number of blocks (390 = 3 x 128 + 6; 336 = 4 x 80 + 16 at d256),
+  // every warpgroup of every tile.
+  c = make("narrow_last_block_d128_bf16", bf, 128, 2, 300, 390, 2, 2), v.push_back(c);
+  c = make("narrow_last_block_softcap_d256_fp16", fp, 256, 2, 200, 336, 2, 1), c.softcap = 10.0f, v.push_back(c);
   // More tiles than SMs, so each persistent CTA walks several tiles.
   c = make("persistent_many_tiles_bf16", bf, 64, 8, 256, 256, 16, 4), v.push_back(c);
   // O staged in the last key block's K / V stage (head dims 192 / 256, kOutputInKV): every tile
