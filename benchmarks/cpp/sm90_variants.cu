@@ -221,6 +221,13 @@ const Variant kVariants[] = {
     {64, "n128_s4_2wg_whole", run_cfg<WholeLastBlock<TileCfg<64, 128, 4, false, 2>>>, 1},
     {64, "n128_s4_whole", run_cfg<WholeLastBlock<TileCfg<64, 128, 4, false>>>, 1},
     {128, "n128_s2_whole", run_cfg<WholeLastBlock<TileCfg<128, 128, 2, false>>>, 1},
+    // The kernels the API runs for unmasked rows as they were before session 12 ("_old": the last
+    // block whole and O staged by pair stores), to check that neither change costs them.
+    {64, "n128_s4_old", run_cfg<WholeLastBlock<PairStoreEpilogue<TileCfg<64, 128, 4, false>>>>, 0},
+    {64, "n128_s4_dyn_old", run_cfg<WholeLastBlock<PairStoreEpilogue<TileCfg<64, 128, 4, true>>>>, 0},
+    {128, "n128_s2_dyn_old", run_cfg<WholeLastBlock<PairStoreEpilogue<TileCfg<128, 128, 2, true>>>>, 0},
+    {128, "n176_s2_dyn_old", run_cfg<PairStoreEpilogue<TileCfg<128, 176, 2, true>>>, 0},
+    {256, "n80_s2_cluster_old", run_cfg<PairStoreEpilogue<sm90::ClusterPairsConfig<256, __nv_bfloat16>>>, 0},
 };
 
 }  // namespace
