@@ -7,7 +7,11 @@ Disassembles every kernel of LIBRARY (the static library or an object) for every
 it was compiled for, and fails, naming the kernel and architecture, where
   - any kernel touches local memory (LDL / STL: register spills or stack arrays),
   - an sm80 forward or backward main kernel has no HMMA (mma.sync tensor-core products),
-  - an sm90 forward or backward kernel has no HGMMA (wgmma).
+  - an sm90 forward or backward kernel has no HGMMA (wgmma),
+  - an sm90 forward or backward kernel waits for its wgmmas (WARPGROUP.DEPBAR) at least half as
+    often as it issues them: ptxas serialised its wgmmas (its notes C7510-C7516, e.g. registers
+    short for the wgmma pipeline), which leaves no GEMM overlapping anything. A healthy kernel
+    waits once per group of several (0.1-0.25 of its HGMMAs in session 12).
 It also fails when it finds no main kernel at all, so a build without CUDA code cannot pass.
 """
 import argparse
@@ -61,8 +65,13 @@ def main():
         for pattern, opcode in MAIN_KERNELS:
             if pattern.search(name):
                 main_kernels += 1
-                if not any(re.search(rf"\b{opcode}\b", line) for line in body):
+                issued = sum(1 for line in body if re.search(rf"\b{opcode}\b", line))
+                if not issued:
                     failures.append(f"{arch} {name}: no {opcode}")
+                elif opcode == "HGMMA":
+                    waits = sum(1 for line in body if "WARPGROUP.DEPBAR" in line)
+                    if 2 * waits >= issued:
+                        failures.append(f"{arch} {name}: wgmmas serialised ({waits} waits for {issued} HGMMA)")
     print(f"check_sass: {checked} kernels ({main_kernels} main kernels) in {args.library}")
     if main_kernels == 0:
         failures.append("no sm80 / sm90 main kernel found: is this a CUDA build?")
