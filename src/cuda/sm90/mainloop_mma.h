@@ -89,17 +89,14 @@ struct MainloopMma {
     }
   }
 
-  // S = Q K^T over the block's first kN keys (kN < kBlockN: a narrowed block, S's later
-  // registers are left as they are).
-  template <int kN = Cfg::kBlockN>
   __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage) const {
     const uint64_t q = k_major_descriptor(tiles.q_column(0) + wg * kRowsPerConsumer * kLineBytes);
     const uint64_t k = k_major_descriptor(tiles.k_column(stage, 0));
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
       const int column = kk / 4, step_bytes = (kk % 4) * 32;
-      WgmmaSS<Element, kN>::run(leading<kN / 2>(s), advance_descriptor(q, column * Cfg::kQColumnBytes + step_bytes),
-                                advance_descriptor(k, column * Cfg::kKVColumnBytes + step_bytes), kk > 0);
+      WgmmaSS<Element, Cfg::kBlockN>::run(s, advance_descriptor(q, column * Cfg::kQColumnBytes + step_bytes),
+                                          advance_descriptor(k, column * Cfg::kKVColumnBytes + step_bytes), kk > 0);
     }
   }
 
@@ -141,8 +138,8 @@ struct MainloopMma {
 
   // Whether this warpgroup's rows see no key of the tile's last block past its first kNarrowN:
   // then that block (the tile's first step) is narrowed: its S is computed whole (see
-  // issue_first_scores), its softmax and P V over the first kNarrowN keys. The bound is that of the warpgroup's
-  // last row (the mask's upper bound grows with the row).
+  // issue_first_scores), its softmax and P V over the first kNarrowN keys. The bound is that of
+  // the warpgroup's last row (the mask's upper bound grows with the row).
   __device__ __forceinline__ bool narrow_last_block(const SequenceInfo& seq, const TileCoord& t,
                                                     const BlockRange<Cfg::kBlockN>& range) const {
     if constexpr (!kNarrow) {
