@@ -264,7 +264,9 @@ struct MainloopMma {
     }
 
     // A narrowed block's P V takes only its first kNarrowN keys: in the first step, or at the end
-    // when it is the tile's only block.
+    // when it is the tile's only block. narrow_pv stays a flag cleared by the first step: derived
+    // at the end from the block count instead, it changed every kernel's SASS and spilled 16
+    // bytes at head dim 256 (session 12's review).
     int accumulate = kFirstPvOverwrites ? 0 : 1;
     bool narrow_pv = kNarrow && narrow;
     --n;
