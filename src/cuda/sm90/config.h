@@ -136,6 +136,11 @@ struct KernelConfig {
   // up to 1k rows, +1-2.6% at head dim 128 unmasked 4k-16k, within +-1% elsewhere, outputs
   // bit-identical (false: the stores, for the harness).
   static constexpr bool kStmatrixEpilogue = true;
+  // The mask tests each score against one bit of a per-row word of kept columns (softmax.h,
+  // kept_columns) instead of comparing its column with the row's bound: ptxas moves seven bits at a
+  // time into predicates (R2P), where the compares took one ISETP a score (false: the compares,
+  // for the harness).
+  static constexpr bool kMaskByBits = true;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
