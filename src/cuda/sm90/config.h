@@ -136,6 +136,14 @@ struct KernelConfig {
   // up to 1k rows, +1-2.6% at head dim 128 unmasked 4k-16k, within +-1% elsewhere, outputs
   // bit-identical (false: the stores, for the harness).
   static constexpr bool kStmatrixEpilogue = true;
+  // The mask tests each score against one bit of a per-row word of kept columns (softmax.h,
+  // columns_below) instead of comparing its column with the row's bound: ptxas moves seven bits at
+  // a time into predicates (R2P), where the compares took one ISETP a score. On for 128-key blocks
+  // (head dims 64 / 128: session 13's harness, +0.7..+1.5% at d64 causal, +1.9% at d128 causal
+  // 512, outputs bit-identical); off for d256's 80-key blocks, where it read -0.5..-3% (mostly
+  // unmasked rows, whose one partial block the mask touches: the schedule, not the mask), and for
+  // the block sizes not measured (false: the compares, for the harness).
+  static constexpr bool kMaskByBits = BlockN_ == 128;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

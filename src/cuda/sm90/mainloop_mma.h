@@ -127,10 +127,10 @@ struct MainloopMma {
         const FragmentPosition pos = FragmentPosition::of_thread(thread);
         const int r = wg * kRowsPerConsumer + pos.row0;
         const int rows[2] = {tile_row_query<Cfg>(p, t, r), tile_row_query<Cfg>(p, t, r + 8)};
-        OnlineSoftmax<Cfg::kBlockN>::apply_mask_rows(s, p, seq, rows, n_block, pos);
+        OnlineSoftmax<Cfg::kBlockN>::template apply_mask_rows<Cfg::kMaskByBits>(s, p, seq, rows, n_block, pos);
       }
     } else if (kN < Cfg::kBlockN || block_needs_mask<Cfg::kBlockN, Cfg::kBlockM>(p, seq, t.m_block, n_block)) {
-      OnlineSoftmax<Cfg::kBlockN>::template apply_mask<kN / 8>(
+      OnlineSoftmax<Cfg::kBlockN>::template apply_mask<kN / 8, Cfg::kMaskByBits>(
           s, p, seq, t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer, n_block, FragmentPosition::of_thread(thread));
     }
     softmax.template update<kN / 8>(s, p.score_log2);

@@ -30,6 +30,15 @@ struct OnlineSoftmax {
     for (int i = 0; i < kAccum; ++i) s[i] = tanhf(s[i] * score_pre);
   }
 
+  // The thread's columns below `bound` (relative to its first column), as the bits of word `w` of
+  // its row's fragment indices: bit k is column 8 (k / 2) + k % 2 (fragment.h) for k = 32 w + bit.
+  // The columns grow with k, so the set is the first t indices, t = 2 (bound / 8) + min(bound % 8, 2).
+  __device__ __forceinline__ static uint32_t columns_below(int bound, int w) {
+    const int b = max(bound, 0);
+    const int t = 2 * (b >> 3) + min(b & 7, 2) - 32 * w;
+    return t >= 32 ? 0xffffffffu : t <= 0 ? 0u : (1u << t) - 1u;
+  }
+
   // Sets the masked scores of fragment row h (query row `row` of the sequence) to -inf. Row and
   // column of register 4i + 2h + e: see fragment.h. Bounds relative to the thread's first column,
   // so that each test compares with the constant 8 i + e: absolute columns for all kBlockN / 4
@@ -37,15 +46,29 @@ struct OnlineSoftmax {
   // window (causal, a right window, a partial last block) only the upper bound is tested: one
   // compare a score instead of two (the lower one cannot hold; at hdim 64 causal 512 the second
   // compare was 2.1 M of the kernel's 61 M instructions, session 8's ncu).
+  // kByBits: the bounds become one word of kept columns per 32 scores of the row, and each score
+  // tests its bit (config.h kMaskByBits): the tests of seven constant bit positions of one register
+  // are one R2P, where the compares took one ISETP a score (cuDNN issued 2.5x fewer ISETP on the
+  // diagonal block, session 11's ncu).
   // kChunks: the 8-column groups looked at (fewer for a narrowed block, whose later columns are
   // not used).
-  template <int kChunks = kBlockN / 8>
+  template <int kChunks = kBlockN / 8, bool kByBits = false>
   __device__ __forceinline__ static void mask_row(float (&s)[kAccum], const KernelParams& p, const SequenceInfo& seq,
                                                   int row, int h, int n_block, FragmentPosition pos) {
     const int col0 = n_block * kBlockN + pos.col0;
     int hi = seq.len_k - col0;
     if (p.window_right >= 0) hi = min(hi, row + seq.diag() + p.window_right + 1 - col0);
-    if (p.window_left >= 0) {
+    if constexpr (kByBits) {
+#pragma unroll
+      for (int w = 0; w < (2 * kChunks + 31) / 32; ++w) {
+        uint32_t keep = columns_below(hi, w);
+        if (p.window_left >= 0) keep &= ~columns_below(row + seq.diag() - p.window_left - col0, w);
+#pragma unroll
+        for (int k = 32 * w; k < 2 * kChunks && k < 32 * w + 32; ++k) {
+          if (!((keep >> (k - 32 * w)) & 1u)) s[4 * (k >> 1) + 2 * h + (k & 1)] = -INFINITY;
+        }
+      }
+    } else if (p.window_left >= 0) {
       const int lo = row + seq.diag() - p.window_left - col0;
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
@@ -66,21 +89,22 @@ struct OnlineSoftmax {
   }
 
   // Masks the thread's two fragment rows of a tile whose rows start at query row tile_row0.
-  template <int kChunks = kBlockN / 8>
+  template <int kChunks = kBlockN / 8, bool kByBits = false>
   __device__ __forceinline__ static void apply_mask(float (&s)[kAccum], const KernelParams& p,
                                                     const SequenceInfo& seq, int tile_row0, int n_block,
                                                     FragmentPosition pos) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) mask_row<kChunks>(s, p, seq, tile_row0 + pos.row0 + 8 * h, h, n_block, pos);
+    for (int h = 0; h < 2; ++h) mask_row<kChunks, kByBits>(s, p, seq, tile_row0 + pos.row0 + 8 * h, h, n_block, pos);
   }
 
   // The same with the query row of each of the thread's two fragment rows given (GQA packing:
   // tile row r is query row r >> log2 G, pack_gqa.h).
+  template <bool kByBits = false>
   __device__ __forceinline__ static void apply_mask_rows(float (&s)[kAccum], const KernelParams& p,
                                                          const SequenceInfo& seq, const int (&rows)[2], int n_block,
                                                          FragmentPosition pos) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) mask_row(s, p, seq, rows[h], h, n_block, pos);
+    for (int h = 0; h < 2; ++h) mask_row<kBlockN / 8, kByBits>(s, p, seq, rows[h], h, n_block, pos);
   }
 
   // Turns S into unnormalised probabilities exp2(s * score_log2 - max * score_log2), updating the
