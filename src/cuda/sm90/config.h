@@ -136,8 +136,8 @@ struct KernelConfig {
   // up to 1k rows, +1-2.6% at head dim 128 unmasked 4k-16k, within +-1% elsewhere, outputs
   // bit-identical (false: the stores, for the harness).
   static constexpr bool kStmatrixEpilogue = true;
-  // The mask tests each score against one bit of a per-row word of kept columns (softmax.h,
-  // columns_below) instead of comparing its column with the row's bound: ptxas moves seven bits at
+  // The mask tests each score against one bit of a per-row word of kept columns (softmax.h
+  // mask_row, cuda/common/mask_bits.h) instead of comparing its column with the row's bound: ptxas moves seven bits at
   // a time into predicates (R2P), where the compares took one ISETP a score. On for 128-key blocks
   // (head dims 64 / 128: session 13's harness, +0.7..+1.5% at d64 causal, +1.9% at d128 causal
   // 512, outputs bit-identical); off for d256's 80-key blocks, where it read -0.5..-3% (mostly
