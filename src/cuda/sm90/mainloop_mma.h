@@ -89,6 +89,14 @@ struct MainloopMma {
     }
   }
 
+  // Once S of a block has retired: its K stage is free, and after the tile's last block (`last`)
+  // so is Q (unless O is staged there).
+  __device__ __forceinline__ void release_scores_operands(PipelineState<Cfg::kStages>& k_state, bool last) const {
+    release_k(bars.k_empty(k_state.stage), last);
+    if (!Cfg::kOutputInQ && last) release(bars.q_empty());
+    k_state.advance();
+  }
+
   __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage) const {
     const uint64_t q = k_major_descriptor(tiles.q_column(0) + wg * kRowsPerConsumer * kLineBytes);
     const uint64_t k = k_major_descriptor(tiles.k_column(stage, 0));
@@ -203,9 +211,7 @@ struct MainloopMma {
     pass_turn();
     wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
     pin_registers(s);
-    release_k(bars.k_empty(k_state.stage), n == range.n_begin);
-    if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
-    k_state.advance();
+    release_scores_operands(k_state, n == range.n_begin);
     scores_to_probabilities(s, softmax, seq, t, n);
     wgmma_wait_group<0>();
     pin_registers(o);
@@ -252,9 +258,7 @@ struct MainloopMma {
     const bool narrow = narrow_last_block(seq, t, range);
     wgmma_wait_group<0>();
     pin_registers(s);
-    release_k(bars.k_empty(k_state.stage), n == range.n_begin);
-    if (!Cfg::kOutputInQ && n == range.n_begin) release(bars.q_empty());
-    k_state.advance();
+    release_scores_operands(k_state, n == range.n_begin);
     if (kNarrow && narrow) {
       scores_to_probabilities<kNarrowN>(s, softmax, seq, t, n);
       accumulator_to_operand<Element>(leading<kNarrowN / 2>(s), leading<kNarrowN / 4>(prob));
