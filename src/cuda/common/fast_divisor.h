@@ -9,11 +9,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define FLASHATTN_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define FLASHATTN_HOST_DEVICE inline
-#endif
+#include "cuda/common/host_device.h"
 
 namespace flashattn {
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "cuda/common/mask_bits.h"
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/ptx.h"
@@ -30,15 +31,6 @@ struct OnlineSoftmax {
     for (int i = 0; i < kAccum; ++i) s[i] = tanhf(s[i] * score_pre);
   }
 
-  // The thread's columns below `bound` (relative to its first column), as the bits of word `w` of
-  // its row's fragment indices: bit k is column 8 (k / 2) + k % 2 (fragment.h) for k = 32 w + bit.
-  // The columns grow with k, so the set is the first t indices, t = 2 (bound / 8) + min(bound % 8, 2).
-  __device__ __forceinline__ static uint32_t columns_below(int bound, int w) {
-    const int b = max(bound, 0);
-    const int t = 2 * (b >> 3) + min(b & 7, 2) - 32 * w;
-    return t >= 32 ? 0xffffffffu : t <= 0 ? 0u : (1u << t) - 1u;
-  }
-
   // Sets the masked scores of fragment row h (query row `row` of the sequence) to -inf. Row and
   // column of register 4i + 2h + e: see fragment.h. Bounds relative to the thread's first column,
   // so that each test compares with the constant 8 i + e: absolute columns for all kBlockN / 4
@@ -46,10 +38,10 @@ struct OnlineSoftmax {
   // window (causal, a right window, a partial last block) only the upper bound is tested: one
   // compare a score instead of two (the lower one cannot hold; at hdim 64 causal 512 the second
   // compare was 2.1 M of the kernel's 61 M instructions, session 8's ncu).
-  // kByBits: the bounds become one word of kept columns per 32 scores of the row, and each score
-  // tests its bit (config.h kMaskByBits): the tests of seven constant bit positions of one register
-  // are one R2P, where the compares took one ISETP a score (cuDNN issued 2.5x fewer ISETP on the
-  // diagonal block, session 11's ncu).
+  // kByBits: the bounds become one word of kept columns per 32 scores of the row
+  // (cuda/common/mask_bits.h), and each score tests its bit (config.h kMaskByBits): the tests of
+  // seven constant bit positions of one register are one R2P, where the compares took one ISETP a
+  // score (cuDNN issued 2.5x fewer ISETP on the diagonal block, session 11's ncu).
   // kChunks: the 8-column groups looked at (fewer for a narrowed block, whose later columns are
   // not used).
   template <int kChunks = kBlockN / 8, bool kByBits = false>
