@@ -123,15 +123,11 @@ template <class Base>
 struct WholeLastBlock : Base {
   static constexpr bool kNarrowLastBlock = false;
 };
-// The same kernel masking by one compare a score, as up to session 12, or by bit words (R2P)
-// where the default compares (KernelConfig::kMaskByBits).
-template <class Base>
-struct CompareMask : Base {
-  static constexpr bool kMaskByBits = false;
-};
-template <class Base>
-struct BitMask : Base {
-  static constexpr bool kMaskByBits = true;
+// The same kernel masking by bit words (R2P, true) or by one compare a score (false, as up to
+// session 12) whatever its default (KernelConfig::kMaskByBits).
+template <class Base, bool kBits>
+struct MaskByBits : Base {
+  static constexpr bool kMaskByBits = kBits;
 };
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
@@ -248,13 +244,13 @@ const Variant kVariants[] = {
     // call 2) against the default's compares at d256; outputs must be bit-identical. Causal rows,
     // and d256's unmasked rows, whose last 80-key block is partial at 512 / 1k / 2k (the mask's
     // other use).
-    {64, "n128_s4_2wg_cmp", run_cfg<CompareMask<TileCfg<64, 128, 4, false, 2>>>, 1},
-    {64, "n128_s4_cmp", run_cfg<CompareMask<TileCfg<64, 128, 4, false>>>, 1},
-    {128, "n128_s2_cmp", run_cfg<CompareMask<TileCfg<128, 128, 2, false>>>, 1},
-    {128, "n128_s2_dyn_cmp", run_cfg<CompareMask<TileCfg<128, 128, 2, true>>>, 1},
-    {256, "n80_s2_bits", run_cfg<BitMask<TileCfg<256, 80, 2, false>>>},
-    {256, "n80_s2_dyn_bits", run_cfg<BitMask<TileCfg<256, 80, 2, true>>>},
-    {256, "n80_s2_cluster_bits", run_cfg<BitMask<sm90::ClusterPairsConfig<256, __nv_bfloat16>>>, 0},
+    {64, "n128_s4_2wg_cmp", run_cfg<MaskByBits<TileCfg<64, 128, 4, false, 2>, false>>, 1},
+    {64, "n128_s4_cmp", run_cfg<MaskByBits<TileCfg<64, 128, 4, false>, false>>, 1},
+    {128, "n128_s2_cmp", run_cfg<MaskByBits<TileCfg<128, 128, 2, false>, false>>, 1},
+    {128, "n128_s2_dyn_cmp", run_cfg<MaskByBits<TileCfg<128, 128, 2, true>, false>>, 1},
+    {256, "n80_s2_bits", run_cfg<MaskByBits<TileCfg<256, 80, 2, false>, true>>},
+    {256, "n80_s2_dyn_bits", run_cfg<MaskByBits<TileCfg<256, 80, 2, true>, true>>},
+    {256, "n80_s2_cluster_bits", run_cfg<MaskByBits<sm90::ClusterPairsConfig<256, __nv_bfloat16>, true>>, 0},
 };
 
 }  // namespace
