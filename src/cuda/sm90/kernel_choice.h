@@ -33,7 +33,9 @@ int64_t sm90_pack_gqa_launches();
 //  - causal problems above head dim 128 with more than kSm90L2GroupMaxKeys keys, at any length;
 //  - other masks (local windows) with at most kSm90StaticScheduleMaxKeys keys, except head dims
 //    above 128 with at most kSm90L2GroupMaxKeys;
-//  - unmasked problems up to head dim 128 with at most kSm90StaticUnmaskedMaxKeys keys.
+//  - unmasked problems up to head dim 128 with at most kSm90StaticUnmaskedMaxKeys keys, and at head
+//    dim 256 below kSm90ClusterPairsMinKeys (session 13, same process, 6 rounds: static against
+//    dynamic +4.1% at 512, +3.1% at 1k, +2.0% at 2k, +1.1% at 4k).
 // Measured with sustained windows (docs/perf.md, v8): with the causal orders below, static +2-17%
 // at hdim 128 causal 512-16k, +2% at hdim 64 causal 2k-4k (dynamic +2% at 8k); unmasked hdim 128
 // 512 +4% (two calls), hdim 64 1k +2% (2k +3% at hdim 64 but a tie at hdim 128, so the bound
@@ -94,7 +96,11 @@ int64_t sm90_short_rows_launches();
 // -0.3..+0.7% of the dynamic 176-key one by the same estimate, and up to 1024 keys (the static
 // schedule, as timed) the cluster kernel lost 5% at 512.
 constexpr int kSm90ClusterPairsHeadDim = 256;
-constexpr int kSm90ClusterPairsMinKeys = 1024;
+// Session 13 timed the three d256 kernels in one process (harness, 6 rounds, the full rotation):
+// static against cluster pairs +9.5% at 512, +6.0% at 1k, +2.7% at 2k, +1.0% at 4k, -0.8% at 8k,
+// -1.0% at 16k; the 1k bound above came from estimates across calls. So cluster pairs from 4096
+// keys, the static schedule below (sm90_picks_static_schedule).
+constexpr int kSm90ClusterPairsMinKeys = 4096;
 bool sm90_picks_cluster_pairs(const AttentionProblem& p);
 // Why the cluster-pair kernel cannot run p with query tiles of tile_rows rows (launch.h refuses it
 // with this reason; the rule picks the kernel only where it is null): both CTAs of a pair must

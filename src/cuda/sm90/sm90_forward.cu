@@ -211,7 +211,10 @@ int64_t sm90_wide_key_block_launches() { return launches_of(Variant::kWideKeyBlo
 
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
   if (!sm90::kDefaultDynamicSchedule) return false;
-  if (!p.mask.has_mask()) return p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
+  if (!p.mask.has_mask()) {
+    if (p.headdim == kSm90ClusterPairsHeadDim) return p.seqlen_k < kSm90ClusterPairsMinKeys;
+    return p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
+  }
   // Causal (a right bound only): the masks whose tiles go longest first (launch.h).
   const bool causal = p.mask.window_right >= 0 && p.mask.window_left < 0;
   if (causal && p.headdim <= 128) {

@@ -66,7 +66,7 @@ CaseSpec varlen_seqused_d256() {
   return s;
 }
 
-// Head dim 256 without a mask from 1024 keys, two query tiles: on Hopper the cluster-pair kernel
+// Head dim 256 without a mask from 4096 keys, two query tiles: on Hopper the cluster-pair kernel
 // (kernel_choice.h, sm90_picks_cluster_pairs), whose launch (cudaLaunchKernelEx with a cluster
 // dimension, after an occupancy query) is then captured too.
 CaseSpec fixed_noncausal_d256() {
@@ -75,7 +75,7 @@ CaseSpec fixed_noncausal_d256() {
   s.dtype = DType::kBFloat16;
   s.batch = 2;
   s.seqlen_q = 256;
-  s.seqlen_k = 1100;
+  s.seqlen_k = 4200;
   s.nheads_q = 4;
   s.nheads_kv = 2;
   s.headdim = 256;

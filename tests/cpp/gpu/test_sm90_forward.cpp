@@ -710,7 +710,13 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.seqlen_q = p.seqlen_k = kSm90StaticUnmaskedMaxKeys + 1;
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask past the bound";
   p.headdim = 256, p.seqlen_q = p.seqlen_k = 512;
-  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 256";
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "no mask, hdim 256, below the cluster-pair bound";
+  p.seqlen_k = kSm90ClusterPairsMinKeys - 1;
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "no mask, hdim 256, one key below the cluster-pair bound";
+  p.seqlen_k = kSm90ClusterPairsMinKeys;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 256, at the cluster-pair bound";
+  p.headdim = 192, p.seqlen_q = p.seqlen_k = 512;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 192";
   p.headdim = 128, p.mask.window_right = 0;  // causal
   for (int keys : {512, 2049, 16384}) {
     p.seqlen_q = p.seqlen_k = keys;
@@ -889,10 +895,18 @@ std::vector<ApiPick> schedule_cases() {
   c = make("sched_causal_q300_k4200_dynamic_d64_bf16", bf, 64, 1, 300, 4200, 4, 4), c.causal = true;
   v.push_back({c, false});
   c = make("sched_causal_700_short_rows_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, false});
-  // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dims up to 128.
+  // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dims up to 128, and at head dim
+  // 256 below kSm90ClusterPairsMinKeys (from there cluster pairs, or the dynamic schedule where
+  // they cannot take the problem: three query tiles here).
   c = make("sched_noncausal_512_static_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, true});
   c = make("sched_noncausal_1100_dynamic_fp16", fp, 128, 1, 300, 1100, 4, 4), v.push_back({c, false});
-  c = make("sched_noncausal_512_dynamic_d256_bf16", bf, 256, 1, 512, 512, 4, 4), v.push_back({c, false});
+  c = make("sched_noncausal_512_static_d256_bf16", bf, 256, 1, 512, 512, 4, 4), v.push_back({c, true});
+  c = make("sched_noncausal_q300_k_below_cluster_bound_static_d256_fp16", fp, 256, 1, 300,
+           kSm90ClusterPairsMinKeys - 1, 4, 2);
+  v.push_back({c, true});
+  c = make("sched_noncausal_q300_k_cluster_bound_dynamic_d256_bf16", bf, 256, 1, 300, kSm90ClusterPairsMinKeys, 2, 2);
+  v.push_back({c, false});
+  c = make("sched_noncausal_512_dynamic_d192_bf16", bf, 192, 1, 512, 512, 4, 4), v.push_back({c, false});
   // Builds whose default is the static schedule have no second instantiation to pick.
   for (ApiPick& a : v) a.picked = a.picked && sm90_dynamic_schedule_by_default();
   return v;
@@ -974,9 +988,9 @@ std::vector<ApiPick> cluster_pair_rule_cases() {
   std::vector<ApiPick> v;
   Case c;
   c = make("cluster_rule_k_at_bound_bf16", bf, d, 1, 256, min_keys, 4, 4), v.push_back({c, true});
-  c = make("cluster_rule_q400_k1100_gqa_softcap_fp16", fp, d, 1, 400, min_keys + 76, 4, 2), c.softcap = 20.0f;
+  c = make("cluster_rule_q400_k_bound_plus_76_gqa_softcap_fp16", fp, d, 1, 400, min_keys + 76, 4, 2), c.softcap = 20.0f;
   v.push_back({c, true});
-  c = make("cluster_rule_padded_b2_q256_k1500_bf16", bf, d, 2, 256, min_keys + 476, 2, 1), c.layout = Layout::kPadded;
+  c = make("cluster_rule_padded_b2_q256_k_bound_plus_476_bf16", bf, d, 2, 256, min_keys + 476, 2, 1), c.layout = Layout::kPadded;
   v.push_back({c, true});
   c = make("cluster_rule_k_below_bound_default_bf16", bf, d, 1, 256, min_keys - 1, 4, 4), v.push_back({c, false});
   c = make("cluster_rule_causal_default_bf16", bf, d, 1, 256, min_keys, 4, 4), c.causal = true, v.push_back({c, false});
