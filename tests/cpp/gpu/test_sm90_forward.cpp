@@ -403,8 +403,9 @@ std::vector<Case> cases() {
   c = make("window_32_48_fp16", fp, 64, 2, 300, 450, 2, 2), c.window_left = 32, c.window_right = 48, v.push_back(c);
   c = make("window_0_0_bf16", bf, 256, 1, 200, 200, 2, 2), c.window_left = 0, c.window_right = 0, v.push_back(c);
   c = make("window_left_only_bf16", bf, 128, 1, 500, 300, 2, 1), c.window_left = 20, v.push_back(c);
-  // A right window alone and a causal diagonal below the block corners: warps whose last row sees
-  // only the first quarters of a block (KernelConfig::kSkipMaskedChunks skips the rest's exp2s).
+  // A right window alone, and a causal diagonal that crosses the key blocks away from their
+  // corners (259 more keys than queries): warps whose last row sees only the first part of a
+  // masked block.
   c = make("window_right_only_d64_bf16", bf, 64, 2, 260, 390, 2, 2), c.window_right = 20, v.push_back(c);
   c = make("causal_offset_diagonal_d128_fp16", fp, 128, 2, 200, 459, 2, 2), c.causal = true, v.push_back(c);
   c = make("softcap_bf16", bf, 128, 2, 256, 300, 2, 2), c.softcap = 30.0f, v.push_back(c);
