@@ -139,11 +139,11 @@ struct KernelConfig {
   // The mask tests each score against one bit of a per-row word of kept columns (softmax.h
   // mask_row, cuda/common/mask_bits.h) instead of comparing its column with the row's bound:
   // ptxas moves seven bits at a time into predicates (R2P), where the compares took one ISETP a
-  // score. On for 128-key blocks
-  // (head dims 64 / 128: session 13's harness, +0.7..+1.5% at d64 causal, +1.9% at d128 causal
-  // 512, outputs bit-identical); off for d256's 80-key blocks, where it read -0.5..-3% (mostly
-  // unmasked rows, whose one partial block the mask touches: the schedule, not the mask), and for
-  // the block sizes not measured (false: the compares, for the harness).
+  // score. On for 128-key blocks (head dims 64 / 128: session 13's harness, +0.7..+1.5% at d64
+  // causal, +1.9% at d128 causal 512, outputs bit-identical); off for d256's 80-key blocks, where
+  // it read -0.5..-3% (mostly unmasked rows, whose one partial block the mask touches: the
+  // schedule, not the mask), and for the block sizes not measured (false: the compares, for the
+  // harness).
   static constexpr bool kMaskByBits = BlockN_ == 128;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
