@@ -145,6 +145,10 @@ struct KernelConfig {
   // unmasked rows, whose one partial block the mask touches: the schedule, not the mask), and for
   // the block sizes not measured (false: the compares, for the harness).
   static constexpr bool kMaskByBits = BlockN_ == 128;
+  // A block's row max as a tree of pairwise fmax (OnlineSoftmax): log2(kBlockN) dependent
+  // instructions before the exp2s instead of kBlockN / 4 in two chains (session 15, from cuDNN's
+  // SASS). false: the two chains, for the harness.
+  static constexpr bool kTreeRowMax = true;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

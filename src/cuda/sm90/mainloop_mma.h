@@ -126,7 +126,7 @@ struct MainloopMma {
   // The softmax of one block's S, in place (kN < kBlockN: a narrowed block, which always needs the
   // mask; only the first kN / 2 registers of S are looked at).
   template <int kN = Cfg::kBlockN>
-  __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], OnlineSoftmax<Cfg::kBlockN>& softmax,
+  __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax>& softmax,
                                                           const SequenceInfo& seq, const TileCoord& t,
                                                           int n_block) const {
     if (p.score_pre != 0.0f) OnlineSoftmax<kN>::apply_softcap(leading<kN / 2>(s), p.score_pre);
@@ -163,7 +163,7 @@ struct MainloopMma {
   // Leaves O (unnormalised) and the softmax state of the tile's rows of this warpgroup.
   __device__ __forceinline__ void compute_tile(const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
-                                               OnlineSoftmax<Cfg::kBlockN>& softmax,
+                                               OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax>& softmax,
                                                PipelineState<Cfg::kStages>& k_state) const {
     float s[kSAccum];
 #pragma unroll
@@ -193,7 +193,7 @@ struct MainloopMma {
   // keys: fewer when that block was narrowed), the softmax of S while P V runs, then O rescaled.
   template <int kPvN>
   __device__ __forceinline__ void block_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
-                                             OnlineSoftmax<Cfg::kBlockN>& softmax, const SequenceInfo& seq,
+                                             OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax>& softmax, const SequenceInfo& seq,
                                              const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
                                              PipelineState<Cfg::kStages>& v_state) const {
@@ -248,7 +248,7 @@ struct MainloopMma {
   template <bool kFirstPvOverwrites>
   __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
-                                              OnlineSoftmax<Cfg::kBlockN>& softmax,
+                                              OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax>& softmax,
                                               PipelineState<Cfg::kStages>& k_state) const {
     // K and V of a block share a stage; V trails K by one block inside the tile and catches up
     // at its end, so only the K position lives across tiles.
