@@ -129,6 +129,11 @@ template <class Base, bool kBits>
 struct MaskByBits : Base {
   static constexpr bool kMaskByBits = kBits;
 };
+// The same kernel with the row max as a tree (true) or in two chains (KernelConfig::kTreeRowMax).
+template <class Base, bool kTree>
+struct TreeRowMax : Base {
+  static constexpr bool kTreeRowMax = kTree;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -251,6 +256,15 @@ const Variant kVariants[] = {
     {256, "n80_s2_bits", run_cfg<MaskByBits<TileCfg<256, 80, 2, false>, true>>},
     {256, "n80_s2_dyn_bits", run_cfg<MaskByBits<TileCfg<256, 80, 2, true>, true>>},
     {256, "n80_s2_cluster_bits", run_cfg<MaskByBits<sm90::ClusterPairsConfig<256, __nv_bfloat16>, true>>, 0},
+    // Session 16: the row max's order against the library's (a tree at head dim 64, two chains
+    // above).
+    {64, "n128_s4_2wg_chainmax", run_cfg<TreeRowMax<TileCfg<64, 128, 4, false, 2>, false>>},
+    {64, "n128_s4_chainmax", run_cfg<TreeRowMax<TileCfg<64, 128, 4, false>, false>>},
+    {64, "n128_s4_dyn_chainmax", run_cfg<TreeRowMax<TileCfg<64, 128, 4, true>, false>>},
+    {128, "n128_s2_treemax", run_cfg<TreeRowMax<TileCfg<128, 128, 2, false>, true>>},
+    {128, "n128_s2_dyn_treemax", run_cfg<TreeRowMax<TileCfg<128, 128, 2, true>, true>>},
+    {256, "n80_s2_treemax", run_cfg<TreeRowMax<TileCfg<256, 80, 2, false>, true>>},
+    {256, "n80_s2_dyn_treemax", run_cfg<TreeRowMax<TileCfg<256, 80, 2, true>, true>>},
 };
 
 }  // namespace

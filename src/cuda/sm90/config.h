@@ -145,6 +145,12 @@ struct KernelConfig {
   // schedule, not the mask), and for the block sizes not measured (false: the compares, for the
   // harness).
   static constexpr bool kMaskByBits = BlockN_ == 128;
+  // A block's row max as a tree of pairwise fmax (OnlineSoftmax): log2(kBlockN) dependent
+  // instructions before the exp2s instead of kBlockN / 4 in two chains (cuDNN's order, read from
+  // its SASS). On at head dim 64 (session 16's harness: three consumer warpgroups +1.1..+2.4% up
+  // to 2k, two within +-0.2% at the causal rows they run); off above, where it read -0.5..+0.5% at
+  // d128 and -0.1..-1.4% at d256 (outputs bit-identical; the harness flips it either way).
+  static constexpr bool kTreeRowMax = HeadDim_ <= 64;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

@@ -44,7 +44,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   prev.kind = kNone;
   float o[MainloopMma<Cfg>::kOAccum];  // the previous tile's O until its epilogue; a tile's first P V overwrites it
   float lse[2];
-  OnlineSoftmax<Cfg::kBlockN> softmax;
+  typename MainloopMma<Cfg>::Softmax softmax;
   auto store_previous = [&]() {
     if (prev.kind == kScores) {
       epilogue.store(o, lse, prev.seq, prev.t);
@@ -127,7 +127,7 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     mbarrier_wait(mma.bars.q_full(), q_phase);
     q_phase ^= 1;
     float o[MainloopMma<Cfg>::kOAccum];
-    OnlineSoftmax<Cfg::kBlockN> softmax;
+    typename MainloopMma<Cfg>::Softmax softmax;
     mma.compute_tile(seq, t, range, o, softmax, kv_state);
     float lse[2];
     softmax.finalize(o, p.score_log2, lse);

@@ -26,6 +26,7 @@ struct MainloopMma {
   static constexpr int kSAccum = Cfg::kBlockN / 2;
   static constexpr int kOAccum = Cfg::kHeadDim / 2;
   static constexpr int kPairThreads = 2 * kWarpgroupThreads;
+  using Softmax = OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax>;
   // A narrowed block's key columns: half the block rounded up to whole 16-key steps of P V.
   static constexpr int kNarrowN = (Cfg::kBlockN / 2 + 15) / 16 * 16;
   static constexpr bool kNarrow = Cfg::kNarrowLastBlock && kNarrowN < Cfg::kBlockN;
@@ -126,7 +127,7 @@ struct MainloopMma {
   // The softmax of one block's S, in place (kN < kBlockN: a narrowed block, which always needs the
   // mask; only the first kN / 2 registers of S are looked at).
   template <int kN = Cfg::kBlockN>
-  __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], OnlineSoftmax<Cfg::kBlockN>& softmax,
+  __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], Softmax& softmax,
                                                           const SequenceInfo& seq, const TileCoord& t,
                                                           int n_block) const {
     if (p.score_pre != 0.0f) OnlineSoftmax<kN>::apply_softcap(leading<kN / 2>(s), p.score_pre);
@@ -163,7 +164,7 @@ struct MainloopMma {
   // Leaves O (unnormalised) and the softmax state of the tile's rows of this warpgroup.
   __device__ __forceinline__ void compute_tile(const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
-                                               OnlineSoftmax<Cfg::kBlockN>& softmax,
+                                               Softmax& softmax,
                                                PipelineState<Cfg::kStages>& k_state) const {
     float s[kSAccum];
 #pragma unroll
@@ -193,7 +194,7 @@ struct MainloopMma {
   // keys: fewer when that block was narrowed), the softmax of S while P V runs, then O rescaled.
   template <int kPvN>
   __device__ __forceinline__ void block_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
-                                             OnlineSoftmax<Cfg::kBlockN>& softmax, const SequenceInfo& seq,
+                                             Softmax& softmax, const SequenceInfo& seq,
                                              const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
                                              PipelineState<Cfg::kStages>& v_state) const {
@@ -248,7 +249,7 @@ struct MainloopMma {
   template <bool kFirstPvOverwrites>
   __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
-                                              OnlineSoftmax<Cfg::kBlockN>& softmax,
+                                              Softmax& softmax,
                                               PipelineState<Cfg::kStages>& k_state) const {
     // K and V of a block share a stage; V trails K by one block inside the tile and catches up
     // at its end, so only the K position lives across tiles.

@@ -13,12 +13,24 @@
 namespace flashattn {
 namespace sm90 {
 
-template <int kBlockN>
+// kTreeRowMax: the row max of a block as a tree of pairwise fmax (KernelConfig::kTreeRowMax);
+// false: two chains, as up to session 15.
+template <int kBlockN, bool kTreeRowMax = false>
 struct OnlineSoftmax {
   static constexpr int kAccum = kBlockN / 2;
   float row_max[2];  // of the transformed score (dot, or tanh of it), before the log2 scale
   float row_sum[2];  // this thread's share of the row's sum of exp2
   float rescale[2];  // factor for O after the last update
+
+  // max of v[kLo .. kLo + kN), halves first (compile-time indices: v stays in registers).
+  template <int kLo, int kN, int kSize>
+  __device__ __forceinline__ static float range_max(const float (&v)[kSize]) {
+    if constexpr (kN == 1) {
+      return v[kLo];
+    } else {
+      return fmaxf(range_max<kLo, kN / 2>(v), range_max<kLo + kN / 2, kN - kN / 2>(v));
+    }
+  }
 
   __device__ __forceinline__ void reset() {
 #pragma unroll
@@ -106,14 +118,25 @@ struct OnlineSoftmax {
   __device__ __forceinline__ void update(float (&s)[kAccum], float score_log2) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      // Two independent chains halve the dependent fmax latency.
-      float m = row_max[h], m_odd = -INFINITY;
+      float m;
+      if constexpr (kTreeRowMax) {
+        // Pairwise, as a tree: log2(2 kChunks) dependent fmax instead of kChunks (cuDNN's
+        // order, session 15's reading of its SASS); the exp2s wait for this max.
+        float v[2 * kChunks];
 #pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        m = fmaxf(m, s[4 * i + 2 * h]);
-        m_odd = fmaxf(m_odd, s[4 * i + 2 * h + 1]);
+        for (int i = 0; i < kChunks; ++i) v[2 * i] = s[4 * i + 2 * h], v[2 * i + 1] = s[4 * i + 2 * h + 1];
+        m = fmaxf(row_max[h], range_max<0, 2 * kChunks>(v));
+      } else {
+        // Two independent chains halve the dependent fmax latency.
+        float m_odd = -INFINITY;
+        m = row_max[h];
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i) {
+          m = fmaxf(m, s[4 * i + 2 * h]);
+          m_odd = fmaxf(m_odd, s[4 * i + 2 * h + 1]);
+        }
+        m = fmaxf(m, m_odd);
       }
-      m = fmaxf(m, m_odd);
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
       // A row that has seen only masked keys keeps max -inf; subtracting 0 instead keeps exp2 at
