@@ -134,6 +134,11 @@ template <class Base, bool kTree>
 struct TreeRowMax : Base {
   static constexpr bool kTreeRowMax = kTree;
 };
+// The same kernel with the consumer warpgroups' turns elsewhere (KernelConfig::kTurns).
+template <class Base, int kWhere>
+struct TurnsAt : Base {
+  static constexpr int kTurns = kWhere;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -265,6 +270,15 @@ const Variant kVariants[] = {
     {128, "n128_s2_dyn_treemax", run_cfg<TreeRowMax<TileCfg<128, 128, 2, true>, true>>},
     {256, "n80_s2_treemax", run_cfg<TreeRowMax<TileCfg<256, 80, 2, false>, true>>},
     {256, "n80_s2_dyn_treemax", run_cfg<TreeRowMax<TileCfg<256, 80, 2, true>, true>>},
+    // Session 16: turns around the exp2s (cuDNN's), or around both the GEMMs and the exp2s.
+    {64, "n128_s4_2wg_expturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtExp>>},
+    {64, "n128_s4_2wg_bothturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtBoth>>},
+    {64, "n128_s4_expturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtExp>>},
+    {64, "n128_s4_bothturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtBoth>>},
+    {128, "n128_s2_expturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtExp>>},
+    {128, "n128_s2_bothturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtBoth>>},
+    {256, "n80_s2_dyn_expturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, true>, sm90::kTurnsAtExp>>},
+    {256, "n80_s2_dyn_bothturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, true>, sm90::kTurnsAtBoth>>},
 };
 
 }  // namespace

@@ -33,6 +33,12 @@ constexpr int kSwizzleAtomBytes = 8 * kLineBytes;  // 8 lines: the period of the
 // (KernelConfig::kStageHandoverBarrier0).
 constexpr int kSchedulerBarrier0 = 1;
 
+// Where the consumer warpgroups take turns (KernelConfig::kTurns): around the issue of their GEMMs
+// (FlashAttention-3's ping-pong), around the exp2s of their softmax (cuDNN's, session 16's reading
+// of its d64 SASS: the MUFU pipe is the SM's and, at head dim 64, as busy as the tensor cores), or
+// both (the exp2 turns then on named barriers of their own, KernelConfig::kExpTurnBarrier0).
+constexpr int kTurnsAtGemms = 0, kTurnsAtExp = 1, kTurnsAtBoth = 2;
+
 // Tile indices the dynamic schedule's mailbox holds per CTA (tile_scheduler.h, TileRing).
 constexpr int kMailboxSlots = 2;
 
@@ -116,6 +122,12 @@ struct KernelConfig {
   // With O staged in K / V (kOutputInKV): warpgroup wg waits on kStageHandoverBarrier0 + wg until
   // the other has finished reading the stage buffer wg stages its rows in.
   static constexpr int kStageHandoverBarrier0 = kEpilogueBarrier0 + kConsumerWarpgroups;
+  // Turns around the issue of the GEMMs and / or around the exp2s (kTurnsAtGemms above); the
+  // exp2 turns go round kExpTurnBarrier0 + wg, which is kSchedulerBarrier0 + wg unless both take
+  // turns.
+  static constexpr int kTurns = kTurnsAtGemms;
+  static constexpr int kExpTurnBarrier0 = kStageHandoverBarrier0 + kConsumerWarpgroups;
+  static_assert(kExpTurnBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
   static constexpr bool kDynamicSchedule = Dynamic_;
   // Causal tiles longest first within L2-sized groups of heads where the launch's rule allows
   // (true), or always over all heads at once as up to v5 (tile_scheduler.h,

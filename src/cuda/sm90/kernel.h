@@ -166,6 +166,9 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   const Epilogue<Cfg> epilogue{p, tiles, bars, wg, thread};
   // Warpgroup 0 issues first; from then on the turns go round (see mainloop_mma.h).
   if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(kSchedulerBarrier0, 2 * kWarpgroupThreads);
+  if constexpr (Cfg::kTurns == kTurnsAtBoth) {
+    if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(Cfg::kExpTurnBarrier0, 2 * kWarpgroupThreads);
+  }
 
   PipelineState<Cfg::kStages> kv_state;
   uint32_t q_phase = 0;
@@ -176,6 +179,9 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   }
   // Takes the last turn the last warpgroup handed over, so no named-barrier arrival outlives the CTA.
   if (wg == 0) named_barrier_sync(kSchedulerBarrier0, 2 * kWarpgroupThreads);
+  if constexpr (Cfg::kTurns == kTurnsAtBoth) {
+    if (wg == 0) named_barrier_sync(Cfg::kExpTurnBarrier0, 2 * kWarpgroupThreads);
+  }
   if (thread == 0) bulk_wait_all();
 }
 

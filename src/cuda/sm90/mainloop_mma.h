@@ -37,14 +37,25 @@ struct MainloopMma {
   int wg;      // which consumer warpgroup: 0 or 1
   int thread;  // index inside the warpgroup
 
-  __device__ __forceinline__ void wait_turn() const { named_barrier_sync(kSchedulerBarrier0 + wg, kPairThreads); }
-  __device__ __forceinline__ void pass_turn() const {
+  // The turns of one ring of named barriers (ring0 + wg).
+  template <int ring0>
+  __device__ __forceinline__ void wait_turn_on() const { named_barrier_sync(ring0 + wg, kPairThreads); }
+  template <int ring0>
+  __device__ __forceinline__ void pass_turn_on() const {
     if constexpr (Cfg::kConsumerWarpgroups == 2) {
-      named_barrier_arrive(kSchedulerBarrier0 + (1 - wg), kPairThreads);
+      named_barrier_arrive(ring0 + (1 - wg), kPairThreads);
     } else {
-      named_barrier_arrive(kSchedulerBarrier0 + (wg + 1 == Cfg::kConsumerWarpgroups ? 0 : wg + 1), kPairThreads);
+      named_barrier_arrive(ring0 + (wg + 1 == Cfg::kConsumerWarpgroups ? 0 : wg + 1), kPairThreads);
     }
   }
+  // Turns around the GEMM issue (none with Cfg::kTurns == kTurnsAtExp).
+  __device__ __forceinline__ void wait_turn() const {
+    if constexpr (Cfg::kTurns != kTurnsAtExp) wait_turn_on<kSchedulerBarrier0>();
+  }
+  __device__ __forceinline__ void pass_turn() const {
+    if constexpr (Cfg::kTurns != kTurnsAtExp) pass_turn_on<kSchedulerBarrier0>();
+  }
+  static constexpr int kExpRing0 = Cfg::kTurns == kTurnsAtBoth ? Cfg::kExpTurnBarrier0 : kSchedulerBarrier0;
   // One arrival per warp, after the warp's wait on the wgmma that read the stage.
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
     if (thread % 32 == 0) mbarrier_arrive(empty_bar);
@@ -142,7 +153,15 @@ struct MainloopMma {
       OnlineSoftmax<Cfg::kBlockN>::template apply_mask<kN / 8, Cfg::kMaskByBits>(
           s, p, seq, t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer, n_block, FragmentPosition::of_thread(thread));
     }
-    softmax.template update<kN / 8>(s, p.score_log2);
+    if constexpr (Cfg::kTurns == kTurnsAtGemms) {
+      softmax.template update<kN / 8>(s, p.score_log2);
+    } else {
+      float m_scaled[2];
+      softmax.template settle_max<kN / 8>(s, p.score_log2, m_scaled);
+      wait_turn_on<kExpRing0>();
+      softmax.template exponentiate<kN / 8>(s, p.score_log2, m_scaled);
+      pass_turn_on<kExpRing0>();
+    }
   }
 
   // Whether this warpgroup's rows see no key of the tile's last block past its first kNarrowN:

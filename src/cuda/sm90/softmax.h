@@ -117,45 +117,69 @@ struct OnlineSoftmax {
   template <int kChunks = kBlockN / 8>
   __device__ __forceinline__ void update(float (&s)[kAccum], float score_log2) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float m;
-      if constexpr (kTreeRowMax) {
-        // Pairwise, as a tree: log2(2 kChunks) dependent fmax instead of kChunks (cuDNN's
-        // order, session 15's reading of its SASS); the exp2s wait for this max.
-        float v[2 * kChunks];
+    for (int h = 0; h < 2; ++h) exponentiate_row<kChunks>(s, h, score_log2, settle_row_max<kChunks>(s, h, score_log2));
+  }
+
+  // update in two halves, for turns around the exp2s (KernelConfig::kExpTurns): first both rows'
+  // max, then both rows' exp2s (m_scaled carries the max from one to the other).
+  template <int kChunks = kBlockN / 8>
+  __device__ __forceinline__ void settle_max(const float (&s)[kAccum], float score_log2, float (&m_scaled)[2]) {
 #pragma unroll
-        for (int i = 0; i < kChunks; ++i) v[2 * i] = s[4 * i + 2 * h], v[2 * i + 1] = s[4 * i + 2 * h + 1];
-        m = fmaxf(row_max[h], range_max<0, 2 * kChunks>(v));
-      } else {
-        // Two independent chains halve the dependent fmax latency.
-        float m_odd = -INFINITY;
-        m = row_max[h];
+    for (int h = 0; h < 2; ++h) m_scaled[h] = settle_row_max<kChunks>(s, h, score_log2);
+  }
+  template <int kChunks = kBlockN / 8>
+  __device__ __forceinline__ void exponentiate(float (&s)[kAccum], float score_log2, const float (&m_scaled)[2]) {
 #pragma unroll
-        for (int i = 0; i < kChunks; ++i) {
-          m = fmaxf(m, s[4 * i + 2 * h]);
-          m_odd = fmaxf(m_odd, s[4 * i + 2 * h + 1]);
-        }
-        m = fmaxf(m, m_odd);
-      }
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-      // A row that has seen only masked keys keeps max -inf; subtracting 0 instead keeps exp2 at
-      // exp2(-inf) = 0 rather than NaN.
-      const float m_scaled = m == -INFINITY ? 0.0f : m * score_log2;
-      rescale[h] = fast_exp2(row_max[h] * score_log2 - m_scaled);
-      row_max[h] = m;
-      float sum = 0.0f;
+    for (int h = 0; h < 2; ++h) exponentiate_row<kChunks>(s, h, score_log2, m_scaled[h]);
+  }
+
+  // The new running max of fragment row h and its rescale factor; returns the max times score_log2
+  // (0 for a row that has seen only masked keys).
+  template <int kChunks>
+  __device__ __forceinline__ float settle_row_max(const float (&s)[kAccum], int h, float score_log2) {
+    float m;
+    if constexpr (kTreeRowMax) {
+      // Pairwise, as a tree: log2(2 kChunks) dependent fmax instead of kChunks (cuDNN's
+      // order, session 15's reading of its SASS); the exp2s wait for this max.
+      float v[2 * kChunks];
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) v[2 * i] = s[4 * i + 2 * h], v[2 * i + 1] = s[4 * i + 2 * h + 1];
+      m = fmaxf(row_max[h], range_max<0, 2 * kChunks>(v));
+    } else {
+      // Two independent chains halve the dependent fmax latency.
+      float m_odd = -INFINITY;
+      m = row_max[h];
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[4 * i + 2 * h + e];
-          x = fast_exp2(fmaf(x, score_log2, -m_scaled));
-          sum += x;
-        }
+        m = fmaxf(m, s[4 * i + 2 * h]);
+        m_odd = fmaxf(m_odd, s[4 * i + 2 * h + 1]);
       }
-      row_sum[h] = row_sum[h] * rescale[h] + sum;
+      m = fmaxf(m, m_odd);
     }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    // A row that has seen only masked keys keeps max -inf; subtracting 0 instead keeps exp2 at
+    // exp2(-inf) = 0 rather than NaN.
+    const float m_scaled = m == -INFINITY ? 0.0f : m * score_log2;
+    rescale[h] = fast_exp2(row_max[h] * score_log2 - m_scaled);
+    row_max[h] = m;
+    return m_scaled;
+  }
+
+  // The exp2s of fragment row h (the SM's MUFU pipe) and its running sum.
+  template <int kChunks>
+  __device__ __forceinline__ void exponentiate_row(float (&s)[kAccum], int h, float score_log2, float m_scaled) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[4 * i + 2 * h + e];
+        x = fast_exp2(fmaf(x, score_log2, -m_scaled));
+        sum += x;
+      }
+    }
+    row_sum[h] = row_sum[h] * rescale[h] + sum;
   }
 
   // Warp-uniform: true when some row of the warp needs O rescaled after the last update.
