@@ -270,7 +270,13 @@ const Variant kVariants[] = {
     {128, "n128_s2_dyn_treemax", run_cfg<TreeRowMax<TileCfg<128, 128, 2, true>, true>>},
     {256, "n80_s2_treemax", run_cfg<TreeRowMax<TileCfg<256, 80, 2, false>, true>>},
     {256, "n80_s2_dyn_treemax", run_cfg<TreeRowMax<TileCfg<256, 80, 2, true>, true>>},
-    // Session 16: turns around the exp2s (cuDNN's), or around both the GEMMs and the exp2s.
+    // Session 16: turns around the exp2s (cuDNN's), or around both the GEMMs and the exp2s, or
+    // around the GEMMs alone (the library's turns up to session 16; now only at d128 and with
+    // three warpgroups at d64, so some of these equal the library's kernel).
+    {64, "n128_s4_2wg_gemmturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtGemms>>},
+    {256, "n80_s2_gemmturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, false>, sm90::kTurnsAtGemms>>},
+    {256, "n80_s2_dyn_gemmturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, true>, sm90::kTurnsAtGemms>>},
+    {256, "n80_s2_cluster_gemmturns", run_cfg<TurnsAt<sm90::ClusterPairsConfig<256, __nv_bfloat16>, sm90::kTurnsAtGemms>>, 0},
     {64, "n128_s4_2wg_expturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtExp>>},
     {64, "n128_s4_2wg_bothturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtBoth>>},
     {64, "n128_s4_expturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtExp>>},
