@@ -4,6 +4,8 @@
 // Two overlaps hide the softmax behind the tensor cores:
 //  - ping-pong: the consumer warpgroups take turns issuing their GEMMs, in a ring (named barriers
 //    kSchedulerBarrier0 + wg), so one warpgroup's softmax runs while the others' GEMMs execute;
+//    or, where Cfg::kTurns says so, turns around the exp2 pass of the softmax instead (or both),
+//    so that one warpgroup at a time has the SM's MUFU pipe;
 //  - intra-warpgroup: S of block j+1 is issued together with P_j V_j, and the softmax of block
 //    j+1 runs while P_j V_j is still executing. O is rescaled only after that GEMM has retired.
 #pragma once
