@@ -27,10 +27,11 @@ constexpr int kColumnElems = 64;
 constexpr int kLineBytes = 128;
 constexpr int kSwizzleAtomBytes = 8 * kLineBytes;  // 8 lines: the period of the 128B swizzle
 
-// Named barriers (id 0 is __syncthreads): one per consumer warpgroup for the turn-taking of its
-// GEMMs, then one per consumer warpgroup for its epilogue (KernelConfig::kEpilogueBarrier0), then
-// with O staged in K / V one per consumer warpgroup for the hand-over of its stage
-// (KernelConfig::kStageHandoverBarrier0).
+// Named barriers (id 0 is __syncthreads): one per consumer warpgroup for its turns (around its
+// GEMMs or its exp2s, KernelConfig::kTurns), then one per consumer warpgroup for its epilogue
+// (KernelConfig::kEpilogueBarrier0), then with O staged in K / V one per consumer warpgroup for
+// the hand-over of its stage (KernelConfig::kStageHandoverBarrier0), then with turns around both
+// one per consumer warpgroup for the exp2 turns (KernelConfig::kExpTurnBarrier0).
 constexpr int kSchedulerBarrier0 = 1;
 
 // Where the consumer warpgroups take turns (KernelConfig::kTurns): around the issue of their GEMMs
@@ -161,9 +162,9 @@ struct KernelConfig {
   // schedule, not the mask), and for the block sizes not measured (false: the compares, for the
   // harness).
   static constexpr bool kMaskByBits = BlockN_ == 128;
-  // A block's row max as a tree of pairwise fmax (OnlineSoftmax): log2(kBlockN) dependent
-  // instructions before the exp2s instead of kBlockN / 4 in two chains (cuDNN's order, read from
-  // its SASS). On at head dim 64 (session 16's harness: three consumer warpgroups +1.1..+2.4% up
+  // A block's row max as a tree of pairwise fmax (OnlineSoftmax): a thread's kBlockN / 4 scores
+  // of a row in log2(kBlockN / 4) + 1 dependent fmax before the exp2s instead of two chains of
+  // kBlockN / 8 (cuDNN's order, read from its SASS). On at head dim 64 (session 16's harness: three consumer warpgroups +1.1..+2.4% up
   // to 2k, two within +-0.2% at the causal rows they run); off above, where it read -0.5..+0.5% at
   // d128 and -0.1..-1.4% at d256 (outputs bit-identical; the harness flips it either way).
   static constexpr bool kTreeRowMax = HeadDim_ <= 64;

@@ -164,7 +164,7 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   const int thread = threadIdx.x % kWarpgroupThreads;
   const MainloopMma<Cfg> mma{p, tiles, bars, wg, thread};
   const Epilogue<Cfg> epilogue{p, tiles, bars, wg, thread};
-  // Warpgroup 0 issues first; from then on the turns go round (see mainloop_mma.h).
+  // Warpgroup 0 takes the first turn; from then on the turns go round (see mainloop_mma.h).
   if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(kSchedulerBarrier0, 2 * kWarpgroupThreads);
   if constexpr (Cfg::kTurns == kTurnsAtBoth) {
     if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(Cfg::kExpTurnBarrier0, 2 * kWarpgroupThreads);

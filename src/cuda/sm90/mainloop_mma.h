@@ -36,7 +36,7 @@ struct MainloopMma {
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
   SharedBarriers<Cfg> bars;
-  int wg;      // which consumer warpgroup: 0 or 1
+  int wg;      // which consumer warpgroup: 0 .. Cfg::kConsumerWarpgroups - 1
   int thread;  // index inside the warpgroup
 
   // The turns of one ring of named barriers (ring0 + wg).
@@ -58,6 +58,12 @@ struct MainloopMma {
     if constexpr (Cfg::kTurns != kTurnsAtExp) pass_turn_on<kSchedulerBarrier0>();
   }
   static constexpr int kExpRing0 = Cfg::kTurns == kTurnsAtBoth ? Cfg::kExpTurnBarrier0 : kSchedulerBarrier0;
+  // With O staged in K / V the GEMM turns also order the stage hand-over (release_k): without them
+  // warpgroup 1 could reach the next tile's last block, and arrive on the hand-over barrier again,
+  // before warpgroup 0's epilogue has synced on it for this tile (session 16's review; the
+  // harness's d256 exp2-turn variants of session 16 had this race, and ran clean).
+  static_assert(!(Cfg::kOutputInKV && Cfg::kTurns == kTurnsAtExp),
+                "turns around the exp2s alone leave the K / V stage hand-over unordered");
   // One arrival per warp, after the warp's wait on the wgmma that read the stage.
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
     if (thread % 32 == 0) mbarrier_arrive(empty_bar);
@@ -195,8 +201,8 @@ struct MainloopMma {
     finish_tile<false>(s, seq, t, range, o, softmax, k_state);
   }
 
-  // The tile's first S = Q K^T (its last key block), issued on this warpgroup's turn and not
-  // waited for: with the overlapped epilogue (kernel.h) the previous tile's output is stored
+  // The tile's first S = Q K^T (its last key block), issued on this warpgroup's turn (where the
+  // turns are around the GEMMs) and not waited for: with the overlapped epilogue (kernel.h) the previous tile's output is stored
   // while it runs. Q must have arrived. S is whole even where the block is narrowed: with a
   // narrower S in one path ptxas serialised every wgmma of the kernel (C7515, then C7511 with
   // the rest of S written by a wgmma of its own), as the first S stays in flight under the

@@ -120,7 +120,7 @@ struct OnlineSoftmax {
     for (int h = 0; h < 2; ++h) exponentiate_row<kChunks>(s, h, score_log2, settle_row_max<kChunks>(s, h, score_log2));
   }
 
-  // update in two halves, for turns around the exp2s (KernelConfig::kExpTurns): first both rows'
+  // update in two halves, for turns around the exp2s (KernelConfig::kTurns): first both rows'
   // max, then both rows' exp2s (m_scaled carries the max from one to the other).
   template <int kChunks = kBlockN / 8>
   __device__ __forceinline__ void settle_max(const float (&s)[kAccum], float score_log2, float (&m_scaled)[2]) {
