@@ -272,15 +272,12 @@ const Variant kVariants[] = {
     {256, "n80_s2_dyn_treemax", run_cfg<TreeRowMax<TileCfg<256, 80, 2, true>, true>>},
     // Session 16: turns around the exp2s (cuDNN's), or around both the GEMMs and the exp2s, or
     // around the GEMMs alone. The library takes the exp2 turns only in the two-warpgroup d64
-    // kernel, so `n128_s4_2wg_expturns` and the d256 `_gemmturns` rows equal library kernels
-    // (`n128_s4_2wg`, `n80_s2`, `n80_s2_dyn`, `n80_s2_cluster`), and `n128_s4_2wg_chainmax` has
-    // the exp2 turns. d256 with the exp2 turns alone (`n80_s2_dyn_expturns`, timed in session 16)
-    // is gone: O staged in K / V needs the GEMM turns (mainloop_mma.h).
+    // kernel, so the rows timed in session 16 that became library kernels are gone
+    // (`n128_s4_2wg_expturns` is `n128_s4_2wg`; the d256 `_gemmturns` rows are `n80_s2`,
+    // `n80_s2_dyn`, `n80_s2_cluster`), and `n128_s4_2wg_chainmax` has the exp2 turns. d256 with
+    // the exp2 turns alone (`n80_s2_dyn_expturns`) is gone too: O staged in K / V needs the GEMM
+    // turns (mainloop_mma.h).
     {64, "n128_s4_2wg_gemmturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtGemms>>},
-    {256, "n80_s2_gemmturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, false>, sm90::kTurnsAtGemms>>},
-    {256, "n80_s2_dyn_gemmturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, true>, sm90::kTurnsAtGemms>>},
-    {256, "n80_s2_cluster_gemmturns", run_cfg<TurnsAt<sm90::ClusterPairsConfig<256, __nv_bfloat16>, sm90::kTurnsAtGemms>>, 0},
-    {64, "n128_s4_2wg_expturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtExp>>},
     {64, "n128_s4_2wg_bothturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtBoth>>},
     {64, "n128_s4_expturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtExp>>},
     {64, "n128_s4_bothturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtBoth>>},
