@@ -164,9 +164,10 @@ struct KernelConfig {
   static constexpr bool kMaskByBits = BlockN_ == 128;
   // A block's row max as a tree of pairwise fmax (OnlineSoftmax): a thread's kBlockN / 4 scores
   // of a row in log2(kBlockN / 4) + 1 dependent fmax before the exp2s instead of two chains of
-  // kBlockN / 8 (cuDNN's order, read from its SASS). On at head dim 64 (session 16's harness: three consumer warpgroups +1.1..+2.4% up
-  // to 2k, two within +-0.2% at the causal rows they run); off above, where it read -0.5..+0.5% at
-  // d128 and -0.1..-1.4% at d256 (outputs bit-identical; the harness flips it either way).
+  // kBlockN / 8 (cuDNN's order, read from its SASS). On at head dim 64 (session 16's harness:
+  // three consumer warpgroups +1.1..+2.4% up to 2k, two within +-0.2% at the causal rows they
+  // run); off above, where it read -0.5..+0.5% at d128 and -0.1..-1.4% at d256 (outputs
+  // bit-identical; the harness flips it either way).
   static constexpr bool kTreeRowMax = HeadDim_ <= 64;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;

@@ -202,8 +202,8 @@ struct MainloopMma {
   }
 
   // The tile's first S = Q K^T (its last key block), issued on this warpgroup's turn (where the
-  // turns are around the GEMMs) and not waited for: with the overlapped epilogue (kernel.h) the previous tile's output is stored
-  // while it runs. Q must have arrived. S is whole even where the block is narrowed: with a
+  // turns are around the GEMMs) and not waited for: with the overlapped epilogue (kernel.h) the
+  // previous tile's output is stored while it runs. Q must have arrived. S is whole even where the block is narrowed: with a
   // narrower S in one path ptxas serialised every wgmma of the kernel (C7515, then C7511 with
   // the rest of S written by a wgmma of its own), as the first S stays in flight under the
   // previous tile's epilogue.

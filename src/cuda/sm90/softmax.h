@@ -114,6 +114,8 @@ struct OnlineSoftmax {
   // Turns S into unnormalised probabilities exp2(s * score_log2 - max * score_log2), updating the
   // running max and sums; rescale[] is what O, built against the old max, must be multiplied by.
   // Only the first kChunks 8-column groups (a narrowed block's columns; the rest stay as they are).
+  // Row by row (max, then exp2s): settle_max then exponentiate would compute the same values in
+  // another order, and another schedule.
   template <int kChunks = kBlockN / 8>
   __device__ __forceinline__ void update(float (&s)[kAccum], float score_log2) {
 #pragma unroll
