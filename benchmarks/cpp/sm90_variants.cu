@@ -139,6 +139,13 @@ template <class Base, int kWhere>
 struct TurnsAt : Base {
   static constexpr int kTurns = kWhere;
 };
+// The same kernel with serial steps (KernelConfig::kSerialSteps), O rescaled inside the exp2 turn
+// or not (KernelConfig::kRescaleInExpTurn).
+template <class Base, bool kRescaleIn = false>
+struct SerialSteps : Base {
+  static constexpr bool kSerialSteps = true;
+  static constexpr bool kRescaleInExpTurn = kRescaleIn;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -284,6 +291,21 @@ const Variant kVariants[] = {
     {128, "n128_s2_expturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtExp>>},
     {128, "n128_s2_bothturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtBoth>>},
     {256, "n80_s2_dyn_bothturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, true>, sm90::kTurnsAtBoth>>},
+    // Session 17: cuDNN's whole loop at d64 / d128 (serial steps with the exp2 turns, O rescaled
+    // inside the turn or after it), and the turn placements not timed in session 16 on the
+    // kernels the API runs: d128 dynamic and 176-key, d256 static and cluster pairs with both
+    // rings (d256 with the exp2 turns alone is refused, mainloop_mma.h).
+    {64, "n128_s4_2wg_serial", run_cfg<SerialSteps<TileCfg<64, 128, 4, false, 2>>>},
+    {64, "n128_s4_2wg_serial_bothturns", run_cfg<SerialSteps<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtBoth>>>},
+    {64, "n128_s4_2wg_serial_rescalein", run_cfg<SerialSteps<TileCfg<64, 128, 4, false, 2>, true>>},
+    {64, "n128_s4_serial_rescalein", run_cfg<SerialSteps<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtExp>, true>>},
+    {128, "n128_s2_serial_rescalein", run_cfg<SerialSteps<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtExp>, true>>},
+    {128, "n128_s2_dyn_expturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, true>, sm90::kTurnsAtExp>>},
+    {128, "n128_s2_dyn_bothturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, true>, sm90::kTurnsAtBoth>>},
+    {128, "n176_s2_dyn_expturns", run_cfg<TurnsAt<TileCfg<128, 176, 2, true>, sm90::kTurnsAtExp>>, 0},
+    {128, "n176_s2_dyn_bothturns", run_cfg<TurnsAt<TileCfg<128, 176, 2, true>, sm90::kTurnsAtBoth>>, 0},
+    {256, "n80_s2_bothturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, false>, sm90::kTurnsAtBoth>>},
+    {256, "n80_s2_cluster_bothturns", run_cfg<TurnsAt<sm90::ClusterPairsConfig<256, __nv_bfloat16>, sm90::kTurnsAtBoth>>, 0},
 };
 
 }  // namespace

@@ -143,12 +143,16 @@ struct MainloopMma {
     }
   }
 
+  struct NothingInTurn {
+    __device__ __forceinline__ void operator()() const {}
+  };
   // The softmax of one block's S, in place (kN < kBlockN: a narrowed block, which always needs the
-  // mask; only the first kN / 2 registers of S are looked at).
-  template <int kN = Cfg::kBlockN>
+  // mask; only the first kN / 2 registers of S are looked at). in_exp_turn runs after the exp2s,
+  // inside the exp2 turn where there is one (serial steps' O rescale, Cfg::kRescaleInExpTurn).
+  template <int kN = Cfg::kBlockN, class InExpTurn = NothingInTurn>
   __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], Softmax& softmax,
                                                           const SequenceInfo& seq, const TileCoord& t,
-                                                          int n_block) const {
+                                                          int n_block, InExpTurn in_exp_turn = {}) const {
     if (p.score_pre != 0.0f) OnlineSoftmax<kN>::apply_softcap(leading<kN / 2>(s), p.score_pre);
     if constexpr (Cfg::kPackGqa) {
       if (tile_block_needs_mask<Cfg>(p, seq, t.m_block, n_block)) {
@@ -163,11 +167,13 @@ struct MainloopMma {
     }
     if constexpr (Cfg::kTurns == kTurnsAtGemms) {
       softmax.template update<kN / 8>(s, p.score_log2);
+      in_exp_turn();
     } else {
       float m_scaled[2];
       softmax.template settle_max<kN / 8>(s, p.score_log2, m_scaled);
       wait_turn_on<kExpRing0>();
       softmax.template exponentiate<kN / 8>(s, p.score_log2, m_scaled);
+      in_exp_turn();
       pass_turn_on<kExpRing0>();
     }
   }
@@ -278,6 +284,18 @@ struct MainloopMma {
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                               Softmax& softmax,
                                               PipelineState<Cfg::kStages>& k_state) const {
+    if constexpr (Cfg::kSerialSteps) {
+      finish_tile_serial<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state);
+    } else {
+      finish_tile_overlapped<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state);
+    }
+  }
+
+  template <bool kFirstPvOverwrites>
+  __device__ __forceinline__ void finish_tile_overlapped(float (&s)[kSAccum], const SequenceInfo& seq,
+                                                         const TileCoord& t, const BlockRange<Cfg::kBlockN>& range,
+                                                         float (&o)[kOAccum], Softmax& softmax,
+                                                         PipelineState<Cfg::kStages>& k_state) const {
     // K and V of a block share a stage; V trails K by one block inside the tile and catches up
     // at its end, so only the K position lives across tiles.
     PipelineState<Cfg::kStages> v_state = k_state;
@@ -310,6 +328,94 @@ struct MainloopMma {
     }
     for (; n >= range.n_begin; --n) {
       block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
+      accumulate = 1;
+    }
+    if (narrow_pv) {
+      last_pv<kNarrowN>(prob, o, accumulate, v_state);
+    } else {
+      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
+    }
+  }
+
+  // Serial steps (Cfg::kSerialSteps): S of a block waited for together with the previous block's
+  // P V, then its softmax with O free, then its P V issued with the next block's S. O is rescaled
+  // during the softmax: inside the exp2 turn with Cfg::kRescaleInExpTurn (every block, no vote),
+  // else after it where some row's max moved. The products are those of the overlapped steps in
+  // the same order (O times a block's rescale once the P V before it has landed), so the output
+  // is bit-identical. The tile's first block (kFirst) leaves O alone: nothing has been added to it
+  // yet (and O written by ordinary instructions there made ptxas serialise every wgmma, C7515).
+  template <int kN, bool kFirst = false>
+  __device__ __forceinline__ void serial_softmax(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2],
+                                                 float (&o)[kOAccum], Softmax& softmax, const SequenceInfo& seq,
+                                                 const TileCoord& t, int n) const {
+    if constexpr (kFirst) {
+      scores_to_probabilities<kN>(s, softmax, seq, t, n);
+    } else if constexpr (Cfg::kRescaleInExpTurn) {
+      scores_to_probabilities<kN>(s, softmax, seq, t, n, [&]() { softmax.rescale_output(o); });
+    } else {
+      scores_to_probabilities<kN>(s, softmax, seq, t, n);
+      if (softmax.max_moved()) softmax.rescale_output(o);
+    }
+    accumulator_to_operand<Element>(leading<kN / 2>(s), leading<kN / 4>(prob));
+  }
+
+  // One serial step: S of block n issued with P V of the block before it (kPvN of its keys), both
+  // waited for, then the softmax of S.
+  template <int kPvN>
+  __device__ __forceinline__ void serial_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
+                                              Softmax& softmax, const SequenceInfo& seq, const TileCoord& t,
+                                              const BlockRange<Cfg::kBlockN>& range, int n, int accumulate,
+                                              PipelineState<Cfg::kStages>& k_state,
+                                              PipelineState<Cfg::kStages>& v_state) const {
+    mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
+    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    wait_turn();
+    pin_registers(s);
+    pin_registers(o);
+    pin_registers(prob);
+    wgmma_fence();
+    issue_qk(s, k_state.stage);
+    issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
+    wgmma_commit_group();
+    pass_turn();
+    wgmma_wait_group<0>();
+    pin_registers(s);
+    pin_registers(o);
+    pin_registers(prob);
+    release_scores_operands(k_state, n == range.n_begin);
+    release_kv(bars.v_empty(v_state.stage));
+    v_state.advance();
+    serial_softmax<Cfg::kBlockN>(s, prob, o, softmax, seq, t, n);
+  }
+
+  // finish_tile with serial steps; the same blocks, narrowing and releases as the overlapped form.
+  template <bool kFirstPvOverwrites>
+  __device__ __forceinline__ void finish_tile_serial(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
+                                                     const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
+                                                     Softmax& softmax, PipelineState<Cfg::kStages>& k_state) const {
+    PipelineState<Cfg::kStages> v_state = k_state;
+    uint32_t prob[kSAccum / 2];
+    int n = range.n_end - 1;
+    const bool narrow = narrow_last_block(seq, t, range);
+    wgmma_wait_group<0>();
+    pin_registers(s);
+    release_scores_operands(k_state, n == range.n_begin);
+    if (kNarrow && narrow) {
+      serial_softmax<kNarrowN, true>(s, prob, o, softmax, seq, t, n);
+    } else {
+      serial_softmax<Cfg::kBlockN, true>(s, prob, o, softmax, seq, t, n);
+    }
+    int accumulate = kFirstPvOverwrites ? 0 : 1;
+    bool narrow_pv = kNarrow && narrow;
+    --n;
+    if (narrow_pv && n >= range.n_begin) {
+      serial_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
+      accumulate = 1;
+      narrow_pv = false;
+      --n;
+    }
+    for (; n >= range.n_begin; --n) {
+      serial_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
       accumulate = 1;
     }
     if (narrow_pv) {
