@@ -126,11 +126,17 @@ struct KernelConfig {
   // Turns around the issue of the GEMMs and / or around the exp2s (kTurnsAtGemms above); the
   // exp2 turns go round kExpTurnBarrier0 + wg, which is kSchedulerBarrier0 + wg unless both take
   // turns. Around the exp2s only for the two-warpgroup kernel at head dim 64 (the API's short-row
-  // kernel; session 16: harness +1.6..+4.1%, package causal 512 / 1k +2.6 / +3.2%). Around the
-  // GEMMs elsewhere: three warpgroups at d64 -3.4..+1.3%, d128 -6.5..+1.9%, d256 static -1..-2.5%
-  // and cluster pairs -6..-10% (the dynamic d256 kernel alone gained, +0..+4%, but the API runs
-  // it mostly for causal rows up to 1k keys, where it gained 0..1%); GQA packing at d64 not timed.
-  static constexpr int kTurns = (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_) ? kTurnsAtExp : kTurnsAtGemms;
+  // kernel; session 16: harness +1.6..+4.1%, package causal 512 / 1k +2.6 / +3.2%). Around both
+  // in the dynamic d128 kernels, which the API runs for unmasked rows from 1025 keys (session 17's
+  // harness: 128-key blocks +2.8..+4.3% from 2k, 176-key blocks +1.6..+2.1% at 8k / 16k; -0.7..+0.5%
+  // on the rows up to 1k it does not run them for), and in d256's cluster pairs (ClusterPairsConfig).
+  // Around the GEMMs elsewhere: three warpgroups at d64 -3.4..+1.3% with the exp2 turns, -3.2..+1.8%
+  // with both; the static d128 kernel -6.5..+1.9% / -2.0..+1.5%; d256 static -1..-2.5% / -0.9..+1.3%,
+  // dynamic +0..+4% / -0.8..+3.1% but the API runs it for causal rows up to 1k keys, where it
+  // gained 0..1%; GQA packing not timed.
+  static constexpr int kTurns = (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_) ? kTurnsAtExp
+                                : (HeadDim_ == 128 && Dynamic_ && !PackGqa_)      ? kTurnsAtBoth
+                                                                                  : kTurnsAtGemms;
   static constexpr int kExpTurnBarrier0 = kStageHandoverBarrier0 + kConsumerWarpgroups;
   static_assert(kExpTurnBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
   static constexpr bool kDynamicSchedule = Dynamic_;
@@ -284,6 +290,11 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   static constexpr bool kClusterPairs = true;
   // A stage held for the output would hold the peer's loads too: O goes out through Q.
   static constexpr bool kOutputInKV = false;
+  // Turns around both the GEMMs and the exp2s at head dim 256 (session 17's harness: +2.6% at 4k,
+  // +3.5% at 8k, +4.5% at 16k, where the API runs it; with the exp2 turns alone, session 16:
+  // -6..-10%). Head dim 128 keeps its static kernel's GEMM turns (not timed with clusters).
+  static constexpr int kTurns =
+      HeadDim_ == 256 ? kTurnsAtBoth : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kTurns;
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");
