@@ -159,16 +159,24 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
   }
 }
 
+// Calls visit with the first named barrier of each ring of turns (mainloop_mma.h): the one on
+// kSchedulerBarrier0 (around the GEMMs, or around the exp2s alone), and with turns around both the
+// exp2 ring on Cfg::kExpTurnBarrier0.
+template <class Cfg, class Visit>
+__device__ __forceinline__ void for_each_turn_ring(Visit visit) {
+  visit(kSchedulerBarrier0);
+  if constexpr (Cfg::kTurns == kTurnsAtBoth) visit(Cfg::kExpTurnBarrier0);
+}
+
 template <class Cfg>
 __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, SharedBarriers<Cfg> bars, int wg) {
   const int thread = threadIdx.x % kWarpgroupThreads;
   const MainloopMma<Cfg> mma{p, tiles, bars, wg, thread};
   const Epilogue<Cfg> epilogue{p, tiles, bars, wg, thread};
-  // Warpgroup 0 takes the first turn; from then on the turns go round (see mainloop_mma.h).
-  if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(kSchedulerBarrier0, 2 * kWarpgroupThreads);
-  if constexpr (Cfg::kTurns == kTurnsAtBoth) {
-    if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(Cfg::kExpTurnBarrier0, 2 * kWarpgroupThreads);
-  }
+  // Warpgroup 0 takes the first turn of each ring; from then on the turns go round (see mainloop_mma.h).
+  for_each_turn_ring<Cfg>([&](int ring0) {
+    if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(ring0, 2 * kWarpgroupThreads);
+  });
 
   PipelineState<Cfg::kStages> kv_state;
   uint32_t q_phase = 0;
@@ -177,11 +185,11 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   } else {
     plain_tiles<Cfg>(p, mma, epilogue, kv_state, q_phase);
   }
-  // Takes the last turn the last warpgroup handed over, so no named-barrier arrival outlives the CTA.
-  if (wg == 0) named_barrier_sync(kSchedulerBarrier0, 2 * kWarpgroupThreads);
-  if constexpr (Cfg::kTurns == kTurnsAtBoth) {
-    if (wg == 0) named_barrier_sync(Cfg::kExpTurnBarrier0, 2 * kWarpgroupThreads);
-  }
+  // Takes the last turn the last warpgroup handed over on each ring, so no named-barrier arrival
+  // outlives the CTA.
+  for_each_turn_ring<Cfg>([&](int ring0) {
+    if (wg == 0) named_barrier_sync(ring0, 2 * kWarpgroupThreads);
+  });
   if (thread == 0) bulk_wait_all();
 }
 
