@@ -18,7 +18,7 @@ foreach(dtype IN ITEMS bf16 fp16)
       if(NOT hdim EQUAL 192)  # the backward (BackwardConfig) at head dims 64, 128 and 256
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_bwd_${dtype}_hdim${hdim}.cu)
       endif()
-      if(hdim EQUAL 64)  # so is ShortRowsConfig at head dim 64 (two consumer warpgroups, not three)
+      if(hdim EQUAL 64 OR hdim EQUAL 128)  # so is ShortRowsConfig (two warpgroups at 64, the GEMM turns at 128)
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_short_rows_${dtype}_hdim${hdim}.cu)
       endif()
       if(hdim EQUAL 128 OR hdim EQUAL 256)  # ClusterPairsConfig (the rule at 256, FLASHATTN_SM90_VARIANT=cluster)

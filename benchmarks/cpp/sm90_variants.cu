@@ -288,7 +288,9 @@ const Variant kVariants[] = {
     {64, "n128_s4_2wg_bothturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtBoth>>},
     {64, "n128_s4_expturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtExp>>},
     {64, "n128_s4_bothturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtBoth>>},
-    {128, "n128_s2_expturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtExp>>},
+    // (Since session 17 the static d128 kernel's own are the exp2 turns: `n128_s2` is the former
+    // `n128_s2_expturns`; the API's unmasked short rows run `n128_s2_gemmturns`, ShortRowsConfig.)
+    {128, "n128_s2_gemmturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtGemms>>},
     {128, "n128_s2_bothturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtBoth>>},
     {256, "n80_s2_dyn_bothturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, true>, sm90::kTurnsAtBoth>>},
     // Session 17: cuDNN's whole loop at d64 / d128 (serial steps with the exp2 turns, O rescaled
@@ -301,7 +303,7 @@ const Variant kVariants[] = {
     {64, "n128_s4_2wg_serial_bothturns", run_cfg<SerialSteps<TurnsAt<TileCfg<64, 128, 4, false, 2>, sm90::kTurnsAtBoth>>>},
     {64, "n128_s4_2wg_serial_rescalein", run_cfg<SerialSteps<TileCfg<64, 128, 4, false, 2>, true>>},
     {64, "n128_s4_serial_rescalein", run_cfg<SerialSteps<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtExp>, true>>},
-    {128, "n128_s2_serial_rescalein", run_cfg<SerialSteps<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtExp>, true>>},
+    {128, "n128_s2_serial_rescalein", run_cfg<SerialSteps<TileCfg<128, 128, 2, false>, true>>},
     {128, "n128_s2_dyn_expturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, true>, sm90::kTurnsAtExp>>},
     {128, "n128_s2_dyn_gemmturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, true>, sm90::kTurnsAtGemms>>},
     {128, "n176_s2_dyn_expturns", run_cfg<TurnsAt<TileCfg<128, 176, 2, true>, sm90::kTurnsAtExp>>, 0},

@@ -39,6 +39,8 @@ constexpr int kSchedulerBarrier0 = 1;
 // of its d64 SASS: the MUFU pipe is the SM's and, at head dim 64, as busy as the tensor cores), or
 // both (the exp2 turns then on named barriers of their own, KernelConfig::kExpTurnBarrier0).
 constexpr int kTurnsAtGemms = 0, kTurnsAtExp = 1, kTurnsAtBoth = 2;
+// KernelConfig's Turns_ when the rule in KernelConfig::kTurns decides.
+constexpr int kTurnsByRule = -1;
 
 // Tile indices the dynamic schedule's mailbox holds per CTA (tile_scheduler.h, TileRing).
 constexpr int kMailboxSlots = 2;
@@ -95,10 +97,12 @@ constexpr bool kDefaultDynamicSchedule = true;
 constexpr int kOutputAuto = 0, kOutputDirect = 1, kOutputViaQ = 2;
 
 // Consumers_: consumer warpgroups (2 or 3), 64 query rows each.
+// Turns_: where the consumer warpgroups take turns (kTurnsAtGemms ...), or kTurnsByRule.
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
           int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule,
           int Output_ = kOutputAuto, bool PackGqa_ = false,
-          int Consumers_ = PackGqa_ ? kDefaultConsumers : ConsumersOf<TileShape<HeadDim_>>::value>
+          int Consumers_ = PackGqa_ ? kDefaultConsumers : ConsumersOf<TileShape<HeadDim_>>::value,
+          int Turns_ = kTurnsByRule>
 struct KernelConfig {
   static constexpr int kConsumerWarpgroups = Consumers_;
   static_assert(Consumers_ == 2 || Consumers_ == 3, "two or three consumer warpgroups");
@@ -126,17 +130,20 @@ struct KernelConfig {
   // Turns around the issue of the GEMMs and / or around the exp2s (kTurnsAtGemms above); the
   // exp2 turns go round kExpTurnBarrier0 + wg, which is kSchedulerBarrier0 + wg unless both take
   // turns. Around the exp2s only for the two-warpgroup kernel at head dim 64 (the API's short-row
-  // kernel; session 16: harness +1.6..+4.1%, package causal 512 / 1k +2.6 / +3.2%). Around both
-  // in the dynamic d128 kernels, which the API runs for unmasked rows from 1025 keys (session 17's
-  // harness: 128-key blocks +2.8..+4.3% from 2k, 176-key blocks +1.6..+2.1% at 8k / 16k; -0.7..+0.5%
-  // on the rows up to 1k it does not run them for), and in d256's cluster pairs (ClusterPairsConfig).
-  // Around the GEMMs elsewhere: three warpgroups at d64 -3.4..+1.3% with the exp2 turns, -3.2..+1.8%
-  // with both; the static d128 kernel -6.5..+1.9% / -2.0..+1.5%; d256 static -1..-2.5% / -0.9..+1.3%,
-  // dynamic +0..+4% / -0.8..+3.1% but the API runs it for causal rows up to 1k keys, where it
-  // gained 0..1%; GQA packing not timed.
-  static constexpr int kTurns = (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_) ? kTurnsAtExp
-                                : (HeadDim_ == 128 && Dynamic_ && !PackGqa_)      ? kTurnsAtBoth
-                                                                                  : kTurnsAtGemms;
+  // kernel; session 16: harness +1.6..+4.1%, package causal 512 / 1k +2.6 / +3.2%), and for the
+  // static d128 kernel, which the API runs for masked rows (session 16 and 17's harness on causal
+  // rows: -0.6 / +0.4% at 512 / 1k, +0.8..+2.2% from 2k; its unmasked rows up to 1k keys, where
+  // these turns lost 4-6%, run ShortRowsConfig with the GEMM turns). Around both in the dynamic
+  // d128 kernels, which the API runs for unmasked rows from 1025 keys (session 17's harness:
+  // 128-key blocks +2.8..+4.3% from 2k, 176-key blocks +1.6..+2.1% at 8k / 16k; -0.7..+0.5% on the
+  // rows up to 1k it does not run them for), and in d256's cluster pairs (ClusterPairsConfig).
+  // Around the GEMMs elsewhere: three warpgroups at d64 -3.4..+1.3% with the exp2 turns,
+  // -3.2..+1.8% with both; d256 static -1..-2.5% / -0.9..+1.3%, dynamic +0..+4% / -0.8..+3.1% but
+  // the API runs it for causal rows up to 1k keys, where it gained 0..1%; GQA packing not timed.
+  static constexpr int kTurns = Turns_ != kTurnsByRule                            ? Turns_
+                                : (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_) ? kTurnsAtExp
+                                : (HeadDim_ == 128 && !PackGqa_)                   ? (Dynamic_ ? kTurnsAtBoth : kTurnsAtExp)
+                                                                                   : kTurnsAtGemms;
   static constexpr int kExpTurnBarrier0 = kStageHandoverBarrier0 + kConsumerWarpgroups;
   static_assert(kExpTurnBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
   static constexpr bool kDynamicSchedule = Dynamic_;
@@ -252,14 +259,19 @@ template <int HeadDim_, typename Element_>
 using StaticScheduleConfig =
     KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages, false>;
 
-// 128-row tiles (two consumer warpgroups) with the static schedule, for short rows at head dim 64,
-// whose default is three warpgroups: a 192-row tile over 512 causal rows computes 9 key blocks of
-// 192 rows where 128-row tiles compute 10 of 128 (1.35x the work; ncu, docs/perf.md v8), and
-// 512 rows are 2.67 tiles of 192. sm90_forward picks it by sm90_picks_short_rows
-// (kernel_choice.h); at the other head dims it is StaticScheduleConfig itself.
+// The static schedule for short rows where it differs from StaticScheduleConfig
+// (sm90_picks_short_rows, kernel_choice.h):
+//  - at head dim 64, masked rows: 128-row tiles (two consumer warpgroups) where the default has
+//    three: a 192-row tile over 512 causal rows computes 9 key blocks of 192 rows where 128-row
+//    tiles compute 10 of 128 (1.35x the work; ncu, docs/perf.md v8), and 512 rows are 2.67 tiles
+//    of 192;
+//  - at head dim 128, unmasked rows: the turns around the GEMMs, where the static kernel (masked
+//    rows) takes them around the exp2s (KernelConfig::kTurns; those lost 4-6% here).
+// At the other head dims it is StaticScheduleConfig itself.
 template <int HeadDim_, typename Element_>
 using ShortRowsConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
-                                     false, kOutputAuto, false, kDefaultConsumers>;
+                                     false, kOutputAuto, false, kDefaultConsumers,
+                                     HeadDim_ == 128 ? kTurnsAtGemms : kTurnsByRule>;
 
 // Wider key blocks for long rows without a mask at head dim 128 (FlashAttention-3's 176 keys): the
 // per-block costs (row max shuffles, barriers, waits) are spread over 1.375x the keys. Two stages
@@ -292,9 +304,8 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   static constexpr bool kOutputInKV = false;
   // Turns around both the GEMMs and the exp2s at head dim 256 (session 17's harness: +2.6% at 4k,
   // +3.5% at 8k, +4.5% at 16k, where the API runs it; with the exp2 turns alone, session 16:
-  // -6..-10%). Head dim 128 keeps its static kernel's GEMM turns (not timed with clusters).
-  static constexpr int kTurns =
-      HeadDim_ == 256 ? kTurnsAtBoth : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kTurns;
+  // -6..-10%); around the GEMMs at head dim 128 (other placements not timed with clusters).
+  static constexpr int kTurns = HeadDim_ == 256 ? kTurnsAtBoth : kTurnsAtGemms;
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");

@@ -71,10 +71,15 @@ constexpr int kSm90WideKeyBlocksMinKeys = 8192;
 bool sm90_picks_wide_key_blocks(const AttentionProblem& p);
 // Launches of the wide-key-block instantiation through sm90_forward so far in this process.
 int64_t sm90_wide_key_block_launches();
-// 128-row tiles (sm90::ShortRowsConfig: two consumer warpgroups, static schedule) at head dim 64
-// for masked problems with at most kSm90ShortRowsMaxKeys keys (varlen: the longest), where the
-// default's 192-row tiles compute up to 1.35x the key blocks (causal 512). Measured (docs/perf.md,
-// v8): causal 512 +1%, 1k +5%, 2k -10%; unmasked -2..-16%.
+// The short-rows kernel (sm90::ShortRowsConfig, static schedule):
+//  - at head dim 64 for masked problems with at most kSm90ShortRowsMaxKeys keys (varlen: the
+//    longest): 128-row tiles (two consumer warpgroups), where the default's 192-row tiles compute
+//    up to 1.35x the key blocks (causal 512). Measured (docs/perf.md, v8): causal 512 +1%, 1k +5%,
+//    2k -10%; unmasked -2..-16%;
+//  - at head dim 128 for unmasked problems with at most kSm90StaticUnmaskedMaxKeys keys, the rows
+//    the static schedule takes without a mask: the turns around the GEMMs, where the static kernel
+//    (masked rows) has them around the exp2s, which lost 4-6% on these rows (docs/perf.md,
+//    session 17).
 constexpr int kSm90ShortRowsMaxKeys = 1024;
 bool sm90_picks_short_rows(const AttentionProblem& p);
 // Launches of the short-rows instantiation through sm90_forward so far in this process.

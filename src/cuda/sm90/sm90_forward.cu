@@ -44,7 +44,7 @@ Status launch_variant(const AttentionProblem& p, Variant variant) {
   }
   if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
   // Where the static schedule is the default, Static is Default (one instantiation of it); so is
-  // Wide at head dims other than 128, and ShortRows is Static at head dims other than 64.
+  // Wide at head dims other than 128, and ShortRows is Static at head dims other than 64 and 128.
   if (variant == Variant::kStaticSchedule) return sm90::launch_forward<Static>(p);
   if (variant == Variant::kWideKeyBlocks) return sm90::launch_forward<Wide>(p);
   if (variant == Variant::kShortRows) return sm90::launch_forward<ShortRows>(p);
@@ -195,7 +195,8 @@ bool sm90_picks_wide_key_blocks(const AttentionProblem& p) {
 }
 
 bool sm90_picks_short_rows(const AttentionProblem& p) {
-  return p.headdim == 64 && p.mask.has_mask() && p.seqlen_k <= kSm90ShortRowsMaxKeys;
+  if (p.headdim == 64) return p.mask.has_mask() && p.seqlen_k <= kSm90ShortRowsMaxKeys;
+  return p.headdim == 128 && !p.mask.has_mask() && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
 }
 
 int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }

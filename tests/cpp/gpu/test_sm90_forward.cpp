@@ -768,7 +768,16 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.seqlen_k = kSm90ShortRowsMaxKeys + 1;
   EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64 causal past the bound";
   p.headdim = 128, p.seqlen_k = 512;
-  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 128";
+  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 128 causal";
+  p.mask.window_right = -1;
+  EXPECT_TRUE(sm90_picks_short_rows(p)) << "hdim 128, no mask";
+  p.seqlen_k = kSm90StaticUnmaskedMaxKeys;
+  EXPECT_TRUE(sm90_picks_short_rows(p)) << "hdim 128, no mask, at the bound";
+  p.seqlen_k = kSm90StaticUnmaskedMaxKeys + 1;
+  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 128, no mask, past the bound";
+  p.headdim = 256, p.seqlen_k = 512;
+  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 256";
+  p.mask.window_right = 0;
 
   // Cluster pairs: head dim 256 without a mask from kSm90ClusterPairsMinKeys keys, where the
   // kernel takes the problem (fixed length, no seqused, an even number of 128-row query tiles).
@@ -951,10 +960,11 @@ INSTANTIATE_TEST_SUITE_P(WideKeyBlocks, Sm90ApiPick,
                                                          "wide key blocks", 41u)),
                          api_pick_name);
 
-// 128-row tiles with the static schedule (sm90::ShortRowsConfig) at head dim 64 for masked problems
-// with at most kSm90ShortRowsMaxKeys keys. The picked cases are the only tests of that
-// configuration through the API: partial tiles, a window, GQA with seqlen_q != seqlen_k, varlen
-// with seqused_k, softcap.
+// The short-rows kernel (sm90::ShortRowsConfig): 128-row tiles with the static schedule at head dim 64
+// for masked problems with at most kSm90ShortRowsMaxKeys keys, and the GEMM turns at head dim 128
+// for unmasked problems with at most kSm90StaticUnmaskedMaxKeys keys. The picked cases are the
+// only tests of those configurations through the API: partial tiles, a window, GQA with
+// seqlen_q != seqlen_k, varlen with seqused_k, softcap, padded strides.
 std::vector<ApiPick> short_rows_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int max_keys = kSm90ShortRowsMaxKeys;
@@ -974,6 +984,17 @@ std::vector<ApiPick> short_rows_cases() {
   v.push_back({c, false});
   c = make("short_rows_noncausal_512_bf16", bf, 64, 2, 512, 512, 4, 4), v.push_back({c, false});
   c = make("short_rows_causal_d128_bf16", bf, 128, 1, 512, 512, 4, 4), c.causal = true, v.push_back({c, false});
+  // Head dim 128 without a mask: picked up to the static bound, in every shape above.
+  const int max_unmasked = kSm90StaticUnmaskedMaxKeys;
+  c = make("short_rows_noncausal_512_d128_bf16", bf, 128, 2, 512, 512, 8, 8), v.push_back({c, true});
+  c = make("short_rows_noncausal_q300_k_bound_gqa_softcap_d128_fp16", fp, 128, 2, 300, max_unmasked, 8, 2);
+  c.softcap = 30.0f, v.push_back({c, true});
+  c = make("short_rows_noncausal_strided_q129_k777_d128_bf16", bf, 128, 3, 129, 777, 4, 4);
+  c.layout = Layout::kHeadMajor, v.push_back({c, true});
+  c = make("short_rows_noncausal_varlen_seqused_k_d128_fp16", fp, 128, 0, 0, 0, 4, 4);
+  c.lens_q = {200, 1, 700}, c.lens_k = {200, 300, 1000}, c.used_k = {190, 1, 1000}, c.extra_k = 2;
+  v.push_back({c, true});
+  c = make("short_rows_noncausal_past_bound_d128_bf16", bf, 128, 1, 300, max_unmasked + 1, 2, 2), v.push_back({c, false});
   return v;
 }
 
