@@ -182,10 +182,11 @@ struct KernelConfig {
   // run); off above, where it read -0.5..+0.5% at d128 and -0.1..-1.4% at d256 (outputs
   // bit-identical; the harness flips it either way).
   static constexpr bool kTreeRowMax = HeadDim_ <= 64;
-  // Serial steps (MainloopMma::finish_tile_serial): a block's softmax waits for both its S and the
+  // Serial steps (MainloopMma::block_step): a block's softmax waits for both its S and the
   // previous block's P V, which are issued together, so O is free during the softmax (cuDNN's
   // loop as session 16 read its d64 SASS). false: the softmax of S under the previous P V
-  // (FlashAttention-3's intra-warpgroup overlap). Harness only (session 17).
+  // (FlashAttention-3's intra-warpgroup overlap). Harness only (session 17: -19..-22% unmasked,
+  // -3..-5% causal at d64 two warpgroups; docs/perf.md).
   static constexpr bool kSerialSteps = false;
   // With serial steps and turns around the exp2s: O rescaled unconditionally inside the exp2 turn,
   // its multiplies free to fill the MUFU's issue gaps (cuDNN's), instead of after the softmax and

@@ -225,6 +225,11 @@ struct MainloopMma {
 
   // One step of the key loop: S of block n issued with P V of the block before it (kPvN of its
   // keys: fewer when that block was narrowed), the softmax of S while P V runs, then O rescaled.
+  // With serial steps (Cfg::kSerialSteps) both GEMMs are waited for before the softmax, and O is
+  // rescaled during it: inside the exp2 turn with Cfg::kRescaleInExpTurn (every block, no vote),
+  // else after it where some row's max moved. The products are those of the overlapped step in
+  // the same order (O times a block's rescale once the P V before it has landed): the output is
+  // bit-identical.
   template <int kPvN>
   __device__ __forceinline__ void block_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
                                              Softmax& softmax, const SequenceInfo& seq,
@@ -243,17 +248,33 @@ struct MainloopMma {
     issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
     wgmma_commit_group();
     pass_turn();
-    wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
-    pin_registers(s);
-    release_scores_operands(k_state, n == range.n_begin);
-    scores_to_probabilities(s, softmax, seq, t, n);
-    wgmma_wait_group<0>();
-    pin_registers(o);
-    pin_registers(prob);
-    release_kv(bars.v_empty(v_state.stage));
-    v_state.advance();
-    // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
-    if (softmax.max_moved()) softmax.rescale_output(o);
+    if constexpr (Cfg::kSerialSteps) {
+      wgmma_wait_group<0>();
+      pin_registers(s);
+      pin_registers(o);
+      pin_registers(prob);
+      release_scores_operands(k_state, n == range.n_begin);
+      release_kv(bars.v_empty(v_state.stage));
+      v_state.advance();
+      if constexpr (Cfg::kRescaleInExpTurn) {
+        scores_to_probabilities(s, softmax, seq, t, n, [&]() { softmax.rescale_output(o); });
+      } else {
+        scores_to_probabilities(s, softmax, seq, t, n);
+        if (softmax.max_moved()) softmax.rescale_output(o);
+      }
+    } else {
+      wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
+      pin_registers(s);
+      release_scores_operands(k_state, n == range.n_begin);
+      scores_to_probabilities(s, softmax, seq, t, n);
+      wgmma_wait_group<0>();
+      pin_registers(o);
+      pin_registers(prob);
+      release_kv(bars.v_empty(v_state.stage));
+      v_state.advance();
+      // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
+      if (softmax.max_moved()) softmax.rescale_output(o);
+    }
     accumulator_to_operand<Element>(s, prob);
   }
 
@@ -284,18 +305,6 @@ struct MainloopMma {
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                               Softmax& softmax,
                                               PipelineState<Cfg::kStages>& k_state) const {
-    if constexpr (Cfg::kSerialSteps) {
-      finish_tile_serial<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state);
-    } else {
-      finish_tile_overlapped<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state);
-    }
-  }
-
-  template <bool kFirstPvOverwrites>
-  __device__ __forceinline__ void finish_tile_overlapped(float (&s)[kSAccum], const SequenceInfo& seq,
-                                                         const TileCoord& t, const BlockRange<Cfg::kBlockN>& range,
-                                                         float (&o)[kOAccum], Softmax& softmax,
-                                                         PipelineState<Cfg::kStages>& k_state) const {
     // K and V of a block share a stage; V trails K by one block inside the tile and catches up
     // at its end, so only the K position lives across tiles.
     PipelineState<Cfg::kStages> v_state = k_state;
@@ -306,11 +315,9 @@ struct MainloopMma {
     pin_registers(s);
     release_scores_operands(k_state, n == range.n_begin);
     if (kNarrow && narrow) {
-      scores_to_probabilities<kNarrowN>(s, softmax, seq, t, n);
-      accumulator_to_operand<Element>(leading<kNarrowN / 2>(s), leading<kNarrowN / 4>(prob));
+      first_probabilities<kNarrowN>(s, prob, softmax, seq, t, n);
     } else {
-      scores_to_probabilities(s, softmax, seq, t, n);
-      accumulator_to_operand<Element>(s, prob);
+      first_probabilities<Cfg::kBlockN>(s, prob, softmax, seq, t, n);
     }
 
     // A narrowed block's P V takes only its first kNarrowN keys: in the first step, or at the end
@@ -337,92 +344,15 @@ struct MainloopMma {
     }
   }
 
-  // Serial steps (Cfg::kSerialSteps): S of a block waited for together with the previous block's
-  // P V, then its softmax with O free, then its P V issued with the next block's S. O is rescaled
-  // during the softmax: inside the exp2 turn with Cfg::kRescaleInExpTurn (every block, no vote),
-  // else after it where some row's max moved. The products are those of the overlapped steps in
-  // the same order (O times a block's rescale once the P V before it has landed), so the output
-  // is bit-identical. The tile's first block (kFirst) leaves O alone: nothing has been added to it
-  // yet (and O written by ordinary instructions there made ptxas serialise every wgmma, C7515).
-  template <int kN, bool kFirst = false>
-  __device__ __forceinline__ void serial_softmax(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2],
-                                                 float (&o)[kOAccum], Softmax& softmax, const SequenceInfo& seq,
-                                                 const TileCoord& t, int n) const {
-    if constexpr (kFirst) {
-      scores_to_probabilities<kN>(s, softmax, seq, t, n);
-    } else if constexpr (Cfg::kRescaleInExpTurn) {
-      scores_to_probabilities<kN>(s, softmax, seq, t, n, [&]() { softmax.rescale_output(o); });
-    } else {
-      scores_to_probabilities<kN>(s, softmax, seq, t, n);
-      if (softmax.max_moved()) softmax.rescale_output(o);
-    }
+  // The softmax of the tile's first block (its last key block, kN of its keys), packed into P.
+  // Nothing has been added to O yet, so it is not rescaled (with serial steps an O rescale here
+  // made ptxas serialise every wgmma, C7515).
+  template <int kN>
+  __device__ __forceinline__ void first_probabilities(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2],
+                                                      Softmax& softmax, const SequenceInfo& seq, const TileCoord& t,
+                                                      int n) const {
+    scores_to_probabilities<kN>(s, softmax, seq, t, n);
     accumulator_to_operand<Element>(leading<kN / 2>(s), leading<kN / 4>(prob));
-  }
-
-  // One serial step: S of block n issued with P V of the block before it (kPvN of its keys), both
-  // waited for, then the softmax of S.
-  template <int kPvN>
-  __device__ __forceinline__ void serial_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
-                                              Softmax& softmax, const SequenceInfo& seq, const TileCoord& t,
-                                              const BlockRange<Cfg::kBlockN>& range, int n, int accumulate,
-                                              PipelineState<Cfg::kStages>& k_state,
-                                              PipelineState<Cfg::kStages>& v_state) const {
-    mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
-    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
-    wait_turn();
-    pin_registers(s);
-    pin_registers(o);
-    pin_registers(prob);
-    wgmma_fence();
-    issue_qk(s, k_state.stage);
-    issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
-    wgmma_commit_group();
-    pass_turn();
-    wgmma_wait_group<0>();
-    pin_registers(s);
-    pin_registers(o);
-    pin_registers(prob);
-    release_scores_operands(k_state, n == range.n_begin);
-    release_kv(bars.v_empty(v_state.stage));
-    v_state.advance();
-    serial_softmax<Cfg::kBlockN>(s, prob, o, softmax, seq, t, n);
-  }
-
-  // finish_tile with serial steps; the same blocks, narrowing and releases as the overlapped form.
-  template <bool kFirstPvOverwrites>
-  __device__ __forceinline__ void finish_tile_serial(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
-                                                     const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
-                                                     Softmax& softmax, PipelineState<Cfg::kStages>& k_state) const {
-    PipelineState<Cfg::kStages> v_state = k_state;
-    uint32_t prob[kSAccum / 2];
-    int n = range.n_end - 1;
-    const bool narrow = narrow_last_block(seq, t, range);
-    wgmma_wait_group<0>();
-    pin_registers(s);
-    release_scores_operands(k_state, n == range.n_begin);
-    if (kNarrow && narrow) {
-      serial_softmax<kNarrowN, true>(s, prob, o, softmax, seq, t, n);
-    } else {
-      serial_softmax<Cfg::kBlockN, true>(s, prob, o, softmax, seq, t, n);
-    }
-    int accumulate = kFirstPvOverwrites ? 0 : 1;
-    bool narrow_pv = kNarrow && narrow;
-    --n;
-    if (narrow_pv && n >= range.n_begin) {
-      serial_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
-      accumulate = 1;
-      narrow_pv = false;
-      --n;
-    }
-    for (; n >= range.n_begin; --n) {
-      serial_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
-      accumulate = 1;
-    }
-    if (narrow_pv) {
-      last_pv<kNarrowN>(prob, o, accumulate, v_state);
-    } else {
-      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
-    }
   }
 };
 

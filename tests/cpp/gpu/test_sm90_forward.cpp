@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/kernel_sets.h"
@@ -759,23 +760,21 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.seqlen_k = 2 * kSm90WideKeyBlocksMinKeys, p.headdim = 256;
   EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "hdim 256";
 
-  p.headdim = 64, p.seqlen_q = p.seqlen_k = 512;
-  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64, no mask";
-  p.mask.window_right = 0;
-  EXPECT_TRUE(sm90_picks_short_rows(p)) << "hdim 64 causal 512";
-  p.seqlen_k = kSm90ShortRowsMaxKeys;
-  EXPECT_TRUE(sm90_picks_short_rows(p)) << "hdim 64 causal at the bound";
-  p.seqlen_k = kSm90ShortRowsMaxKeys + 1;
-  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64 causal past the bound";
-  p.headdim = 128, p.seqlen_k = 512;
-  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 128 causal";
-  p.mask.window_right = -1;
-  EXPECT_TRUE(sm90_picks_short_rows(p)) << "hdim 128, no mask";
-  p.seqlen_k = kSm90StaticUnmaskedMaxKeys;
-  EXPECT_TRUE(sm90_picks_short_rows(p)) << "hdim 128, no mask, at the bound";
-  p.seqlen_k = kSm90StaticUnmaskedMaxKeys + 1;
-  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 128, no mask, past the bound";
-  p.headdim = 256, p.seqlen_k = 512;
+  // The short-rows kernel: masked rows at head dim 64, unmasked ones at 128, each up to its bound
+  // of keys, and never the other mask.
+  p.seqlen_q = 512;
+  for (const auto& [headdim, causal, bound] : {std::tuple{64, true, kSm90ShortRowsMaxKeys},
+                                               std::tuple{128, false, kSm90StaticUnmaskedMaxKeys}}) {
+    const std::string what = "hdim " + std::to_string(headdim) + (causal ? " causal" : ", no mask");
+    p.headdim = headdim, p.mask.window_right = causal ? 0 : -1;
+    for (int keys : {512, bound, bound + 1}) {
+      p.seqlen_k = keys;
+      EXPECT_EQ(sm90_picks_short_rows(p), keys <= bound) << what << ", " << keys << " keys";
+    }
+    p.seqlen_k = 512, p.mask.window_right = causal ? -1 : 0;
+    EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim " << headdim << (causal ? ", no mask" : " causal");
+  }
+  p.headdim = 256, p.seqlen_k = 512, p.mask.window_right = -1;
   EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 256";
   p.mask.window_right = 0;
 
