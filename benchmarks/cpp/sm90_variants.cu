@@ -146,6 +146,12 @@ struct SerialSteps : Base {
   static constexpr bool kSerialSteps = true;
   static constexpr bool kRescaleInExpTurn = kRescaleIn;
 };
+// The same kernel with a warpgroup passing over a tile's last block where its rows see none of
+// it (KernelConfig::kSkipMaskedLastBlock).
+template <class Base>
+struct SkipMaskedLastBlock : Base {
+  static constexpr bool kSkipMaskedLastBlock = true;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -310,6 +316,11 @@ const Variant kVariants[] = {
     {128, "n176_s2_dyn_gemmturns", run_cfg<TurnsAt<TileCfg<128, 176, 2, true>, sm90::kTurnsAtGemms>>, 0},
     {256, "n80_s2_bothturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, false>, sm90::kTurnsAtBoth>>},
     {256, "n80_s2_cluster_gemmturns", run_cfg<TurnsAt<sm90::ClusterPairsConfig<256, __nv_bfloat16>, sm90::kTurnsAtGemms>>, 0},
+    // Session 17 (compiled only): warpgroup 0 passes over the tile's last 80-key block where its
+    // causal rows see none of it (the API's d256 kernels for causal rows: dynamic up to 1k keys,
+    // static from 2k).
+    {256, "n80_s2_skip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 80, 2, false>>>},
+    {256, "n80_s2_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 80, 2, true>>>},
 };
 
 }  // namespace

@@ -64,6 +64,10 @@ struct MainloopMma {
   // harness's d256 exp2-turn variants of session 16 had this race, and ran clean).
   static_assert(!(Cfg::kOutputInKV && Cfg::kTurns == kTurnsAtExp),
                 "turns around the exp2s alone leave the K / V stage hand-over unordered");
+  // Passing over a block is done in compute_tile (plain_tiles), and its bound assumes consecutive
+  // query rows.
+  static_assert(!Cfg::kSkipMaskedLastBlock || (!Cfg::kOverlapEpilogue && !Cfg::kPackGqa),
+                "skipping the masked last block needs the plain tile loop and no GQA packing");
   // One arrival per warp, after the warp's wait on the wgmma that read the stage.
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
     if (thread % 32 == 0) mbarrier_arrive(empty_bar);
@@ -178,20 +182,53 @@ struct MainloopMma {
     }
   }
 
+  // How many keys of the tile's last block this warpgroup's rows may see (<= 0: none): the bound
+  // is that of the warpgroup's last row (the mask's upper bound grows with the row).
+  __device__ __forceinline__ int keys_seen_in_last_block(const SequenceInfo& seq, const TileCoord& t,
+                                                         const BlockRange<Cfg::kBlockN>& range) const {
+    const int last_row = min(t.m_block * Cfg::kBlockM + (wg + 1) * kRowsPerConsumer, seq.len_q) - 1;
+    int hi = seq.len_k;
+    if (p.window_right >= 0) hi = min(hi, last_row + seq.diag() + p.window_right + 1);
+    return hi - (range.n_end - 1) * Cfg::kBlockN;
+  }
+
   // Whether this warpgroup's rows see no key of the tile's last block past its first kNarrowN:
   // then that block (the tile's first step) is narrowed: its S is computed whole (see
-  // issue_first_scores), its softmax and P V over the first kNarrowN keys. The bound is that of
-  // the warpgroup's last row (the mask's upper bound grows with the row).
+  // issue_first_scores), its softmax and P V over the first kNarrowN keys.
   __device__ __forceinline__ bool narrow_last_block(const SequenceInfo& seq, const TileCoord& t,
                                                     const BlockRange<Cfg::kBlockN>& range) const {
     if constexpr (!kNarrow) {
       return false;
     } else {
-      const int last_row = min(t.m_block * Cfg::kBlockM + (wg + 1) * kRowsPerConsumer, seq.len_q) - 1;
-      int hi = seq.len_k;
-      if (p.window_right >= 0) hi = min(hi, last_row + seq.diag() + p.window_right + 1);
-      return hi - (range.n_end - 1) * Cfg::kBlockN <= kNarrowN;
+      return keys_seen_in_last_block(seq, t, range) <= kNarrowN;
     }
+  }
+
+  // Whether this warpgroup passes over the tile's last block (Cfg::kSkipMaskedLastBlock): its rows
+  // see none of the block's keys (warpgroup 0 on the causal diagonal where the block is narrower
+  // than the tile, d192 / d256), and the block is not the tile's only one (that one's K / V stage
+  // may hold O, kOutputInKV).
+  __device__ __forceinline__ bool skips_last_block(const SequenceInfo& seq, const TileCoord& t,
+                                                   const BlockRange<Cfg::kBlockN>& range) const {
+    return range.n_end - 1 > range.n_begin && keys_seen_in_last_block(seq, t, range) <= 0;
+  }
+
+  // A block this warpgroup does not compute (skips_last_block): the turns its GEMMs and its exp2s
+  // would have taken, so that the rings stay in step, and the releases of its K and V after they
+  // have landed (a later wait on the same stage must not find the parity of two phases back).
+  // Its P would be 0 and the softmax would keep its reset state, so the output is unchanged.
+  __device__ __forceinline__ void pass_over_block(PipelineState<Cfg::kStages>& k_state) const {
+    mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
+    mbarrier_wait(bars.v_full(k_state.stage), k_state.phase);
+    wait_turn();
+    pass_turn();
+    if constexpr (Cfg::kTurns != kTurnsAtGemms) {
+      wait_turn_on<kExpRing0>();
+      pass_turn_on<kExpRing0>();
+    }
+    release_kv(bars.k_empty(k_state.stage));
+    release_kv(bars.v_empty(k_state.stage));
+    k_state.advance();
   }
 
   // Leaves O (unnormalised) and the softmax state of the tile's rows of this warpgroup.
@@ -203,8 +240,18 @@ struct MainloopMma {
 #pragma unroll
     for (int i = 0; i < kOAccum; ++i) o[i] = 0.0f;
     softmax.reset();
-    issue_first_scores(s, k_state);
-    finish_tile<false>(s, seq, t, range, o, softmax, k_state);
+    if constexpr (Cfg::kSkipMaskedLastBlock) {
+      BlockRange<Cfg::kBlockN> visited = range;
+      if (skips_last_block(seq, t, range)) {
+        pass_over_block(k_state);
+        --visited.n_end;
+      }
+      issue_first_scores(s, k_state);
+      finish_tile<false>(s, seq, t, visited, o, softmax, k_state);
+    } else {
+      issue_first_scores(s, k_state);
+      finish_tile<false>(s, seq, t, range, o, softmax, k_state);
+    }
   }
 
   // The tile's first S = Q K^T (its last key block), issued on this warpgroup's turn (where the
