@@ -321,6 +321,10 @@ const Variant kVariants[] = {
     // static from 2k).
     {256, "n80_s2_skip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 80, 2, false>>>},
     {256, "n80_s2_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 80, 2, true>>>},
+    // The same at d64's 192-row tiles (the API's for causal rows from 1025 keys: static up to 4k,
+    // dynamic beyond), where warpgroup 0's rows never see the tile's last 128-key block.
+    {64, "n128_s4_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 128, 4, false>>>},
+    {64, "n128_s4_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 128, 4, true>>>},
 };
 
 }  // namespace

@@ -193,10 +193,10 @@ struct KernelConfig {
   // only when some row's max moved.
   static constexpr bool kRescaleInExpTurn = false;
   // A consumer warpgroup whose rows see no key of the tile's last block passes over it (its turns
-  // and releases, no GEMM or softmax; MainloopMma::pass_over_block): warpgroup 0 on the causal
-  // diagonal at d256's 80-key blocks, one block a tile at 512 causal rows (4 of its 18 a head).
-  // Tiles without an output tile of their own (plain_tiles) and without GQA packing only; harness
-  // only (session 17, not yet timed).
+  // and releases, no GEMM or softmax; MainloopMma::pass_over_block): on the causal diagonal,
+  // warpgroup 0 at d256's 80-key blocks (one block a tile at 512 causal rows, 4 of its 18 a head),
+  // and warpgroup 0 of every 192-row d64 tile (warpgroup 1 of some), where the narrowed block
+  // still computes S whole. Not with GQA packing; harness only (session 17, not yet timed).
   static constexpr bool kSkipMaskedLastBlock = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;

@@ -92,6 +92,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
     if (cur.kind == kScores) {
       mbarrier_wait(mma.bars.q_full(), q_phase);
       q_phase ^= 1;
+      if constexpr (Cfg::kSkipMaskedLastBlock) mma.pass_over_masked_last_block(cur.seq, cur.t, cur.range, kv_state);
       mma.issue_first_scores(s, kv_state);
       store_previous();
       next = take_next();

@@ -64,10 +64,8 @@ struct MainloopMma {
   // harness's d256 exp2-turn variants of session 16 had this race, and ran clean).
   static_assert(!(Cfg::kOutputInKV && Cfg::kTurns == kTurnsAtExp),
                 "turns around the exp2s alone leave the K / V stage hand-over unordered");
-  // Passing over a block is done in compute_tile (plain_tiles), and its bound assumes consecutive
-  // query rows.
-  static_assert(!Cfg::kSkipMaskedLastBlock || (!Cfg::kOverlapEpilogue && !Cfg::kPackGqa),
-                "skipping the masked last block needs the plain tile loop and no GQA packing");
+  // The bound of skips_last_block assumes consecutive query rows.
+  static_assert(!(Cfg::kSkipMaskedLastBlock && Cfg::kPackGqa), "skipping the masked last block needs no GQA packing");
   // One arrival per warp, after the warp's wait on the wgmma that read the stage.
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
     if (thread % 32 == 0) mbarrier_arrive(empty_bar);
@@ -205,9 +203,9 @@ struct MainloopMma {
   }
 
   // Whether this warpgroup passes over the tile's last block (Cfg::kSkipMaskedLastBlock): its rows
-  // see none of the block's keys (warpgroup 0 on the causal diagonal where the block is narrower
-  // than the tile, d192 / d256), and the block is not the tile's only one (that one's K / V stage
-  // may hold O, kOutputInKV).
+  // see none of the block's keys (on the causal diagonal, warpgroup 0 where the key block is
+  // narrower than the tile, d192 / d256, and warpgroups 0 and 1 of d64's 192-row tiles), and the
+  // block is not the tile's only one (that one's K / V stage may hold O, kOutputInKV).
   __device__ __forceinline__ bool skips_last_block(const SequenceInfo& seq, const TileCoord& t,
                                                    const BlockRange<Cfg::kBlockN>& range) const {
     return range.n_end - 1 > range.n_begin && keys_seen_in_last_block(seq, t, range) <= 0;
@@ -231,6 +229,16 @@ struct MainloopMma {
     k_state.advance();
   }
 
+  // Passes over the tile's last block where skips_last_block holds, and takes it off `range`.
+  __device__ __forceinline__ void pass_over_masked_last_block(const SequenceInfo& seq, const TileCoord& t,
+                                                              BlockRange<Cfg::kBlockN>& range,
+                                                              PipelineState<Cfg::kStages>& k_state) const {
+    if (skips_last_block(seq, t, range)) {
+      pass_over_block(k_state);
+      --range.n_end;
+    }
+  }
+
   // Leaves O (unnormalised) and the softmax state of the tile's rows of this warpgroup.
   __device__ __forceinline__ void compute_tile(const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
@@ -242,10 +250,7 @@ struct MainloopMma {
     softmax.reset();
     if constexpr (Cfg::kSkipMaskedLastBlock) {
       BlockRange<Cfg::kBlockN> visited = range;
-      if (skips_last_block(seq, t, range)) {
-        pass_over_block(k_state);
-        --visited.n_end;
-      }
+      pass_over_masked_last_block(seq, t, visited, k_state);
       issue_first_scores(s, k_state);
       finish_tile<false>(s, seq, t, visited, o, softmax, k_state);
     } else {
