@@ -963,7 +963,7 @@ INSTANTIATE_TEST_SUITE_P(WideKeyBlocks, Sm90ApiPick,
 // for masked problems with at most kSm90ShortRowsMaxKeys keys, and the GEMM turns at head dim 128
 // for unmasked problems with at most kSm90StaticUnmaskedMaxKeys keys. The picked cases are the
 // only tests of those configurations through the API: partial tiles, a window, GQA with
-// seqlen_q != seqlen_k, varlen with seqused_k, softcap, padded strides.
+// seqlen_q != seqlen_k, varlen with seqused_k, softcap, head-major strides.
 std::vector<ApiPick> short_rows_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int max_keys = kSm90ShortRowsMaxKeys;
