@@ -12,9 +12,6 @@ foreach(dtype IN ITEMS bf16 fp16)
       list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_${dtype}_hdim${hdim}.cu
            src/cuda/instantiations/sm90_fwd_pack_gqa_${dtype}_hdim${hdim}.cu
            src/cuda/instantiations/sm90_fwd_static_${dtype}_hdim${hdim}.cu)
-      if(hdim EQUAL 128)  # WideKeyBlockConfig is a configuration of its own at head dim 128 only
-        list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_wide_${dtype}_hdim${hdim}.cu)
-      endif()
       if(NOT hdim EQUAL 192)  # the backward (BackwardConfig) at head dims 64, 128 and 256
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_bwd_${dtype}_hdim${hdim}.cu)
       endif()

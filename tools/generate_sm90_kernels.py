@@ -5,8 +5,7 @@
   src/cuda/instantiations/sm90_fwd_*.cu   one explicit instantiation per (dtype, head dim), one
                                           with GQA head packing (sm90_fwd_pack_gqa_*.cu) and one
                                           with the static schedule (sm90_fwd_static_*.cu) and, at
-                                          head dim 128, one with wide key blocks (sm90_fwd_wide_*.cu),
-                                          at head dims 64 / 128 one for short rows (sm90_fwd_short_rows_*.cu),
+                                          head dims 64 / 128 one for short rows (sm90_fwd_short_rows_*.cu),
                                           at 128 / 256 one with cluster pairs (sm90_fwd_cluster_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
@@ -20,7 +19,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DTYPES = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
 HEAD_DIMS = [64, 128, 192, 256]
-WIDE_KEY_HEAD_DIMS = [128]  # keep in step with config.h WideKeyBlock and cmake/sm90.cmake
 SHORT_ROWS_HEAD_DIMS = [64, 128]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
 BACKWARD_HEAD_DIMS = [64, 128, 256]  # keep in step with bwd_config.h, sm90_backward.cu and cmake/sm90.cmake
 CLUSTER_HEAD_DIMS = [128, 256]  # keep in step with sm90_forward.cu has_cluster_pairs and cmake/sm90.cmake
@@ -135,10 +133,6 @@ def write_instantiations():
             files[f"sm90_fwd_static_{dt}_hdim{hd}.cu"] = instantiation(
                 f"StaticScheduleConfig<{hd}, {ctype}>",
                 "!defined(FLASHATTN_SM90_DEFAULT_DYNAMIC) || FLASHATTN_SM90_DEFAULT_DYNAMIC")
-            # Wide key blocks (config.h WideKeyBlockConfig): its own configuration at head dim 128
-            # only; elsewhere it is the default instantiation.
-            if hd in WIDE_KEY_HEAD_DIMS:
-                files[f"sm90_fwd_wide_{dt}_hdim{hd}.cu"] = instantiation(f"WideKeyBlockConfig<{hd}, {ctype}>")
             # 128-row tiles for short rows (config.h ShortRowsConfig): its own configuration where
             # the default has three consumer warpgroups; elsewhere the static-schedule one.
             if hd in SHORT_ROWS_HEAD_DIMS:

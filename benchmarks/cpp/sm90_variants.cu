@@ -204,8 +204,9 @@ const Variant kVariants[] = {
     {64, "n128_s4_2wg_l2", run_groups<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, false, 0, false, 2>, kGroupsL2>, 1},
     {128, "n128_s2", run<128, 128, 2, false>},
     {128, "n128_s2_dyn", run<128, 128, 2, true>},
-    // FlashAttention-3's key-block width for long rows at hdim 128 (WideKeyBlockConfig; the API
-    // picks it for unmasked rows with >= 4096 keys); timed on causal rows too.
+    // FlashAttention-3's key-block width for long rows at hdim 128 (the API's for unmasked rows
+    // from 8192 keys until session 18, when it no longer beat 128 keys; kernel_choice.h); timed
+    // on causal rows too.
     {128, "n176_s2_dyn", run<128, 176, 2, true>},
     // The same with the static schedule (not instantiated in the library; v8: static beat dynamic
     // at 128 keys up to 1k unmasked).

@@ -280,22 +280,6 @@ using ShortRowsConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kB
                                      false, kOutputAuto, false, kDefaultConsumers,
                                      HeadDim_ == 128 ? kTurnsAtGemms : kTurnsByRule>;
 
-// Wider key blocks for long rows without a mask at head dim 128 (FlashAttention-3's 176 keys): the
-// per-block costs (row max shuffles, barriers, waits) are spread over 1.375x the keys. Two stages
-// of 176 keys leave no room for an output tile beside Q, so O goes out through Q. sm90_forward
-// picks it by sm90_picks_wide_key_blocks (kernel_choice.h); at other head dims it is the default
-// configuration itself (one instantiation).
-template <int HeadDim>
-struct WideKeyBlock {
-  static constexpr int kBlockN = TileShape<HeadDim>::kBlockN;
-};
-template <>
-struct WideKeyBlock<128> {
-  static constexpr int kBlockN = 176;
-};
-template <int HeadDim_, typename Element_>
-using WideKeyBlockConfig = KernelConfig<HeadDim_, Element_, WideKeyBlock<HeadDim_>::kBlockN>;
-
 // Cluster pairs: the two CTAs of a cluster take query tiles 2i and 2i + 1 of one head, which read
 // the same K/V blocks; each CTA loads half of every block's rows with a multicast TMA into both,
 // so each block leaves the L2 once per pair instead of once per CTA (FlashAttention-3 does this

@@ -1,6 +1,6 @@
 // Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
 // by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs at head dim 256, 128-row
-// tiles for short rows at head dim 64, the static schedule, the wide key blocks, or the default.
+// tiles for short rows at head dims 64 / 128, the static schedule, or the default.
 #pragma once
 
 #include <cstdint>
@@ -63,14 +63,11 @@ constexpr int kSm90WideOneHeadGroupMaxKeys = 2048;
 bool sm90_picks_static_schedule(const AttentionProblem& p);
 // Launches of the static-schedule instantiation through sm90_forward so far in this process.
 int64_t sm90_static_schedule_launches();
-// Key blocks of 176 instead of 128 (sm90::WideKeyBlockConfig) at head dim 128 without a mask and
-// with at least kSm90WideKeyBlocksMinKeys keys (varlen: the longest). Measured with sustained
-// windows (docs/perf.md, v8): +1-2% at 8k, +3% at 16k, -2% at 4k (package and harness), -2..-13%
-// below (v6's +3% at 4k came from short windows).
-constexpr int kSm90WideKeyBlocksMinKeys = 8192;
-bool sm90_picks_wide_key_blocks(const AttentionProblem& p);
-// Launches of the wide-key-block instantiation through sm90_forward so far in this process.
-int64_t sm90_wide_key_block_launches();
+// No rule picks 176-key blocks (FlashAttention-3's width for long unmasked rows at head dim 128):
+// from v8 to session 16 they ran from 8192 keys (+1-3% then), but once the 128-key kernel took
+// turns around both the GEMMs and the exp2s (session 17) they no longer won: -1.0 / -0.4% at 8k
+// and -0.6 / -1.2% at 16k in two harness calls, -4.3 / +0.7% through the package (docs/perf.md,
+// session 18). The harness still times them (n176_s2_dyn).
 // The short-rows kernel (sm90::ShortRowsConfig, static schedule):
 //  - at head dim 64 for masked problems with at most kSm90ShortRowsMaxKeys keys (varlen: the
 //    longest): 128-row tiles (two consumer warpgroups), where the default's 192-row tiles compute
@@ -124,8 +121,8 @@ inline const char* sm90_cluster_pairs_refusal(const AttentionProblem& p, int til
 // Launches of the cluster-pair instantiation through sm90_forward so far in this process (by the
 // rule or by FLASHATTN_SM90_VARIANT=cluster).
 int64_t sm90_cluster_pairs_launches();
-// FLASHATTN_SM90_VARIANT=default|static|wide|short_rows|cluster in the environment overrides the
-// four rules above (not GQA packing) for benchmarks; read at every call. "cluster" runs the
+// FLASHATTN_SM90_VARIANT=default|static|short_rows|cluster in the environment overrides the
+// three rules above (not GQA packing) for benchmarks; read at every call. "cluster" runs the
 // cluster-pair kernel wherever it is built (head dims 128 and 256) and takes the problem
 // (Unsupported otherwise); "default" keeps it from the problems its rule covers.
 // False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which

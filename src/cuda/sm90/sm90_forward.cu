@@ -20,10 +20,10 @@ Status launch_forward(const AttentionProblem& p);
 namespace {
 
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
-// (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), the wide key blocks
-// (sm90::WideKeyBlockConfig), 128-row tiles for short rows (sm90::ShortRowsConfig) or cluster
-// pairs (sm90::ClusterPairsConfig; built at head dims 128 and 256, picked by rule at 256).
-enum class Variant { kDefault, kPackGqa, kStaticSchedule, kWideKeyBlocks, kShortRows, kClusterPairs };
+// (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), 128-row tiles for short
+// rows (sm90::ShortRowsConfig) or cluster pairs (sm90::ClusterPairsConfig; built at head dims 128
+// and 256, picked by rule at 256).
+enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs };
 constexpr int kVariantCount = int(Variant::kClusterPairs) + 1;  // keep the last one named here
 
 // The head dims with a cluster-pair instantiation (tools/generate_sm90_kernels.py).
@@ -32,7 +32,7 @@ static_assert(has_cluster_pairs(kSm90ClusterPairsHeadDim), "the rule's head dim 
 // Query rows per tile of the cluster-pair kernel the rule picks (the same for both dtypes).
 constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<kSm90ClusterPairsHeadDim, __nv_bfloat16>::kBlockM;
 
-template <int HeadDim, class Default, class Packed, class Static, class Wide, class ShortRows, class Cluster>
+template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
   if (variant == Variant::kClusterPairs) {
     if constexpr (has_cluster_pairs(HeadDim)) {
@@ -43,10 +43,9 @@ Status launch_variant(const AttentionProblem& p, Variant variant) {
     }
   }
   if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
-  // Where the static schedule is the default, Static is Default (one instantiation of it); so is
-  // Wide at head dims other than 128, and ShortRows is Static at head dims other than 64 and 128.
+  // Where the static schedule is the default, Static is Default (one instantiation of it), and
+  // ShortRows is Static at head dims other than 64 and 128.
   if (variant == Variant::kStaticSchedule) return sm90::launch_forward<Static>(p);
-  if (variant == Variant::kWideKeyBlocks) return sm90::launch_forward<Wide>(p);
   if (variant == Variant::kShortRows) return sm90::launch_forward<ShortRows>(p);
   return sm90::launch_forward<Default>(p);
 }
@@ -59,8 +58,8 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
   if (p.headdim == HD && kBf16 == std::is_same<__nv_bfloat16, DT>::value) {                           \
     if (!run) return Status::Ok();                                                                     \
     return launch_variant<HD, sm90::KernelConfig<HD, DT>, sm90::PackGqaConfig<HD, DT>,                 \
-                          sm90::StaticScheduleConfig<HD, DT>, sm90::WideKeyBlockConfig<HD, DT>,         \
-                          sm90::ShortRowsConfig<HD, DT>, sm90::ClusterPairsConfig<HD, DT>>(p, variant); \
+                          sm90::StaticScheduleConfig<HD, DT>, sm90::ShortRowsConfig<HD, DT>,            \
+                          sm90::ClusterPairsConfig<HD, DT>>(p, variant);                                \
   }
 #if defined(FLASHATTN_SM90_BF16_HDIM64)
   FLASHATTN_SM90_CASE(__nv_bfloat16, 64)
@@ -152,7 +151,7 @@ bool pack_gqa_group_ok(const AttentionProblem& p) {
          (group & (group - 1)) == 0;
 }
 
-// FLASHATTN_SM90_VARIANT (default, static, wide, short_rows, cluster) overrides the rules of
+// FLASHATTN_SM90_VARIANT (default, static, short_rows, cluster) overrides the rules of
 // kernel_choice.h (GQA packing excepted) for the problems that variant can run, so that a benchmark times the variants
 // through the package on the same shapes (docs/perf.md, v8). Read at every call (well under a
 // microsecond against ~80 us of host time per call) so one process can switch between them.
@@ -163,7 +162,6 @@ bool forced_variant(Variant* variant) {
   const std::string name(v);
   if (name == "default") *variant = Variant::kDefault;
   else if (name == "static") *variant = Variant::kStaticSchedule;
-  else if (name == "wide") *variant = Variant::kWideKeyBlocks;
   else if (name == "short_rows") *variant = Variant::kShortRows;
   else if (name == "cluster") *variant = Variant::kClusterPairs;
   else return false;
@@ -186,12 +184,7 @@ Status sm90_forward(const AttentionProblem& p) {
   if (sm90_picks_cluster_pairs(p)) variant = Variant::kClusterPairs;
   else if (sm90_picks_short_rows(p)) variant = Variant::kShortRows;
   else if (sm90_picks_static_schedule(p)) variant = Variant::kStaticSchedule;
-  else if (sm90_picks_wide_key_blocks(p)) variant = Variant::kWideKeyBlocks;
   return launch_counted(p, variant);
-}
-
-bool sm90_picks_wide_key_blocks(const AttentionProblem& p) {
-  return p.headdim == 128 && !p.mask.has_mask() && p.seqlen_k >= kSm90WideKeyBlocksMinKeys;
 }
 
 bool sm90_picks_short_rows(const AttentionProblem& p) {
@@ -207,8 +200,6 @@ bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
 }
 
 int64_t sm90_cluster_pairs_launches() { return launches_of(Variant::kClusterPairs); }
-
-int64_t sm90_wide_key_block_launches() { return launches_of(Variant::kWideKeyBlocks); }
 
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
   if (!sm90::kDefaultDynamicSchedule) return false;

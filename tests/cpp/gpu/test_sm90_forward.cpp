@@ -751,15 +751,6 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 192 local window past the static bound";
   p.headdim = 128, p.mask.window_left = -1;
 
-  p.seqlen_q = p.seqlen_k = kSm90WideKeyBlocksMinKeys;
-  EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "causal";
-  p.mask.window_right = -1;
-  EXPECT_TRUE(sm90_picks_wide_key_blocks(p)) << "no mask, at the bound";
-  p.seqlen_k = kSm90WideKeyBlocksMinKeys - 1;
-  EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "below the bound";
-  p.seqlen_k = 2 * kSm90WideKeyBlocksMinKeys, p.headdim = 256;
-  EXPECT_FALSE(sm90_picks_wide_key_blocks(p)) << "hdim 256";
-
   // The short-rows kernel: masked rows at head dim 64, unmasked ones at 128, each up to its bound
   // of keys, and never the other mask.
   p.seqlen_q = 512;
@@ -776,6 +767,15 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   }
   p.headdim = 256, p.seqlen_k = 512, p.mask.window_right = -1;
   EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 256";
+
+  // Unmasked long rows at head dim 128 take the default kernel (128-key blocks, dynamic schedule;
+  // no rule picks 176-key blocks since session 18).
+  p.headdim = 128;
+  for (int keys : {8192, 16384}) {
+    p.seqlen_q = p.seqlen_k = keys;
+    EXPECT_FALSE(sm90_picks_static_schedule(p) || sm90_picks_short_rows(p) || sm90_picks_cluster_pairs(p))
+        << "hdim 128, no mask, " << keys << " keys";
+  }
   p.mask.window_right = 0;
 
   // Cluster pairs: head dim 256 without a mask from kSm90ClusterPairsMinKeys keys, where the
@@ -928,35 +928,6 @@ std::vector<ApiPick> schedule_cases() {
 INSTANTIATE_TEST_SUITE_P(Schedule, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(schedule_cases(), sm90_static_schedule_launches,
                                                          "static schedule", 29u)),
-                         api_pick_name);
-
-// The wide key blocks (176 keys, sm90::WideKeyBlockConfig) at head dim 128 without a mask and with
-// at least kSm90WideKeyBlocksMinKeys keys. The picked cases are the only tests of that
-// configuration: partial last blocks, GQA, softcap, varlen with seqused_k (V rows of a 176-key
-// block zeroed) and the output through Q.
-std::vector<ApiPick> wide_key_block_cases() {
-  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
-  const int min_keys = kSm90WideKeyBlocksMinKeys;
-  std::vector<ApiPick> v;
-  Case c;
-  c = make("wide_k_at_bound_bf16", bf, 128, 2, 200, min_keys, 2, 2), v.push_back({c, true});
-  c = make("wide_q300_k_bound_plus_4_gqa_softcap_fp16", fp, 128, 1, 300, min_keys + 4, 4, 2), c.softcap = 30.0f;
-  v.push_back({c, true});
-  c = make("wide_strided_k9000_bf16", bf, 128, 2, 129, 9000, 2, 1), c.layout = Layout::kHeadMajor;
-  v.push_back({c, true});
-  c = make("wide_varlen_seqused_k_fp16", fp, 128, 0, 0, 0, 2, 2);
-  c.lens_q = {70, 200, 1}, c.lens_k = {min_keys + 100, 300, 177}, c.used_k = {min_keys + 37, 300, 1}, c.extra_k = 9;
-  v.push_back({c, true});
-  // Not picked: one key short, a causal mask, another head dim.
-  c = make("wide_k_below_bound_default_bf16", bf, 128, 1, 100, min_keys - 1, 2, 2), v.push_back({c, false});
-  c = make("wide_causal_default_bf16", bf, 128, 1, 300, min_keys, 2, 2), c.causal = true, v.push_back({c, false});
-  c = make("wide_d64_default_fp16", fp, 64, 1, 100, min_keys, 2, 2), v.push_back({c, false});
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(WideKeyBlocks, Sm90ApiPick,
-                         ::testing::ValuesIn(for_variant(wide_key_block_cases(), sm90_wide_key_block_launches,
-                                                         "wide key blocks", 41u)),
                          api_pick_name);
 
 // The short-rows kernel (sm90::ShortRowsConfig): 128-row tiles with the static schedule at head dim 64
