@@ -198,6 +198,9 @@ struct KernelConfig {
   // and warpgroup 0 of every 192-row d64 tile (warpgroup 1 of some), where the narrowed block
   // still computes S whole. Not with GQA packing; harness only (session 17, not yet timed).
   static constexpr bool kSkipMaskedLastBlock = false;
+  // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
+  // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
+  static constexpr bool kTrace = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

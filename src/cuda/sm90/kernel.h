@@ -47,7 +47,9 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   typename MainloopMma<Cfg>::Softmax softmax;
   auto store_previous = [&]() {
     if (prev.kind == kScores) {
+      if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, prev.t.m_block);
       epilogue.store(o, lse, prev.seq, prev.t);
+      if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueEnd, prev.t.m_block);
     } else if (prev.kind == kEmpty) {
       epilogue.store_empty(prev.seq, prev.t);
     }
@@ -90,7 +92,11 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
     if (index < p.num_tiles) cur = classify(index);
     int next;
     if (cur.kind == kScores) {
+      // Written under its own test: even unused, the arguments' reads reordered the static
+      // kernels' PTX registers (and ptxas's allocation).
+      if constexpr (Cfg::kTrace) mma.trace(kEvTileStart, cur.t.m_block, index);
       mbarrier_wait(mma.bars.q_full(), q_phase);
+      mma.trace(kEvQFull);
       q_phase ^= 1;
       if constexpr (Cfg::kSkipMaskedLastBlock) mma.pass_over_masked_last_block(cur.seq, cur.t, cur.range, kv_state);
       mma.issue_first_scores(s, kv_state);
@@ -125,7 +131,9 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
       epilogue.store_empty(seq, t);
       return;
     }
+    if constexpr (Cfg::kTrace) mma.trace(kEvTileStart, t.m_block, index);
     mbarrier_wait(mma.bars.q_full(), q_phase);
+    mma.trace(kEvQFull);
     q_phase ^= 1;
     float o[MainloopMma<Cfg>::kOAccum];
     typename MainloopMma<Cfg>::Softmax softmax;
@@ -134,7 +142,9 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     softmax.finalize(o, p.score_log2, lse);
     // The stage of the tile's last key block (kv_state has moved one past it): with O staged in
     // K / V (Cfg::kOutputInKV) the epilogue stages there.
+    if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, t.m_block);
     epilogue.store(o, lse, seq, t, kv_state.stage == 0 ? Cfg::kStages - 1 : kv_state.stage - 1);
+    if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueEnd, t.m_block);
   };
   if constexpr (Cfg::kDynamicSchedule) {
     // The next index is read at the start of a tile and used at its end, so the L2 read of the
@@ -201,6 +211,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
   const SharedTiles<Cfg> tiles{base};
   const SharedBarriers<Cfg> bars{base + Cfg::kBarrierOffset};
   if (threadIdx.x == 0) bars.init();
+  trace_start<Cfg>();
   if constexpr (Cfg::kClusterPairs) {
     cluster_sync();  // the peer's barriers exist before any multicast copy or remote arrival
   } else {
@@ -214,7 +225,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
     setmaxnreg_decrease<kProducerRegisters>();
     if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();
     if constexpr (Cfg::kDynamicSchedule) {
-      if (threadIdx.x == 32) schedule_tiles(p, bars.tile_mailbox());
+      if (threadIdx.x == 32) schedule_tiles<Cfg>(p, bars.tile_mailbox());
     }
     if constexpr (MainloopLoad<Cfg>::kZeroesKvTail) {
       if (threadIdx.x / 32 == 2 && p.zero_kv_tail) MainloopLoad<Cfg>{p, tiles, bars}.zero_unused_rows();

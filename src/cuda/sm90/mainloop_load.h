@@ -99,8 +99,10 @@ struct MainloopLoad {
       if (range.empty()) return;
       const int batch = varlen ? 0 : t.batch;
       const int head_kv = tile_kv_head<Cfg>(p, t);
+      trace_event<Cfg>(kTraceLoad, kEvLoadTile, t.m_block, index);
       for (int n = range.n_end - 1; n >= range.n_begin; --n) {
         const int k_row = s.k_row0 + n * Cfg::kBlockN;
+        trace_event<Cfg>(kTraceLoad, kEvKEmptyWait, kv.stage, n);
         mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
         if constexpr (Cfg::kClusterPairs) {
           load_half_block(tiles.k_column(kv.stage, 0), &p.tma_k, bars.k_full(kv.stage), k_row, head_kv, batch);
@@ -108,8 +110,10 @@ struct MainloopLoad {
           load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage),
                                   k_row, head_kv, batch);
         }
+        trace_event<Cfg>(kTraceLoad, kEvKLoad, kv.stage, n);
         if (n == range.n_end - 1) {
           // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
+          trace_event<Cfg>(kTraceLoad, kEvQEmptyWait, t.m_block);
           mbarrier_wait(bars.q_empty(), (phases & 1) ^ 1);
           phases ^= 1;
           if constexpr (Cfg::kPackGqa) {
@@ -118,7 +122,9 @@ struct MainloopLoad {
             load_tile<Cfg::kBlockM>(tiles.q_column(0), Cfg::kQColumnBytes, &p.tma_q, bars.q_full(),
                                     s.q_row0 + t.m_block * Cfg::kBlockM, t.head, batch);
           }
+          trace_event<Cfg>(kTraceLoad, kEvQLoad, t.m_block);
         }
+        trace_event<Cfg>(kTraceLoad, kEvVEmptyWait, kv.stage, n);
         mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);
         const int valid = s.len_k - n * Cfg::kBlockN;
         uint32_t v_bar = bars.v_full(kv.stage);
@@ -135,6 +141,7 @@ struct MainloopLoad {
           load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, v_bar, k_row, head_kv,
                                   batch);
         }
+        trace_event<Cfg>(kTraceLoad, kEvVLoad, kv.stage, n);
         kv.advance();
       }
     };

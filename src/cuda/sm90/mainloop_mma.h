@@ -39,6 +39,13 @@ struct MainloopMma {
   int wg;      // which consumer warpgroup: 0 .. Cfg::kConsumerWarpgroups - 1
   int thread;  // index inside the warpgroup
 
+  // An event of this warpgroup's trace (trace.h; nothing without Cfg::kTrace), by its thread 0.
+  __device__ __forceinline__ void trace(TraceEvent event, int arg0 = 0, int arg1 = 0) const {
+    if constexpr (Cfg::kTrace) {
+      if (thread == 0) trace_event<Cfg>(kTraceConsumer0 + wg, event, arg0, arg1);
+    }
+  }
+
   // The turns of one ring of named barriers (ring0 + wg).
   template <int ring0>
   __device__ __forceinline__ void wait_turn_on() const { named_barrier_sync(ring0 + wg, kPairThreads); }
@@ -52,7 +59,10 @@ struct MainloopMma {
   }
   // Turns around the GEMM issue (none with Cfg::kTurns == kTurnsAtExp).
   __device__ __forceinline__ void wait_turn() const {
-    if constexpr (Cfg::kTurns != kTurnsAtExp) wait_turn_on<kSchedulerBarrier0>();
+    if constexpr (Cfg::kTurns != kTurnsAtExp) {
+      wait_turn_on<kSchedulerBarrier0>();
+      trace(kEvGemmTurn);
+    }
   }
   __device__ __forceinline__ void pass_turn() const {
     if constexpr (Cfg::kTurns != kTurnsAtExp) pass_turn_on<kSchedulerBarrier0>();
@@ -60,7 +70,10 @@ struct MainloopMma {
   static constexpr int kExpRing0 = Cfg::kTurns == kTurnsAtBoth ? Cfg::kExpTurnBarrier0 : kSchedulerBarrier0;
   // Turns around the exp2 pass (none with Cfg::kTurns == kTurnsAtGemms).
   __device__ __forceinline__ void wait_exp_turn() const {
-    if constexpr (Cfg::kTurns != kTurnsAtGemms) wait_turn_on<kExpRing0>();
+    if constexpr (Cfg::kTurns != kTurnsAtGemms) {
+      wait_turn_on<kExpRing0>();
+      trace(kEvExpTurn);
+    }
   }
   __device__ __forceinline__ void pass_exp_turn() const {
     if constexpr (Cfg::kTurns != kTurnsAtGemms) pass_turn_on<kExpRing0>();
@@ -180,6 +193,7 @@ struct MainloopMma {
     } else {
       float m_scaled[2];
       softmax.template settle_max<kN / 8>(s, p.score_log2, m_scaled);
+      trace(kEvMaxReady);
       wait_exp_turn();
       softmax.template exponentiate<kN / 8>(s, p.score_log2, m_scaled);
       in_exp_turn();
@@ -274,12 +288,14 @@ struct MainloopMma {
   // previous tile's epilogue.
   __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state) const {
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
+    trace(kEvKFull, k_state.stage, -1);
     wait_turn();
     pin_registers(s);
     wgmma_fence();
     issue_qk(s, k_state.stage);
     wgmma_commit_group();
     pass_turn();
+    trace(kEvSIssued, k_state.stage);
   }
 
   // One step of the key loop: S of block n issued with P V of the block before it (kPvN of its
@@ -296,7 +312,9 @@ struct MainloopMma {
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
                                              PipelineState<Cfg::kStages>& v_state) const {
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
+    trace(kEvKFull, k_state.stage, n);
     mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    trace(kEvVFull, v_state.stage, n + 1);
     wait_turn();
     pin_registers(s);
     pin_registers(o);
@@ -307,6 +325,7 @@ struct MainloopMma {
     issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
     wgmma_commit_group();
     pass_turn();
+    trace(kEvSPvIssued, k_state.stage, n);
     if constexpr (Cfg::kSerialSteps) {
       wgmma_wait_group<0>();
       pin_registers(s);
@@ -315,22 +334,27 @@ struct MainloopMma {
       release_scores_operands(k_state, n == range.n_begin);
       release_kv(bars.v_empty(v_state.stage));
       v_state.advance();
+      trace(kEvSReady);
       if constexpr (Cfg::kRescaleInExpTurn) {
         scores_to_probabilities(s, softmax, seq, t, n, [&]() { softmax.rescale_output(o); });
       } else {
         scores_to_probabilities(s, softmax, seq, t, n);
         if (softmax.max_moved()) softmax.rescale_output(o);
       }
+      trace(kEvProbsReady);
     } else {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
       release_scores_operands(k_state, n == range.n_begin);
+      trace(kEvSReady);
       scores_to_probabilities(s, softmax, seq, t, n);
+      trace(kEvProbsReady);
       wgmma_wait_group<0>();
       pin_registers(o);
       pin_registers(prob);
       release_kv(bars.v_empty(v_state.stage));
       v_state.advance();
+      trace(kEvPvDone);
       // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
       if (softmax.max_moved()) softmax.rescale_output(o);
     }
@@ -342,6 +366,7 @@ struct MainloopMma {
   __device__ __forceinline__ void last_pv(uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum], int accumulate,
                                           PipelineState<Cfg::kStages>& v_state) const {
     mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    trace(kEvVFull, v_state.stage, -1);
     wait_turn();
     pin_registers(o);
     pin_registers(prob);
@@ -349,10 +374,12 @@ struct MainloopMma {
     issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
     wgmma_commit_group();
     pass_turn();
+    trace(kEvPvIssued, v_state.stage);
     wgmma_wait_group<0>();
     pin_registers(o);
     release_last_v(bars.v_empty(v_state.stage));
     v_state.advance();
+    trace(kEvLastPvDone);
   }
 
   // The rest of the tile once issue_first_scores has issued S of its last key block; the softmax
@@ -373,11 +400,13 @@ struct MainloopMma {
     wgmma_wait_group<0>();
     pin_registers(s);
     release_scores_operands(k_state, n == range.n_begin);
+    trace(kEvSReady);
     if (kNarrow && narrow) {
       first_probabilities<kNarrowN>(s, prob, softmax, seq, t, n);
     } else {
       first_probabilities<Cfg::kBlockN>(s, prob, softmax, seq, t, n);
     }
+    trace(kEvProbsReady);
 
     // A narrowed block's P V takes only its first kNarrowN keys: in the first step, or at the end
     // when it is the tile's only block. narrow_pv stays a flag cleared by the first step: derived

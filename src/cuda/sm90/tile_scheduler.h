@@ -15,6 +15,7 @@
 #include "cuda/sm90/config.h"
 #include "cuda/sm90/params.h"
 #include "cuda/sm90/ptx.h"
+#include "cuda/sm90/trace.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -214,13 +215,16 @@ struct TileRing {
 
 // The scheduler thread's whole life (dynamic schedule): this CTA's first tile, then one claim from
 // the counter each time the mailbox has been emptied, and the index past the end to finish.
+template <class Cfg>
 __device__ __forceinline__ void schedule_tiles(const KernelParams& p, uint32_t mailbox) {
   TileRing ring;
   int index = blockIdx.x;
   while (true) {
     ring.publish(mailbox, tile_mailbox_entry(p), index);
+    trace_event<Cfg>(kTraceScheduler, kEvPublish, 0, index);
     if (index >= p.num_tiles) break;
     index = fetch_next_tile(p);
+    trace_event<Cfg>(kTraceScheduler, kEvClaim, 0, index);
   }
   retire_tile_counter(p);
 }
