@@ -17,6 +17,8 @@
 // Decode-like GQA shapes (seqlen_q 1 to 128 against 1k / 4k keys, G = 2, 4, 8) time the GQA head packing
 // (variant "n128_s2_dyn_pack_gqa", PackGqaConfig; the API picks it by sm90_picks_pack_gqa) beside the default,
 // and both with seqused_k = seqlen_k - 1 (the V-tail zeroing, mainloop_load.h).
+// `_trace` variants (KernelConfig::kTrace, sm90/trace.h) also write their last launch's event trace
+// to $SM90_TRACE_OUT/<variant>_<hdim>_<seqlen>_<causal>.bin for benchmarks/cpp/sm90_trace_report.py.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,6 +48,8 @@ struct Shape {
 };
 
 using Launch = Status (*)(const AttentionProblem&);
+// Writes the event trace of the last launch of a traced kernel (write_trace below).
+using TraceWriter = bool (*)(const char* variant, const Shape& sh);
 struct Variant {
   int hdim;
   const char* name;
@@ -53,6 +57,7 @@ struct Variant {
   int causal_only = -1;  // -1: every shape; 0: non-causal shapes only; 1: causal only
   bool gqa_only = false;  // only shapes with hq != hkv
   bool decode_only = false;  // only the decode-like shapes (seqlen_q < seqlen_k)
+  TraceWriter write_trace = nullptr;  // a `_trace` variant (KernelConfig::kTrace)
 };
 
 // seqused_k = seqlen_k - 1 for every batch entry (filled per shape in main): every tile's last
@@ -152,6 +157,11 @@ template <class Base>
 struct SkipMaskedLastBlock : Base {
   static constexpr bool kSkipMaskedLastBlock = true;
 };
+// The same kernel writing its event trace (KernelConfig::kTrace, sm90/trace.h).
+template <class Base>
+struct Traced : Base {
+  static constexpr bool kTrace = true;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -169,6 +179,47 @@ Status run_groups(const AttentionProblem& p) {
   const Status s = sm90::launch_forward<Cfg>(p);
   unsetenv("FLASHATTN_SM90_CAUSAL_GROUPS");
   return s;
+}
+
+// The trace buffer (shared by every traced kernel of this file) after the last launch, with a
+// header for sm90_trace_report.py, to $SM90_TRACE_OUT/<variant>_<hdim>_<seqlen>_<causal>.bin
+// (without SM90_TRACE_OUT: sm90_trace_<variant>_... in the working directory).
+struct TraceHeader {
+  char magic[8] = {'S', 'M', '9', '0', 'T', 'R', 'C', '1'};
+  int32_t ctas = sm90::kTraceCtas, roles = sm90::kTraceRoles, capacity = sm90::kTraceCapacity;
+  int32_t record_bytes = sizeof(sm90::TraceRecord);
+  int32_t consumers = 0, clock_khz = 0, hdim = 0, seqlen = 0, causal = 0, dynamic = 0;
+  char variant[64] = {};
+};
+template <class Cfg>
+bool write_trace(const char* variant, const Shape& sh) {
+  TraceHeader h;
+  h.consumers = Cfg::kConsumerWarpgroups, h.dynamic = Cfg::kDynamicSchedule;
+  h.hdim = sh.hdim, h.seqlen = sh.seqlen, h.causal = sh.causal;
+  cudaDeviceGetAttribute(&h.clock_khz, cudaDevAttrClockRate, 0);
+  std::snprintf(h.variant, sizeof h.variant, "%s", variant);
+  std::vector<sm90::TraceRecord> records(size_t(h.ctas) * h.roles * h.capacity);
+  if (cudaMemcpyFromSymbol(records.data(), sm90::g_trace<true>, records.size() * sizeof(records[0])) != cudaSuccess) {
+    return false;
+  }
+  const char* dir = std::getenv("SM90_TRACE_OUT");
+  char path[512];
+  std::snprintf(path, sizeof path, "%s%s%s_%d_%d_%d.bin", dir ? dir : "", dir ? "/" : "sm90_trace_", variant, sh.hdim,
+                sh.seqlen, int(sh.causal));
+  FILE* f = std::fopen(path, "wb");
+  if (!f) return false;
+  const bool ok = std::fwrite(&h, sizeof h, 1, f) == 1 &&
+                  std::fwrite(records.data(), sizeof(records[0]), records.size(), f) == records.size();
+  std::fclose(f);
+  std::printf("{\"variant\": \"%s\", \"trace\": \"%s\"}\n", variant, path);
+  return ok;
+}
+// Zeroes the trace buffer, so that after the next launch it holds that launch's records only.
+void clear_trace() {
+  void* buffer = nullptr;
+  if (cudaGetSymbolAddress(&buffer, sm90::g_trace<true>) == cudaSuccess) {
+    cudaMemset(buffer, 0, sizeof(sm90::g_trace<true>));
+  }
 }
 
 template <int D>
@@ -326,6 +377,21 @@ const Variant kVariants[] = {
     // dynamic beyond), where warpgroup 0's rows never see the tile's last 128-key block.
     {64, "n128_s4_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 128, 4, false>>>},
     {64, "n128_s4_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 128, 4, true>>>},
+    // Session 18: the event trace (KernelConfig::kTrace) of the kernels the API runs at the short
+    // rows where cuDNN leads: d256 dynamic (causal up to 1k keys) and static, d64's short-rows
+    // kernel (ShortRowsConfig, two warpgroups), d128 dynamic and static. After the timed rounds
+    // each runs once more on a zeroed buffer and writes that launch's records (write_trace); its
+    // timings include the tracing's cost.
+    {256, "n80_s2_dyn_trace", run_cfg<Traced<TileCfg<256, 80, 2, true>>>, -1, false, false,
+     write_trace<Traced<TileCfg<256, 80, 2, true>>>},
+    {256, "n80_s2_trace", run_cfg<Traced<TileCfg<256, 80, 2, false>>>, -1, false, false,
+     write_trace<Traced<TileCfg<256, 80, 2, false>>>},
+    {64, "n128_s4_2wg_trace", run_cfg<Traced<TileCfg<64, 128, 4, false, 2>>>, -1, false, false,
+     write_trace<Traced<TileCfg<64, 128, 4, false, 2>>>},
+    {128, "n128_s2_dyn_trace", run_cfg<Traced<TileCfg<128, 128, 2, true>>>, -1, false, false,
+     write_trace<Traced<TileCfg<128, 128, 2, true>>>},
+    {128, "n128_s2_trace", run_cfg<Traced<TileCfg<128, 128, 2, false>>>, -1, false, false,
+     write_trace<Traced<TileCfg<128, 128, 2, false>>>},
 };
 
 }  // namespace
@@ -506,6 +572,14 @@ int main(int argc, char** argv) {
         std::sort(ms.begin(), ms.end());
         best[i] = std::min(best[i], ms[n / 2]);
         round_ms[i].push_back(ms[n / 2]);
+      }
+    }
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (!vars[i]->write_trace) continue;
+      clear_trace();
+      if (!vars[i]->launch(p[0]).ok() || cudaDeviceSynchronize() != cudaSuccess ||
+          !vars[i]->write_trace(vars[i]->name, sh)) {
+        std::printf("{\"variant\": \"%s\", \"error\": \"trace not written\"}\n", vars[i]->name);
       }
     }
     for (size_t i = 0; i < vars.size(); ++i) {
