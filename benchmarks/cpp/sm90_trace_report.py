@@ -49,13 +49,15 @@ EVENTS = [
     ("end", "last P V retired"),
     ("epi", "epilogue start"),
     ("epi<", "epilogue end"),
+    ("Kw", "waits for K"),
+    ("Vw", "waits for V"),
 ]
 LABEL = {i + 1: e[0] for i, e in enumerate(EVENTS)}
 MEANING = {i + 1: e[1] for i, e in enumerate(EVENTS)}
 # Event numbers the report looks for (trace.h).
 P_TILE, P_QW, P_Q, P_KW, P_K, P_VW, P_V, S_PUB, S_CLAIM = range(1, 10)
 C_START, C_Q, C_K, C_V, C_TURN, C_S_ISSUED, C_SPV_ISSUED, C_PV_ISSUED, C_S_READY = range(10, 19)
-C_MAX, C_EXP, C_P, C_PV_DONE, C_END, C_EPI, C_EPI_END = range(19, 26)
+C_MAX, C_EXP, C_P, C_PV_DONE, C_END, C_EPI, C_EPI_END, C_K_WAIT, C_V_WAIT = range(19, 28)
 
 
 def read(path):
@@ -174,7 +176,10 @@ def aggregates(meta, traces):
         print(f" consumer warpgroup {w}: {tiles} tiles; start to last P V {mean(durations):.0f}; one tile's last "
               f"P V to the next's {mean(periods):.0f}; S issue to retire {mean(s_flight):.0f} a GEMM (a tile's "
               f"first S: with the previous epilogue under it)")
-        groups = [("Q wait", [C_Q]), ("K / V landed", [C_K, C_V]), ("GEMM turn", [C_TURN]),
+        # With the wait-begin events (Kw, Vw) the intervals ending at K / V are the time blocked on
+        # the loads, and those ending at Kw / Vw the code before the waits (O rescale, loop).
+        groups = [("Q wait", [C_Q]), ("K / V landed", [C_K, C_V]), ("before K / V waits", [C_K_WAIT, C_V_WAIT]),
+                  ("GEMM turn", [C_TURN]),
                   ("GEMM issue", [C_S_ISSUED, C_SPV_ISSUED, C_PV_ISSUED]), ("S wait", [C_S_READY]),
                   ("mask + max", [C_MAX]), ("exp2 turn", [C_EXP]), ("softmax", [C_P]), ("P V wait", [C_PV_DONE, C_END]),
                   ("epilogue", [C_EPI, C_EPI_END]), ("between tiles", [C_START])]

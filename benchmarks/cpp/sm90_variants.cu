@@ -162,6 +162,13 @@ template <class Base>
 struct Traced : Base {
   static constexpr bool kTrace = true;
 };
+// The same kernel waiting for the previous P V (and releasing its V stage) after the row max,
+// and rescaling O there too or not (KernelConfig::kReleaseVAfterMax, kRescaleAfterMax).
+template <class Base, bool kRescale = false>
+struct ReleaseVAfterMax : Base {
+  static constexpr bool kReleaseVAfterMax = true;
+  static constexpr bool kRescaleAfterMax = kRescale;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -392,6 +399,28 @@ const Variant kVariants[] = {
      write_trace<Traced<TileCfg<128, 128, 2, true>>>},
     {128, "n128_s2_trace", run_cfg<Traced<TileCfg<128, 128, 2, false>>>, -1, false, false,
      write_trace<Traced<TileCfg<128, 128, 2, false>>>},
+    // Session 18: the previous P V waited for after the row max, its V stage released there
+    // (_vmax), and O rescaled there too (_vmax_rs), on the kernels the API runs: d128 dynamic
+    // (unmasked from 2k) and static (causal), d256 dynamic (causal up to 1k), static (causal from
+    // 2k) and cluster pairs (unmasked from 4k), d64 three warpgroups static / dynamic and two.
+    {128, "n128_s2_dyn_vmax", run_cfg<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>},
+    {128, "n128_s2_dyn_vmax_rs", run_cfg<ReleaseVAfterMax<TileCfg<128, 128, 2, true>, true>>},
+    {128, "n128_s2_vmax", run_cfg<ReleaseVAfterMax<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_vmax_rs", run_cfg<ReleaseVAfterMax<TileCfg<128, 128, 2, false>, true>>},
+    {256, "n80_s2_dyn_vmax", run_cfg<ReleaseVAfterMax<TileCfg<256, 80, 2, true>>>},
+    {256, "n80_s2_dyn_vmax_rs", run_cfg<ReleaseVAfterMax<TileCfg<256, 80, 2, true>, true>>},
+    {256, "n80_s2_vmax", run_cfg<ReleaseVAfterMax<TileCfg<256, 80, 2, false>>>},
+    {256, "n80_s2_vmax_rs", run_cfg<ReleaseVAfterMax<TileCfg<256, 80, 2, false>, true>>},
+    {256, "n80_s2_cluster_vmax", run_cfg<ReleaseVAfterMax<sm90::ClusterPairsConfig<256, __nv_bfloat16>>>, 0},
+    {256, "n80_s2_cluster_vmax_rs", run_cfg<ReleaseVAfterMax<sm90::ClusterPairsConfig<256, __nv_bfloat16>, true>>, 0},
+    {64, "n128_s4_vmax", run_cfg<ReleaseVAfterMax<TileCfg<64, 128, 4, false>>>},
+    {64, "n128_s4_dyn_vmax", run_cfg<ReleaseVAfterMax<TileCfg<64, 128, 4, true>>>},
+    {64, "n128_s4_2wg_vmax", run_cfg<ReleaseVAfterMax<TileCfg<64, 128, 4, false, 2>>>},
+    // The same with the trace, to see where the time moved.
+    {128, "n128_s2_dyn_vmax_trace", run_cfg<Traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>>, -1, false, false,
+     write_trace<Traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>>},
+    {256, "n80_s2_dyn_vmax_trace", run_cfg<Traced<ReleaseVAfterMax<TileCfg<256, 80, 2, true>>>>, -1, false, false,
+     write_trace<Traced<ReleaseVAfterMax<TileCfg<256, 80, 2, true>>>>},
 };
 
 }  // namespace

@@ -198,6 +198,14 @@ struct KernelConfig {
   // and warpgroup 0 of every 192-row d64 tile (warpgroup 1 of some), where the narrowed block
   // still computes S whole. Not with GQA packing; harness only (session 17, not yet timed).
   static constexpr bool kSkipMaskedLastBlock = false;
+  // The previous block's P V waited for, and its V stage released, right after this block's row
+  // max instead of after its exp2s (MainloopMma::block_step, overlapped steps): session 18's
+  // trace had the loading thread waiting ~2.2-2.5k cycles a block for a free V stage (d128
+  // unmasked 8k, d256 causal 1k), a stage that frees only when the later warpgroup's softmax
+  // ends, and the next K queued behind it. With kRescaleAfterMax O is rescaled there too. Outputs
+  // bit-identical. Harness only (session 18).
+  static constexpr bool kReleaseVAfterMax = false;
+  static constexpr bool kRescaleAfterMax = false;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;

@@ -10,6 +10,8 @@
 //    j+1 runs while P_j V_j is still executing. O is rescaled only after that GEMM has retired.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/pack_gqa.h"
@@ -86,6 +88,8 @@ struct MainloopMma {
                 "turns around the exp2s alone leave the K / V stage hand-over unordered");
   // The bound of skips_last_block assumes consecutive query rows.
   static_assert(!(Cfg::kSkipMaskedLastBlock && Cfg::kPackGqa), "skipping the masked last block needs no GQA packing");
+  static_assert(!(Cfg::kReleaseVAfterMax && Cfg::kSerialSteps), "serial steps release V before the softmax already");
+  static_assert(!Cfg::kRescaleAfterMax || Cfg::kReleaseVAfterMax, "O is rescaled after the max once its P V retired");
   // One arrival per warp, after the warp's wait on the wgmma that read the stage.
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
     if (thread % 32 == 0) mbarrier_arrive(empty_bar);
@@ -170,11 +174,13 @@ struct MainloopMma {
   };
   // The softmax of one block's S, in place (kN < kBlockN: a narrowed block, which always needs the
   // mask; only the first kN / 2 registers of S are looked at). in_exp_turn runs after the exp2s,
-  // inside the exp2 turn where there is one (serial steps' O rescale, Cfg::kRescaleInExpTurn).
-  template <int kN = Cfg::kBlockN, class InExpTurn = NothingInTurn>
+  // inside the exp2 turn where there is one (serial steps' O rescale, Cfg::kRescaleInExpTurn);
+  // after_max between the row max and the exp2s (Cfg::kReleaseVAfterMax), before the exp2 turn.
+  template <int kN = Cfg::kBlockN, class InExpTurn = NothingInTurn, class AfterMax = NothingInTurn>
   __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], Softmax& softmax,
                                                           const SequenceInfo& seq, const TileCoord& t,
-                                                          int n_block, InExpTurn in_exp_turn = {}) const {
+                                                          int n_block, InExpTurn in_exp_turn = {},
+                                                          AfterMax after_max = {}) const {
     if (p.score_pre != 0.0f) OnlineSoftmax<kN>::apply_softcap(leading<kN / 2>(s), p.score_pre);
     if constexpr (Cfg::kPackGqa) {
       if (tile_block_needs_mask<Cfg>(p, seq, t.m_block, n_block)) {
@@ -187,13 +193,16 @@ struct MainloopMma {
       OnlineSoftmax<Cfg::kBlockN>::template apply_mask<kN / 8, Cfg::kMaskByBits>(
           s, p, seq, t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer, n_block, FragmentPosition::of_thread(thread));
     }
-    if constexpr (Cfg::kTurns == kTurnsAtGemms) {
+    constexpr bool kHookAfterMax = !std::is_same<AfterMax, NothingInTurn>::value;
+    if constexpr (Cfg::kTurns == kTurnsAtGemms && !kHookAfterMax) {
       softmax.template update<kN / 8>(s, p.score_log2);
       in_exp_turn();
     } else {
+      // With the GEMM turns and a hook: the same products as update's, both rows' max first.
       float m_scaled[2];
       softmax.template settle_max<kN / 8>(s, p.score_log2, m_scaled);
       trace(kEvMaxReady);
+      if constexpr (kHookAfterMax) after_max();
       wait_exp_turn();
       softmax.template exponentiate<kN / 8>(s, p.score_log2, m_scaled);
       in_exp_turn();
@@ -287,6 +296,7 @@ struct MainloopMma {
   // the rest of S written by a wgmma of its own), as the first S stays in flight under the
   // previous tile's epilogue.
   __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state) const {
+    trace(kEvKWait, k_state.stage, -1);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, -1);
     wait_turn();
@@ -311,8 +321,10 @@ struct MainloopMma {
                                              const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
                                              PipelineState<Cfg::kStages>& v_state) const {
+    trace(kEvKWait, k_state.stage, n);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, n);
+    trace(kEvVWait, v_state.stage, n + 1);
     mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
     trace(kEvVFull, v_state.stage, n + 1);
     wait_turn();
@@ -347,16 +359,36 @@ struct MainloopMma {
       pin_registers(s);
       release_scores_operands(k_state, n == range.n_begin);
       trace(kEvSReady);
-      scores_to_probabilities(s, softmax, seq, t, n);
-      trace(kEvProbsReady);
-      wgmma_wait_group<0>();
-      pin_registers(o);
-      pin_registers(prob);
-      release_kv(bars.v_empty(v_state.stage));
-      v_state.advance();
-      trace(kEvPvDone);
-      // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
-      if (softmax.max_moved()) softmax.rescale_output(o);
+      if constexpr (Cfg::kReleaseVAfterMax) {
+        // P V's wait moves from after the exp2s to after the max (and before the exp2 turn):
+        // the same operations in another order.
+        scores_to_probabilities(s, softmax, seq, t, n, NothingInTurn{}, [&]() {
+          wgmma_wait_group<0>();
+          pin_registers(o);
+          pin_registers(prob);
+          release_kv(bars.v_empty(v_state.stage));
+          v_state.advance();
+          trace(kEvPvDone);
+          if constexpr (Cfg::kRescaleAfterMax) {
+            if (softmax.max_moved()) softmax.rescale_output(o);
+          }
+        });
+        trace(kEvProbsReady);
+        if constexpr (!Cfg::kRescaleAfterMax) {
+          if (softmax.max_moved()) softmax.rescale_output(o);
+        }
+      } else {
+        scores_to_probabilities(s, softmax, seq, t, n);
+        trace(kEvProbsReady);
+        wgmma_wait_group<0>();
+        pin_registers(o);
+        pin_registers(prob);
+        release_kv(bars.v_empty(v_state.stage));
+        v_state.advance();
+        trace(kEvPvDone);
+        // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
+        if (softmax.max_moved()) softmax.rescale_output(o);
+      }
     }
     accumulator_to_operand<Element>(s, prob);
   }
@@ -365,6 +397,7 @@ struct MainloopMma {
   template <int kPvN>
   __device__ __forceinline__ void last_pv(uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum], int accumulate,
                                           PipelineState<Cfg::kStages>& v_state) const {
+    trace(kEvVWait, v_state.stage, -1);
     mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
     trace(kEvVFull, v_state.stage, -1);
     wait_turn();

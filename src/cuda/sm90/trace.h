@@ -58,6 +58,10 @@ enum TraceEvent : uint16_t {
   kEvLastPvDone,     // the tile's last P V has retired: O is final
   kEvEpilogueStart,  // arg0 m_block of the tile whose output is stored
   kEvEpilogueEnd,    // the store issued (TMA) or done (direct)
+  // Consumer warpgroup, session 18's second call: where its waits for K / V begin, so that the
+  // time blocked on a load (to kEvKFull / kEvVFull) is told from the code before the wait.
+  kEvKWait,
+  kEvVWait,
 };
 
 struct TraceRecord {
