@@ -416,6 +416,11 @@ const Variant kVariants[] = {
     {64, "n128_s4_vmax", run_cfg<ReleaseVAfterMax<TileCfg<64, 128, 4, false>>>},
     {64, "n128_s4_dyn_vmax", run_cfg<ReleaseVAfterMax<TileCfg<64, 128, 4, true>>>},
     {64, "n128_s4_2wg_vmax", run_cfg<ReleaseVAfterMax<TileCfg<64, 128, 4, false, 2>>>},
+    // Session 18: cluster pairs at d128 with the turn placements d256's take (both rings) and
+    // the exp2 turns alone (the library's d128 cluster kernel has the GEMM turns; its other
+    // placements were never timed).
+    {128, "n128_s2_cluster_both", run_cfg<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtBoth>>, 0},
+    {128, "n128_s2_cluster_exp", run_cfg<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>>, 0},
     // The same with the trace, to see where the time moved.
     {128, "n128_s2_dyn_vmax_trace", run_cfg<Traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>>, -1, false, false,
      write_trace<Traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>>},
