@@ -169,11 +169,6 @@ struct ReleaseVAfterMax : Base {
   static constexpr bool kReleaseVAfterMax = true;
   static constexpr bool kRescaleAfterMax = kRescale;
 };
-// The same kernel classifying the next tile under this tile's first S (KernelConfig::kClassifyNextEarly).
-template <class Base>
-struct ClassifyNextEarly : Base {
-  static constexpr bool kClassifyNextEarly = true;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -426,15 +421,6 @@ const Variant kVariants[] = {
     // placements were never timed).
     {128, "n128_s2_cluster_both", run_cfg<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtBoth>>, 0},
     {128, "n128_s2_cluster_exp", run_cfg<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>>, 0},
-    // Session 18: the next tile classified under this tile's first S (_early), on the kernels with
-    // the overlapped tile loop the API runs: d64 two warpgroups (masked up to 1k keys), three
-    // (static / dynamic), d128 static (causal), short rows (unmasked up to 1k) and dynamic.
-    {64, "n128_s4_2wg_early", run_cfg<ClassifyNextEarly<TileCfg<64, 128, 4, false, 2>>>},
-    {64, "n128_s4_early", run_cfg<ClassifyNextEarly<TileCfg<64, 128, 4, false>>>},
-    {64, "n128_s4_dyn_early", run_cfg<ClassifyNextEarly<TileCfg<64, 128, 4, true>>>},
-    {128, "n128_s2_early", run_cfg<ClassifyNextEarly<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_gemmturns_early", run_cfg<ClassifyNextEarly<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtGemms>>>, 0},
-    {128, "n128_s2_dyn_early", run_cfg<ClassifyNextEarly<TileCfg<128, 128, 2, true>>>},
     // The same with the trace, to see where the time moved.
     {128, "n128_s2_dyn_vmax_trace", run_cfg<Traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>>, -1, false, false,
      write_trace<Traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>>},

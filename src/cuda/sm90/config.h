@@ -205,11 +205,6 @@ struct KernelConfig {
   // ends, and the next K queued behind it. With kRescaleAfterMax O is rescaled there too. Outputs
   // bit-identical. Harness only (session 18).
   static constexpr bool kReleaseVAfterMax = false;
-  // The overlapped tile loop (kernel.h) classifies the next tile (its coordinates, sequence and
-  // key-block range) right after taking its index, under this tile's first S, instead of after
-  // this tile's last P V: session 18's trace had 1.1k cycles between one tile's last P V and the
-  // next tile's start at d64 causal 512, 10% of a tile. Harness only (session 18).
-  static constexpr bool kClassifyNextEarly = false;
   static constexpr bool kRescaleAfterMax = false;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.

@@ -86,21 +86,10 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   // serialises every wgmma of the kernel when its analysis finds a path on which an issued wgmma's
   // accumulators could be written before its wait (it does not correlate two separate tests of
   // the same flag).
-  // Cfg::kClassifyNextEarly: the next tile classified right after its index is taken, under this
-  // tile's first S, rather than after this tile's last P V.
-  Work upcoming;
-  if constexpr (Cfg::kClassifyNextEarly) {
-    upcoming.kind = kNone;
-    if (index < p.num_tiles) upcoming = classify(index);
-  }
   while (true) {
     Work cur;
     cur.kind = kNone;
-    if constexpr (Cfg::kClassifyNextEarly) {
-      cur = upcoming;
-    } else {
-      if (index < p.num_tiles) cur = classify(index);
-    }
+    if (index < p.num_tiles) cur = classify(index);
     int next;
     if (cur.kind == kScores) {
       // Written under its own test: even unused, the arguments' reads reordered the static
@@ -113,10 +102,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       mma.issue_first_scores(s, kv_state);
       store_previous();
       next = take_next();
-      if constexpr (Cfg::kClassifyNextEarly) {
-        upcoming.kind = kNone;
-        if (next < p.num_tiles) upcoming = classify(next);
-      }
       softmax.reset();
       mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state);
       softmax.finalize(o, p.score_log2, lse);
@@ -124,10 +109,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       store_previous();
       if (index >= p.num_tiles) break;
       next = take_next();
-      if constexpr (Cfg::kClassifyNextEarly) {
-        upcoming.kind = kNone;
-        if (next < p.num_tiles) upcoming = classify(next);
-      }
     }
     prev = cur;
     index = next;
