@@ -363,12 +363,7 @@ struct MainloopMma {
         // P V's wait moves from after the exp2s to after the max (and before the exp2 turn):
         // the same operations in another order.
         scores_to_probabilities(s, softmax, seq, t, n, NothingInTurn{}, [&]() {
-          wgmma_wait_group<0>();
-          pin_registers(o);
-          pin_registers(prob);
-          release_kv(bars.v_empty(v_state.stage));
-          v_state.advance();
-          trace(kEvPvDone);
+          retire_previous_pv(o, prob, v_state);
           if constexpr (Cfg::kRescaleAfterMax) {
             if (softmax.max_moved()) softmax.rescale_output(o);
           }
@@ -380,17 +375,23 @@ struct MainloopMma {
       } else {
         scores_to_probabilities(s, softmax, seq, t, n);
         trace(kEvProbsReady);
-        wgmma_wait_group<0>();
-        pin_registers(o);
-        pin_registers(prob);
-        release_kv(bars.v_empty(v_state.stage));
-        v_state.advance();
-        trace(kEvPvDone);
+        retire_previous_pv(o, prob, v_state);
         // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
         if (softmax.max_moved()) softmax.rescale_output(o);
       }
     }
     accumulator_to_operand<Element>(s, prob);
+  }
+
+  // Waits for the previous block's P V (issued with this block's S) and releases its V stage.
+  __device__ __forceinline__ void retire_previous_pv(float (&o)[kOAccum], uint32_t (&prob)[kSAccum / 2],
+                                                     PipelineState<Cfg::kStages>& v_state) const {
+    wgmma_wait_group<0>();
+    pin_registers(o);
+    pin_registers(prob);
+    release_kv(bars.v_empty(v_state.stage));
+    v_state.advance();
+    trace(kEvPvDone);
   }
 
   // The tile's last P V: of the block the loop visited last (kPvN of its keys).
