@@ -140,6 +140,7 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     mma.compute_tile(seq, t, range, o, softmax, kv_state);
     float lse[2];
     softmax.finalize(o, p.score_log2, lse);
+    mma.trace(kEvFinalized);
     // The stage of the tile's last key block (kv_state has moved one past it): with O staged in
     // K / V (Cfg::kOutputInKV) the epilogue stages there.
     if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, t.m_block);

@@ -48,6 +48,7 @@ struct MainloopMma {
     }
   }
 
+
   // The turns of one ring of named barriers (ring0 + wg).
   template <int ring0>
   __device__ __forceinline__ void wait_turn_on() const { named_barrier_sync(ring0 + wg, kPairThreads); }
@@ -62,6 +63,7 @@ struct MainloopMma {
   // Turns around the GEMM issue (none with Cfg::kTurns == kTurnsAtExp).
   __device__ __forceinline__ void wait_turn() const {
     if constexpr (Cfg::kTurns != kTurnsAtExp) {
+      trace(kEvTurnWait);
       wait_turn_on<kSchedulerBarrier0>();
       trace(kEvGemmTurn);
     }

@@ -62,6 +62,13 @@ enum TraceEvent : uint16_t {
   // time blocked on a load (to kEvKFull / kEvVFull) is told from the code before the wait.
   kEvKWait,
   kEvVWait,
+  // Session 18's probes for the next call: where the GEMM turn's wait begins; O normalised and
+  // the row LSE known (plain_tiles only). Not recorded, because each made ptxas serialise every
+  // wgmma: kEvSAccepted (S's wgmmas accepted, before P V's issue; even a clock read by every
+  // thread between the two issues did it), and kEvFinalized in overlapped_tiles.
+  kEvTurnWait,
+  kEvSAccepted,
+  kEvFinalized,
 };
 
 struct TraceRecord {
