@@ -196,14 +196,16 @@ struct KernelConfig {
   // and releases, no GEMM or softmax; MainloopMma::pass_over_block): on the causal diagonal,
   // warpgroup 0 at d256's 80-key blocks (one block a tile at 512 causal rows, 4 of its 18 a head),
   // and warpgroup 0 of every 192-row d64 tile (warpgroup 1 of some), where the narrowed block
-  // still computes S whole. Not with GQA packing; harness only (session 17, not yet timed).
+  // still computes S whole. Not with GQA packing; harness only (session 18: within the noise
+  // wherever the API runs these kernels, predicted +4-8% at d256 causal 512; docs/perf.md).
   static constexpr bool kSkipMaskedLastBlock = false;
   // The previous block's P V waited for, and its V stage released, right after this block's row
   // max instead of after its exp2s (MainloopMma::block_step, overlapped steps): session 18's
   // trace had the loading thread waiting ~2.2-2.5k cycles a block for a free V stage (d128
   // unmasked 8k, d256 causal 1k), a stage that frees only when the later warpgroup's softmax
   // ends, and the next K queued behind it. With kRescaleAfterMax O is rescaled there too. Outputs
-  // bit-identical. Harness only (session 18).
+  // bit-identical. Harness only: session 18 measured -2..-7% in the dynamic d128 kernels and
+  // at d256, +3-8% in the static d128 kernel (exp2 turns) on unmasked rows up to 2k only.
   static constexpr bool kReleaseVAfterMax = false;
   static constexpr bool kRescaleAfterMax = false;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
