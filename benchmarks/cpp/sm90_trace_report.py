@@ -52,7 +52,6 @@ EVENTS = [
     ("Kw", "waits for K"),
     ("Vw", "waits for V"),
     ("tw", "waits for the GEMM turn"),
-    ("S+", "S's wgmmas accepted"),
     ("fin", "O normalised"),
 ]
 LABEL = {i + 1: e[0] for i, e in enumerate(EVENTS)}
@@ -61,7 +60,7 @@ MEANING = {i + 1: e[1] for i, e in enumerate(EVENTS)}
 P_TILE, P_QW, P_Q, P_KW, P_K, P_VW, P_V, S_PUB, S_CLAIM = range(1, 10)
 C_START, C_Q, C_K, C_V, C_TURN, C_S_ISSUED, C_SPV_ISSUED, C_PV_ISSUED, C_S_READY = range(10, 19)
 C_MAX, C_EXP, C_P, C_PV_DONE, C_END, C_EPI, C_EPI_END, C_K_WAIT, C_V_WAIT = range(19, 28)
-C_TURN_WAIT, C_S_ACCEPTED, C_FINALIZED = range(28, 31)
+C_TURN_WAIT, C_FINALIZED = range(28, 30)
 
 
 def read(path):
@@ -182,10 +181,10 @@ def aggregates(meta, traces):
               f"first S: with the previous epilogue under it)")
         # With the wait-begin events (Kw, Vw) the intervals ending at K / V are the time blocked on
         # the loads, and those ending at Kw / Vw the code before the waits (O rescale, loop).
-        # With tw / S+ / fin (session 18's probes): the GEMM turn's wait alone, S's wgmmas apart from
-        # P V's, and O's normalisation apart from the next tile's classification.
+        # With tw / fin (session 18's probes): the GEMM turn's wait alone, and (plain_tiles) O's
+        # normalisation apart from the next tile's classification.
         groups = [("Q wait", [C_Q]), ("K / V landed", [C_K, C_V]), ("before K / V waits", [C_K_WAIT, C_V_WAIT]),
-                  ("before the GEMM turn", [C_TURN_WAIT]), ("GEMM turn", [C_TURN]), ("S issue", [C_S_ACCEPTED]),
+                  ("before the GEMM turn", [C_TURN_WAIT]), ("GEMM turn", [C_TURN]),
                   ("GEMM issue", [C_S_ISSUED, C_SPV_ISSUED, C_PV_ISSUED]), ("S wait", [C_S_READY]),
                   ("mask + max", [C_MAX]), ("exp2 turn", [C_EXP]), ("softmax", [C_P]), ("P V wait", [C_PV_DONE, C_END]),
                   ("O normalised", [C_FINALIZED]), ("epilogue", [C_EPI, C_EPI_END]), ("between tiles", [C_START])]

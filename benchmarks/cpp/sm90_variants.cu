@@ -228,6 +228,11 @@ void clear_trace() {
     cudaMemset(buffer, 0, sizeof(sm90::g_trace<true>));
   }
 }
+// A `_trace` row: Cfg traced, launched and written by the same configuration.
+template <class Cfg>
+Variant traced(int hdim, const char* name) {
+  return {hdim, name, run_cfg<Traced<Cfg>>, -1, false, false, write_trace<Traced<Cfg>>};
+}
 
 template <int D>
 Status run_pack_gqa(const AttentionProblem& p) {
@@ -389,16 +394,11 @@ const Variant kVariants[] = {
     // kernel (ShortRowsConfig, two warpgroups), d128 dynamic and static. After the timed rounds
     // each runs once more on a zeroed buffer and writes that launch's records (write_trace); its
     // timings include the tracing's cost.
-    {256, "n80_s2_dyn_trace", run_cfg<Traced<TileCfg<256, 80, 2, true>>>, -1, false, false,
-     write_trace<Traced<TileCfg<256, 80, 2, true>>>},
-    {256, "n80_s2_trace", run_cfg<Traced<TileCfg<256, 80, 2, false>>>, -1, false, false,
-     write_trace<Traced<TileCfg<256, 80, 2, false>>>},
-    {64, "n128_s4_2wg_trace", run_cfg<Traced<TileCfg<64, 128, 4, false, 2>>>, -1, false, false,
-     write_trace<Traced<TileCfg<64, 128, 4, false, 2>>>},
-    {128, "n128_s2_dyn_trace", run_cfg<Traced<TileCfg<128, 128, 2, true>>>, -1, false, false,
-     write_trace<Traced<TileCfg<128, 128, 2, true>>>},
-    {128, "n128_s2_trace", run_cfg<Traced<TileCfg<128, 128, 2, false>>>, -1, false, false,
-     write_trace<Traced<TileCfg<128, 128, 2, false>>>},
+    traced<TileCfg<256, 80, 2, true>>(256, "n80_s2_dyn_trace"),
+    traced<TileCfg<256, 80, 2, false>>(256, "n80_s2_trace"),
+    traced<TileCfg<64, 128, 4, false, 2>>(64, "n128_s4_2wg_trace"),
+    traced<TileCfg<128, 128, 2, true>>(128, "n128_s2_dyn_trace"),
+    traced<TileCfg<128, 128, 2, false>>(128, "n128_s2_trace"),
     // Session 18: the previous P V waited for after the row max, its V stage released there
     // (_vmax), and O rescaled there too (_vmax_rs), on the kernels the API runs: d128 dynamic
     // (unmasked from 2k) and static (causal), d256 dynamic (causal up to 1k), static (causal from
@@ -425,10 +425,8 @@ const Variant kVariants[] = {
     {128, "n128_s2_cluster_both", run_cfg<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtBoth>>, 0},
     {128, "n128_s2_cluster_exp", run_cfg<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>>, 0},
     // The same with the trace, to see where the time moved.
-    {128, "n128_s2_dyn_vmax_trace", run_cfg<Traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>>, -1, false, false,
-     write_trace<Traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>>},
-    {256, "n80_s2_dyn_vmax_trace", run_cfg<Traced<ReleaseVAfterMax<TileCfg<256, 80, 2, true>>>>, -1, false, false,
-     write_trace<Traced<ReleaseVAfterMax<TileCfg<256, 80, 2, true>>>>},
+    traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>(128, "n128_s2_dyn_vmax_trace"),
+    traced<ReleaseVAfterMax<TileCfg<256, 80, 2, true>>>(256, "n80_s2_dyn_vmax_trace"),
 };
 
 }  // namespace

@@ -48,7 +48,6 @@ struct MainloopMma {
     }
   }
 
-
   // The turns of one ring of named barriers (ring0 + wg).
   template <int ring0>
   __device__ __forceinline__ void wait_turn_on() const { named_barrier_sync(ring0 + wg, kPairThreads); }
@@ -200,7 +199,8 @@ struct MainloopMma {
       softmax.template update<kN / 8>(s, p.score_log2);
       in_exp_turn();
     } else {
-      // With the GEMM turns and a hook: the same products as update's, both rows' max first.
+      // Split at the max: for the exp2 turn, or for the hook (then, with the GEMM turns, the same
+      // products as update's, both rows' max first).
       float m_scaled[2];
       softmax.template settle_max<kN / 8>(s, p.score_log2, m_scaled);
       trace(kEvMaxReady);
@@ -293,10 +293,10 @@ struct MainloopMma {
 
   // The tile's first S = Q K^T (its last key block), issued on this warpgroup's turn (where the
   // turns are around the GEMMs) and not waited for: with the overlapped epilogue (kernel.h) the
-  // previous tile's output is stored while it runs. Q must have arrived. S is whole even where the block is narrowed: with a
-  // narrower S in one path ptxas serialised every wgmma of the kernel (C7515, then C7511 with
-  // the rest of S written by a wgmma of its own), as the first S stays in flight under the
-  // previous tile's epilogue.
+  // previous tile's output is stored while it runs. Q must have arrived. S is whole even where
+  // the block is narrowed: with a narrower S in one path ptxas serialised every wgmma of the
+  // kernel (C7515, then C7511 with the rest of S written by a wgmma of its own), as the first S
+  // stays in flight under the previous tile's epilogue.
   __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state) const {
     trace(kEvKWait, k_state.stage, -1);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);

@@ -51,7 +51,7 @@ enum TraceEvent : uint16_t {
   kEvSPvIssued,      // a block step's S and the previous block's P V committed
   kEvPvIssued,       // the tile's last P V committed
   kEvSReady,         // S has retired (serial steps: S and the previous P V)
-  kEvMaxReady,       // mask and row max done, before the exp2 turn (turns around the exp2s)
+  kEvMaxReady,       // mask and row max done, before the exp2 turn (split softmax only)
   kEvExpTurn,        // this warpgroup's exp2 turn
   kEvProbsReady,     // softmax done: P in registers
   kEvPvDone,         // the previous block's P V has retired (overlapped steps)
@@ -64,10 +64,9 @@ enum TraceEvent : uint16_t {
   kEvVWait,
   // Session 18's probes for the next call: where the GEMM turn's wait begins; O normalised and
   // the row LSE known (plain_tiles only). Not recorded, because each made ptxas serialise every
-  // wgmma: kEvSAccepted (S's wgmmas accepted, before P V's issue; even a clock read by every
-  // thread between the two issues did it), and kEvFinalized in overlapped_tiles.
+  // wgmma: an event between S's and P V's wgmma issue (even a clock read by every thread), and
+  // kEvFinalized in overlapped_tiles.
   kEvTurnWait,
-  kEvSAccepted,
   kEvFinalized,
 };
 
