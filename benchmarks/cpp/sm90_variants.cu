@@ -169,6 +169,12 @@ struct ReleaseVAfterMax : Base {
   static constexpr bool kReleaseVAfterMax = true;
   static constexpr bool kRescaleAfterMax = kRescale;
 };
+// The same kernel keeping the running max until a block's max passes it by more than kSlack
+// log2 units (KernelConfig::kMaxSlack).
+template <class Base, int kSlack = 8>
+struct MaxSlack : Base {
+  static constexpr int kMaxSlack = kSlack;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -427,6 +433,19 @@ const Variant kVariants[] = {
     // The same with the trace, to see where the time moved.
     traced<ReleaseVAfterMax<TileCfg<128, 128, 2, true>>>(128, "n128_s2_dyn_vmax_trace"),
     traced<ReleaseVAfterMax<TileCfg<256, 80, 2, true>>>(256, "n80_s2_dyn_vmax_trace"),
+    // Session 19: the running max kept until a block's passes it by more than 8 (log2 units),
+    // so O's rescale runs on few blocks (_slack), on every kernel the API runs for the protocol's
+    // rows. Outputs differ from the first variant's by rounding only (max_diff_vs_first).
+    {64, "n128_s4_slack", run_cfg<MaxSlack<TileCfg<64, 128, 4, false>>>},
+    {64, "n128_s4_dyn_slack", run_cfg<MaxSlack<TileCfg<64, 128, 4, true>>>},
+    {64, "n128_s4_2wg_slack", run_cfg<MaxSlack<TileCfg<64, 128, 4, false, 2>>>},
+    {128, "n128_s2_slack", run_cfg<MaxSlack<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_dyn_slack", run_cfg<MaxSlack<TileCfg<128, 128, 2, true>>>},
+    {128, "n128_s2_gemmturns_slack", run_cfg<MaxSlack<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtGemms>>>, 0},
+    {256, "n80_s2_slack", run_cfg<MaxSlack<TileCfg<256, 80, 2, false>>>},
+    {256, "n80_s2_dyn_slack", run_cfg<MaxSlack<TileCfg<256, 80, 2, true>>>},
+    {256, "n80_s2_cluster_slack", run_cfg<MaxSlack<sm90::ClusterPairsConfig<256, __nv_bfloat16>>>, 0},
+    traced<MaxSlack<TileCfg<128, 128, 2, true>>>(128, "n128_s2_dyn_slack_trace"),
 };
 
 }  // namespace

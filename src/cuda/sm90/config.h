@@ -208,6 +208,12 @@ struct KernelConfig {
   // at d256, +3-8% in the static d128 kernel (exp2 turns) on unmasked rows up to 2k only.
   static constexpr bool kReleaseVAfterMax = false;
   static constexpr bool kRescaleAfterMax = false;
+  // The running max the exp2s subtract is kept until a block's row max passes it by more than
+  // this many log2 units (OnlineSoftmax, kMaxSlack; 0: it follows every rise). With it, O's
+  // rescale (kHeadDim / 2 multiplies a thread) runs on few blocks after a row's first: a warp's 16
+  // rows move on most blocks of the first few dozen when the max follows every rise. Exact: the
+  // final 1 / l and L use the same max. Harness only (session 19).
+  static constexpr int kMaxSlack = 0;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;

@@ -15,10 +15,13 @@ namespace sm90 {
 
 // kTreeRowMax: the row max of a block as a tree of pairwise fmax (KernelConfig::kTreeRowMax);
 // false: two chains, as up to session 15.
-template <int kBlockN, bool kTreeRowMax = false>
+// kMaxSlack: the running max a row's exp2s subtract stays where it is until a block's max passes
+// it by more than kMaxSlack in log2 units (KernelConfig::kMaxSlack); 0: it follows every rise.
+template <int kBlockN, bool kTreeRowMax = false, int kMaxSlack = 0>
 struct OnlineSoftmax {
   static constexpr int kAccum = kBlockN / 2;
-  float row_max[2];  // of the transformed score (dot, or tanh of it), before the log2 scale
+  float row_max[2];  // of the transformed score (dot, or tanh of it), before the log2 scale:
+                     // the max the exp2s subtract, which with kMaxSlack may trail the true one
   float row_sum[2];  // this thread's share of the row's sum of exp2
   float rescale[2];  // factor for O after the last update
 
@@ -160,6 +163,15 @@ struct OnlineSoftmax {
     }
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    if constexpr (kMaxSlack > 0) {
+      // Exact either way: P, the sums and O all carry the same max, and finalize divides it out
+      // (and writes L from it). A kept max leaves each exp2 at most 2^kMaxSlack, far inside fp32
+      // and the 16-bit P; O's multiplies are then skipped (max_moved) on almost every block after
+      // the first, where a max that follows every rise moves some row of a warp on most blocks
+      // (FlashAttention-4's rescale threshold). The four threads of a row hold the same m and
+      // row_max, so they decide alike. A first finite max always passes -inf + kMaxSlack.
+      if (!(m * score_log2 > fmaf(row_max[h], score_log2, float(kMaxSlack)))) m = row_max[h];
+    }
     // A row that has seen only masked keys keeps max -inf; subtracting 0 instead keeps exp2 at
     // exp2(-inf) = 0 rather than NaN.
     const float m_scaled = m == -INFINITY ? 0.0f : m * score_log2;
