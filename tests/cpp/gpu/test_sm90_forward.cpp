@@ -44,6 +44,10 @@ struct Case {
   // rows past seqused_k, hold NaN on the device (the reference never reads them): a kernel that
   // lets them into P V turns the output NaN.
   int extra_k = 0;
+  // Key row r scaled by 1 + key_ramp * r / rows: scores that grow along the keys, so a later
+  // block's row max passes the running one by more than the kernels' slack (KernelConfig::
+  // kMaxSlack, 8 log2 units) several times a row, and O is rescaled mid-row.
+  float key_ramp = 0.0f;
   Layout layout = Layout::kPacked;
   bool with_lse = true;
   bool varlen() const { return !lens_q.empty(); }
@@ -124,7 +128,8 @@ float from_bits(uint16_t b, DType dt) {
   return __half2float(v);
 }
 
-void make_operand(Operand16* op, const Case& c, int64_t rows, int heads, std::mt19937* rng, bool random) {
+void make_operand(Operand16* op, const Case& c, int64_t rows, int heads, std::mt19937* rng, bool random,
+                  float row_ramp = 0.0f) {
   op->batch = c.batch, op->heads = heads, op->d = c.headdim, op->rows = rows, op->varlen = c.varlen();
   op->st = make_strides(c.layout, rows, heads, c.headdim);
   const int64_t n = std::max<int64_t>(op->storage(), 1);
@@ -136,7 +141,7 @@ void make_operand(Operand16* op, const Case& c, int64_t rows, int heads, std::mt
       for (int64_t r = 0; r < rows; ++r)
         for (int h = 0; h < heads; ++h)
           for (int k = 0; k < c.headdim; ++k) {
-            const uint16_t bits = to_bits(normal(*rng), c.dtype);
+            const uint16_t bits = to_bits(normal(*rng) * (1.0f + row_ramp * float(r) / float(rows)), c.dtype);
             op->host[op->offset(b, r, h) + k] = bits;
             op->packed[op->packed_index(b, r, h, k)] = from_bits(bits, c.dtype);
           }
@@ -181,7 +186,7 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
   const int64_t rows_q = varlen ? cu_q.back() : c.seqlen_q, rows_k = varlen ? cu_k.back() + c.extra_k : c.seqlen_k;
   Operand16 q, k, v, o;
   make_operand(&q, cc, rows_q, c.heads_q, &rng, true);
-  make_operand(&k, cc, rows_k, c.heads_kv, &rng, true);
+  make_operand(&k, cc, rows_k, c.heads_kv, &rng, true, c.key_ramp);
   make_operand(&v, cc, rows_k, c.heads_kv, &rng, true);
   make_operand(&o, cc, rows_q, c.heads_q, &rng, false);
   // NaN (0xFFFF) in the device copies of the k/v rows no sequence uses: past seqused_k, and
@@ -441,6 +446,17 @@ std::vector<Case> cases() {
   c = make("o_in_kv_window_empty_tiles_d256_fp16", fp, 256, 2, 400, 120, 4, 4);
   c.window_left = 10, c.window_right = 0, v.push_back(c);
   c = make("persistent_causal_bf16", bf, 128, 4, 640, 640, 8, 8), c.causal = true, v.push_back(c);
+  // Scores growing along the keys (up to 7x their first block's spread): the running max passes
+  // its slack mid-row, on the kernels that keep it (static d128 for causal rows, d192 / d256) and
+  // on those that follow every rise.
+  c = make("growing_scores_causal_d128_bf16", bf, 128, 2, 700, 700, 2, 2), c.causal = true, c.key_ramp = 6.0f;
+  v.push_back(c);
+  c = make("growing_scores_d128_fp16", fp, 128, 1, 200, 900, 2, 1), c.key_ramp = 6.0f, v.push_back(c);
+  c = make("growing_scores_d256_fp16", fp, 256, 2, 200, 700, 2, 2), c.key_ramp = 6.0f, v.push_back(c);
+  c = make("growing_scores_causal_d192_bf16", bf, 192, 1, 600, 600, 2, 1), c.causal = true, c.key_ramp = 6.0f;
+  v.push_back(c);
+  c = make("growing_scores_causal_d64_bf16", bf, 64, 2, 600, 600, 2, 2), c.causal = true, c.key_ramp = 6.0f;
+  v.push_back(c);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
   // seqused: zero, full and ragged used lengths; masks align to the used lengths, and rows of
