@@ -323,6 +323,9 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // +3.5% at 8k, +4.5% at 16k, where the API runs it; with the exp2 turns alone, session 16:
   // -6..-10%); around the GEMMs at head dim 128 (other placements not timed with clusters).
   static constexpr int kTurns = HeadDim_ == 256 ? kTurnsAtBoth : kTurnsAtGemms;
+  // The running max's slack (KernelConfig::kMaxSlack) at head dim 256 (session 19: +2.0..+6.2%);
+  // the d128 pairs keep the GEMM turns, with which the slack was level or slower (short rows).
+  static constexpr int kMaxSlack = HeadDim_ >= 192 ? 8 : 0;
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");
