@@ -175,6 +175,12 @@ template <class Base, int kSlack = 8>
 struct MaxSlack : Base {
   static constexpr int kMaxSlack = kSlack;
 };
+// The same kernel making every row's max with the shuffles, even where no thread's own max
+// passes the slack (KernelConfig::kMaxByVote).
+template <class Base>
+struct NoMaxVote : Base {
+  static constexpr bool kMaxByVote = false;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -456,6 +462,16 @@ const Variant kVariants[] = {
     {256, "n80_s2_dyn_noslack", run_cfg<MaxSlack<TileCfg<256, 80, 2, true>, 0>>},
     {256, "n80_s2_cluster_noslack", run_cfg<MaxSlack<sm90::ClusterPairsConfig<256, __nv_bfloat16>, 0>>, 0},
     traced<MaxSlack<TileCfg<128, 128, 2, true>>>(128, "n128_s2_dyn_slack_trace"),
+    // Session 19: with the slack, the shuffles of the row max skipped where no thread's own max
+    // passes it (KernelConfig::kMaxByVote, on wherever there is a slack); `_novote`: always
+    // shuffled. Outputs must be bit-identical to their twins'.
+    {256, "n80_s2_novote", run_cfg<NoMaxVote<TileCfg<256, 80, 2, false>>>},
+    {256, "n80_s2_dyn_novote", run_cfg<NoMaxVote<TileCfg<256, 80, 2, true>>>},
+    {256, "n80_s2_cluster_novote", run_cfg<NoMaxVote<sm90::ClusterPairsConfig<256, __nv_bfloat16>>>, 0},
+    {128, "n128_s2_novote", run_cfg<NoMaxVote<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_dyn_slack_novote", run_cfg<NoMaxVote<MaxSlack<TileCfg<128, 128, 2, true>>>>},
+    {64, "n128_s4_2wg_slack_novote", run_cfg<NoMaxVote<MaxSlack<TileCfg<64, 128, 4, false, 2>>>>},
+    {64, "n128_s4_slack_novote", run_cfg<NoMaxVote<MaxSlack<TileCfg<64, 128, 4, false>>>>},
 };
 
 }  // namespace

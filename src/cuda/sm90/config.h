@@ -221,6 +221,11 @@ struct KernelConfig {
   // GQA packing not timed, off.
   static constexpr int kMaxSlack =
       !PackGqa_ && (HeadDim_ >= 192 || (HeadDim_ == 128 && kTurns == kTurnsAtExp)) ? 8 : 0;
+  // With a slack: each thread first tests its own maxes of its two rows against the slack, and a
+  // warp where none passes keeps every row's max without the two shuffles a row that make the
+  // quad's max (one vote instead of four dependent shuffles before the exp2s; the same values).
+  // Session 19, candidate.
+  static constexpr bool kMaxByVote = true;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;

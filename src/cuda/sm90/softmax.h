@@ -17,8 +17,11 @@ namespace sm90 {
 // false: two chains, as up to session 15.
 // kMaxSlack: the running max a row's exp2s subtract stays where it is until a block's max passes
 // it by more than kMaxSlack in log2 units (KernelConfig::kMaxSlack); 0: it follows every rise.
-template <int kBlockN, bool kTreeRowMax = false, int kMaxSlack = 0>
+// kMaxByVote (with a slack): a warp whose threads' own maxes all stay within the slack skips the
+// shuffles that make a row's max (KernelConfig::kMaxByVote).
+template <int kBlockN, bool kTreeRowMax = false, int kMaxSlack = 0, bool kMaxByVote = false>
 struct OnlineSoftmax {
+  static constexpr bool kVote = kMaxSlack > 0 && kMaxByVote;
   static constexpr int kAccum = kBlockN / 2;
   float row_max[2];  // of the transformed score (dot, or tanh of it), before the log2 scale:
                      // the max the exp2s subtract, which with kMaxSlack may trail the true one
@@ -118,19 +121,47 @@ struct OnlineSoftmax {
   // running max and sums; rescale[] is what O, built against the old max, must be multiplied by.
   // Only the first kChunks 8-column groups (a narrowed block's columns; the rest stay as they are).
   // Row by row (max, then exp2s): settle_max then exponentiate would compute the same values in
-  // another order, and another schedule.
+  // another order, and another schedule; with the vote, both maxes first.
   template <int kChunks = kBlockN / 8>
   __device__ __forceinline__ void update(float (&s)[kAccum], float score_log2) {
+    if constexpr (kVote) {
+      // Both rows' maxes first: the vote covers the warp's 16 rows at once.
+      float m_scaled[2];
+      settle_max<kChunks>(s, score_log2, m_scaled);
+      exponentiate<kChunks>(s, score_log2, m_scaled);
+    } else {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) exponentiate_row<kChunks>(s, h, score_log2, settle_row_max<kChunks>(s, h, score_log2));
+      for (int h = 0; h < 2; ++h) {
+        exponentiate_row<kChunks>(s, h, score_log2, settle_row_max(thread_row_max<kChunks>(s, h), h, score_log2));
+      }
+    }
   }
 
   // update in two halves, for turns around the exp2s (KernelConfig::kTurns): first both rows'
   // max, then both rows' exp2s (m_scaled carries the max from one to the other).
   template <int kChunks = kBlockN / 8>
   __device__ __forceinline__ void settle_max(const float (&s)[kAccum], float score_log2, float (&m_scaled)[2]) {
+    if constexpr (kVote) {
+      float m[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) m_scaled[h] = settle_row_max<kChunks>(s, h, score_log2);
+      for (int h = 0; h < 2; ++h) m[h] = thread_row_max<kChunks>(s, h);
+      // A row's max passes the slack only if one of its four threads' does; where no thread of
+      // the warp sees that, every row keeps its max and the shuffles are not needed (the same
+      // values as settle_row_max, which would keep them too).
+      bool passes = false;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) passes |= passes_slack(m[h], h, score_log2);
+      if (!__any_sync(0xffffffffu, passes)) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) m_scaled[h] = keep_row_max(row_max[h], h, score_log2);
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) m_scaled[h] = settle_row_max(m[h], h, score_log2);
+      }
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) m_scaled[h] = settle_row_max(thread_row_max<kChunks>(s, h), h, score_log2);
+    }
   }
   template <int kChunks = kBlockN / 8>
   __device__ __forceinline__ void exponentiate(float (&s)[kAccum], float score_log2, const float (&m_scaled)[2]) {
@@ -138,29 +169,37 @@ struct OnlineSoftmax {
     for (int h = 0; h < 2; ++h) exponentiate_row<kChunks>(s, h, score_log2, m_scaled[h]);
   }
 
-  // The new running max of fragment row h and its rescale factor; returns the max times score_log2
-  // (0 for a row that has seen only masked keys).
+  // This thread's max of fragment row h: its kChunks * 2 scores and the running max.
   template <int kChunks>
-  __device__ __forceinline__ float settle_row_max(const float (&s)[kAccum], int h, float score_log2) {
-    float m;
+  __device__ __forceinline__ float thread_row_max(const float (&s)[kAccum], int h) const {
     if constexpr (kTreeRowMax) {
       // Pairwise, as a tree: log2(2 kChunks) dependent fmax instead of kChunks (cuDNN's
       // order, session 15's reading of its SASS); the exp2s wait for this max.
       float v[2 * kChunks];
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) v[2 * i] = s[4 * i + 2 * h], v[2 * i + 1] = s[4 * i + 2 * h + 1];
-      m = fmaxf(row_max[h], range_max<0, 2 * kChunks>(v));
+      return fmaxf(row_max[h], range_max<0, 2 * kChunks>(v));
     } else {
       // Two independent chains halve the dependent fmax latency.
-      float m_odd = -INFINITY;
-      m = row_max[h];
+      float m = row_max[h], m_odd = -INFINITY;
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
         m = fmaxf(m, s[4 * i + 2 * h]);
         m_odd = fmaxf(m_odd, s[4 * i + 2 * h + 1]);
       }
-      m = fmaxf(m, m_odd);
+      return fmaxf(m, m_odd);
     }
+  }
+
+  // Whether max m of row h passes the running max by more than the slack.
+  __device__ __forceinline__ bool passes_slack(float m, int h, float score_log2) const {
+    return m * score_log2 > fmaf(row_max[h], score_log2, float(kMaxSlack));
+  }
+
+  // The new running max of fragment row h from this thread's (the quad's max, held back by the
+  // slack) and its rescale factor; returns the max times score_log2 (0 for a row that has seen
+  // only masked keys).
+  __device__ __forceinline__ float settle_row_max(float m, int h, float score_log2) {
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
     if constexpr (kMaxSlack > 0) {
@@ -170,8 +209,13 @@ struct OnlineSoftmax {
       // the first, where a max that follows every rise moves some row of a warp on most blocks
       // (FlashAttention-4's rescale threshold). The four threads of a row hold the same m and
       // row_max, so they decide alike. A first finite max always passes -inf + kMaxSlack.
-      if (!(m * score_log2 > fmaf(row_max[h], score_log2, float(kMaxSlack)))) m = row_max[h];
+      if (!passes_slack(m, h, score_log2)) m = row_max[h];
     }
+    return keep_row_max(m, h, score_log2);
+  }
+
+  // Row h's running max becomes m (the rescale factor from the old one); returns m * score_log2.
+  __device__ __forceinline__ float keep_row_max(float m, int h, float score_log2) {
     // A row that has seen only masked keys keeps max -inf; subtracting 0 instead keeps exp2 at
     // exp2(-inf) = 0 rather than NaN.
     const float m_scaled = m == -INFINITY ? 0.0f : m * score_log2;
