@@ -472,6 +472,11 @@ const Variant kVariants[] = {
     {128, "n128_s2_dyn_slack_novote", run_cfg<NoMaxVote<MaxSlack<TileCfg<128, 128, 2, true>>>>},
     {64, "n128_s4_2wg_slack_novote", run_cfg<NoMaxVote<MaxSlack<TileCfg<64, 128, 4, false, 2>>>>},
     {64, "n128_s4_slack_novote", run_cfg<NoMaxVote<MaxSlack<TileCfg<64, 128, 4, false>>>>},
+    // For session 20 (compiled only): the dynamic d128 kernel with the slack and the vote, its row
+    // max as a tree (the chain before the exp2s is shorter without the shuffles, so its depth may
+    // weigh more than in session 16, where the tree read -0.5..+0.5% at d128). `n128_s2_treemax`
+    // is the static kernel's twin (it has the slack and the vote from its base).
+    {128, "n128_s2_dyn_slack_treemax", run_cfg<TreeRowMax<MaxSlack<TileCfg<128, 128, 2, true>>, true>>},
 };
 
 }  // namespace
