@@ -153,7 +153,7 @@ struct OnlineSoftmax {
       for (int h = 0; h < 2; ++h) passes |= passes_slack(m[h], h, score_log2);
       if (!__any_sync(0xffffffffu, passes)) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) m_scaled[h] = keep_row_max(row_max[h], h, score_log2);
+        for (int h = 0; h < 2; ++h) m_scaled[h] = set_row_max(row_max[h], h, score_log2);
       } else {
 #pragma unroll
         for (int h = 0; h < 2; ++h) m_scaled[h] = settle_row_max(m[h], h, score_log2);
@@ -211,11 +211,11 @@ struct OnlineSoftmax {
       // row_max, so they decide alike. A first finite max always passes -inf + kMaxSlack.
       if (!passes_slack(m, h, score_log2)) m = row_max[h];
     }
-    return keep_row_max(m, h, score_log2);
+    return set_row_max(m, h, score_log2);
   }
 
   // Row h's running max becomes m (the rescale factor from the old one); returns m * score_log2.
-  __device__ __forceinline__ float keep_row_max(float m, int h, float score_log2) {
+  __device__ __forceinline__ float set_row_max(float m, int h, float score_log2) {
     // A row that has seen only masked keys keeps max -inf; subtracting 0 instead keeps exp2 at
     // exp2(-inf) = 0 rather than NaN.
     const float m_scaled = m == -INFINITY ? 0.0f : m * score_log2;
