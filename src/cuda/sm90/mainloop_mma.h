@@ -353,7 +353,7 @@ struct MainloopMma {
         scores_to_probabilities(s, softmax, seq, t, n, [&]() { softmax.rescale_output(o); });
       } else {
         scores_to_probabilities(s, softmax, seq, t, n);
-        if (softmax.max_moved()) softmax.rescale_output(o);
+        softmax.rescale_output_where_moved(o);
       }
       trace(kEvProbsReady);
     } else {
@@ -367,19 +367,18 @@ struct MainloopMma {
         scores_to_probabilities(s, softmax, seq, t, n, NothingInTurn{}, [&]() {
           retire_previous_pv(o, prob, v_state);
           if constexpr (Cfg::kRescaleAfterMax) {
-            if (softmax.max_moved()) softmax.rescale_output(o);
+            softmax.rescale_output_where_moved(o);
           }
         });
         trace(kEvProbsReady);
         if constexpr (!Cfg::kRescaleAfterMax) {
-          if (softmax.max_moved()) softmax.rescale_output(o);
+          softmax.rescale_output_where_moved(o);
         }
       } else {
         scores_to_probabilities(s, softmax, seq, t, n);
         trace(kEvProbsReady);
         retire_previous_pv(o, prob, v_state);
-        // Once the running max has settled, most blocks leave it unchanged: skip the multiplies.
-        if (softmax.max_moved()) softmax.rescale_output(o);
+        softmax.rescale_output_where_moved(o);
       }
     }
     accumulator_to_operand<Element>(s, prob);

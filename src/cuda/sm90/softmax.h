@@ -257,6 +257,13 @@ struct OnlineSoftmax {
     }
   }
 
+  // O rescaled where some row of the warp needs it: once the running max has settled, most blocks
+  // leave it unchanged, and the multiplies are skipped.
+  template <int kOAccum>
+  __device__ __forceinline__ void rescale_output_where_moved(float (&o)[kOAccum]) const {
+    if (max_moved()) rescale_output(o);
+  }
+
   // Completes the row sums across the quad, applies the single final 1/l to O and returns the
   // natural-log logsumexp per row (-inf for a row that saw no key; its O is 0).
   template <int kOAccum>
