@@ -45,6 +45,9 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   float o[MainloopMma<Cfg>::kOAccum];  // the previous tile's O until its epilogue; a tile's first P V overwrites it
   float lse[2];
   typename MainloopMma<Cfg>::Softmax softmax;
+  // The tile-start and epilogue trace calls sit under an `if constexpr (Cfg::kTrace)` of their own
+  // although trace() is empty without it: their unused arguments reordered the static d64 / d128
+  // kernels' PTX registers, and so ptxas's allocation (session 18).
   auto store_previous = [&]() {
     if (prev.kind == kScores) {
       if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, prev.t.m_block);
