@@ -372,8 +372,8 @@ const Variant kVariants[] = {
     {64, "n128_s4_bothturns", run_cfg<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtBoth>>},
     // (Since session 17 the static d128 kernel's own are the exp2 turns: `n128_s2` is the former
     // `n128_s2_expturns`; the API's unmasked short rows run `n128_s2_gemmturns`, ShortRowsConfig.)
-    // (ShortRowsConfig<128> takes no slack, KernelConfig::kMaxSlack; the static kernel it derives
-    // from here does, so the row sets it to 0.)
+    // (Until session 20 ShortRowsConfig<128> took no slack, KernelConfig::kMaxSlack; this row
+    // keeps that kernel, so it sets the slack to 0. `n128_s2_gemmturns_slack` is the API's now.)
     {128, "n128_s2_gemmturns", run_cfg<MaxSlack<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtGemms>, 0>>},
     {128, "n128_s2_bothturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtBoth>>},
     {256, "n80_s2_dyn_bothturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, true>, sm90::kTurnsAtBoth>>},
@@ -477,6 +477,16 @@ const Variant kVariants[] = {
     // weigh more than in session 16, where the tree read -0.5..+0.5% at d128). `n128_s2_treemax`
     // is the static kernel's twin (it has the slack and the vote from its base).
     {128, "n128_s2_dyn_slack_treemax", run_cfg<TreeRowMax<MaxSlack<TileCfg<128, 128, 2, true>>, true>>},
+    // Session 20: the library took the slack in d64's three-warpgroup kernels and in every d128
+    // kernel, and the dynamic d128 kernel the GEMM turns alone (KernelConfig::kTurns). The kernels
+    // they replaced, for the record: `_s19` the dynamic d128 kernel with both rings and no slack,
+    // `_noslack` d64's three warpgroups without it (`n128_s2_gemmturns`: the short-rows d128 one).
+    {128, "n128_s2_dyn_s19", run_cfg<MaxSlack<TurnsAt<TileCfg<128, 128, 2, true>, sm90::kTurnsAtBoth>, 0>>},
+    {64, "n128_s4_noslack", run_cfg<MaxSlack<TileCfg<64, 128, 4, false>, 0>>},
+    {64, "n128_s4_dyn_noslack", run_cfg<MaxSlack<TileCfg<64, 128, 4, true>, 0>>},
+    // d128's cluster pairs took the slack too (their config had it at d256 only) and the API runs
+    // them for unmasked rows from 4k keys; `_noslack` is the kernel session 18 timed.
+    {128, "n128_s2_cluster_noslack", run_cfg<MaxSlack<sm90::ClusterPairsConfig<128, __nv_bfloat16>, 0>>, 0},
 };
 
 }  // namespace

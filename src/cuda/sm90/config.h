@@ -133,17 +133,20 @@ struct KernelConfig {
   // kernel; session 16: harness +1.6..+4.1%, package causal 512 / 1k +2.6 / +3.2%), and for the
   // static d128 kernel, which the API runs for masked rows (session 16 and 17's harness on causal
   // rows: -0.6 / +0.4% at 512 / 1k, +0.8..+2.2% from 2k; its unmasked rows up to 1k keys, where
-  // these turns lost 4-6%, run ShortRowsConfig with the GEMM turns). Around both in the dynamic
-  // d128 kernels, which the API runs for unmasked rows from 1025 keys (session 17's harness:
-  // 128-key blocks +2.8..+4.3% from 2k, 176-key blocks +1.6..+2.1% at 8k / 16k; -0.7..+0.5% on the
-  // rows up to 1k it does not run them for), and in d256's cluster pairs (ClusterPairsConfig).
-  // Around the GEMMs elsewhere: three warpgroups at d64 -3.4..+1.3% with the exp2 turns,
-  // -3.2..+1.8% with both; d256 static -1..-2.5% / -0.9..+1.3%, dynamic +0..+4% / -0.8..+3.1% but
-  // the API runs it for causal rows up to 1k keys, where it gained 0..1%; GQA packing not timed.
-  static constexpr int kTurns = Turns_ != kTurnsByRule                            ? Turns_
-                                : (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_) ? kTurnsAtExp
-                                : (HeadDim_ == 128 && !PackGqa_)                   ? (Dynamic_ ? kTurnsAtBoth : kTurnsAtExp)
-                                                                                   : kTurnsAtGemms;
+  // these turns lost 4-6%, run ShortRowsConfig with the GEMM turns). Around the GEMMs elsewhere.
+  // The dynamic d128 kernel (the API's for unmasked rows from 1025 keys) took turns around both
+  // from session 17 (+2.8..+4.3% from 2k then); with the running max's slack (kMaxSlack below)
+  // the GEMM turns alone are faster (session 20's harness, all with the slack: +1.6..+3.3% from
+  // 2k over both rings, +0.3..+1.0% over the exp2 ring; against session 19's kernel, both rings
+  // without the slack, +1.4..+2.9% from 2k). d256's cluster pairs set their own
+  // (ClusterPairsConfig). Measured elsewhere: three warpgroups at d64 -3.4..+1.3% with the exp2
+  // turns, -3.2..+1.8% with both; d256 static -1..-2.5% / -0.9..+1.3%, dynamic +0..+4% /
+  // -0.8..+3.1% but the API runs it for causal rows up to 1k keys, where it gained 0..1%; GQA
+  // packing not timed.
+  static constexpr int kTurns = Turns_ != kTurnsByRule                                  ? Turns_
+                                : (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_)       ? kTurnsAtExp
+                                : (HeadDim_ == 128 && !PackGqa_ && !Dynamic_)            ? kTurnsAtExp
+                                                                                         : kTurnsAtGemms;
   static constexpr int kExpTurnBarrier0 = kStageHandoverBarrier0 + kConsumerWarpgroups;
   static_assert(kExpTurnBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
   static constexpr bool kDynamicSchedule = Dynamic_;
@@ -215,12 +218,14 @@ struct KernelConfig {
   // hundred. Exact: the final 1 / l and L use the same max. Session 19's harness, against the
   // same kernel without it: d256 +2..+8% (static, dynamic and cluster pairs, every protocol row
   // but causal 512), the static d128 kernel (exp2 turns, the API's for causal rows) +1.8..+2.4%
-  // from 2k and level below; level in the dynamic d128 kernels (both rings) and the short-rows
-  // d128 kernel (GEMM turns, -0.5..-1.0%), -1..+1.6% at d64 (-0.9 / -1.3% on the two-warpgroup
-  // kernel's causal 512 / 1k): on where it gained. d192 (d256's loop and output path) not timed;
-  // GQA packing not timed, off.
-  static constexpr int kMaxSlack =
-      !PackGqa_ && (HeadDim_ >= 192 || (HeadDim_ == 128 && kTurns == kTurnsAtExp)) ? 8 : 0;
+  // from 2k. Session 20's, with the vote (kMaxByVote): the short-rows d128 kernel (GEMM turns)
+  // +0..+3.6% at 512 / 1k, the dynamic d128 kernel with the GEMM turns above; d64's three
+  // warpgroups +1.6..+3.0% static from 2k (causal 2k / 4k, where the API runs it: +1.7 / +1.6%)
+  // and +1.4..+2.8% dynamic from 2k (causal 8k / 16k: +1.4 / +2.1%), -0.7..+2.1% below. Off on
+  // the d64 two-warpgroup kernel (the API's for causal rows up to 1k): -1.6% / +0.3% at causal
+  // 512 / 1k (session 19 without the vote: -0.9 / -1.3%). d192 (d256's loop and output path) not
+  // timed; GQA packing not timed, off.
+  static constexpr int kMaxSlack = !PackGqa_ && !(HeadDim_ <= 64 && Consumers_ == 2) ? 8 : 0;
   // With a slack: each thread first tests its own maxes of its two rows against the slack, and a
   // warp where none passes keeps every row's max without the two shuffles a row that make the
   // quad's max (one vote instead of four dependent shuffles before the exp2s; the same values).
@@ -319,8 +324,9 @@ using ShortRowsConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kB
 // for unmasked rows at head dims from 128). Unmasked fixed-length problems with an even number of
 // query tiles, static schedule only (launch.h refuses the rest). A consumer warp releases a K/V
 // stage in both CTAs, so a stage is refilled only once both have finished with it. Built at head
-// dims 128 and 256; sm90_forward picks it at 256 by sm90_picks_cluster_pairs (kernel_choice.h),
-// FLASHATTN_SM90_VARIANT=cluster and the harness reach both.
+// dims 128 and 256, where sm90_forward picks it by sm90_picks_cluster_pairs (kernel_choice.h);
+// FLASHATTN_SM90_VARIANT=cluster and the harness reach both. The running max's slack comes from
+// KernelConfig (session 19 at d256: +2.0..+6.2%; session 20 at d128: +0.2..+7.3%).
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN>
 struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false> {
   static constexpr bool kClusterPairs = true;
@@ -330,9 +336,6 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // +3.5% at 8k, +4.5% at 16k, where the API runs it; with the exp2 turns alone, session 16:
   // -6..-10%); around the GEMMs at head dim 128 (other placements not timed with clusters).
   static constexpr int kTurns = HeadDim_ == 256 ? kTurnsAtBoth : kTurnsAtGemms;
-  // The running max's slack (KernelConfig::kMaxSlack) at head dim 256 (session 19: +2.0..+6.2%);
-  // the d128 pairs keep the GEMM turns, with which the slack was level or slower (short rows).
-  static constexpr int kMaxSlack = HeadDim_ >= 192 ? 8 : 0;
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");

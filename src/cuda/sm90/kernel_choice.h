@@ -82,26 +82,24 @@ bool sm90_picks_short_rows(const AttentionProblem& p);
 // Launches of the short-rows instantiation through sm90_forward so far in this process.
 int64_t sm90_short_rows_launches();
 // Cluster pairs (sm90::ClusterPairsConfig: the two CTAs of a cluster take query tiles 2i and
-// 2i + 1 of one head and each loads half of every K/V block with a multicast TMA into both; 80-key
-// blocks, two stages, static schedule at head dim 256) at head dim kSm90ClusterPairsHeadDim without a
-// mask and with at least kSm90ClusterPairsMinKeys keys, where the kernel takes the problem
-// (sm90_cluster_pairs_refusal below: fixed length, no seqused, an even number of query tiles).
-// Measured with sustained windows (docs/perf.md, "cluster pairs in production (session 7)"; H200,
-// bf16, 8 heads, harness): against the same tiles without clusters (static schedule) +0.5% at 512,
-// +1.6% at 1k, +2.5-2.8% at 2k-8k, +4.6% at 16k. The kernel it replaces there is the default
-// (dynamic schedule), which was not timed in that call; in the sustained-window calls that timed
-// both schedules (sessions 5 and 6) the dynamic one was -1.3..+1.0% of the static one at 1k,
-// -0.3..+3.0% at 2k, -1.9..+1.7% at 4k-16k, which puts cluster pairs at +0.6..+3.0% over the
-// default at 1k, -0.2..+3.2% at 2k, +1.8..+4.5% from 4k (512: +0.2%, left out). Not at head dim
-// 128: the kernels that run there from 1025 keys (dynamic 128-key blocks, 176-key blocks from
-// 8192) were not timed beside the cluster ones either, the 176-key cluster kernel comes out at
-// -0.3..+0.7% of the dynamic 176-key one by the same estimate, and up to 1024 keys (the static
-// schedule, as timed) the cluster kernel lost 5% at 512.
-constexpr int kSm90ClusterPairsHeadDim = 256;
+// 2i + 1 of one head and each loads half of every K/V block with a multicast TMA into both; static
+// schedule, 80-key blocks at head dim 256, 128-key ones at 128) at the head dims
+// sm90_cluster_pairs_rule_head_dim names, without a mask and with at least
+// kSm90ClusterPairsMinKeys keys, where the kernel takes the problem (sm90_cluster_pairs_refusal
+// below: fixed length, no seqused, an even number of query tiles).
+// Head dim 256 measured with sustained windows (docs/perf.md, "cluster pairs in production
+// (session 7)"; H200, bf16, 8 heads, harness): against the same tiles without clusters (static
+// schedule) +0.5% at 512, +1.6% at 1k, +2.5-2.8% at 2k-8k, +4.6% at 16k.
+// Head dim 128 from session 20, when both kernels had the running max's slack and the GEMM turns
+// (harness, same process, 4 rounds, against the dynamic 128-key kernel that runs there
+// otherwise): +0.0% at 512, +1.0% at 1k, +0.9% at 2k, +0.8% at 4k, +1.9% at 8k, +2.0% at 16k
+// (session 18, without the slack, level; without it the pairs lose 4-7% from 2k).
+constexpr bool sm90_cluster_pairs_rule_head_dim(int head_dim) { return head_dim == 128 || head_dim == 256; }
 // Session 13 timed the three d256 kernels in one process (harness, 6 rounds, the full rotation):
 // static against cluster pairs +9.5% at 512, +6.0% at 1k, +2.7% at 2k, +1.0% at 4k, -0.8% at 8k,
 // -1.0% at 16k; the 1k bound above came from estimates across calls. So cluster pairs from 4096
-// keys, the static schedule below (sm90_picks_static_schedule).
+// keys, the static schedule below (sm90_picks_static_schedule). The same bound at head dim 128,
+// where the gain below 8k is within the harness's noise (+-2%).
 constexpr int kSm90ClusterPairsMinKeys = 4096;
 bool sm90_picks_cluster_pairs(const AttentionProblem& p);
 // Why the cluster-pair kernel cannot run p with query tiles of tile_rows rows (launch.h refuses it

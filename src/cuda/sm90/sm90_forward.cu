@@ -21,16 +21,20 @@ namespace {
 
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
 // (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), 128-row tiles for short
-// rows (sm90::ShortRowsConfig) or cluster pairs (sm90::ClusterPairsConfig; built at head dims 128
-// and 256, picked by rule at 256).
+// rows (sm90::ShortRowsConfig) or cluster pairs (sm90::ClusterPairsConfig; built and picked by
+// rule at head dims 128 and 256).
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs };
 constexpr int kVariantCount = int(Variant::kClusterPairs) + 1;  // keep the last one named here
 
 // The head dims with a cluster-pair instantiation (tools/generate_sm90_kernels.py).
 constexpr bool has_cluster_pairs(int head_dim) { return head_dim == 128 || head_dim == 256; }
-static_assert(has_cluster_pairs(kSm90ClusterPairsHeadDim), "the rule's head dim needs a cluster-pair instantiation");
-// Query rows per tile of the cluster-pair kernel the rule picks (the same for both dtypes).
-constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<kSm90ClusterPairsHeadDim, __nv_bfloat16>::kBlockM;
+static_assert(has_cluster_pairs(128) && has_cluster_pairs(256) && !sm90_cluster_pairs_rule_head_dim(64) &&
+                  !sm90_cluster_pairs_rule_head_dim(192),
+              "the rule's head dims need a cluster-pair instantiation");
+// Query rows per tile of the cluster-pair kernels the rule picks (the same for both head dims and
+// dtypes).
+constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<256, __nv_bfloat16>::kBlockM;
+static_assert(sm90::ClusterPairsConfig<128, __half>::kBlockM == kClusterPairsTileRows, "");
 
 template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
@@ -195,7 +199,7 @@ bool sm90_picks_short_rows(const AttentionProblem& p) {
 int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }
 
 bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
-  return p.headdim == kSm90ClusterPairsHeadDim && !p.mask.has_mask() && p.seqlen_k >= kSm90ClusterPairsMinKeys &&
+  return sm90_cluster_pairs_rule_head_dim(p.headdim) && !p.mask.has_mask() && p.seqlen_k >= kSm90ClusterPairsMinKeys &&
          sm90_cluster_pairs_refusal(p, kClusterPairsTileRows) == nullptr;
 }
 
@@ -204,7 +208,7 @@ int64_t sm90_cluster_pairs_launches() { return launches_of(Variant::kClusterPair
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
   if (!sm90::kDefaultDynamicSchedule) return false;
   if (!p.mask.has_mask()) {
-    if (p.headdim == kSm90ClusterPairsHeadDim) return p.seqlen_k < kSm90ClusterPairsMinKeys;
+    if (p.headdim == 256) return p.seqlen_k < kSm90ClusterPairsMinKeys;
     return p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
   }
   // Causal (a right bound only): the masks whose tiles go longest first (launch.h).

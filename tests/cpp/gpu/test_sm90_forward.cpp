@@ -447,8 +447,10 @@ std::vector<Case> cases() {
   c.window_left = 10, c.window_right = 0, v.push_back(c);
   c = make("persistent_causal_bf16", bf, 128, 4, 640, 640, 8, 8), c.causal = true, v.push_back(c);
   // Scores growing along the keys (up to 7x their first block's spread): the running max passes
-  // its slack mid-row, on the kernels that keep it (static d128 for causal rows, d192 / d256) and
-  // on those that follow every rise.
+  // its slack mid-row, on the kernels that keep it (every d128 / d192 / d256 kernel, d64's three
+  // warpgroups) and on the one that follows every rise (d64's two warpgroups, causal rows up to
+  // 1k keys). Past 1k keys the API runs the dynamic d128 / d64 kernels, up to 4k causal keys
+  // d64's static three-warpgroup one.
   c = make("growing_scores_causal_d128_bf16", bf, 128, 2, 700, 700, 2, 2), c.causal = true, c.key_ramp = 6.0f;
   v.push_back(c);
   c = make("growing_scores_d128_fp16", fp, 128, 1, 200, 900, 2, 1), c.key_ramp = 6.0f, v.push_back(c);
@@ -456,6 +458,10 @@ std::vector<Case> cases() {
   c = make("growing_scores_causal_d192_bf16", bf, 192, 1, 600, 600, 2, 1), c.causal = true, c.key_ramp = 6.0f;
   v.push_back(c);
   c = make("growing_scores_causal_d64_bf16", bf, 64, 2, 600, 600, 2, 2), c.causal = true, c.key_ramp = 6.0f;
+  v.push_back(c);
+  c = make("growing_scores_long_d128_bf16", bf, 128, 1, 150, 1500, 2, 1), c.key_ramp = 6.0f, v.push_back(c);
+  c = make("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2), c.key_ramp = 6.0f, v.push_back(c);
+  c = make("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1), c.causal = true, c.key_ramp = 6.0f;
   v.push_back(c);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
@@ -784,53 +790,59 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.headdim = 256, p.seqlen_k = 512, p.mask.window_right = -1;
   EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 256";
 
-  // Unmasked long rows at head dim 128 take the default kernel (128-key blocks, dynamic schedule;
-  // no rule picks 176-key blocks since session 18).
+  // Unmasked long rows at head dim 128 take cluster pairs (since session 20) where they can, else
+  // the default kernel (128-key blocks, dynamic schedule; no rule picks 176-key blocks since
+  // session 18).
   p.headdim = 128;
   for (int keys : {8192, 16384}) {
     p.seqlen_q = p.seqlen_k = keys;
-    EXPECT_FALSE(sm90_picks_static_schedule(p) || sm90_picks_short_rows(p) || sm90_picks_cluster_pairs(p))
-        << "hdim 128, no mask, " << keys << " keys";
+    EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "hdim 128, no mask, " << keys << " keys";
+    EXPECT_FALSE(sm90_picks_static_schedule(p) || sm90_picks_short_rows(p)) << "hdim 128, no mask, " << keys << " keys";
   }
+  p.seqlen_q = 8192 - 128;  // an odd number of query tiles
+  EXPECT_FALSE(sm90_picks_static_schedule(p) || sm90_picks_short_rows(p) || sm90_picks_cluster_pairs(p))
+      << "hdim 128, no mask, odd query tiles";
   p.mask.window_right = 0;
 
-  // Cluster pairs: head dim 256 without a mask from kSm90ClusterPairsMinKeys keys, where the
-  // kernel takes the problem (fixed length, no seqused, an even number of 128-row query tiles).
+  // Cluster pairs: head dims 128 and 256 without a mask from kSm90ClusterPairsMinKeys keys, where
+  // the kernel takes the problem (fixed length, no seqused, an even number of 128-row query tiles).
   const int min_keys = kSm90ClusterPairsMinKeys;
-  p.headdim = kSm90ClusterPairsHeadDim, p.mask = MaskPolicy();
-  p.nheads_q = 8, p.nheads_kv = 8, p.seqlen_q = 512, p.seqlen_k = min_keys;
-  EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "hdim 256, no mask, at the bound";
-  p.seqlen_k = min_keys - 1;
-  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "one key below the bound";
-  p.seqlen_k = 16384, p.seqlen_q = 250;  // two tiles, the second partial
-  EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "two query tiles";
-  p.nheads_q = 32;  // GQA 4, too many rows to pack
-  EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "GQA without packing";
-  p.nheads_q = 8, p.seqlen_q = 300;
-  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "three query tiles";
-  p.seqlen_q = 128;
-  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "one query tile";
-  p.seqlen_q = 512, p.mask.window_right = 0;
-  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "causal";
-  p.mask.window_right = -1, p.mask.window_left = 4096;
-  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "local window";
-  p.mask.window_left = -1;
-  int32_t used = 100;
-  p.seqused_k = &used;
-  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "seqused_k";
-  p.seqused_k = nullptr, p.seqused_q = &used;
-  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "seqused_q";
-  p.seqused_q = nullptr;
-  int32_t cu[2] = {0, 512};
-  p.cu_seqlens_q = p.cu_seqlens_k = cu;
-  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "varlen";
-  p.cu_seqlens_q = p.cu_seqlens_k = nullptr;
-  for (int d : {64, 128, 192}) {
+  for (int d : {128, 256}) {
+    SCOPED_TRACE("head dim " + std::to_string(d));
+    p.headdim = d, p.mask = MaskPolicy();
+    p.nheads_q = 8, p.nheads_kv = 8, p.seqlen_q = 512, p.seqlen_k = min_keys;
+    EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "no mask, at the bound";
+    p.seqlen_k = min_keys - 1;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "one key below the bound";
+    p.seqlen_k = 16384, p.seqlen_q = 250;  // two tiles, the second partial
+    EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "two query tiles";
+    p.nheads_q = 32;  // GQA 4, too many rows to pack
+    EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "GQA without packing";
+    p.nheads_q = 8, p.seqlen_q = 300;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "three query tiles";
+    p.seqlen_q = 128;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "one query tile";
+    p.seqlen_q = 512, p.mask.window_right = 0;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "causal";
+    p.mask.window_right = -1, p.mask.window_left = 4096;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "local window";
+    p.mask.window_left = -1;
+    int32_t used = 100;
+    p.seqused_k = &used;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "seqused_k";
+    p.seqused_k = nullptr, p.seqused_q = &used;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "seqused_q";
+    p.seqused_q = nullptr;
+    int32_t cu[2] = {0, 512};
+    p.cu_seqlens_q = p.cu_seqlens_k = cu;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "varlen";
+    p.cu_seqlens_q = p.cu_seqlens_k = nullptr;
+    EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "back to a covered problem";
+  }
+  for (int d : {64, 192}) {
     p.headdim = d;
     EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "head dim " << d;
   }
-  p.headdim = kSm90ClusterPairsHeadDim;
-  EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "back to a covered problem";
 }
 
 // The public API's choice among the sm90 instantiations (kernel_choice.h): each case runs through
@@ -989,14 +1001,15 @@ INSTANTIATE_TEST_SUITE_P(ShortRows, Sm90ApiPick,
                                                          "short-rows kernel", 53u)),
                          api_pick_name);
 
-// Cluster pairs (sm90::ClusterPairsConfig) by sm90_picks_cluster_pairs: head dim 256 without a
-// mask from kSm90ClusterPairsMinKeys keys, fixed length without seqused, an even number of query
-// tiles. Picked: at the bound, partial query and key tiles with GQA and softcap, padded strides
-// with batch > 1, fp16 and bf16. Not picked (the default kernel runs them against the same
-// reference): one key short, causal, an odd number of query tiles, seqused_k, another head dim.
+// Cluster pairs (sm90::ClusterPairsConfig) by sm90_picks_cluster_pairs: head dims 128 and 256
+// without a mask from kSm90ClusterPairsMinKeys keys, fixed length without seqused, an even number
+// of query tiles. Picked: at the bound, partial query and key tiles with GQA and softcap, padded
+// strides with batch > 1, fp16 and bf16, head dim 128. Not picked (the default kernel runs them
+// against the same reference): one key short, causal, an odd number of query tiles, seqused_k,
+// another head dim.
 std::vector<ApiPick> cluster_pair_rule_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
-  const int d = kSm90ClusterPairsHeadDim, min_keys = kSm90ClusterPairsMinKeys;
+  const int d = 256, min_keys = kSm90ClusterPairsMinKeys;
   std::vector<ApiPick> v;
   Case c;
   c = make("cluster_rule_k_at_bound_bf16", bf, d, 1, 256, min_keys, 4, 4), v.push_back({c, true});
@@ -1009,7 +1022,12 @@ std::vector<ApiPick> cluster_pair_rule_cases() {
   c = make("cluster_rule_odd_tiles_q300_default_fp16", fp, d, 1, 300, min_keys, 2, 2), v.push_back({c, false});
   c = make("cluster_rule_seqused_k_default_bf16", bf, d, 2, 256, min_keys + 100, 2, 2), c.used_k = {min_keys + 1, 77};
   v.push_back({c, false});
-  c = make("cluster_rule_d128_default_bf16", bf, 128, 1, 256, 2 * min_keys, 4, 4), v.push_back({c, false});
+  c = make("cluster_rule_d128_q500_k_bound_plus_50_gqa_fp16", fp, 128, 1, 500, min_keys + 50, 4, 2);
+  v.push_back({c, true});
+  c = make("cluster_rule_d128_b2_q256_k_bound_bf16", bf, 128, 2, 256, min_keys, 2, 2), v.push_back({c, true});
+  c = make("cluster_rule_d128_odd_tiles_q130_default_bf16", bf, 128, 1, 130, 2 * min_keys, 2, 2);
+  v.push_back({c, false});
+  c = make("cluster_rule_d192_default_bf16", bf, 192, 1, 256, 2 * min_keys, 4, 4), v.push_back({c, false});
   return v;
 }
 
