@@ -1025,7 +1025,7 @@ std::vector<ApiPick> cluster_pair_rule_cases() {
   c = make("cluster_rule_d128_q500_k_bound_plus_50_gqa_fp16", fp, 128, 1, 500, min_keys + 50, 4, 2);
   v.push_back({c, true});
   c = make("cluster_rule_d128_b2_q256_k_bound_bf16", bf, 128, 2, 256, min_keys, 2, 2), v.push_back({c, true});
-  c = make("cluster_rule_d128_odd_tiles_q130_default_bf16", bf, 128, 1, 130, 2 * min_keys, 2, 2);
+  c = make("cluster_rule_d128_odd_tiles_q300_default_bf16", bf, 128, 1, 300, 2 * min_keys, 2, 2);
   v.push_back({c, false});
   c = make("cluster_rule_d192_default_bf16", bf, 192, 1, 256, 2 * min_keys, 4, 4), v.push_back({c, false});
   return v;
