@@ -304,7 +304,7 @@ const Variant kVariants[] = {
     // O staged through Q as before kOutputInKV (the A/B reference of session 8's candidate).
     {256, "n80_s2_viaq", run<256, 80, 2, false, sm90::kOutputViaQ>},
     {256, "n80_s2_dyn_viaq", run<256, 80, 2, true, sm90::kOutputViaQ>},
-    {256, "n80_s2_cluster", run_cfg<sm90::ClusterPairsConfig<256, __nv_bfloat16>>, 0},
+    {256, "n80_s2_cluster", run_cfg<sm90::ClusterPairsConfig<256, __nv_bfloat16, 80>>, 0},
     {256, "n80_s2_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, false>, kGroupsL2>, 1},
     {256, "n80_s2_dyn_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>, kGroupsL2>, 1},
     {256, "n80_s2_dyn_one", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 80, 2, true>, kGroupsOne>, 1},
@@ -337,7 +337,7 @@ const Variant kVariants[] = {
     {64, "n128_s4_dyn_old", run_cfg<WholeLastBlock<PairStoreEpilogue<TileCfg<64, 128, 4, true>>>>, 0},
     {128, "n128_s2_dyn_old", run_cfg<WholeLastBlock<PairStoreEpilogue<TileCfg<128, 128, 2, true>>>>, 0},
     {128, "n176_s2_dyn_old", run_cfg<PairStoreEpilogue<TileCfg<128, 176, 2, true>>>, 0},
-    {256, "n80_s2_cluster_old", run_cfg<PairStoreEpilogue<sm90::ClusterPairsConfig<256, __nv_bfloat16>>>, 0},
+    {256, "n80_s2_cluster_old", run_cfg<PairStoreEpilogue<sm90::ClusterPairsConfig<256, __nv_bfloat16, 80>>>, 0},
     // Session 13: the mask by compares ("_cmp", up to session 12) against the default's bit words
     // (R2P) at 128-key blocks, and by bit words ("_bits", on at every block size in session 13's
     // call 2) against the default's compares at d256; outputs must be bit-identical. Causal rows,
@@ -349,7 +349,7 @@ const Variant kVariants[] = {
     {128, "n128_s2_dyn_cmp", run_cfg<MaskByBits<TileCfg<128, 128, 2, true>, false>>, 1},
     {256, "n80_s2_bits", run_cfg<MaskByBits<TileCfg<256, 80, 2, false>, true>>},
     {256, "n80_s2_dyn_bits", run_cfg<MaskByBits<TileCfg<256, 80, 2, true>, true>>},
-    {256, "n80_s2_cluster_bits", run_cfg<MaskByBits<sm90::ClusterPairsConfig<256, __nv_bfloat16>, true>>, 0},
+    {256, "n80_s2_cluster_bits", run_cfg<MaskByBits<sm90::ClusterPairsConfig<256, __nv_bfloat16, 80>, true>>, 0},
     // Session 16: the row max's order against the library's (a tree at head dim 64, two chains
     // above).
     {64, "n128_s4_2wg_chainmax", run_cfg<TreeRowMax<TileCfg<64, 128, 4, false, 2>, false>>},
@@ -393,7 +393,7 @@ const Variant kVariants[] = {
     {128, "n176_s2_dyn_expturns", run_cfg<TurnsAt<TileCfg<128, 176, 2, true>, sm90::kTurnsAtExp>>, 0},
     {128, "n176_s2_dyn_gemmturns", run_cfg<TurnsAt<TileCfg<128, 176, 2, true>, sm90::kTurnsAtGemms>>, 0},
     {256, "n80_s2_bothturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, false>, sm90::kTurnsAtBoth>>},
-    {256, "n80_s2_cluster_gemmturns", run_cfg<TurnsAt<sm90::ClusterPairsConfig<256, __nv_bfloat16>, sm90::kTurnsAtGemms>>, 0},
+    {256, "n80_s2_cluster_gemmturns", run_cfg<TurnsAt<sm90::ClusterPairsConfig<256, __nv_bfloat16, 80>, sm90::kTurnsAtGemms>>, 0},
     // Session 17 (compiled only): warpgroup 0 passes over the tile's last 80-key block where its
     // causal rows see none of it (the API's d256 kernels for causal rows: dynamic up to 1k keys,
     // static from 2k).
@@ -428,8 +428,8 @@ const Variant kVariants[] = {
     {256, "n80_s2_dyn_vmax_rs", run_cfg<ReleaseVAfterMax<TileCfg<256, 80, 2, true>, true>>},
     {256, "n80_s2_vmax", run_cfg<ReleaseVAfterMax<TileCfg<256, 80, 2, false>>>},
     {256, "n80_s2_vmax_rs", run_cfg<ReleaseVAfterMax<TileCfg<256, 80, 2, false>, true>>},
-    {256, "n80_s2_cluster_vmax", run_cfg<ReleaseVAfterMax<sm90::ClusterPairsConfig<256, __nv_bfloat16>>>, 0},
-    {256, "n80_s2_cluster_vmax_rs", run_cfg<ReleaseVAfterMax<sm90::ClusterPairsConfig<256, __nv_bfloat16>, true>>, 0},
+    {256, "n80_s2_cluster_vmax", run_cfg<ReleaseVAfterMax<sm90::ClusterPairsConfig<256, __nv_bfloat16, 80>>>, 0},
+    {256, "n80_s2_cluster_vmax_rs", run_cfg<ReleaseVAfterMax<sm90::ClusterPairsConfig<256, __nv_bfloat16, 80>, true>>, 0},
     {64, "n128_s4_vmax", run_cfg<ReleaseVAfterMax<TileCfg<64, 128, 4, false>>>},
     {64, "n128_s4_dyn_vmax", run_cfg<ReleaseVAfterMax<TileCfg<64, 128, 4, true>>>},
     {64, "n128_s4_2wg_vmax", run_cfg<ReleaseVAfterMax<TileCfg<64, 128, 4, false, 2>>>},
@@ -460,14 +460,14 @@ const Variant kVariants[] = {
     {64, "n128_s4_bothturns_slack", run_cfg<MaxSlack<TurnsAt<TileCfg<64, 128, 4, false>, sm90::kTurnsAtBoth>>>},
     {256, "n80_s2_noslack", run_cfg<MaxSlack<TileCfg<256, 80, 2, false>, 0>>},
     {256, "n80_s2_dyn_noslack", run_cfg<MaxSlack<TileCfg<256, 80, 2, true>, 0>>},
-    {256, "n80_s2_cluster_noslack", run_cfg<MaxSlack<sm90::ClusterPairsConfig<256, __nv_bfloat16>, 0>>, 0},
+    {256, "n80_s2_cluster_noslack", run_cfg<MaxSlack<sm90::ClusterPairsConfig<256, __nv_bfloat16, 80>, 0>>, 0},
     traced<MaxSlack<TileCfg<128, 128, 2, true>>>(128, "n128_s2_dyn_slack_trace"),
     // Session 19: with the slack, the shuffles of the row max skipped where no thread's own max
     // passes it (KernelConfig::kMaxByVote, on wherever there is a slack); `_novote`: always
     // shuffled. Outputs must be bit-identical to their twins'.
     {256, "n80_s2_novote", run_cfg<NoMaxVote<TileCfg<256, 80, 2, false>>>},
     {256, "n80_s2_dyn_novote", run_cfg<NoMaxVote<TileCfg<256, 80, 2, true>>>},
-    {256, "n80_s2_cluster_novote", run_cfg<NoMaxVote<sm90::ClusterPairsConfig<256, __nv_bfloat16>>>, 0},
+    {256, "n80_s2_cluster_novote", run_cfg<NoMaxVote<sm90::ClusterPairsConfig<256, __nv_bfloat16, 80>>>, 0},
     {128, "n128_s2_novote", run_cfg<NoMaxVote<TileCfg<128, 128, 2, false>>>},
     {128, "n128_s2_dyn_slack_novote", run_cfg<NoMaxVote<MaxSlack<TileCfg<128, 128, 2, true>>>>},
     {64, "n128_s4_2wg_slack_novote", run_cfg<NoMaxVote<MaxSlack<TileCfg<64, 128, 4, false, 2>>>>},
@@ -492,6 +492,7 @@ const Variant kVariants[] = {
     // with more steps a tile.
     {256, "n64_s2", run<256, 64, 2, false>},
     {256, "n64_s2_dyn", run<256, 64, 2, true>},
+    {256, "n64_s2_cluster", run_cfg<sm90::ClusterPairsConfig<256, __nv_bfloat16, 64>>, 0},
 };
 
 }  // namespace

@@ -46,7 +46,8 @@ constexpr int kTurnsByRule = -1;
 constexpr int kMailboxSlots = 2;
 
 // Key-block width and K/V ring depth per head dim: the largest that fits 227 KB of shared
-// memory with the register budget above (S is kBlockN/2, O is HeadDim/2 floats per thread).
+// memory with the register budget above (S is kBlockN/2, O is HeadDim/2 floats per thread),
+// except at head dim 256 (below).
 template <int HeadDim>
 struct TileShape;
 // Consumer warpgroups, where a TileShape does not say otherwise.
@@ -76,9 +77,15 @@ template <>
 struct TileShape<192> {
   static constexpr int kBlockN = 112, kStages = 2;
 };
+// 64-key blocks, though 80 fit: a 128-row causal tile's diagonal ends on a 64-key boundary, so
+// they compute 11% fewer keys at causal 512 (6% at 1k), and once the running max's slack and its
+// vote (KernelConfig::kMaxSlack, kMaxByVote) took most of a step's rescale and shuffles away the
+// extra steps no longer cost more than that (session 20's harness, two calls, same process:
+// +2.5..+3.0% at causal 512, -1.5..+2.7% elsewhere; the cluster pairs, one call, -0.7..+0.7% from
+// 1k; session 10, without the slack, had 64-key blocks at -0.4..-11.4%).
 template <>
 struct TileShape<256> {
-  static constexpr int kBlockN = 80, kStages = 2;
+  static constexpr int kBlockN = 64, kStages = 2;
 };
 
 // Static (snake) or dynamic (atomic counter) persistent tile schedule; see tile_scheduler.h.
@@ -173,10 +180,10 @@ struct KernelConfig {
   // mask_row, cuda/common/mask_bits.h) instead of comparing its column with the row's bound:
   // ptxas moves seven bits at a time into predicates (R2P), where the compares took one ISETP a
   // score. On for 128-key blocks (head dims 64 / 128: session 13's harness, +0.7..+1.5% at d64
-  // causal, +1.9% at d128 causal 512, outputs bit-identical); off for d256's 80-key blocks, where
-  // it read -0.5..-3% (mostly unmasked rows, whose one partial block the mask touches: the
-  // schedule, not the mask), and for the block sizes not measured (false: the compares, for the
-  // harness).
+  // causal, +1.9% at d128 causal 512, outputs bit-identical); off for d256's blocks (at 80 keys,
+  // before session 20, it read -0.5..-3%, mostly unmasked rows, whose one partial block the mask
+  // touches: the schedule, not the mask; 64 keys not measured) and the other widths not measured
+  // (false: the compares, for the harness).
   static constexpr bool kMaskByBits = BlockN_ == 128;
   // A block's row max as a tree of pairwise fmax (OnlineSoftmax): a thread's kBlockN / 4 scores
   // of a row in log2(kBlockN / 4) + 1 dependent fmax before the exp2s instead of two chains of
@@ -197,7 +204,8 @@ struct KernelConfig {
   static constexpr bool kRescaleInExpTurn = false;
   // A consumer warpgroup whose rows see no key of the tile's last block passes over it (its turns
   // and releases, no GEMM or softmax; MainloopMma::pass_over_block): on the causal diagonal,
-  // warpgroup 0 at d256's 80-key blocks (one block a tile at 512 causal rows, 4 of its 18 a head),
+  // warpgroup 0 at d256's 80-key blocks as timed (one block a tile at 512 causal rows, 4 of its 18
+  // a head; with the 64-key blocks since session 20, the last block of every diagonal tile),
   // and warpgroup 0 of every 192-row d64 tile (warpgroup 1 of some), where the narrowed block
   // still computes S whole. Not with GQA packing; harness only (session 18: within the noise
   // wherever the API runs these kernels, predicted +4-8% at d256 causal 512; docs/perf.md).

@@ -83,7 +83,7 @@ bool sm90_picks_short_rows(const AttentionProblem& p);
 int64_t sm90_short_rows_launches();
 // Cluster pairs (sm90::ClusterPairsConfig: the two CTAs of a cluster take query tiles 2i and
 // 2i + 1 of one head and each loads half of every K/V block with a multicast TMA into both; static
-// schedule, 80-key blocks at head dim 256, 128-key ones at 128) at the head dims
+// schedule, 64-key blocks at head dim 256, 128-key ones at 128) at the head dims
 // sm90_cluster_pairs_rule_head_dim names, without a mask and with at least
 // kSm90ClusterPairsMinKeys keys, where the kernel takes the problem (sm90_cluster_pairs_refusal
 // below: fixed length, no seqused, an even number of query tiles).
