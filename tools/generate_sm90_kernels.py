@@ -21,7 +21,7 @@ PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
 HEAD_DIMS = [64, 128, 192, 256]
 SHORT_ROWS_HEAD_DIMS = [64, 128]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
 BACKWARD_HEAD_DIMS = [64, 128, 256]  # keep in step with bwd_config.h, sm90_backward.cu and cmake/sm90.cmake
-CLUSTER_HEAD_DIMS = [128, 256]  # keep in step with sm90_forward.cu has_cluster_pairs and cmake/sm90.cmake
+CLUSTER_HEAD_DIMS = [128, 256]  # keep in step with kernel_choice.h sm90_has_cluster_pairs and cmake/sm90.cmake
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.
 SS_WIDTHS = [64, 80, 112, 128, 144, 160, 176, 192]
 RS_WIDTHS = [64, 128, 192, 256]

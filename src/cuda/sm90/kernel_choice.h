@@ -83,8 +83,8 @@ bool sm90_picks_short_rows(const AttentionProblem& p);
 int64_t sm90_short_rows_launches();
 // Cluster pairs (sm90::ClusterPairsConfig: the two CTAs of a cluster take query tiles 2i and
 // 2i + 1 of one head and each loads half of every K/V block with a multicast TMA into both; static
-// schedule, 64-key blocks at head dim 256, 128-key ones at 128) at the head dims
-// sm90_cluster_pairs_rule_head_dim names, without a mask and with at least
+// schedule, 64-key blocks at head dim 256, 128-key ones at 128) at every head dim it is built for
+// (sm90_has_cluster_pairs), without a mask and with at least
 // kSm90ClusterPairsMinKeys keys, where the kernel takes the problem (sm90_cluster_pairs_refusal
 // below: fixed length, no seqused, an even number of query tiles).
 // Head dim 256 measured with sustained windows (docs/perf.md, "cluster pairs in production
@@ -94,7 +94,9 @@ int64_t sm90_short_rows_launches();
 // (harness, same process, 4 rounds, against the dynamic 128-key kernel that runs there
 // otherwise): +0.0% at 512, +1.0% at 1k, +0.9% at 2k, +0.8% at 4k, +1.9% at 8k, +2.0% at 16k
 // (session 18, without the slack, level; without it the pairs lose 4-7% from 2k).
-constexpr bool sm90_cluster_pairs_rule_head_dim(int head_dim) { return head_dim == 128 || head_dim == 256; }
+// The head dims with a cluster-pair instantiation (tools/generate_sm90_kernels.py,
+// CLUSTER_HEAD_DIMS), which are also the ones the rule picks them at.
+constexpr bool sm90_has_cluster_pairs(int head_dim) { return head_dim == 128 || head_dim == 256; }
 // Session 13 timed the three d256 kernels in one process (harness, 6 rounds, the full rotation):
 // static against cluster pairs +9.5% at 512, +6.0% at 1k, +2.7% at 2k, +1.0% at 4k, -0.8% at 8k,
 // -1.0% at 16k; the 1k bound above came from estimates across calls. So cluster pairs from 4096

@@ -26,11 +26,6 @@ namespace {
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs };
 constexpr int kVariantCount = int(Variant::kClusterPairs) + 1;  // keep the last one named here
 
-// The head dims with a cluster-pair instantiation (tools/generate_sm90_kernels.py).
-constexpr bool has_cluster_pairs(int head_dim) { return head_dim == 128 || head_dim == 256; }
-static_assert(has_cluster_pairs(128) && has_cluster_pairs(256) && !sm90_cluster_pairs_rule_head_dim(64) &&
-                  !sm90_cluster_pairs_rule_head_dim(192),
-              "the rule's head dims need a cluster-pair instantiation");
 // Query rows per tile of the cluster-pair kernels the rule picks (the same for both head dims and
 // dtypes).
 constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<256, __nv_bfloat16>::kBlockM;
@@ -39,7 +34,7 @@ static_assert(sm90::ClusterPairsConfig<128, __half>::kBlockM == kClusterPairsTil
 template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
   if (variant == Variant::kClusterPairs) {
-    if constexpr (has_cluster_pairs(HeadDim)) {
+    if constexpr (sm90_has_cluster_pairs(HeadDim)) {
       return sm90::launch_forward<Cluster>(p);
     } else {
       return Status::Unsupported("the sm90 cluster-pair kernel is built for head dims 128 and 256 only, not " +
@@ -199,7 +194,7 @@ bool sm90_picks_short_rows(const AttentionProblem& p) {
 int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }
 
 bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
-  return sm90_cluster_pairs_rule_head_dim(p.headdim) && !p.mask.has_mask() && p.seqlen_k >= kSm90ClusterPairsMinKeys &&
+  return sm90_has_cluster_pairs(p.headdim) && !p.mask.has_mask() && p.seqlen_k >= kSm90ClusterPairsMinKeys &&
          sm90_cluster_pairs_refusal(p, kClusterPairsTileRows) == nullptr;
 }
 

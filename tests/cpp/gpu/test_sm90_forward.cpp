@@ -451,18 +451,18 @@ std::vector<Case> cases() {
   // warpgroups) and on the one that follows every rise (d64's two warpgroups, causal rows up to
   // 1k keys). Past 1k keys the API runs the dynamic d128 / d64 kernels, up to 4k causal keys
   // d64's static three-warpgroup one.
-  c = make("growing_scores_causal_d128_bf16", bf, 128, 2, 700, 700, 2, 2), c.causal = true, c.key_ramp = 6.0f;
-  v.push_back(c);
-  c = make("growing_scores_d128_fp16", fp, 128, 1, 200, 900, 2, 1), c.key_ramp = 6.0f, v.push_back(c);
-  c = make("growing_scores_d256_fp16", fp, 256, 2, 200, 700, 2, 2), c.key_ramp = 6.0f, v.push_back(c);
-  c = make("growing_scores_causal_d192_bf16", bf, 192, 1, 600, 600, 2, 1), c.causal = true, c.key_ramp = 6.0f;
-  v.push_back(c);
-  c = make("growing_scores_causal_d64_bf16", bf, 64, 2, 600, 600, 2, 2), c.causal = true, c.key_ramp = 6.0f;
-  v.push_back(c);
-  c = make("growing_scores_long_d128_bf16", bf, 128, 1, 150, 1500, 2, 1), c.key_ramp = 6.0f, v.push_back(c);
-  c = make("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2), c.key_ramp = 6.0f, v.push_back(c);
-  c = make("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1), c.causal = true, c.key_ramp = 6.0f;
-  v.push_back(c);
+  const auto growing = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal) {
+    Case g = make(name, dt, d, b, sq, sk, hq, hkv);
+    g.causal = causal, g.key_ramp = 6.0f, v.push_back(g);
+  };
+  growing("growing_scores_causal_d128_bf16", bf, 128, 2, 700, 700, 2, 2, true);
+  growing("growing_scores_d128_fp16", fp, 128, 1, 200, 900, 2, 1, false);
+  growing("growing_scores_d256_fp16", fp, 256, 2, 200, 700, 2, 2, false);
+  growing("growing_scores_causal_d192_bf16", bf, 192, 1, 600, 600, 2, 1, true);
+  growing("growing_scores_causal_d64_bf16", bf, 64, 2, 600, 600, 2, 2, true);
+  growing("growing_scores_long_d128_bf16", bf, 128, 1, 150, 1500, 2, 1, false);
+  growing("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false);
+  growing("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1, true);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
   // seqused: zero, full and ragged used lengths; masks align to the used lengths, and rows of
