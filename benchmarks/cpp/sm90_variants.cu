@@ -181,6 +181,12 @@ template <class Base>
 struct NoMaxVote : Base {
   static constexpr bool kMaxByVote = false;
 };
+// The same kernel computing exp2(0) for the rescale factor of a max the vote keeps, as up to
+// session 20 (KernelConfig::kKeptMaxUnitRescale).
+template <class Base>
+struct Exp2OnKeptMax : Base {
+  static constexpr bool kKeptMaxUnitRescale = false;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -500,6 +506,16 @@ const Variant kVariants[] = {
     {256, "n64_s2_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, true>>>},
     {256, "n64_s2_bits", run_cfg<MaskByBits<TileCfg<256, 64, 2, false>, true>>},
     {256, "n64_s2_dyn_bits", run_cfg<MaskByBits<TileCfg<256, 64, 2, true>, true>>},
+    // Session 21: where the vote keeps every row's max, the rescale factor set to 1 instead of
+    // computed as exp2(0) (two MUFU ops a thread a block; the library's since session 21).
+    // `_keptexp2`: the kernels as up to session 20. Outputs must be bit-identical to their twins'.
+    {64, "n128_s4_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<64, 128, 4, false>>>},
+    {64, "n128_s4_dyn_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<64, 128, 4, true>>>},
+    {128, "n128_s2_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_dyn_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<128, 128, 2, true>>>},
+    {128, "n128_s2_cluster_keptexp2", run_cfg<Exp2OnKeptMax<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
+    {256, "n64_s2_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<256, 64, 2, false>>>},
+    {256, "n64_s2_dyn_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<256, 64, 2, true>>>},
 };
 
 }  // namespace

@@ -241,6 +241,10 @@ struct KernelConfig {
   // +0.7..+11.7% (causal +1.3..+4.7%), and with a slack given them in the harness the dynamic
   // d128 kernel -0.9..+2.6%, d64 0..+4.8%; outputs bit-identical (false: the harness's _novote).
   static constexpr bool kMaxByVote = true;
+  // Where the vote keeps every row's max, O's rescale factor is 1 without its exp2 (two of the 66
+  // MUFU ops a thread issues per 128-key block at d128, session 20's SASS inventory; the same
+  // values). false: exp2(0) computed, as up to session 20 (the harness's _keptexp2).
+  static constexpr bool kKeptMaxUnitRescale = true;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;

@@ -30,7 +30,8 @@ struct MainloopMma {
   static constexpr int kSAccum = Cfg::kBlockN / 2;
   static constexpr int kOAccum = Cfg::kHeadDim / 2;
   static constexpr int kPairThreads = 2 * kWarpgroupThreads;
-  using Softmax = OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax, Cfg::kMaxSlack, Cfg::kMaxByVote>;
+  using Softmax = OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax, Cfg::kMaxSlack, Cfg::kMaxByVote,
+                                Cfg::kKeptMaxUnitRescale>;
   // A narrowed block's key columns: half the block rounded up to whole 16-key steps of P V.
   static constexpr int kNarrowN = (Cfg::kBlockN / 2 + 15) / 16 * 16;
   static constexpr bool kNarrow = Cfg::kNarrowLastBlock && kNarrowN < Cfg::kBlockN;

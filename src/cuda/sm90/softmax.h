@@ -19,7 +19,10 @@ namespace sm90 {
 // it by more than kMaxSlack in log2 units (KernelConfig::kMaxSlack); 0: it follows every rise.
 // kMaxByVote (with a slack): a warp whose threads' own maxes all stay within the slack skips the
 // shuffles that make a row's max (KernelConfig::kMaxByVote).
-template <int kBlockN, bool kTreeRowMax = false, int kMaxSlack = 0, bool kMaxByVote = false>
+// kKeptMaxUnitRescale (with the vote): where the vote keeps every row's max, the rescale factor
+// is set to 1 instead of computed as exp2(0) (KernelConfig::kKeptMaxUnitRescale).
+template <int kBlockN, bool kTreeRowMax = false, int kMaxSlack = 0, bool kMaxByVote = false,
+          bool kKeptMaxUnitRescale = false>
 struct OnlineSoftmax {
   static constexpr bool kVote = kMaxSlack > 0 && kMaxByVote;
   static constexpr int kAccum = kBlockN / 2;
@@ -153,7 +156,9 @@ struct OnlineSoftmax {
       for (int h = 0; h < 2; ++h) passes |= passes_slack(m[h], h, score_log2);
       if (!__any_sync(0xffffffffu, passes)) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) m_scaled[h] = set_row_max(row_max[h], h, score_log2);
+        for (int h = 0; h < 2; ++h) {
+          m_scaled[h] = kKeptMaxUnitRescale ? keep_row_max(h, score_log2) : set_row_max(row_max[h], h, score_log2);
+        }
       } else {
 #pragma unroll
         for (int h = 0; h < 2; ++h) m_scaled[h] = settle_row_max(m[h], h, score_log2);
@@ -222,6 +227,13 @@ struct OnlineSoftmax {
     rescale[h] = fast_exp2(row_max[h] * score_log2 - m_scaled);
     row_max[h] = m;
     return m_scaled;
+  }
+
+  // Row h keeps its running max: O needs no rescale (the two MUFU slots of exp2(0) saved, on most
+  // blocks after a row's first). Returns the max times score_log2, as set_row_max.
+  __device__ __forceinline__ float keep_row_max(int h, float score_log2) {
+    rescale[h] = 1.0f;
+    return row_max[h] == -INFINITY ? 0.0f : row_max[h] * score_log2;
   }
 
   // The exp2s of fragment row h (the SM's MUFU pipe) and its running sum.
