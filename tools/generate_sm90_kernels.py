@@ -6,7 +6,7 @@
                                           with GQA head packing (sm90_fwd_pack_gqa_*.cu) and one
                                           with the static schedule (sm90_fwd_static_*.cu) and, at
                                           head dims 64 / 128 one for short rows (sm90_fwd_short_rows_*.cu),
-                                          at 128 / 256 one with cluster pairs (sm90_fwd_cluster_*.cu)
+                                          at 128 one with cluster pairs (sm90_fwd_cluster_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
 operand list; writing them out by hand invites off-by-one mistakes, hence this script.
@@ -21,7 +21,7 @@ PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
 HEAD_DIMS = [64, 128, 192, 256]
 SHORT_ROWS_HEAD_DIMS = [64, 128]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
 BACKWARD_HEAD_DIMS = [64, 128, 256]  # keep in step with bwd_config.h, sm90_backward.cu and cmake/sm90.cmake
-CLUSTER_HEAD_DIMS = [128, 256]  # keep in step with kernel_choice.h sm90_has_cluster_pairs and cmake/sm90.cmake
+CLUSTER_HEAD_DIMS = [128]  # keep in step with kernel_choice.h sm90_has_cluster_pairs and cmake/sm90.cmake
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.
 SS_WIDTHS = [64, 80, 112, 128, 144, 160, 176, 192]
 RS_WIDTHS = [64, 128, 192, 256]
@@ -137,8 +137,8 @@ def write_instantiations():
             # the default has three consumer warpgroups; elsewhere the static-schedule one.
             if hd in SHORT_ROWS_HEAD_DIMS:
                 files[f"sm90_fwd_short_rows_{dt}_hdim{hd}.cu"] = instantiation(f"ShortRowsConfig<{hd}, {ctype}>")
-            # Cluster pairs (config.h ClusterPairsConfig): picked by sm90_picks_cluster_pairs at
-            # head dim 256 (kernel_choice.h); FLASHATTN_SM90_VARIANT=cluster reaches both.
+            # Cluster pairs (config.h ClusterPairsConfig): picked by sm90_picks_cluster_pairs
+            # (kernel_choice.h); FLASHATTN_SM90_VARIANT=cluster reaches it too.
             if hd in CLUSTER_HEAD_DIMS:
                 files[f"sm90_fwd_cluster_{dt}_hdim{hd}.cu"] = instantiation(f"ClusterPairsConfig<{hd}, {ctype}>")
             # The backward main kernel (bwd_config.h BackwardConfig).

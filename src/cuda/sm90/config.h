@@ -336,8 +336,9 @@ using ShortRowsConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kB
 // for unmasked rows at head dims from 128). Unmasked fixed-length problems with an even number of
 // query tiles, static schedule only (launch.h refuses the rest). A consumer warp releases a K/V
 // stage in both CTAs, so a stage is refilled only once both have finished with it. Built at head
-// dims 128 and 256, where sm90_forward picks it by sm90_picks_cluster_pairs (kernel_choice.h);
-// FLASHATTN_SM90_VARIANT=cluster and the harness reach both. The running max's slack comes from
+// dim 128, where sm90_forward picks it by sm90_picks_cluster_pairs (kernel_choice.h) and
+// FLASHATTN_SM90_VARIANT=cluster reaches it; the harness times head dim 256 too (it lost to the
+// static kernel there from session 20). The running max's slack comes from
 // KernelConfig (session 19 at d256: +2.0..+6.2%; session 20 at d128: +0.2..+7.3%).
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN>
 struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false> {
@@ -345,7 +346,7 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // A stage held for the output would hold the peer's loads too: O goes out through Q.
   static constexpr bool kOutputInKV = false;
   // Turns around both the GEMMs and the exp2s at head dim 256 (session 17's harness: +2.6% at 4k,
-  // +3.5% at 8k, +4.5% at 16k, where the API runs it; with the exp2 turns alone, session 16:
+  // +3.5% at 8k, +4.5% at 16k, rows the API ran it for until session 21; exp2 turns alone, session 16:
   // -6..-10%); around the GEMMs at head dim 128 (other placements not timed with clusters).
   static constexpr int kTurns = HeadDim_ == 256 ? kTurnsAtBoth : kTurnsAtGemms;
   static constexpr bool kOutputInQ =

@@ -1,5 +1,5 @@
 // Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
-// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs at head dim 256, 128-row
+// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs at head dim 128, 128-row
 // tiles for short rows at head dims 64 / 128, the static schedule, or the default.
 #pragma once
 
@@ -34,8 +34,10 @@ int64_t sm90_pack_gqa_launches();
 //  - other masks (local windows) with at most kSm90StaticScheduleMaxKeys keys, except head dims
 //    above 128 with at most kSm90L2GroupMaxKeys;
 //  - unmasked problems up to head dim 128 with at most kSm90StaticUnmaskedMaxKeys keys, and at head
-//    dim 256 below kSm90ClusterPairsMinKeys (session 13, same process, 6 rounds: static against
-//    dynamic +4.1% at 512, +3.1% at 1k, +2.0% at 2k, +1.1% at 4k).
+//    dim 256 at every length (session 13, same process, 6 rounds: static against dynamic +4.1% at
+//    512, +3.1% at 1k, +2.0% at 2k, +1.1% at 4k; session 21 with 64-key blocks, 4 rounds: +4.3%
+//    at 512, +2.8% at 1k, +1.1% at 2k, +1.9% at 4k, +1.3% at 8k, +0.4% at 16k; from 4k the static
+//    kernel replaced cluster pairs there, below).
 // Measured with sustained windows (docs/perf.md, v8): with the causal orders below, static +2-17%
 // at hdim 128 causal 512-16k, +2% at hdim 64 causal 2k-4k (dynamic +2% at 8k); unmasked hdim 128
 // 512 +4% (two calls), hdim 64 1k +2% (2k +3% at hdim 64 but a tie at hdim 128, so the bound
@@ -83,25 +85,24 @@ bool sm90_picks_short_rows(const AttentionProblem& p);
 int64_t sm90_short_rows_launches();
 // Cluster pairs (sm90::ClusterPairsConfig: the two CTAs of a cluster take query tiles 2i and
 // 2i + 1 of one head and each loads half of every K/V block with a multicast TMA into both; static
-// schedule, 64-key blocks at head dim 256, 128-key ones at 128) at every head dim it is built for
-// (sm90_has_cluster_pairs), without a mask and with at least
-// kSm90ClusterPairsMinKeys keys, where the kernel takes the problem (sm90_cluster_pairs_refusal
-// below: fixed length, no seqused, an even number of query tiles).
-// Head dim 256 measured with sustained windows (docs/perf.md, "cluster pairs in production
-// (session 7)"; H200, bf16, 8 heads, harness): against the same tiles without clusters (static
-// schedule) +0.5% at 512, +1.6% at 1k, +2.5-2.8% at 2k-8k, +4.6% at 16k.
+// schedule, 128-key blocks) at head dim 128, the one it is built for (sm90_has_cluster_pairs),
+// without a mask and with at least kSm90ClusterPairsMinKeys keys, where the kernel takes the
+// problem (sm90_cluster_pairs_refusal below: fixed length, no seqused, an even number of query
+// tiles).
+// Head dim 256 had them from 4k keys from session 7 (then +2.5-4.6% over the static schedule from
+// 2k) to session 20. With the running max's slack and 64-key blocks the static kernel led them in
+// three harness calls (sessions 20-21; session 21, same process, 4 rounds: +2.2% at 4k, +3.6% at
+// 8k, +4.4% at 16k), so the rule dropped them there and they are no longer built (the harness
+// still times ClusterPairsConfig<256>).
 // Head dim 128 from session 20, when both kernels had the running max's slack and the GEMM turns
 // (harness, same process, 4 rounds, against the dynamic 128-key kernel that runs there
 // otherwise): +0.0% at 512, +1.0% at 1k, +0.9% at 2k, +0.8% at 4k, +1.9% at 8k, +2.0% at 16k
 // (session 18, without the slack, level; without it the pairs lose 4-7% from 2k).
 // The head dims with a cluster-pair instantiation (tools/generate_sm90_kernels.py,
 // CLUSTER_HEAD_DIMS), which are also the ones the rule picks them at.
-constexpr bool sm90_has_cluster_pairs(int head_dim) { return head_dim == 128 || head_dim == 256; }
-// Session 13 timed the three d256 kernels in one process (harness, 6 rounds, the full rotation):
-// static against cluster pairs +9.5% at 512, +6.0% at 1k, +2.7% at 2k, +1.0% at 4k, -0.8% at 8k,
-// -1.0% at 16k; the 1k bound above came from estimates across calls. So cluster pairs from 4096
-// keys, the static schedule below (sm90_picks_static_schedule). The same bound at head dim 128,
-// where the gain below 8k is within the harness's noise (+-2%).
+constexpr bool sm90_has_cluster_pairs(int head_dim) { return head_dim == 128; }
+// The bound came from head dim 256 (session 13); at head dim 128 the gain below 8k is within the
+// harness's noise (+-2%).
 constexpr int kSm90ClusterPairsMinKeys = 4096;
 bool sm90_picks_cluster_pairs(const AttentionProblem& p);
 // Why the cluster-pair kernel cannot run p with query tiles of tile_rows rows (launch.h refuses it
@@ -123,7 +124,7 @@ inline const char* sm90_cluster_pairs_refusal(const AttentionProblem& p, int til
 int64_t sm90_cluster_pairs_launches();
 // FLASHATTN_SM90_VARIANT=default|static|short_rows|cluster in the environment overrides the
 // three rules above (not GQA packing) for benchmarks; read at every call. "cluster" runs the
-// cluster-pair kernel wherever it is built (head dims 128 and 256) and takes the problem
+// cluster-pair kernel wherever it is built (head dim 128) and takes the problem
 // (Unsupported otherwise); "default" keeps it from the problems its rule covers.
 // False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which
 // then run it everywhere.

@@ -22,13 +22,12 @@ namespace {
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
 // (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), 128-row tiles for short
 // rows (sm90::ShortRowsConfig) or cluster pairs (sm90::ClusterPairsConfig; built and picked by
-// rule at head dims 128 and 256).
+// rule at head dim 128).
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs };
 constexpr int kVariantCount = int(Variant::kClusterPairs) + 1;  // keep the last one named here
 
-// Query rows per tile of the cluster-pair kernels the rule picks (the same for both head dims and
-// dtypes).
-constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<256, __nv_bfloat16>::kBlockM;
+// Query rows per tile of the cluster-pair kernels the rule picks (the same for both dtypes).
+constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<128, __nv_bfloat16>::kBlockM;
 static_assert(sm90::ClusterPairsConfig<128, __half>::kBlockM == kClusterPairsTileRows, "");
 
 template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster>
@@ -37,7 +36,7 @@ Status launch_variant(const AttentionProblem& p, Variant variant) {
     if constexpr (sm90_has_cluster_pairs(HeadDim)) {
       return sm90::launch_forward<Cluster>(p);
     } else {
-      return Status::Unsupported("the sm90 cluster-pair kernel is built for head dims 128 and 256 only, not " +
+      return Status::Unsupported("the sm90 cluster-pair kernel is built for head dim 128 only, not " +
                                  std::to_string(HeadDim));
     }
   }
@@ -203,7 +202,7 @@ int64_t sm90_cluster_pairs_launches() { return launches_of(Variant::kClusterPair
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
   if (!sm90::kDefaultDynamicSchedule) return false;
   if (!p.mask.has_mask()) {
-    if (p.headdim == 256) return p.seqlen_k < kSm90ClusterPairsMinKeys;
+    if (p.headdim == 256) return true;
     return p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
   }
   // Causal (a right bound only): the masks whose tiles go longest first (launch.h).

@@ -737,12 +737,13 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "no mask, hdim 128, at the bound";
   p.seqlen_q = p.seqlen_k = kSm90StaticUnmaskedMaxKeys + 1;
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask past the bound";
-  p.headdim = 256, p.seqlen_q = p.seqlen_k = 512;
-  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "no mask, hdim 256, below the cluster-pair bound";
-  p.seqlen_k = kSm90ClusterPairsMinKeys - 1;
-  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "no mask, hdim 256, one key below the cluster-pair bound";
-  p.seqlen_k = kSm90ClusterPairsMinKeys;
-  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 256, at the cluster-pair bound";
+  p.headdim = 256;
+  for (int keys : {512, kSm90ClusterPairsMinKeys - 1, kSm90ClusterPairsMinKeys, 16384}) {
+    p.seqlen_q = p.seqlen_k = keys;
+    EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "no mask, hdim 256 at any length: " << keys;
+    EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "no mask, hdim 256 (no cluster pairs since session 21): " << keys;
+  }
+  p.seqlen_q = p.seqlen_k = 512;
   p.headdim = 192, p.seqlen_q = p.seqlen_k = 512;
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 192";
   p.headdim = 128, p.mask.window_right = 0;  // causal
@@ -804,12 +805,11 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
       << "hdim 128, no mask, odd query tiles";
   p.mask.window_right = 0;
 
-  // Cluster pairs: head dims 128 and 256 without a mask from kSm90ClusterPairsMinKeys keys, where
-  // the kernel takes the problem (fixed length, no seqused, an even number of 128-row query tiles).
+  // Cluster pairs: head dim 128 without a mask from kSm90ClusterPairsMinKeys keys, where the kernel
+  // takes the problem (fixed length, no seqused, an even number of 128-row query tiles).
   const int min_keys = kSm90ClusterPairsMinKeys;
-  for (int d : {128, 256}) {
-    SCOPED_TRACE("head dim " + std::to_string(d));
-    p.headdim = d, p.mask = MaskPolicy();
+  {
+    p.headdim = 128, p.mask = MaskPolicy();
     p.nheads_q = 8, p.nheads_kv = 8, p.seqlen_q = 512, p.seqlen_k = min_keys;
     EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "no mask, at the bound";
     p.seqlen_k = min_keys - 1;
@@ -839,7 +839,7 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
     p.cu_seqlens_q = p.cu_seqlens_k = nullptr;
     EXPECT_TRUE(sm90_picks_cluster_pairs(p)) << "back to a covered problem";
   }
-  for (int d : {64, 192}) {
+  for (int d : {64, 192, 256}) {
     p.headdim = d;
     EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "head dim " << d;
   }
@@ -937,16 +937,16 @@ std::vector<ApiPick> schedule_cases() {
   v.push_back({c, false});
   c = make("sched_causal_700_short_rows_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, false});
   // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dims up to 128, and at head dim
-  // 256 below kSm90ClusterPairsMinKeys (from there cluster pairs, or the dynamic schedule where
-  // they cannot take the problem: three query tiles here).
+  // 256 at every length (cluster pairs from kSm90ClusterPairsMinKeys until session 21).
   c = make("sched_noncausal_512_static_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, true});
   c = make("sched_noncausal_1100_dynamic_fp16", fp, 128, 1, 300, 1100, 4, 4), v.push_back({c, false});
   c = make("sched_noncausal_512_static_d256_bf16", bf, 256, 1, 512, 512, 4, 4), v.push_back({c, true});
   c = make("sched_noncausal_q300_k_below_cluster_bound_static_d256_fp16", fp, 256, 1, 300,
            kSm90ClusterPairsMinKeys - 1, 4, 2);
   v.push_back({c, true});
-  c = make("sched_noncausal_q300_k_cluster_bound_dynamic_d256_bf16", bf, 256, 1, 300, kSm90ClusterPairsMinKeys, 2, 2);
-  v.push_back({c, false});
+  c = make("sched_noncausal_q300_k_cluster_bound_static_d256_bf16", bf, 256, 1, 300, kSm90ClusterPairsMinKeys, 2, 2);
+  v.push_back({c, true});
+  c = make("sched_noncausal_b2_q256_k4500_gqa_static_d256_bf16", bf, 256, 2, 256, 4500, 4, 2), v.push_back({c, true});
   c = make("sched_noncausal_512_dynamic_d192_bf16", bf, 192, 1, 512, 512, 4, 4), v.push_back({c, false});
   // Builds whose default is the static schedule have no second instantiation to pick.
   for (ApiPick& a : v) a.picked = a.picked && sm90_dynamic_schedule_by_default();
@@ -1001,15 +1001,15 @@ INSTANTIATE_TEST_SUITE_P(ShortRows, Sm90ApiPick,
                                                          "short-rows kernel", 53u)),
                          api_pick_name);
 
-// Cluster pairs (sm90::ClusterPairsConfig) by sm90_picks_cluster_pairs: head dims 128 and 256
-// without a mask from kSm90ClusterPairsMinKeys keys, fixed length without seqused, an even number
-// of query tiles. Picked: at the bound, partial query and key tiles with GQA and softcap, padded
-// strides with batch > 1, fp16 and bf16, head dim 128. Not picked (the default kernel runs them
-// against the same reference): one key short, causal, an odd number of query tiles, seqused_k,
-// another head dim.
+// Cluster pairs (sm90::ClusterPairsConfig) by sm90_picks_cluster_pairs: head dim 128 without a
+// mask from kSm90ClusterPairsMinKeys keys, fixed length without seqused, an even number of query
+// tiles. Picked: at the bound, partial query and key tiles with GQA and softcap, padded strides
+// with batch > 1, fp16 and bf16. Not picked (another kernel runs them against the same
+// reference): one key short, causal, an odd number of query tiles, seqused_k, other head dims
+// (256 had them until session 21).
 std::vector<ApiPick> cluster_pair_rule_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
-  const int d = 256, min_keys = kSm90ClusterPairsMinKeys;
+  const int d = 128, min_keys = kSm90ClusterPairsMinKeys;
   std::vector<ApiPick> v;
   Case c;
   c = make("cluster_rule_k_at_bound_bf16", bf, d, 1, 256, min_keys, 4, 4), v.push_back({c, true});
@@ -1028,6 +1028,9 @@ std::vector<ApiPick> cluster_pair_rule_cases() {
   c = make("cluster_rule_d128_odd_tiles_q300_default_bf16", bf, 128, 1, 300, 2 * min_keys, 2, 2);
   v.push_back({c, false});
   c = make("cluster_rule_d192_default_bf16", bf, 192, 1, 256, 2 * min_keys, 4, 4), v.push_back({c, false});
+  c = make("cluster_rule_d256_k_at_bound_static_bf16", bf, 256, 1, 256, min_keys, 4, 4), v.push_back({c, false});
+  c = make("cluster_rule_d256_q400_k_bound_plus_76_gqa_softcap_static_fp16", fp, 256, 1, 400, min_keys + 76, 4, 2);
+  c.softcap = 20.0f, v.push_back({c, false});
   return v;
 }
 
@@ -1036,7 +1039,7 @@ INSTANTIATE_TEST_SUITE_P(ClusterPairs, Sm90ApiPick,
                                                          "cluster-pair kernel", 67u)),
                          api_pick_name);
 
-// Cluster pairs forced (FLASHATTN_SM90_VARIANT=cluster) at both head dims they are built for,
+// Cluster pairs forced (FLASHATTN_SM90_VARIANT=cluster) at the head dim they are built for (128),
 // whatever the rule says. Partial query and key tiles, GQA with softcap, strided layouts (head
 // major, padded), fp16 and bf16, batch > 1, no lse, an odd number of pairs per head and in all,
 // and enough tiles for several waves of the pair schedule.
@@ -1055,17 +1058,17 @@ std::vector<Case> cluster_pair_cases() {
   c = make("cluster_d128_strided_q512_k300_bf16", bf, 128, 2, 512, 300, 2, 1), c.layout = Layout::kHeadMajor;
   v.push_back(c);
   v.push_back(make("cluster_d128_waves_q1024_k256_bf16", bf, 128, 4, 1024, 256, 8, 8));
-  v.push_back(make("cluster_d256_q512_k517_bf16", bf, 256, 1, 512, 517, 4, 2));
-  v.push_back(make("cluster_d256_q200_k64_fp16", fp, 256, 3, 200, 64, 2, 2));
-  c = make("cluster_d256_padded_b2_q500_k1100_gqa_softcap_bf16", bf, 256, 2, 500, 1100, 4, 2);
+  v.push_back(make("cluster_d128_q512_k517_bf16", bf, 128, 1, 512, 517, 4, 2));
+  v.push_back(make("cluster_d128_b3_q200_k64_fp16", fp, 128, 3, 200, 64, 2, 2));
+  c = make("cluster_d128_padded_b2_q500_k1100_gqa_softcap_bf16", bf, 128, 2, 500, 1100, 4, 2);
   c.layout = Layout::kPadded, c.softcap = 30.0f, v.push_back(c);
   // Six tiles a head: three pairs per head, nine in all.
-  v.push_back(make("cluster_d256_odd_pairs_q768_k1024_fp16", fp, 256, 1, 768, 1024, 3, 3));
-  c = make("cluster_d256_no_lse_q256_k1024_bf16", bf, 256, 2, 256, 1024, 2, 2), c.with_lse = false, v.push_back(c);
+  v.push_back(make("cluster_d128_odd_pairs_q768_k1024_fp16", fp, 128, 1, 768, 1024, 3, 3));
+  c = make("cluster_d128_no_lse_q256_k1024_bf16", bf, 128, 2, 256, 1024, 2, 2), c.with_lse = false, v.push_back(c);
   c = make("cluster_d128_padded_b3_q130_k400_fp16", fp, 128, 3, 130, 400, 4, 4), c.layout = Layout::kPadded;
   v.push_back(c);
   // 72 pairs: more than the pairs that fit on an H100 / H200 at once (66), so a second, partial wave.
-  v.push_back(make("cluster_d256_waves_q512_k256_gqa_bf16", bf, 256, 4, 512, 256, 9, 3));
+  v.push_back(make("cluster_d128_waves_q512_k256_gqa_bf16", bf, 128, 4, 512, 256, 9, 3));
   return v;
 }
 
@@ -1105,7 +1108,14 @@ TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
   s = sm90_forward(p);
   EXPECT_FALSE(s.ok());
   if (s.message.find("not built") == std::string::npos) {
-    EXPECT_NE(s.message.find("head dims 128 and 256"), std::string::npos) << s.message;
+    EXPECT_NE(s.message.find("head dim 128 only"), std::string::npos) << s.message;
+  }
+  p.headdim = 256;  // built there until session 21
+  p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 256 * 512, 512, 256};
+  s = sm90_forward(p);
+  EXPECT_FALSE(s.ok());
+  if (s.message.find("not built") == std::string::npos) {
+    EXPECT_NE(s.message.find("head dim 128 only, not 256"), std::string::npos) << s.message;
   }
 }
 
