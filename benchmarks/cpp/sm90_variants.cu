@@ -157,6 +157,12 @@ template <class Base>
 struct SkipMaskedLastBlock : Base {
   static constexpr bool kSkipMaskedLastBlock = true;
 };
+// The same kernel with a warpgroup that has no row of the sequence passing over the tile (true)
+// or computing it, as up to session 20 (KernelConfig::kSkipRowlessWarpgroups).
+template <class Base, bool kSkip>
+struct SkipRowlessWarpgroups : Base {
+  static constexpr bool kSkipRowlessWarpgroups = kSkip;
+};
 // The same kernel writing its event trace (KernelConfig::kTrace, sm90/trace.h).
 template <class Base>
 struct Traced : Base {
@@ -516,6 +522,15 @@ const Variant kVariants[] = {
     {128, "n128_s2_cluster_keptexp2", run_cfg<Exp2OnKeptMax<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
     {256, "n64_s2_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<256, 64, 2, false>>>},
     {256, "n64_s2_dyn_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<256, 64, 2, true>>>},
+    // Session 21: d64's 192-row tiles leave the third warpgroup of a 512-row sequence's last tile
+    // without a row, and the second and third at 1k; they computed every key block for rows never
+    // stored. Since session 21 such a warpgroup passes over the tile (KernelConfig::
+    // kSkipRowlessWarpgroups); `_computerowless`: computed, as before. The 128-row kernels have no
+    // such warpgroup at the protocol's lengths (their twins are a check that nothing else moved).
+    {64, "n128_s4_computerowless", run_cfg<SkipRowlessWarpgroups<TileCfg<64, 128, 4, false>, false>>},
+    {64, "n128_s4_dyn_computerowless", run_cfg<SkipRowlessWarpgroups<TileCfg<64, 128, 4, true>, false>>},
+    {64, "n128_s4_2wg_computerowless", run_cfg<SkipRowlessWarpgroups<TileCfg<64, 128, 4, false, 2>, false>>},
+    {128, "n128_s2_dyn_computerowless", run_cfg<SkipRowlessWarpgroups<TileCfg<128, 128, 2, true>, false>>},
 };
 
 }  // namespace

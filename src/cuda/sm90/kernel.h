@@ -101,6 +101,16 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       mbarrier_wait(mma.bars.q_full(), q_phase);
       mma.trace(kEvQFull);
       q_phase ^= 1;
+      if constexpr (Cfg::kSkipRowlessWarpgroups) {
+        if (mma.rowless(cur.seq, cur.t)) {
+          // Nothing of this warpgroup's to compute or store (the epilogue is per warpgroup).
+          mma.pass_over_tile(cur.range, kv_state);
+          store_previous();
+          prev.kind = kNone;
+          index = take_next();
+          continue;
+        }
+      }
       if constexpr (Cfg::kSkipMaskedLastBlock) mma.pass_over_masked_last_block(cur.seq, cur.t, cur.range, kv_state);
       mma.issue_first_scores(s, kv_state);
       store_previous();

@@ -260,6 +260,24 @@ struct MainloopMma {
     k_state.advance();
   }
 
+  // Whether none of this warpgroup's rows is a row of the sequence (Cfg::kSkipRowlessWarpgroups).
+  __device__ __forceinline__ bool rowless(const SequenceInfo& seq, const TileCoord& t) const {
+    return t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer >= seq.len_q;
+  }
+
+  // A tile this warpgroup does not compute (rowless): every key block passed over, the turn of
+  // the tile's last P V, and Q released (after its arrival: an early release would count towards
+  // the previous tile's phase of the Q barrier).
+  __device__ __forceinline__ void pass_over_tile(const BlockRange<Cfg::kBlockN>& range,
+                                                 PipelineState<Cfg::kStages>& k_state) const {
+    static_assert(!Cfg::kOutputInQ && !Cfg::kOutputInKV, "Q and the K / V stages are released by the mainloop");
+    static_assert(!Cfg::kPackGqa, "rowless assumes one query row per tile row");
+    for (int n = range.n_end - 1; n >= range.n_begin; --n) pass_over_block(k_state);
+    wait_turn();
+    pass_turn();
+    release(bars.q_empty());
+  }
+
   // Passes over the tile's last block where skips_last_block holds, and takes it off `range`.
   __device__ __forceinline__ void pass_over_masked_last_block(const SequenceInfo& seq, const TileCoord& t,
                                                               BlockRange<Cfg::kBlockN>& range,
