@@ -935,7 +935,10 @@ std::vector<ApiPick> schedule_cases() {
   c = make("sched_causal_2100_static_d64_fp16", fp, 64, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, true});
   c = make("sched_causal_q300_k4200_dynamic_d64_bf16", bf, 64, 1, 300, 4200, 4, 4), c.causal = true;
   v.push_back({c, false});
-  c = make("sched_causal_700_short_rows_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, false});
+  c = make("sched_causal_500_short_rows_d64_bf16", bf, 64, 3, 500, 500, 4, 4), c.causal = true, v.push_back({c, false});
+  // Past that bound (1024 until session 21): the static three-warpgroup kernel, whose last tile
+  // (700 = 3 x 192 + 124) has a warpgroup without rows.
+  c = make("sched_causal_700_static_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, true});
   // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dims up to 128, and at head dim
   // 256 at every length (cluster pairs from kSm90ClusterPairsMinKeys until session 21).
   c = make("sched_noncausal_512_static_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, true});
@@ -969,18 +972,20 @@ std::vector<ApiPick> short_rows_cases() {
   std::vector<ApiPick> v;
   Case c;
   c = make("short_rows_causal_512_bf16", bf, 64, 2, 512, 512, 8, 8), c.causal = true, v.push_back({c, true});
-  c = make("short_rows_causal_700_fp16", fp, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, true});
+  c = make("short_rows_causal_q450_k500_fp16", fp, 64, 3, 450, 500, 4, 4), c.causal = true, v.push_back({c, true});
   c = make("short_rows_window_at_bound_bf16", bf, 64, 1, 333, max_keys, 4, 2), c.window_left = 200, c.window_right = 0;
   v.push_back({c, true});
-  c = make("short_rows_gqa_causal_q300_k1000_softcap_fp16", fp, 64, 2, 300, 1000, 8, 2), c.causal = true;
+  c = make("short_rows_gqa_causal_q300_k480_softcap_fp16", fp, 64, 2, 300, 480, 8, 2), c.causal = true;
   c.softcap = 20.0f, v.push_back({c, true});
   c = make("short_rows_varlen_causal_seqused_k_bf16", bf, 64, 0, 0, 0, 4, 4);
-  c.lens_q = {129, 1, 640}, c.lens_k = {129, 300, 700}, c.used_k = {129, 1, 650}, c.extra_k = 3, c.causal = true;
+  c.lens_q = {129, 1, 440}, c.lens_k = {129, 300, 500}, c.used_k = {129, 1, 480}, c.extra_k = 3, c.causal = true;
   v.push_back({c, true});
   // Not picked: past the bound, no mask, another head dim.
   c = make("short_rows_causal_past_bound_fp16", fp, 64, 1, 300, max_keys + 1, 2, 2), c.causal = true;
   v.push_back({c, false});
   c = make("short_rows_noncausal_512_bf16", bf, 64, 2, 512, 512, 4, 4), v.push_back({c, false});
+  c = make("short_rows_causal_1000_three_warpgroups_bf16", bf, 64, 1, 1000, 1000, 4, 4), c.causal = true;
+  v.push_back({c, false});
   c = make("short_rows_causal_d128_bf16", bf, 128, 1, 512, 512, 4, 4), c.causal = true, v.push_back({c, false});
   // Head dim 128 without a mask: picked up to the static bound, in every shape above.
   const int max_unmasked = kSm90StaticUnmaskedMaxKeys;
