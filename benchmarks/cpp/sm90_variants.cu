@@ -153,9 +153,9 @@ struct SerialSteps : Base {
 };
 // The same kernel with a warpgroup passing over a tile's last block where its rows see none of
 // it (KernelConfig::kSkipMaskedLastBlock).
-template <class Base>
+template <class Base, bool kSkip = true>
 struct SkipMaskedLastBlock : Base {
-  static constexpr bool kSkipMaskedLastBlock = true;
+  static constexpr bool kSkipMaskedLastBlock = kSkip;
 };
 // The same kernel with a warpgroup that has no row of the sequence passing over the tile (true)
 // or computing it, as up to session 20 (KernelConfig::kSkipRowlessWarpgroups).
@@ -510,6 +510,9 @@ const Variant kVariants[] = {
     // whole block of its steps there; and the mask by bits, timed at 80 keys only.
     {256, "n64_s2_skip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, false>>>},
     {256, "n64_s2_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, true>>>},
+    // Since session 21 the library's dynamic d256 kernel skips (n64_s2_dyn is n64_s2_dyn_skip);
+    // `_noskip` is the kernel before.
+    {256, "n64_s2_dyn_noskip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, true>, false>>},
     {256, "n64_s2_bits", run_cfg<MaskByBits<TileCfg<256, 64, 2, false>, true>>},
     {256, "n64_s2_dyn_bits", run_cfg<MaskByBits<TileCfg<256, 64, 2, true>, true>>},
     // Session 21: where the vote keeps every row's max, the rescale factor set to 1 instead of

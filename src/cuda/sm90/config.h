@@ -207,9 +207,12 @@ struct KernelConfig {
   // warpgroup 0 at d256's 80-key blocks as timed (one block a tile at 512 causal rows, 4 of its 18
   // a head; with the 64-key blocks since session 20, the last block of every diagonal tile),
   // and warpgroup 0 of every 192-row d64 tile (warpgroup 1 of some), where the narrowed block
-  // still computes S whole. Not with GQA packing; harness only (session 18: within the noise
-  // wherever the API runs these kernels, predicted +4-8% at d256 causal 512; docs/perf.md).
-  static constexpr bool kSkipMaskedLastBlock = false;
+  // still computes S whole. Not with GQA packing. Session 18: within the noise wherever the API
+  // runs these kernels (80-key blocks, no slack). Session 21, 64-key blocks, two harness calls of
+  // 4 rounds: the dynamic d256 kernel (the API's for causal rows up to 1k) +2.0 / +2.2% at causal
+  // 512, +0.2 / +1.9% at 1k, +0.2..+2.3% beyond, unmasked level; the static one -1.3..-2.7% from
+  // causal 2k. So on in the dynamic d256 kernel only (false elsewhere, d192 not timed).
+  static constexpr bool kSkipMaskedLastBlock = HeadDim_ == 256 && Dynamic_ && !PackGqa_;
   // A consumer warpgroup none of whose rows is a row of the sequence (the last query tile of a
   // sequence whose length is not a multiple of the tile's rows: at d64's 192-row tiles the third
   // warpgroup at 512 rows, the second and third at 1k) passes over the whole tile (its turns and
