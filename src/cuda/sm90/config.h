@@ -257,7 +257,11 @@ struct KernelConfig {
   static constexpr bool kMaxByVote = true;
   // Where the vote keeps every row's max, O's rescale factor is 1 without its exp2 (two of the 66
   // MUFU ops a thread issues per 128-key block at d128, session 20's SASS inventory; the same
-  // values). false: exp2(0) computed, as up to session 20 (the harness's _keptexp2).
+  // values). false: exp2(0) computed, as up to session 20 (the harness's _keptexp2). Session 21's
+  // harness: d64 three warpgroups +0..+5.4%, d128 static (exp2 turns) +0.2..+3.6%, d256 static
+  // -0.8..+2.8%, the dynamic and cluster kernels level; the short-rows d128 kernel
+  // (ShortRowsConfig, GEMM turns) -2.8 / -3.5% at 512 / 1k, the rows it runs: not yet taken back
+  // there (docs/perf.md, session 21 call 6).
   static constexpr bool kKeptMaxUnitRescale = true;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
