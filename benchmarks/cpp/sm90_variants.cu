@@ -510,6 +510,12 @@ const Variant kVariants[] = {
     // whole block of its steps there; and the mask by bits, timed at 80 keys only.
     {256, "n64_s2_skip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, false>>>},
     {256, "n64_s2_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, true>>>},
+    // For session 22 (compiled only): d256 causal 4k (1.05 of cuDNN, against 1.11 at 2k and 8k)
+    // runs the static kernel over all heads at once (launch.h causal_group_heads); L2-sized groups
+    // and one head a group, last timed at 80 keys without the slack (session 6: one head -6% at
+    // 4k).
+    {256, "n64_s2_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 64, 2, false>, kGroupsL2>, 1},
+    {256, "n64_s2_one", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 64, 2, false>, kGroupsOne>, 1},
     // Since session 21 the library's dynamic d256 kernel skips (n64_s2_dyn is n64_s2_dyn_skip);
     // `_noskip` is the kernel before.
     {256, "n64_s2_dyn_noskip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, true>, false>>},
