@@ -215,7 +215,8 @@ struct KernelConfig {
   static constexpr bool kSkipMaskedLastBlock = HeadDim_ == 256 && Dynamic_ && !PackGqa_;
   // A consumer warpgroup none of whose rows is a row of the sequence (the last query tile of a
   // sequence whose length is not a multiple of the tile's rows: at d64's 192-row tiles the third
-  // warpgroup at 512 rows, the second and third at 1k) passes over the whole tile (its turns and
+  // warpgroup at 512 and 2k rows, the second and third at 1k; in 128-row tiles the second where
+  // the length is 1..64 past a multiple of 128) passes over the whole tile (its turns and
   // releases, no GEMM, softmax or store; MainloopMma::pass_over_tile) instead of computing the
   // key blocks for rows that are never stored. Overlapped epilogue only (kernel.h; the plain tile
   // loop computes them). Not with GQA packing (its tile rows are not query rows). Session 21's
@@ -244,8 +245,9 @@ struct KernelConfig {
   // +0..+3.6% at 512 / 1k, the dynamic d128 kernel with the GEMM turns above; d64's three
   // warpgroups +1.6..+3.0% static from 2k (causal 2k / 4k, where the API runs it: +1.7 / +1.6%)
   // and +1.4..+2.8% dynamic from 2k (causal 8k / 16k: +1.4 / +2.1%), -0.7..+2.1% below. Off on
-  // the d64 two-warpgroup kernel (the API's for causal rows up to 1k): -1.6% / +0.3% at causal
-  // 512 / 1k (session 19 without the vote: -0.9 / -1.3%). d192 (d256's loop and output path) not
+  // the d64 two-warpgroup kernel (the API's for masked rows up to 1k then, 512 since session 21):
+  // -1.6% / +0.3% at causal 512 / 1k (session 19 without the vote: -0.9 / -1.3%; session 21 with
+  // the vote and the unit rescale: level at 512, +0.9..+3.9% beyond). d192 (d256's loop and output path) not
   // timed; GQA packing not timed, off.
   static constexpr int kMaxSlack = !PackGqa_ && !(HeadDim_ <= 64 && Consumers_ == 2) ? 8 : 0;
   // With a slack: each thread first tests its own maxes of its two rows against the slack, and a
@@ -338,8 +340,9 @@ using StaticScheduleConfig =
 // (sm90_picks_short_rows, kernel_choice.h):
 //  - at head dim 64, masked rows: 128-row tiles (two consumer warpgroups) where the default has
 //    three: a 192-row tile over 512 causal rows computes 9 key blocks of 192 rows where 128-row
-//    tiles compute 10 of 128 (1.35x the work; ncu, docs/perf.md v8), and 512 rows are 2.67 tiles
-//    of 192;
+//    tiles compute 10 of 128 (1.35x the work; ncu, docs/perf.md v8; about 1.15x since rowless
+//    warpgroups pass over their tiles, kSkipRowlessWarpgroups), and 512 rows are 2.67 tiles of
+//    192;
 //  - at head dim 128, unmasked rows: the turns around the GEMMs, where the static kernel (masked
 //    rows) takes them around the exp2s (KernelConfig::kTurns; those lost 4-6% here).
 // At the other head dims it is StaticScheduleConfig itself.

@@ -72,8 +72,9 @@ int64_t sm90_static_schedule_launches();
 // session 18). The harness still times them (n176_s2_dyn).
 // The short-rows kernel (sm90::ShortRowsConfig, static schedule):
 //  - at head dim 64 for masked problems with at most kSm90ShortRowsMaxKeys keys (varlen: the
-//    longest): 128-row tiles (two consumer warpgroups), where the default's 192-row tiles compute
-//    up to 1.35x the key blocks (causal 512). Measured (docs/perf.md, v8): causal 512 +1%, 1k +5%,
+//    longest): 128-row tiles (two consumer warpgroups), where the default's 192-row tiles
+//    computed up to 1.35x the key blocks (causal 512; about 1.15x with rowless warpgroups passed
+//    over). Measured (docs/perf.md, v8): causal 512 +1%, 1k +5%,
 //    2k -10%; unmasked -2..-16%. Since session 21 a warpgroup of the 192-row tiles that has no row
 //    of the sequence passes over the tile (config.h kSkipRowlessWarpgroups), which at causal 1k
 //    (1024 = 5 x 192 + 64: two of the longest tile's three warpgroups) made the static
@@ -105,8 +106,8 @@ int64_t sm90_short_rows_launches();
 // The head dims with a cluster-pair instantiation (tools/generate_sm90_kernels.py,
 // CLUSTER_HEAD_DIMS), which are also the ones the rule picks them at.
 constexpr bool sm90_has_cluster_pairs(int head_dim) { return head_dim == 128; }
-// The bound came from head dim 256 (session 13); at head dim 128 the gain below 8k is within the
-// harness's noise (+-2%).
+// The bound came from head dim 256 (session 13, when the pairs ran there); at head dim 128 the
+// gain below 8k is within the harness's noise (+-2%), so it was kept, not re-measured.
 constexpr int kSm90ClusterPairsMinKeys = 4096;
 bool sm90_picks_cluster_pairs(const AttentionProblem& p);
 // Why the cluster-pair kernel cannot run p with query tiles of tile_rows rows (launch.h refuses it

@@ -448,9 +448,10 @@ std::vector<Case> cases() {
   c = make("persistent_causal_bf16", bf, 128, 4, 640, 640, 8, 8), c.causal = true, v.push_back(c);
   // Scores growing along the keys (up to 7x their first block's spread): the running max passes
   // its slack mid-row, on the kernels that keep it (every d128 / d192 / d256 kernel, d64's three
-  // warpgroups) and on the one that follows every rise (d64's two warpgroups, causal rows up to
-  // 1k keys). Past 1k keys the API runs the dynamic d128 / d64 kernels, up to 4k causal keys
-  // d64's static three-warpgroup one.
+  // warpgroups) and on the one that follows every rise (d64's two warpgroups, masked rows up to
+  // 512 keys since session 21: the d64 causal case below, 600 keys, now runs the static
+  // three-warpgroup kernel). Past 1k keys the API runs the dynamic d128 / d64 kernels, up to 4k
+  // causal keys d64's static three-warpgroup one.
   const auto growing = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal) {
     Case g = make(name, dt, d, b, sq, sk, hq, hkv);
     g.causal = causal, g.key_ramp = 6.0f, v.push_back(g);
@@ -743,7 +744,6 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
     EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "no mask, hdim 256 at any length: " << keys;
     EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "no mask, hdim 256 (no cluster pairs since session 21): " << keys;
   }
-  p.seqlen_q = p.seqlen_k = 512;
   p.headdim = 192, p.seqlen_q = p.seqlen_k = 512;
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 192";
   p.headdim = 128, p.mask.window_right = 0;  // causal
@@ -944,10 +944,10 @@ std::vector<ApiPick> schedule_cases() {
   c = make("sched_noncausal_512_static_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, true});
   c = make("sched_noncausal_1100_dynamic_fp16", fp, 128, 1, 300, 1100, 4, 4), v.push_back({c, false});
   c = make("sched_noncausal_512_static_d256_bf16", bf, 256, 1, 512, 512, 4, 4), v.push_back({c, true});
-  c = make("sched_noncausal_q300_k_below_cluster_bound_static_d256_fp16", fp, 256, 1, 300,
+  c = make("sched_noncausal_q300_k4095_static_d256_fp16", fp, 256, 1, 300,
            kSm90ClusterPairsMinKeys - 1, 4, 2);
   v.push_back({c, true});
-  c = make("sched_noncausal_q300_k_cluster_bound_static_d256_bf16", bf, 256, 1, 300, kSm90ClusterPairsMinKeys, 2, 2);
+  c = make("sched_noncausal_q300_k4096_static_d256_bf16", bf, 256, 1, 300, kSm90ClusterPairsMinKeys, 2, 2);
   v.push_back({c, true});
   c = make("sched_noncausal_b2_q256_k4500_gqa_static_d256_bf16", bf, 256, 2, 256, 4500, 4, 2), v.push_back({c, true});
   c = make("sched_noncausal_512_dynamic_d192_bf16", bf, 192, 1, 512, 512, 4, 4), v.push_back({c, false});
