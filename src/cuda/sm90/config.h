@@ -247,8 +247,8 @@ struct KernelConfig {
   // and +1.4..+2.8% dynamic from 2k (causal 8k / 16k: +1.4 / +2.1%), -0.7..+2.1% below. Off on
   // the d64 two-warpgroup kernel (the API's for masked rows up to 1k then, 512 since session 21):
   // -1.6% / +0.3% at causal 512 / 1k (session 19 without the vote: -0.9 / -1.3%; session 21 with
-  // the vote and the unit rescale: level at 512, +0.9..+3.9% beyond). d192 (d256's loop and output path) not
-  // timed; GQA packing not timed, off.
+  // the vote and the unit rescale: level at 512, +0.9..+3.9% beyond). d192 (d256's loop and
+  // output path) not timed; GQA packing not timed, off.
   static constexpr int kMaxSlack = !PackGqa_ && !(HeadDim_ <= 64 && Consumers_ == 2) ? 8 : 0;
   // With a slack: each thread first tests its own maxes of its two rows against the slack, and a
   // warp where none passes keeps every row's max without the two shuffles a row that make the

@@ -74,10 +74,10 @@ int64_t sm90_static_schedule_launches();
 //  - at head dim 64 for masked problems with at most kSm90ShortRowsMaxKeys keys (varlen: the
 //    longest): 128-row tiles (two consumer warpgroups), where the default's 192-row tiles
 //    computed up to 1.35x the key blocks (causal 512; about 1.15x with rowless warpgroups passed
-//    over). Measured (docs/perf.md, v8): causal 512 +1%, 1k +5%,
-//    2k -10%; unmasked -2..-16%. Since session 21 a warpgroup of the 192-row tiles that has no row
-//    of the sequence passes over the tile (config.h kSkipRowlessWarpgroups), which at causal 1k
-//    (1024 = 5 x 192 + 64: two of the longest tile's three warpgroups) made the static
+//    over). Measured (docs/perf.md, v8): causal 512 +1%, 1k +5%, 2k -10%; unmasked -2..-16%.
+//    Since session 21 a warpgroup of the 192-row tiles that has no row of the sequence passes
+//    over the tile (config.h kSkipRowlessWarpgroups), which at causal 1k (1024 = 5 x 192 + 64:
+//    two of the longest tile's three warpgroups) made the static
 //    three-warpgroup kernel +3.1% over this one (harness, same process, 4 rounds; level at 512),
 //    so the bound went from 1024 to 512 keys;
 //  - at head dim 128 for unmasked problems with at most kSm90StaticUnmaskedMaxKeys keys, the rows
