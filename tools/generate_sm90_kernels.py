@@ -5,7 +5,7 @@
   src/cuda/instantiations/sm90_fwd_*.cu   one explicit instantiation per (dtype, head dim), one
                                           with GQA head packing (sm90_fwd_pack_gqa_*.cu) and one
                                           with the static schedule (sm90_fwd_static_*.cu) and, at
-                                          head dims 64 / 128 one for short rows (sm90_fwd_short_rows_*.cu),
+                                          head dim 64 one for short rows (sm90_fwd_short_rows_*.cu),
                                           at 128 one with cluster pairs (sm90_fwd_cluster_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DTYPES = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
 HEAD_DIMS = [64, 128, 192, 256]
-SHORT_ROWS_HEAD_DIMS = [64, 128]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
+SHORT_ROWS_HEAD_DIMS = [64]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
 BACKWARD_HEAD_DIMS = [64, 128, 256]  # keep in step with bwd_config.h, sm90_backward.cu and cmake/sm90.cmake
 CLUSTER_HEAD_DIMS = [128]  # keep in step with kernel_choice.h sm90_has_cluster_pairs and cmake/sm90.cmake
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.

@@ -385,7 +385,8 @@ const Variant kVariants[] = {
     // (Since session 17 the static d128 kernel's own are the exp2 turns: `n128_s2` is the former
     // `n128_s2_expturns`; the API's unmasked short rows run `n128_s2_gemmturns`, ShortRowsConfig.)
     // (Until session 20 ShortRowsConfig<128> took no slack, KernelConfig::kMaxSlack; this row
-    // keeps that kernel, so it sets the slack to 0. `n128_s2_gemmturns_slack` is the API's now.)
+    // keeps that kernel, so it sets the slack to 0. `n128_s2_gemmturns_slack` was the API's from
+    // session 20 to 21; since session 22 those rows run `n128_s2`.)
     {128, "n128_s2_gemmturns", run_cfg<MaxSlack<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtGemms>, 0>>},
     {128, "n128_s2_bothturns", run_cfg<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtBoth>>},
     {256, "n80_s2_dyn_bothturns", run_cfg<TurnsAt<TileCfg<256, 80, 2, true>, sm90::kTurnsAtBoth>>},
@@ -516,6 +517,18 @@ const Variant kVariants[] = {
     // 4k).
     {256, "n64_s2_l2", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 64, 2, false>, kGroupsL2>, 1},
     {256, "n64_s2_one", run_groups<sm90::KernelConfig<256, __nv_bfloat16, 64, 2, false>, kGroupsOne>, 1},
+    // Session 22, call 1 read one head a group +20% / +21% / +4.9% over the rule's groups at d256
+    // causal 512 / 1k / 4k (static kernel). The API runs the dynamic kernel with the masked last
+    // block passed over up to 1k (L2-sized groups), so its twins with one head a group; and d64's
+    // short causal rows (two warpgroups at 512, three from 513 keys; L2-sized groups at any length).
+    {256, "n64_s2_dyn_one", run_groups<TileCfg<256, 64, 2, true>, kGroupsOne>, 1},
+    {256, "n64_s2_skip_one", run_groups<SkipMaskedLastBlock<TileCfg<256, 64, 2, false>>, kGroupsOne>, 1},
+    {64, "n128_s4_2wg_one", run_groups<TileCfg<64, 128, 4, false, 2>, kGroupsOne>, 1},
+    {64, "n128_s4_one", run_groups<TileCfg<64, 128, 4, false>, kGroupsOne>, 1},
+    // Since session 22 the API runs d256's causal rows on the static kernel at every length, one
+    // head a group up to 4k, and that kernel passes over the masked last block
+    // (n64_s2 = n64_s2_skip, n64_s2_one = n64_s2_skip_one); `_noskip`: without the pass.
+    {256, "n64_s2_noskip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, false>, false>>, 1},
     // Since session 21 the library's dynamic d256 kernel skips (n64_s2_dyn is n64_s2_dyn_skip);
     // `_noskip` is the kernel before.
     {256, "n64_s2_dyn_noskip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, true>, false>>},
@@ -529,10 +542,11 @@ const Variant kVariants[] = {
     {128, "n128_s2_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<128, 128, 2, false>>>},
     {128, "n128_s2_dyn_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<128, 128, 2, true>>>},
     {128, "n128_s2_cluster_keptexp2", run_cfg<Exp2OnKeptMax<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    // The API's unmasked d128 kernel up to 1k keys (ShortRowsConfig), timed again after session
-    // 21's sweep read 0.93 of cuDNN at 512 (1.04 in session 20): with the unit rescale
-    // (`n128_s2_gemmturns_slack`, the library's) it lost 2.8 / 3.5% at 512 / 1k against this row
-    // (session 21, call 6; the device time ran out before the library could take it back).
+    // The API's unmasked d128 kernel up to 1k keys in session 21 (ShortRowsConfig then), timed
+    // again after session 21's sweep read 0.93 of cuDNN at 512 (1.04 in session 20): with the unit
+    // rescale (`n128_s2_gemmturns_slack`) it lost 2.8 / 3.5% at 512 / 1k against this row
+    // (session 21, call 6). Session 22 moved those rows to the static exp2-turn kernel (`n128_s2`),
+    // which led both.
     {128, "n128_s2_gemmturns_slack_keptexp2",
      run_cfg<Exp2OnKeptMax<MaxSlack<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtGemms>>>>, 0},
     {256, "n64_s2_keptexp2", run_cfg<Exp2OnKeptMax<TileCfg<256, 64, 2, false>>>},

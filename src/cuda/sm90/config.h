@@ -139,8 +139,10 @@ struct KernelConfig {
   // turns. Around the exp2s only for the two-warpgroup kernel at head dim 64 (the API's short-row
   // kernel; session 16: harness +1.6..+4.1%, package causal 512 / 1k +2.6 / +3.2%), and for the
   // static d128 kernel, which the API runs for masked rows (session 16 and 17's harness on causal
-  // rows: -0.6 / +0.4% at 512 / 1k, +0.8..+2.2% from 2k; its unmasked rows up to 1k keys, where
-  // these turns lost 4-6%, run ShortRowsConfig with the GEMM turns). Around the GEMMs elsewhere.
+  // rows: -0.6 / +0.4% at 512 / 1k, +0.8..+2.2% from 2k; since session 22 it also runs the
+  // unmasked rows up to 1k keys, where these turns had lost 4-6% in session 17 but led the GEMM
+  // turns by +0.8..+3.6% in sessions 21-22, with the slack and the vote). Around the GEMMs
+  // elsewhere.
   // The dynamic d128 kernel (the API's for unmasked rows from 1025 keys) took turns around both
   // from session 17 (+2.8..+4.3% from 2k then); with the running max's slack (kMaxSlack below)
   // the GEMM turns alone are faster (session 20's harness, all with the slack: +1.6..+3.3% from
@@ -211,8 +213,12 @@ struct KernelConfig {
   // runs these kernels (80-key blocks, no slack). Session 21, 64-key blocks, two harness calls of
   // 4 rounds: the dynamic d256 kernel (the API's for causal rows up to 1k) +2.0 / +2.2% at causal
   // 512, +0.2 / +1.9% at 1k, +0.2..+2.3% beyond, unmasked level; the static one -1.3..-2.7% from
-  // causal 2k. So on in the dynamic d256 kernel only (false elsewhere, d192 not timed).
-  static constexpr bool kSkipMaskedLastBlock = HeadDim_ == 256 && Dynamic_ && !PackGqa_;
+  // causal 2k. So on in the dynamic d256 kernel only from session 21. Session 22 moved d256's
+  // causal rows up to 1k to the static kernel with one head a group (kernel_choice.h), where it
+  // read (harness, 6 rounds, one head a group at every length) +2.8 / +2.0% at causal 512 / 1k,
+  // +1.4 / +0.8 / +0.6 / +0.6% at 2k / 4k / 8k / 16k: on in both d256 kernels since (false
+  // elsewhere, d192 not timed).
+  static constexpr bool kSkipMaskedLastBlock = HeadDim_ == 256 && !PackGqa_;
   // A consumer warpgroup none of whose rows is a row of the sequence (the last query tile of a
   // sequence whose length is not a multiple of the tile's rows: at d64's 192-row tiles the third
   // warpgroup at 512 and 2k rows, the second and third at 1k; in 128-row tiles the second where
@@ -261,9 +267,10 @@ struct KernelConfig {
   // MUFU ops a thread issues per 128-key block at d128, session 20's SASS inventory; the same
   // values). false: exp2(0) computed, as up to session 20 (the harness's _keptexp2). Session 21's
   // harness: d64 three warpgroups +0..+5.4%, d128 static (exp2 turns) +0.2..+3.6%, d256 static
-  // -0.8..+2.8%, the dynamic and cluster kernels level; the short-rows d128 kernel
-  // (ShortRowsConfig, GEMM turns) -2.8 / -3.5% at 512 / 1k, the rows it runs: not yet taken back
-  // there (docs/perf.md, session 21 call 6).
+  // -0.8..+2.8%, the dynamic and cluster kernels level; the static d128 kernel with the GEMM
+  // turns (the API's for unmasked d128 rows up to 1k keys until session 21) -2.8 / -3.5% at
+  // 512 / 1k (session 22: -1.5 / -0.3%); the static kernel with the exp2 turns runs those rows
+  // since.
   static constexpr bool kKeptMaxUnitRescale = true;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
@@ -338,18 +345,15 @@ using StaticScheduleConfig =
 
 // The static schedule for short rows where it differs from StaticScheduleConfig
 // (sm90_picks_short_rows, kernel_choice.h):
-//  - at head dim 64, masked rows: 128-row tiles (two consumer warpgroups) where the default has
-//    three: a 192-row tile over 512 causal rows computes 9 key blocks of 192 rows where 128-row
-//    tiles compute 10 of 128 (1.35x the work; ncu, docs/perf.md v8; about 1.15x since rowless
-//    warpgroups pass over their tiles, kSkipRowlessWarpgroups), and 512 rows are 2.67 tiles of
-//    192;
-//  - at head dim 128, unmasked rows: the turns around the GEMMs, where the static kernel (masked
-//    rows) takes them around the exp2s (KernelConfig::kTurns; those lost 4-6% here).
-// At the other head dims it is StaticScheduleConfig itself.
+// at head dim 64, masked rows: 128-row tiles (two consumer warpgroups) where the default has
+// three: a 192-row tile over 512 causal rows computes 9 key blocks of 192 rows where 128-row tiles
+// compute 10 of 128 (1.35x the work; ncu, docs/perf.md v8; about 1.15x since rowless warpgroups
+// pass over their tiles, kSkipRowlessWarpgroups), and 512 rows are 2.67 tiles of 192. At the
+// other head dims it is StaticScheduleConfig itself (at head dim 128 it had the GEMM turns for
+// unmasked rows from session 17 to 21; kernel_choice.h says why no longer).
 template <int HeadDim_, typename Element_>
 using ShortRowsConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
-                                     false, kOutputAuto, false, kDefaultConsumers,
-                                     HeadDim_ == 128 ? kTurnsAtGemms : kTurnsByRule>;
+                                     false, kOutputAuto, false, kDefaultConsumers>;
 
 // Cluster pairs: the two CTAs of a cluster take query tiles 2i and 2i + 1 of one head, which read
 // the same K/V blocks; each CTA loads half of every block's rows with a multicast TMA into both,

@@ -1,6 +1,6 @@
 // Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
 // by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs at head dim 128, 128-row
-// tiles for short rows at head dims 64 / 128, the static schedule, or the default.
+// tiles for short rows at head dim 64, the static schedule, or the default.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,8 @@ int64_t sm90_pack_gqa_launches();
 // runs the static one, whose tiles start without the mailbox hand-over, for
 //  - causal problems at head dim 128 (65..128) at any length, and at head dim 64 with at most
 //    kSm90StaticCausalMaxKeysHdim64 keys (varlen: the longest);
-//  - causal problems above head dim 128 with more than kSm90L2GroupMaxKeys keys, at any length;
+//  - causal problems above head dim 128 at any length (since session 22; before it the dynamic
+//    schedule took them up to kSm90L2GroupMaxKeys keys, in L2-sized head groups, below);
 //  - other masks (local windows) with at most kSm90StaticScheduleMaxKeys keys, except head dims
 //    above 128 with at most kSm90L2GroupMaxKeys;
 //  - unmasked problems up to head dim 128 with at most kSm90StaticUnmaskedMaxKeys keys, and at head
@@ -54,14 +55,19 @@ constexpr int kSm90StaticUnmaskedMaxKeys = 1024;
 // causal 2k ncu read 1.06 GB from DRAM for v7's order over all heads against cuDNN's 0.20 GB;
 // +4-17% at 512-8k, v8), beyond it all heads (one head a group and the static schedule leave the
 // CTAs' work uneven once a head has about as many tiles as there are SMs: 16k -21%); at head dim
-// 64 as many heads as have their K and V in half the L2, at any length (+9-12% at 2k / 4k); above
-// head dim 128 such groups only up to kSm90L2GroupMaxKeys keys (v6: +2-11% at 512 / 1k; longer
-// rows lost with them in v8 too), and one head per group from there up to
-// kSm90WideOneHeadGroupMaxKeys keys (session 6, package, same process: hdim 256 causal 2k 451 ->
-// 537 TFLOP/s, 0.85x -> 1.01x cuDNN; at 4k one head lost 6%).
+// 64 as many heads as have their K and V in half the L2, at any length (+9-12% at 2k / 4k; session
+// 22: one head a group lost 1.5-12% at 1k-16k and was level at 512); with GQA packing such groups up
+// to kSm90L2GroupMaxKeys keys; above head dim 128 one head per group up to
+// kSm90WideOneHeadGroupMaxKeys keys. History of the last: session 6 took one head at 1k-2k
+// (package, same process: hdim 256 causal 2k 451 -> 537 TFLOP/s, 0.85x -> 1.01x cuDNN; at 4k one
+// head lost 6%), with L2-sized groups and the dynamic schedule below 1k (v6: +2-11% at 512 / 1k
+// against all heads). Session 22 (harness, two calls, 6 rounds, 64-key blocks, the slack): the
+// static kernel with one head a group against L2-sized groups +18% / +22% at 512 / 1k and against
+// all heads +4.9 / +4.7% at 4k; against the dynamic kernel with L2-sized groups (the API's up to
+// 1k then) +10% / +8.6% at 512 / 1k; all heads led at 8k / 16k by 25-44%.
 constexpr int kSm90OneHeadGroupMaxKeys = 8192;
 constexpr int kSm90L2GroupMaxKeys = 1024;
-constexpr int kSm90WideOneHeadGroupMaxKeys = 2048;
+constexpr int kSm90WideOneHeadGroupMaxKeys = 4096;
 bool sm90_picks_static_schedule(const AttentionProblem& p);
 // Launches of the static-schedule instantiation through sm90_forward so far in this process.
 int64_t sm90_static_schedule_launches();
@@ -70,20 +76,20 @@ int64_t sm90_static_schedule_launches();
 // turns around both the GEMMs and the exp2s (session 17) they no longer won: -1.0 / -0.4% at 8k
 // and -0.6 / -1.2% at 16k in two harness calls, -4.3 / +0.7% through the package (docs/perf.md,
 // session 18). The harness still times them (n176_s2_dyn).
-// The short-rows kernel (sm90::ShortRowsConfig, static schedule):
-//  - at head dim 64 for masked problems with at most kSm90ShortRowsMaxKeys keys (varlen: the
-//    longest): 128-row tiles (two consumer warpgroups), where the default's 192-row tiles
-//    computed up to 1.35x the key blocks (causal 512; about 1.15x with rowless warpgroups passed
-//    over). Measured (docs/perf.md, v8): causal 512 +1%, 1k +5%, 2k -10%; unmasked -2..-16%.
-//    Since session 21 a warpgroup of the 192-row tiles that has no row of the sequence passes
-//    over the tile (config.h kSkipRowlessWarpgroups), which at causal 1k (1024 = 5 x 192 + 64:
-//    two of the longest tile's three warpgroups) made the static
-//    three-warpgroup kernel +3.1% over this one (harness, same process, 4 rounds; level at 512),
-//    so the bound went from 1024 to 512 keys;
-//  - at head dim 128 for unmasked problems with at most kSm90StaticUnmaskedMaxKeys keys, the rows
-//    the static schedule takes without a mask: the turns around the GEMMs, where the static kernel
-//    (masked rows) has them around the exp2s, which lost 4-6% on these rows (docs/perf.md,
-//    session 17).
+// The short-rows kernel (sm90::ShortRowsConfig, static schedule) at head dim 64, for masked
+// problems with at most kSm90ShortRowsMaxKeys keys (varlen: the longest): 128-row tiles (two
+// consumer warpgroups), where the default's 192-row tiles computed up to 1.35x the key blocks
+// (causal 512; about 1.15x with rowless warpgroups passed over). Measured (docs/perf.md, v8):
+// causal 512 +1%, 1k +5%, 2k -10%; unmasked -2..-16%. Since session 21 a warpgroup of the
+// 192-row tiles that has no row of the sequence passes over the tile (config.h
+// kSkipRowlessWarpgroups), which at causal 1k (1024 = 5 x 192 + 64: two of the longest tile's
+// three warpgroups) made the static three-warpgroup kernel +3.1% over this one (harness, same
+// process, 4 rounds; level at 512), so the bound went from 1024 to 512 keys.
+// From session 17 to 21 it also took unmasked rows at head dim 128 up to
+// kSm90StaticUnmaskedMaxKeys keys, with the turns around the GEMMs where the static kernel has
+// them around the exp2s (those had lost 4-6% there). With the slack, the vote and the unit
+// rescale the static kernel led it at 512 / 1k in two harness calls (session 21 call 6: +3.5 /
+// +3.6%; session 22 call 1: +2.3 / +0.8%), so those rows run the static kernel now.
 constexpr int kSm90ShortRowsMaxKeys = 512;
 bool sm90_picks_short_rows(const AttentionProblem& p);
 // Launches of the short-rows instantiation through sm90_forward so far in this process.

@@ -37,10 +37,10 @@ int l2_group_heads(const AttentionProblem& pb, bool packed, int l2_bytes) {
 }
 
 // The causal groups of a launch (kernel_choice.h gives the rule and the measurements): one head
-// per group at head dim 128 up to kSm90OneHeadGroupMaxKeys keys, L2-sized groups at head dim 64,
-// and above head dim 128 (and with GQA packing) up to kSm90L2GroupMaxKeys keys (where
-// Cfg::kCausalL2Groups allows); else one group of all heads. FLASHATTN_SM90_CAUSAL_GROUPS=all|l2|one
-// overrides the rule (read at every launch, for benchmarks).
+// per group at head dim 128 up to kSm90OneHeadGroupMaxKeys keys and above head dim 128 up to
+// kSm90WideOneHeadGroupMaxKeys, L2-sized groups at head dim 64 and with GQA packing up to
+// kSm90L2GroupMaxKeys keys (where Cfg::kCausalL2Groups allows); else one group of all heads.
+// FLASHATTN_SM90_CAUSAL_GROUPS=all|l2|one overrides the rule (read at every launch, for benchmarks).
 template <class Cfg>
 int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
   const int all = pb.batch * (Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
@@ -52,11 +52,8 @@ int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
   if (!Cfg::kPackGqa && Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128) {
     return pb.seqlen_k <= kSm90OneHeadGroupMaxKeys ? 1 : all;
   }
-  if (!Cfg::kPackGqa && Cfg::kHeadDim > 128 && pb.seqlen_k > kSm90L2GroupMaxKeys &&
-      pb.seqlen_k <= kSm90WideOneHeadGroupMaxKeys) {
-    return 1;
-  }
-  const bool l2 = (!Cfg::kPackGqa && Cfg::kHeadDim <= 64) || pb.seqlen_k <= kSm90L2GroupMaxKeys;
+  if (!Cfg::kPackGqa && Cfg::kHeadDim > 128) return pb.seqlen_k <= kSm90WideOneHeadGroupMaxKeys ? 1 : all;
+  const bool l2 = !Cfg::kPackGqa || pb.seqlen_k <= kSm90L2GroupMaxKeys;
   return l2 ? l2_group_heads(pb, Cfg::kPackGqa, l2_bytes) : all;
 }
 }  // namespace

@@ -42,7 +42,7 @@ Status launch_variant(const AttentionProblem& p, Variant variant) {
   }
   if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
   // Where the static schedule is the default, Static is Default (one instantiation of it), and
-  // ShortRows is Static at head dims other than 64 and 128.
+  // ShortRows is Static at head dims other than 64.
   if (variant == Variant::kStaticSchedule) return sm90::launch_forward<Static>(p);
   if (variant == Variant::kShortRows) return sm90::launch_forward<ShortRows>(p);
   return sm90::launch_forward<Default>(p);
@@ -186,8 +186,7 @@ Status sm90_forward(const AttentionProblem& p) {
 }
 
 bool sm90_picks_short_rows(const AttentionProblem& p) {
-  if (p.headdim == 64) return p.mask.has_mask() && p.seqlen_k <= kSm90ShortRowsMaxKeys;
-  return p.headdim == 128 && !p.mask.has_mask() && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
+  return p.headdim == 64 && p.mask.has_mask() && p.seqlen_k <= kSm90ShortRowsMaxKeys;
 }
 
 int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }
@@ -207,10 +206,7 @@ bool sm90_picks_static_schedule(const AttentionProblem& p) {
   }
   // Causal (a right bound only): the masks whose tiles go longest first (launch.h).
   const bool causal = p.mask.window_right >= 0 && p.mask.window_left < 0;
-  if (causal && p.headdim <= 128) {
-    return p.headdim > 64 || p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64;
-  }
-  if (causal) return p.seqlen_k > kSm90L2GroupMaxKeys;
+  if (causal) return p.headdim > 64 || p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64;
   return p.seqlen_k <= kSm90StaticScheduleMaxKeys && !(p.headdim > 128 && p.seqlen_k <= kSm90L2GroupMaxKeys);
 }
 

@@ -760,36 +760,37 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys + 1;
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "local window past the bound";
   p.headdim = 256, p.mask.window_left = -1, p.mask.window_right = 0;
-  p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys;
-  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 256 causal up to the L2-group bound keeps the dynamic schedule";
-  p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys + 1;
-  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 256 causal past that bound";
-  for (int keys : {kSm90StaticScheduleMaxKeys + 1, 16384}) {
+  for (int keys : {512, kSm90L2GroupMaxKeys, kSm90L2GroupMaxKeys + 1, kSm90WideOneHeadGroupMaxKeys + 1, 16384}) {
     p.seqlen_q = p.seqlen_k = keys;
-    EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 256 causal at any length past that bound: " << keys;
+    EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 256 causal at any length (since session 22): " << keys;
   }
   p.headdim = 192;
   EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 192 causal as hdim 256";
   p.mask.window_left = 100, p.mask.window_right = 0;
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 192 local window past the static bound";
+  p.headdim = 256, p.seqlen_q = p.seqlen_k = kSm90L2GroupMaxKeys;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 256 local window up to the L2-group bound keeps the dynamic schedule";
   p.headdim = 128, p.mask.window_left = -1;
 
-  // The short-rows kernel: masked rows at head dim 64, unmasked ones at 128, each up to its bound
-  // of keys, and never the other mask.
-  p.seqlen_q = 512;
-  for (const auto& [headdim, causal, bound] : {std::tuple{64, true, kSm90ShortRowsMaxKeys},
-                                               std::tuple{128, false, kSm90StaticUnmaskedMaxKeys}}) {
-    const std::string what = "hdim " + std::to_string(headdim) + (causal ? " causal" : ", no mask");
-    p.headdim = headdim, p.mask.window_right = causal ? 0 : -1;
-    for (int keys : {512, bound, bound + 1}) {
-      p.seqlen_k = keys;
-      EXPECT_EQ(sm90_picks_short_rows(p), keys <= bound) << what << ", " << keys << " keys";
-    }
-    p.seqlen_k = 512, p.mask.window_right = causal ? -1 : 0;
-    EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim " << headdim << (causal ? ", no mask" : " causal");
+  // The short-rows kernel: masked rows at head dim 64 up to its bound of keys, never unmasked
+  // ones, never another head dim (unmasked rows at head dim 128 until session 21: the static
+  // schedule takes them now).
+  p.seqlen_q = 512, p.headdim = 64, p.mask.window_left = -1, p.mask.window_right = 0;
+  for (int keys : {512, kSm90ShortRowsMaxKeys, kSm90ShortRowsMaxKeys + 1}) {
+    p.seqlen_k = keys;
+    EXPECT_EQ(sm90_picks_short_rows(p), keys <= kSm90ShortRowsMaxKeys) << "hdim 64 causal, " << keys << " keys";
   }
-  p.headdim = 256, p.seqlen_k = 512, p.mask.window_right = -1;
-  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 256";
+  p.seqlen_k = 512, p.mask.window_right = -1;
+  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64, no mask";
+  for (int headdim : {128, 256}) {
+    p.headdim = headdim;
+    for (int right : {-1, 0}) {
+      p.mask.window_right = right;
+      EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim " << headdim << (right < 0 ? ", no mask" : " causal");
+    }
+  }
+  p.headdim = 128, p.mask.window_right = -1, p.seqlen_k = kSm90StaticUnmaskedMaxKeys;
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 128, no mask, short rows: the static schedule";
 
   // Unmasked long rows at head dim 128 take cluster pairs (since session 20) where they can, else
   // the default kernel (128-key blocks, dynamic schedule; no rule picks 176-key blocks since
@@ -915,18 +916,25 @@ std::vector<ApiPick> schedule_cases() {
   c.lens_q = {900, 33, 1500}, c.lens_k = {900, 700, 1500}, c.causal = true, v.push_back({c, true});
   c = make("sched_causal_2100_static_bf16", bf, 128, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, true});
   // Causal tiles in groups of heads (tile_scheduler.h, launch.h causal_group_heads). With a 50 MB
-  // L2 (H100 / H200) these make L2 groups of 50 + 14 (hdim 64 at 2k, 512 KB of K/V a head) and
-  // 25 + 5 (hdim 256 at 1k) (batch, head) pairs: several groups and a short last one, in each
-  // schedule; hdim 128 up to kSm90OneHeadGroupMaxKeys takes one head per group (the cases above).
+  // L2 (H100 / H200) this makes L2 groups of 50 + 14 (hdim 64 at 2k, 512 KB of K/V a head)
+  // (batch, head) pairs: several groups and a short last one; hdim 128 up to
+  // kSm90OneHeadGroupMaxKeys and hdim 256 up to kSm90WideOneHeadGroupMaxKeys take one head per
+  // group (L2 groups and the dynamic schedule at hdim 256 up to 1k until session 21).
   c = make("sched_causal_2048_l2_groups_static_d64_bf16", bf, 64, 4, 2048, 2048, 16, 16), c.causal = true;
   v.push_back({c, true});
-  c = make("sched_causal_1024_l2_groups_dynamic_d256_fp16", fp, 256, 3, 1024, 1024, 10, 10), c.causal = true;
-  v.push_back({c, false});
+  c = make("sched_causal_1024_one_head_static_d256_fp16", fp, 256, 3, 1024, 1024, 10, 10), c.causal = true;
+  v.push_back({c, true});
+  c = make("sched_causal_q500_k4000_one_head_static_d256_bf16", bf, 256, 2, 500, 4000, 4, 2), c.causal = true;
+  v.push_back({c, true});
+  // The dynamic d256 kernel now runs local windows only (up to kSm90L2GroupMaxKeys keys, and past
+  // kSm90StaticScheduleMaxKeys), its masked last block passed over on the diagonal.
+  c = make("sched_window_1000_dynamic_d256_bf16", bf, 256, 2, 1000, 1000, 4, 4), c.window_left = 300;
+  c.window_right = 0, v.push_back({c, false});
   c = make("sched_causal_long_k_static_d192_fp16", fp, 192, 1, 300, 2500, 4, 4), c.causal = true, v.push_back({c, true});
   c = make("sched_window_long_k_dynamic_d192_bf16", bf, 192, 1, 300, 2500, 4, 4);
   c.window_left = 400, c.window_right = 0, v.push_back({c, false});
-  // Above head dim 128 from kSm90L2GroupMaxKeys + 1 to kSm90WideOneHeadGroupMaxKeys keys: one head
-  // per group, static schedule, several (batch, head) pairs of GQA heads.
+  // Above head dim 128 up to kSm90WideOneHeadGroupMaxKeys keys: one head per group, static
+  // schedule, several (batch, head) pairs of GQA heads.
   c = make("sched_causal_1500_one_head_static_d256_bf16", bf, 256, 2, 1500, 1500, 6, 3), c.causal = true;
   v.push_back({c, true});
   // hdim 64: three consumer warpgroups (192-row tiles) past kSm90ShortRowsMaxKeys, static up to
@@ -943,6 +951,17 @@ std::vector<ApiPick> schedule_cases() {
   // 256 at every length (cluster pairs from kSm90ClusterPairsMinKeys until session 21).
   c = make("sched_noncausal_512_static_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, true});
   c = make("sched_noncausal_1100_dynamic_fp16", fp, 128, 1, 300, 1100, 4, 4), v.push_back({c, false});
+  // Head dim 128 without a mask up to the bound: the static kernel with the exp2 turns since
+  // session 22 (the short-rows kernel's GEMM turns before): partial tiles, GQA with softcap,
+  // head-major strides, varlen with seqused_k.
+  const int max_unmasked = kSm90StaticUnmaskedMaxKeys;
+  c = make("sched_noncausal_q300_k_bound_gqa_softcap_static_fp16", fp, 128, 2, 300, max_unmasked, 8, 2);
+  c.softcap = 30.0f, v.push_back({c, true});
+  c = make("sched_noncausal_strided_q129_k777_static_bf16", bf, 128, 3, 129, 777, 4, 4);
+  c.layout = Layout::kHeadMajor, v.push_back({c, true});
+  c = make("sched_noncausal_varlen_seqused_k_static_fp16", fp, 128, 0, 0, 0, 4, 4);
+  c.lens_q = {200, 1, 700}, c.lens_k = {200, 300, 1000}, c.used_k = {190, 1, 1000}, c.extra_k = 2;
+  v.push_back({c, true});
   c = make("sched_noncausal_512_static_d256_bf16", bf, 256, 1, 512, 512, 4, 4), v.push_back({c, true});
   c = make("sched_noncausal_q300_k4095_static_d256_fp16", fp, 256, 1, 300,
            kSm90ClusterPairsMinKeys - 1, 4, 2);
@@ -962,10 +981,9 @@ INSTANTIATE_TEST_SUITE_P(Schedule, Sm90ApiPick,
                          api_pick_name);
 
 // The short-rows kernel (sm90::ShortRowsConfig): 128-row tiles with the static schedule at head dim 64
-// for masked problems with at most kSm90ShortRowsMaxKeys keys, and the GEMM turns at head dim 128
-// for unmasked problems with at most kSm90StaticUnmaskedMaxKeys keys. The picked cases are the
-// only tests of those configurations through the API: partial tiles, a window, GQA with
-// seqlen_q != seqlen_k, varlen with seqused_k, softcap, head-major strides.
+// for masked problems with at most kSm90ShortRowsMaxKeys keys. The picked cases are the only tests
+// of that configuration through the API: partial tiles, a window, GQA with seqlen_q != seqlen_k,
+// varlen with seqused_k, softcap.
 std::vector<ApiPick> short_rows_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int max_keys = kSm90ShortRowsMaxKeys;
@@ -980,24 +998,15 @@ std::vector<ApiPick> short_rows_cases() {
   c = make("short_rows_varlen_causal_seqused_k_bf16", bf, 64, 0, 0, 0, 4, 4);
   c.lens_q = {129, 1, 440}, c.lens_k = {129, 300, 500}, c.used_k = {129, 1, 480}, c.extra_k = 3, c.causal = true;
   v.push_back({c, true});
-  // Not picked: past the bound, no mask, another head dim.
+  // Not picked: past the bound, no mask, another head dim (head dim 128 without a mask until
+  // session 21; schedule_cases has those rows now).
   c = make("short_rows_causal_past_bound_fp16", fp, 64, 1, 300, max_keys + 1, 2, 2), c.causal = true;
   v.push_back({c, false});
   c = make("short_rows_noncausal_512_bf16", bf, 64, 2, 512, 512, 4, 4), v.push_back({c, false});
   c = make("short_rows_causal_1000_three_warpgroups_bf16", bf, 64, 1, 1000, 1000, 4, 4), c.causal = true;
   v.push_back({c, false});
   c = make("short_rows_causal_d128_bf16", bf, 128, 1, 512, 512, 4, 4), c.causal = true, v.push_back({c, false});
-  // Head dim 128 without a mask: picked up to the static bound, in every shape above.
-  const int max_unmasked = kSm90StaticUnmaskedMaxKeys;
-  c = make("short_rows_noncausal_512_d128_bf16", bf, 128, 2, 512, 512, 8, 8), v.push_back({c, true});
-  c = make("short_rows_noncausal_q300_k_bound_gqa_softcap_d128_fp16", fp, 128, 2, 300, max_unmasked, 8, 2);
-  c.softcap = 30.0f, v.push_back({c, true});
-  c = make("short_rows_noncausal_strided_q129_k777_d128_bf16", bf, 128, 3, 129, 777, 4, 4);
-  c.layout = Layout::kHeadMajor, v.push_back({c, true});
-  c = make("short_rows_noncausal_varlen_seqused_k_d128_fp16", fp, 128, 0, 0, 0, 4, 4);
-  c.lens_q = {200, 1, 700}, c.lens_k = {200, 300, 1000}, c.used_k = {190, 1, 1000}, c.extra_k = 2;
-  v.push_back({c, true});
-  c = make("short_rows_noncausal_past_bound_d128_bf16", bf, 128, 1, 300, max_unmasked + 1, 2, 2), v.push_back({c, false});
+  c = make("short_rows_noncausal_512_d128_bf16", bf, 128, 2, 512, 512, 8, 8), v.push_back({c, false});
   return v;
 }
 
