@@ -143,15 +143,15 @@ struct KernelConfig {
   // unmasked rows up to 1k keys, where these turns had lost 4-6% in session 17 but led the GEMM
   // turns by +0.8..+3.6% in sessions 21-22, with the slack and the vote). Around the GEMMs
   // elsewhere.
-  // The dynamic d128 kernel (the API's for unmasked rows from 1025 keys) took turns around both
-  // from session 17 (+2.8..+4.3% from 2k then); with the running max's slack (kMaxSlack below)
-  // the GEMM turns alone are faster (session 20's harness, all with the slack: +1.6..+3.3% from
-  // 2k over both rings, +0.3..+1.0% over the exp2 ring; against session 19's kernel, both rings
-  // without the slack, +1.4..+2.9% from 2k). d256's cluster pairs set their own
-  // (ClusterPairsConfig). Measured elsewhere: three warpgroups at d64 -3.4..+1.3% with the exp2
-  // turns, -3.2..+1.8% with both; d256 static -1..-2.5% / -0.9..+1.3%, dynamic +0..+4% /
-  // -0.8..+3.1% but the API runs it for causal rows up to 1k keys, where it gained 0..1%; GQA
-  // packing not timed.
+  // The dynamic d128 kernel (the API's for unmasked rows from 2049 keys that cluster pairs do not
+  // take) took turns around both from session 17 (+2.8..+4.3% from 2k then); with the running
+  // max's slack (kMaxSlack below) the GEMM turns alone are faster (session 20's harness, all with
+  // the slack: +1.6..+3.3% from 2k over both rings, +0.3..+1.0% over the exp2 ring; against
+  // session 19's kernel, both rings without the slack, +1.4..+2.9% from 2k). d256's cluster
+  // pairs set their own (ClusterPairsConfig). Measured elsewhere: three warpgroups at d64
+  // -3.4..+1.3% with the exp2 turns, -3.2..+1.8% with both; d256 static -1..-2.5% /
+  // -0.9..+1.3%, dynamic +0..+4% / -0.8..+3.1% but the API ran it for causal rows up to 1k keys
+  // (until session 22; local windows only since), where it gained 0..1%; GQA packing not timed.
   static constexpr int kTurns = Turns_ != kTurnsByRule                                  ? Turns_
                                 : (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_)       ? kTurnsAtExp
                                 : (HeadDim_ == 128 && !PackGqa_ && !Dynamic_)            ? kTurnsAtExp

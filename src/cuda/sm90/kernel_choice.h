@@ -42,13 +42,15 @@ int64_t sm90_pack_gqa_launches();
 // Measured with sustained windows (docs/perf.md, v8): with the causal orders below, static +2-17%
 // at hdim 128 causal 512-16k, +2% at hdim 64 causal 2k-4k (dynamic +2% at 8k); unmasked hdim 128
 // 512 +4% (two calls), hdim 64 1k +2% (2k +3% at hdim 64 but a tie at hdim 128, so the bound
-// stays at 1k). v5's choice (static only for masked rows up to 2k) came from short timing
+// stayed at 1k until session 22). v5's choice (static only for masked rows up to 2k) came from short timing
 // windows, which read high (v8). Session 9 (package and harness, same process each): hdim 256 causal
 // static +4.8% at 4k, +5.5% at 8k, +4.8% at 16k (package; harness +1.2 / +4.7 / +3.2%), so causal
 // rows above head dim 128 keep it past 2k too (head dim 192 by the same kernel shape, not timed).
+// The unmasked bound went from 1k to 2k in session 22: at d128 2k the static exp2-turn kernel led
+// the dynamic one by +0.4% (session 21 call 6) and +0.8% (session 22 call 1), v8's +3% at d64.
 constexpr int kSm90StaticScheduleMaxKeys = 2048;
 constexpr int kSm90StaticCausalMaxKeysHdim64 = 4096;
-constexpr int kSm90StaticUnmaskedMaxKeys = 1024;
+constexpr int kSm90StaticUnmaskedMaxKeys = 2048;
 // Causal tiles go longest first within groups of (batch, head) pairs (tile_scheduler.h); the
 // launch picks the group size (launch.h, causal_group_heads): at head dim 128 one head per group
 // up to kSm90OneHeadGroupMaxKeys keys (the CTAs running together share few heads' K and V: at

@@ -950,7 +950,7 @@ std::vector<ApiPick> schedule_cases() {
   // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dims up to 128, and at head dim
   // 256 at every length (cluster pairs from kSm90ClusterPairsMinKeys until session 21).
   c = make("sched_noncausal_512_static_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, true});
-  c = make("sched_noncausal_1100_dynamic_fp16", fp, 128, 1, 300, 1100, 4, 4), v.push_back({c, false});
+  c = make("sched_noncausal_2100_dynamic_fp16", fp, 128, 1, 300, 2100, 4, 4), v.push_back({c, false});
   // Head dim 128 without a mask up to the bound: the static kernel with the exp2 turns since
   // session 22 (the short-rows kernel's GEMM turns before): partial tiles, GQA with softcap,
   // head-major strides, varlen with seqused_k.
