@@ -529,6 +529,14 @@ const Variant kVariants[] = {
     // head a group up to 4k, and that kernel passes over the masked last block
     // (n64_s2 = n64_s2_skip, n64_s2_one = n64_s2_skip_one); `_noskip`: without the pass.
     {256, "n64_s2_noskip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, false>, false>>, 1},
+    // Session 22: d128 with three consumer warpgroups (192-row tiles), as d64 has: while one
+    // warpgroup runs its softmax two can issue GEMMs (ncu at unmasked 8k read the tensor pipe 74.5%
+    // busy with two, session 19). 160 registers a consumer leave room for 64- or 80-key blocks
+    // only (112 and 128 keys spill); 0 spills at 64 and 80.
+    {128, "n64_s2_3wg", run_cfg<TileCfg<128, 64, 2, false, 3>>},
+    {128, "n64_s2_3wg_gemmturns", run_cfg<TurnsAt<TileCfg<128, 64, 2, false, 3>, sm90::kTurnsAtGemms>>},
+    {128, "n64_s3_3wg_dyn", run_cfg<TileCfg<128, 64, 3, true, 3>>},
+    {128, "n80_s2_3wg", run_cfg<TileCfg<128, 80, 2, false, 3>>},
     // Since session 21 the library's dynamic d256 kernel skips (n64_s2_dyn is n64_s2_dyn_skip);
     // `_noskip` is the kernel before.
     {256, "n64_s2_dyn_noskip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, true>, false>>},

@@ -34,8 +34,8 @@ int64_t sm90_pack_gqa_launches();
 //    schedule took them up to kSm90L2GroupMaxKeys keys, in L2-sized head groups, below);
 //  - other masks (local windows) with at most kSm90StaticScheduleMaxKeys keys, except head dims
 //    above 128 with at most kSm90L2GroupMaxKeys;
-//  - unmasked problems up to head dim 128 with at most kSm90StaticUnmaskedMaxKeys keys, and at head
-//    dim 256 at every length (session 13, same process, 6 rounds: static against dynamic +4.1% at
+//  - unmasked problems at head dim 128 (65..128) with at most kSm90StaticUnmaskedMaxKeys keys, and
+//    at head dim 256 at every length (session 13, same process, 6 rounds: static against dynamic +4.1% at
 //    512, +3.1% at 1k, +2.0% at 2k, +1.1% at 4k; session 21 with 64-key blocks, 4 rounds: +4.3%
 //    at 512, +2.8% at 1k, +1.1% at 2k, +1.9% at 4k, +1.3% at 8k, +0.4% at 16k; from 4k the static
 //    kernel replaced cluster pairs there, below).
@@ -46,8 +46,11 @@ int64_t sm90_pack_gqa_launches();
 // windows, which read high (v8). Session 9 (package and harness, same process each): hdim 256 causal
 // static +4.8% at 4k, +5.5% at 8k, +4.8% at 16k (package; harness +1.2 / +4.7 / +3.2%), so causal
 // rows above head dim 128 keep it past 2k too (head dim 192 by the same kernel shape, not timed).
-// The unmasked bound went from 1k to 2k in session 22: at d128 2k the static exp2-turn kernel led
-// the dynamic one by +0.4% (session 21 call 6) and +0.8% (session 22 call 1), v8's +3% at d64.
+// Session 22 moved the unmasked bound from 1k to 2k at d128, where the static exp2-turn kernel
+// led the dynamic one by +0.4% (session 21 call 6) and +0.8 / +0.8 / +0.8% (session 22, calls 1,
+// 4, 5) at 2k, and gave d64's unmasked rows to the dynamic schedule at every length: there it
+// led by +4.2 / +5.1% at 1k, +0.6 / +0.8% at 2k and was level at 512 (calls 4-5; v8 had read
+// static +2% at 1k).
 constexpr int kSm90StaticScheduleMaxKeys = 2048;
 constexpr int kSm90StaticCausalMaxKeysHdim64 = 4096;
 constexpr int kSm90StaticUnmaskedMaxKeys = 2048;

@@ -202,7 +202,7 @@ bool sm90_picks_static_schedule(const AttentionProblem& p) {
   if (!sm90::kDefaultDynamicSchedule) return false;
   if (!p.mask.has_mask()) {
     if (p.headdim == 256) return true;
-    return p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
+    return p.headdim > 64 && p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
   }
   // Causal (a right bound only): the masks whose tiles go longest first (launch.h).
   const bool causal = p.mask.window_right >= 0 && p.mask.window_left < 0;

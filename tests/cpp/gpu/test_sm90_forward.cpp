@@ -738,6 +738,8 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "no mask, hdim 128, at the bound";
   p.seqlen_q = p.seqlen_k = kSm90StaticUnmaskedMaxKeys + 1;
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask past the bound";
+  p.headdim = 64, p.seqlen_q = p.seqlen_k = 512;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 64 (dynamic at every length since session 22)";
   p.headdim = 256;
   for (int keys : {512, kSm90ClusterPairsMinKeys - 1, kSm90ClusterPairsMinKeys, 16384}) {
     p.seqlen_q = p.seqlen_k = keys;
@@ -947,9 +949,10 @@ std::vector<ApiPick> schedule_cases() {
   // Past that bound (1024 until session 21): the static three-warpgroup kernel, whose last tile
   // (700 = 3 x 192 + 124) has a warpgroup without rows.
   c = make("sched_causal_700_static_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, true});
-  // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dims up to 128, and at head dim
-  // 256 at every length (cluster pairs from kSm90ClusterPairsMinKeys until session 21).
-  c = make("sched_noncausal_512_static_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, true});
+  // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dim 128, and at head dim 256 at
+  // every length (cluster pairs from kSm90ClusterPairsMinKeys until session 21); dynamic at head
+  // dim 64 (static up to 1k until session 21).
+  c = make("sched_noncausal_512_dynamic_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, false});
   c = make("sched_noncausal_2100_dynamic_fp16", fp, 128, 1, 300, 2100, 4, 4), v.push_back({c, false});
   // Head dim 128 without a mask up to the bound: the static kernel with the exp2 turns since
   // session 22 (the short-rows kernel's GEMM turns before): partial tiles, GQA with softcap,
