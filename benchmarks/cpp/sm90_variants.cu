@@ -537,6 +537,17 @@ const Variant kVariants[] = {
     {128, "n64_s2_3wg_gemmturns", run_cfg<TurnsAt<TileCfg<128, 64, 2, false, 3>, sm90::kTurnsAtGemms>>},
     {128, "n64_s3_3wg_dyn", run_cfg<TileCfg<128, 64, 3, true, 3>>},
     {128, "n80_s2_3wg", run_cfg<TileCfg<128, 80, 2, false, 3>>},
+    // For session 23 (compiled only): d64's short causal rows (0.90 / 0.93 of cuDNN at 512 / 1k)
+    // with four consumer warpgroups, 256-row tiles and 64-key blocks (112 registers a consumer: O
+    // 32 + S 32 + P 16; 0 spills), each warpgroup passing over the trailing blocks its rows do not
+    // see (up to three, MainloopMma::kMaxPassedLastBlocks). Against the two-warpgroup kernel at
+    // causal 512: the same key blocks computed less the diagonal's masked halves (36 units of
+    // 64 x 64 against 40), K and V read for half as many tiles, half the tiles' fixed costs; twice
+    // the steps a row, and warpgroup 0 idle for the last blocks of warpgroup 3.
+    {64, "n64_s4_4wg", run_cfg<TileCfg<64, 64, 4, false, 4>>},
+    {64, "n64_s4_4wg_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 4, false, 4>>>},
+    {64, "n64_s8_4wg_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 8, false, 4>>>},
+    {64, "n64_s4_4wg_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 4, true, 4>>>},
     // Since session 21 the library's dynamic d256 kernel skips (n64_s2_dyn is n64_s2_dyn_skip);
     // `_noskip` is the kernel before.
     {256, "n64_s2_dyn_noskip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, true>, false>>},

@@ -103,7 +103,7 @@ constexpr bool kDefaultDynamicSchedule = true;
 // PackGqa_: GQA head packing (see kPackGqa below).
 constexpr int kOutputAuto = 0, kOutputDirect = 1, kOutputViaQ = 2;
 
-// Consumers_: consumer warpgroups (2 or 3), 64 query rows each.
+// Consumers_: consumer warpgroups (2 or 3; 4 in the harness), 64 query rows each.
 // Turns_: where the consumer warpgroups take turns (kTurnsAtGemms ...), or kTurnsByRule.
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
           int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule,
@@ -112,19 +112,21 @@ template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kB
           int Turns_ = kTurnsByRule>
 struct KernelConfig {
   static constexpr int kConsumerWarpgroups = Consumers_;
-  static_assert(Consumers_ == 2 || Consumers_ == 3, "two or three consumer warpgroups");
+  // Four only in the harness so far (d64 with 64-key blocks, session 22).
+  static_assert(Consumers_ >= 2 && Consumers_ <= 4, "two to four consumer warpgroups");
   static_assert(!(PackGqa_ && Consumers_ != 2), "GQA head packing assumes 128-row tiles");
   static constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
   static constexpr int kConsumerWarps = kConsumerWarpgroups * kWarpgroupThreads / 32;
   static constexpr int kBlockM = kRowsPerConsumer * kConsumerWarpgroups;
   // setmaxnreg moves registers within what the CTA got at launch (__launch_bounds__(kThreads, 1):
-  // 65536 / kThreads rounded down to 8: 168 with two consumer warpgroups, 128 with three). The
-  // consumers take what the producer's 24 leave, at most 240: 240 with two (128 * 24 + 256 * 240
-  // = 64512), 160 with three. Asking for more makes the consumers' increase wait forever (two
-  // warpgroups: 32 / 240 hangs, which is why the producer stays at 24).
+  // 65536 / kThreads rounded down to 8: 168 with two consumer warpgroups, 128 with three, 96 with
+  // four). The consumers take what the producer's 24 leave, at most 240: 240 with two (128 * 24 +
+  // 256 * 240 = 64512), 160 with three, 112 with four (the launch's 96 a thread, not the 120 the
+  // register file would leave, bound it there). Asking for more makes the consumers' increase
+  // wait forever (two warpgroups: 32 / 240 hangs, which is why the producer stays at 24).
   static constexpr int kLaunchRegisters = (65536 / kThreads) / 8 * 8;
   static constexpr int kRegistersLeftPerConsumer =
-      ((65536 - kWarpgroupThreads * kProducerRegisters) / (kWarpgroupThreads * kConsumerWarpgroups)) / 8 * 8;
+      ((kThreads * kLaunchRegisters / kWarpgroupThreads - kProducerRegisters) / kConsumerWarpgroups) / 8 * 8;
   static constexpr int kConsumerRegisters = kRegistersLeftPerConsumer > 240 ? 240 : kRegistersLeftPerConsumer;
   static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <=
                     kThreads * kLaunchRegisters,
@@ -157,7 +159,7 @@ struct KernelConfig {
                                 : (HeadDim_ == 128 && !PackGqa_ && !Dynamic_)            ? kTurnsAtExp
                                                                                          : kTurnsAtGemms;
   static constexpr int kExpTurnBarrier0 = kStageHandoverBarrier0 + kConsumerWarpgroups;
-  static_assert(kExpTurnBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
+  static_assert(kTurns != kTurnsAtBoth || kExpTurnBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
   static constexpr bool kDynamicSchedule = Dynamic_;
   // Causal tiles longest first within L2-sized groups of heads where the launch's rule allows
   // (true), or always over all heads at once as up to v5 (tile_scheduler.h,

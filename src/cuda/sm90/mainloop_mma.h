@@ -278,11 +278,19 @@ struct MainloopMma {
     release(bars.q_empty());
   }
 
-  // Passes over the tile's last block where skips_last_block holds, and takes it off `range`.
+  // The most trailing blocks a warpgroup's rows can miss on the causal diagonal: the tile rows
+  // after its own, in key blocks, rounded up (1 in the library's kernels; 3 for four warpgroups
+  // of 64 rows at 64-key blocks).
+  static constexpr int kMaxPassedLastBlocks =
+      ((Cfg::kConsumerWarpgroups - 1) * kRowsPerConsumer + Cfg::kBlockN - 1) / Cfg::kBlockN;
+
+  // Passes over the tile's last block while skips_last_block holds, and takes it off `range`.
   __device__ __forceinline__ void pass_over_masked_last_block(const SequenceInfo& seq, const TileCoord& t,
                                                               BlockRange<Cfg::kBlockN>& range,
                                                               PipelineState<Cfg::kStages>& k_state) const {
-    if (skips_last_block(seq, t, range)) {
+#pragma unroll
+    for (int i = 0; i < kMaxPassedLastBlocks; ++i) {
+      if (!skips_last_block(seq, t, range)) break;
       pass_over_block(k_state);
       --range.n_end;
     }
