@@ -548,6 +548,12 @@ const Variant kVariants[] = {
     {64, "n64_s4_4wg_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 4, false, 4>>>},
     {64, "n64_s8_4wg_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 8, false, 4>>>},
     {64, "n64_s4_4wg_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 4, true, 4>>>},
+    // And 64-key blocks for the two- and three-warpgroup d64 kernels (session 10 lost with them,
+    // before the slack and the vote; d256 gained from them in session 20), each warpgroup passing
+    // over the trailing blocks it does not see (a 128-row tile's diagonal then computes 3 of 4
+    // 64 x 64 units where a 128-key block computes all 4).
+    {64, "n64_s8_2wg_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 8, false, 2>>>},
+    {64, "n64_s8_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 8, false, 3>>>},
     // Since session 21 the library's dynamic d256 kernel skips (n64_s2_dyn is n64_s2_dyn_skip);
     // `_noskip` is the kernel before.
     {256, "n64_s2_dyn_noskip", run_cfg<SkipMaskedLastBlock<TileCfg<256, 64, 2, true>, false>>},
