@@ -127,7 +127,7 @@ def write_instantiations():
             # sm90_forward_pack_gqa (src/cuda/sm90/pack_gqa_api.h), in its own file so the default
             # instantiation's object is untouched.
             files[f"sm90_fwd_pack_gqa_{dt}_hdim{hd}.cu"] = instantiation(f"PackGqaConfig<{hd}, {ctype}>")
-            # The static schedule for short masked problems (config.h StaticScheduleConfig). Where
+            # The static schedule (config.h StaticScheduleConfig; kernel_choice.h says where). Where
             # the static schedule is the default (FLASHATTN_SM90_DEFAULT_DYNAMIC=0) it is the
             # default instantiation, so this file is empty there.
             files[f"sm90_fwd_static_{dt}_hdim{hd}.cu"] = instantiation(

@@ -11,15 +11,16 @@ namespace flashattn {
 namespace sm90 {
 
 // Warpgroup 0 produces (one thread issues TMA); the others (KernelConfig::kConsumerWarpgroups,
-// two or three) consume (wgmma + softmax).
+// two or three in the library's kernels, four in a harness candidate) consume (wgmma + softmax).
 constexpr int kWarpgroupThreads = 128;
 // The producer needs almost no registers; the consumers take the rest (KernelConfig).
 constexpr int kProducerRegisters = 24;
 
 // One wgmma covers 64 rows, so each consumer warpgroup owns 64 rows of the query tile.
 constexpr int kRowsPerConsumer = 64;
-// The most query rows a tile has (three consumer warpgroups).
-constexpr int kMaxBlockM = 3 * kRowsPerConsumer;
+// The most query rows a tile has (four consumer warpgroups; the library's kernels have at most
+// three, 192 rows).
+constexpr int kMaxBlockM = 4 * kRowsPerConsumer;
 
 // Shared-memory tiles are stored as columns of 64 16-bit elements: one row of a column is one
 // 128-byte line, the widest swizzle that both TMA and wgmma understand (bank-conflict free).
@@ -128,9 +129,12 @@ struct KernelConfig {
   static constexpr int kRegistersLeftPerConsumer =
       ((kThreads * kLaunchRegisters / kWarpgroupThreads - kProducerRegisters) / kConsumerWarpgroups) / 8 * 8;
   static constexpr int kConsumerRegisters = kRegistersLeftPerConsumer > 240 ? 240 : kRegistersLeftPerConsumer;
+  // (The formula keeps the total within the launch's; the asserts guard a later edit of it.)
   static_assert(kWarpgroupThreads * (kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters) <=
                     kThreads * kLaunchRegisters,
                 "setmaxnreg budget exceeds the registers allocated at launch");
+  static_assert(kConsumerRegisters >= kLaunchRegisters && kConsumerRegisters % 8 == 0,
+                "setmaxnreg.inc takes a multiple of 8 no lower than the launch's count");
   // Named barrier of consumer warpgroup wg's epilogue: kEpilogueBarrier0 + wg.
   static constexpr int kEpilogueBarrier0 = kSchedulerBarrier0 + kConsumerWarpgroups;
   // With O staged in K / V (kOutputInKV): warpgroup wg waits on kStageHandoverBarrier0 + wg until
@@ -142,7 +146,7 @@ struct KernelConfig {
   // kernel; session 16: harness +1.6..+4.1%, package causal 512 / 1k +2.6 / +3.2%), and for the
   // static d128 kernel, which the API runs for masked rows (session 16 and 17's harness on causal
   // rows: -0.6 / +0.4% at 512 / 1k, +0.8..+2.2% from 2k; since session 22 it also runs the
-  // unmasked rows up to 1k keys, where these turns had lost 4-6% in session 17 but led the GEMM
+  // unmasked rows up to 2k keys, where these turns had lost 4-6% in session 17 but led the GEMM
   // turns by +0.8..+3.6% in sessions 21-22, with the slack and the vote). Around the GEMMs
   // elsewhere.
   // The dynamic d128 kernel (the API's for unmasked rows from 2049 keys that cluster pairs do not
@@ -159,6 +163,7 @@ struct KernelConfig {
                                 : (HeadDim_ == 128 && !PackGqa_ && !Dynamic_)            ? kTurnsAtExp
                                                                                          : kTurnsAtGemms;
   static constexpr int kExpTurnBarrier0 = kStageHandoverBarrier0 + kConsumerWarpgroups;
+  static_assert(kStageHandoverBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
   static_assert(kTurns != kTurnsAtBoth || kExpTurnBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
   static constexpr bool kDynamicSchedule = Dynamic_;
   // Causal tiles longest first within L2-sized groups of heads where the launch's rule allows
@@ -339,8 +344,9 @@ struct KernelConfig {
   static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");
 };
 
-// The default tile shape with the static schedule, which sm90_forward picks for short masked
-// (causal / local) problems where the default is the dynamic one (sm90_picks_static_schedule).
+// The default tile shape with the static schedule, which sm90_forward picks where the default is
+// the dynamic one for the problems sm90_picks_static_schedule names (kernel_choice.h: causal rows
+// at most lengths, short local windows, unmasked rows at d128 up to 2k and at d256).
 template <int HeadDim_, typename Element_>
 using StaticScheduleConfig =
     KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages, false>;
