@@ -548,6 +548,8 @@ const Variant kVariants[] = {
     {64, "n64_s4_4wg_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 4, false, 4>>>},
     {64, "n64_s8_4wg_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 8, false, 4>>>},
     {64, "n64_s4_4wg_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 4, true, 4>>>},
+    // With the turns around the exp2s, as d64's two-warpgroup kernel takes them (+1.6..+4.1% there).
+    {64, "n64_s8_4wg_skip_expturns", run_cfg<SkipMaskedLastBlock<TurnsAt<TileCfg<64, 64, 8, false, 4>, sm90::kTurnsAtExp>>>},
     // And 64-key blocks for the two- and three-warpgroup d64 kernels (session 10 lost with them,
     // before the slack and the vote; d256 gained from them in session 20), each warpgroup passing
     // over the trailing blocks it does not see (a 128-row tile's diagonal then computes 3 of 4
