@@ -20,6 +20,8 @@ struct MaskPolicy {
   int window_right = -1;  // -1: unbounded
 
   FA_HD bool has_mask() const { return window_left >= 0 || window_right >= 0; }
+  // A right bound only (causal, possibly shifted): the longer a query row, the more keys it sees.
+  FA_HD bool right_bound_only() const { return window_right >= 0 && window_left < 0; }
 
   // First key visible from query row i (may be <= 0).
   FA_HD int64_t key_begin(int64_t i, int64_t diag_offset) const {

@@ -20,7 +20,7 @@ namespace flashattn::sm80 {
 // head dims above 64 (64-row query tiles) and seqlen_k >= 2048 only.
 template <int kHeadDim>
 bool key_tile_major_pays(const KernelParams& p) {
-  return kHeadDim > 64 && p.mask.window_right >= 0 && p.mask.window_left < 0 && p.seqlen_k >= 2048;
+  return kHeadDim > 64 && p.mask.right_bound_only() && p.seqlen_k >= 2048;
 }
 
 template <typename Element, int kHeadDim, int kVariant = 0>

@@ -128,7 +128,7 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.num_tiles = kp.num_m_blocks * pb.batch * tile_heads;
   kp.pack_log2 = pack_log2;
   kp.nheads_kv = pb.nheads_kv;
-  kp.longest_first = pb.mask.window_right >= 0 && pb.mask.window_left < 0;
+  kp.longest_first = pb.mask.right_bound_only();
   // Key rows past a sequence's length that may hold anything (mainloop_load.h zeroes their V).
   kp.zero_kv_tail = MainloopLoad<Cfg>::kZeroesKvTail && (pb.seqused_k != nullptr || pb.kv_rows_past_last_sequence);
   // The zeroing job's global slot needs a slot of its own per launch, with either schedule.

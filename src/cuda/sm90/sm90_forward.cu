@@ -205,8 +205,7 @@ bool sm90_picks_static_schedule(const AttentionProblem& p) {
     return p.headdim > 64 && p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
   }
   // Causal (a right bound only): the masks whose tiles go longest first (launch.h).
-  const bool causal = p.mask.window_right >= 0 && p.mask.window_left < 0;
-  if (causal) return p.headdim > 64 || p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64;
+  if (p.mask.right_bound_only()) return p.headdim > 64 || p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64;
   return p.seqlen_k <= kSm90StaticScheduleMaxKeys && !(p.headdim > 128 && p.seqlen_k <= kSm90L2GroupMaxKeys);
 }
 
