@@ -363,6 +363,15 @@ template <int HeadDim_, typename Element_>
 using ShortRowsConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
                                      false, kOutputAuto, false, kDefaultConsumers>;
 
+// Tall tiles: three consumer warpgroups (192-row tiles) where head dim 128 has two by default, so
+// that while one warpgroup runs its softmax two can issue GEMMs. At 160 registers a consumer
+// (three warpgroups' budget) only 64- or 80-key blocks fit (O 64 + S 32 + P 16 at 64 keys; 112 and
+// 128 keys spill and serialise every wgmma); turns around the GEMMs (the exp2 turns lost 2-4%
+// here), static schedule. Built at head dim 128, where sm90_forward picks it by
+// sm90_picks_tall_tiles (kernel_choice.h) and FLASHATTN_SM90_VARIANT=tall reaches it.
+template <int HeadDim_, typename Element_>
+using TallTilesConfig = KernelConfig<HeadDim_, Element_, 64, 2, false, kOutputAuto, false, 3, kTurnsAtGemms>;
+
 // Cluster pairs: the two CTAs of a cluster take query tiles 2i and 2i + 1 of one head, which read
 // the same K/V blocks; each CTA loads half of every block's rows with a multicast TMA into both,
 // so each block leaves the L2 once per pair instead of once per CTA (FlashAttention-3 does this

@@ -1,6 +1,6 @@
 // Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
-// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs at head dim 128, 128-row
-// tiles for short rows at head dim 64, the static schedule, or the default.
+// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs or tall tiles at head dim
+// 128, 128-row tiles for short rows at head dim 64, the static schedule, or the default.
 #pragma once
 
 #include <cstdint>
@@ -138,10 +138,20 @@ inline const char* sm90_cluster_pairs_refusal(const AttentionProblem& p, int til
 // Launches of the cluster-pair instantiation through sm90_forward so far in this process (by the
 // rule or by FLASHATTN_SM90_VARIANT=cluster).
 int64_t sm90_cluster_pairs_launches();
-// FLASHATTN_SM90_VARIANT=default|static|short_rows|cluster in the environment overrides the
-// three rules above (not GQA packing) for benchmarks; read at every call. "cluster" runs the
-// cluster-pair kernel wherever it is built (head dim 128) and takes the problem
-// (Unsupported otherwise); "default" keeps it from the problems its rule covers.
+// Tall tiles (sm90::TallTilesConfig: three consumer warpgroups, 192-row tiles, 64-key blocks,
+// static schedule) at head dim 128, the one it is built for (sm90_has_tall_tiles), for causal rows
+// with more than kSm90OneHeadGroupMaxKeys keys (varlen: the longest), where causal tiles go in one
+// group of all heads. Session 22's harness (4 and 6 rounds, two calls) against the static d128
+// kernel: causal 16k +2.2 / +3.2%; causal 512-8k -6..-16% (one head a group there, where 192-row
+// tiles leave the CTAs' work uneven); unmasked from 2k +0.3..+1.0%, not taken.
+constexpr bool sm90_has_tall_tiles(int head_dim) { return head_dim == 128; }
+bool sm90_picks_tall_tiles(const AttentionProblem& p);
+// Launches of the tall-tile instantiation through sm90_forward so far in this process.
+int64_t sm90_tall_tiles_launches();
+// FLASHATTN_SM90_VARIANT=default|static|short_rows|cluster|tall in the environment overrides the
+// rules above (not GQA packing) for benchmarks; read at every call. "cluster" and "tall" run
+// their kernel wherever it is built (head dim 128) and takes the problem (Unsupported
+// otherwise); "default" keeps it from the problems its rule covers.
 // False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which
 // then run it everywhere.
 bool sm90_dynamic_schedule_by_default();

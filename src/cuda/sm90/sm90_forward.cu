@@ -21,22 +21,30 @@ namespace {
 
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
 // (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), 128-row tiles for short
-// rows (sm90::ShortRowsConfig) or cluster pairs (sm90::ClusterPairsConfig; built and picked by
-// rule at head dim 128).
-enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs };
-constexpr int kVariantCount = int(Variant::kClusterPairs) + 1;  // keep the last one named here
+// rows (sm90::ShortRowsConfig), cluster pairs (sm90::ClusterPairsConfig) or tall tiles
+// (sm90::TallTilesConfig; these two built and picked by rule at head dim 128).
+enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles };
+constexpr int kVariantCount = int(Variant::kTallTiles) + 1;  // keep the last one named here
 
 // Query rows per tile of the cluster-pair kernels the rule picks (the same for both dtypes).
 constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<128, __nv_bfloat16>::kBlockM;
 static_assert(sm90::ClusterPairsConfig<128, __half>::kBlockM == kClusterPairsTileRows, "");
 
-template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster>
+template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster, class Tall>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
   if (variant == Variant::kClusterPairs) {
     if constexpr (sm90_has_cluster_pairs(HeadDim)) {
       return sm90::launch_forward<Cluster>(p);
     } else {
       return Status::Unsupported("the sm90 cluster-pair kernel is built for head dim 128 only, not " +
+                                 std::to_string(HeadDim));
+    }
+  }
+  if (variant == Variant::kTallTiles) {
+    if constexpr (sm90_has_tall_tiles(HeadDim)) {
+      return sm90::launch_forward<Tall>(p);
+    } else {
+      return Status::Unsupported("the sm90 tall-tile kernel is built for head dim 128 only, not " +
                                  std::to_string(HeadDim));
     }
   }
@@ -57,7 +65,7 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
     if (!run) return Status::Ok();                                                                     \
     return launch_variant<HD, sm90::KernelConfig<HD, DT>, sm90::PackGqaConfig<HD, DT>,                 \
                           sm90::StaticScheduleConfig<HD, DT>, sm90::ShortRowsConfig<HD, DT>,            \
-                          sm90::ClusterPairsConfig<HD, DT>>(p, variant);                                \
+                          sm90::ClusterPairsConfig<HD, DT>, sm90::TallTilesConfig<HD, DT>>(p, variant); \
   }
 #if defined(FLASHATTN_SM90_BF16_HDIM64)
   FLASHATTN_SM90_CASE(__nv_bfloat16, 64)
@@ -149,7 +157,7 @@ bool pack_gqa_group_ok(const AttentionProblem& p) {
          (group & (group - 1)) == 0;
 }
 
-// FLASHATTN_SM90_VARIANT (default, static, short_rows, cluster) overrides the rules of
+// FLASHATTN_SM90_VARIANT (default, static, short_rows, cluster, tall) overrides the rules of
 // kernel_choice.h (GQA packing excepted) for the problems that variant can run, so that a benchmark times the variants
 // through the package on the same shapes (docs/perf.md, v8). Read at every call (well under a
 // microsecond against ~80 us of host time per call) so one process can switch between them.
@@ -162,6 +170,7 @@ bool forced_variant(Variant* variant) {
   else if (name == "static") *variant = Variant::kStaticSchedule;
   else if (name == "short_rows") *variant = Variant::kShortRows;
   else if (name == "cluster") *variant = Variant::kClusterPairs;
+  else if (name == "tall") *variant = Variant::kTallTiles;
   else return false;
   return true;
 }
@@ -180,6 +189,7 @@ Status sm90_forward(const AttentionProblem& p) {
   Variant variant = Variant::kDefault;
   if (forced_variant(&variant)) return launch_counted(p, variant);
   if (sm90_picks_cluster_pairs(p)) variant = Variant::kClusterPairs;
+  else if (sm90_picks_tall_tiles(p)) variant = Variant::kTallTiles;
   else if (sm90_picks_short_rows(p)) variant = Variant::kShortRows;
   else if (sm90_picks_static_schedule(p)) variant = Variant::kStaticSchedule;
   return launch_counted(p, variant);
@@ -197,6 +207,13 @@ bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
 }
 
 int64_t sm90_cluster_pairs_launches() { return launches_of(Variant::kClusterPairs); }
+
+bool sm90_picks_tall_tiles(const AttentionProblem& p) {
+  const bool causal = p.mask.window_right >= 0 && p.mask.window_left < 0;
+  return sm90_has_tall_tiles(p.headdim) && causal && p.seqlen_k > kSm90OneHeadGroupMaxKeys;
+}
+
+int64_t sm90_tall_tiles_launches() { return launches_of(Variant::kTallTiles); }
 
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
   if (!sm90::kDefaultDynamicSchedule) return false;

@@ -796,6 +796,24 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.headdim = 128, p.mask.window_right = -1, p.seqlen_k = kSm90StaticUnmaskedMaxKeys;
   EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 128, no mask, short rows: the static schedule";
 
+  // Tall tiles: head dim 128, causal, past kSm90OneHeadGroupMaxKeys keys; never unmasked or a
+  // local window, never another head dim.
+  p.headdim = 128, p.mask.window_left = -1, p.mask.window_right = 0;
+  for (int keys : {512, kSm90OneHeadGroupMaxKeys, kSm90OneHeadGroupMaxKeys + 1, 16384}) {
+    p.seqlen_q = p.seqlen_k = keys;
+    EXPECT_EQ(sm90_picks_tall_tiles(p), keys > kSm90OneHeadGroupMaxKeys) << "hdim 128 causal, " << keys << " keys";
+  }
+  p.mask.window_left = 100;
+  EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim 128 local window, 16384 keys";
+  p.mask.window_left = -1, p.mask.window_right = -1;
+  EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim 128 unmasked, 16384 keys";
+  p.mask.window_right = 0;
+  for (int headdim : {64, 192, 256}) {
+    p.headdim = headdim;
+    EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " causal, 16384 keys";
+  }
+  p.headdim = 128, p.mask.window_right = -1, p.seqlen_q = p.seqlen_k = 512;
+
   // Unmasked long rows at head dim 128 take cluster pairs (since session 20) where they can, else
   // the default kernel (128-key blocks, dynamic schedule; no rule picks 176-key blocks since
   // session 18).
@@ -1058,6 +1076,86 @@ INSTANTIATE_TEST_SUITE_P(ClusterPairs, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(cluster_pair_rule_cases(), sm90_cluster_pairs_launches,
                                                          "cluster-pair kernel", 67u)),
                          api_pick_name);
+
+// Tall tiles (sm90::TallTilesConfig) by sm90_picks_tall_tiles: head dim 128, causal, more than
+// kSm90OneHeadGroupMaxKeys keys (varlen: the longest). Short query rows keep the reference cheap.
+// Picked: just past the bound, GQA with softcap in fp16, varlen with seqused_k and unused k/v rows.
+// Not picked: at the bound, unmasked, a local window, head dim 64.
+std::vector<ApiPick> tall_tile_rule_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  const int bound = kSm90OneHeadGroupMaxKeys;
+  std::vector<ApiPick> v;
+  Case c;
+  c = make("tall_rule_causal_q300_k_bound_plus_1_bf16", bf, 128, 1, 300, bound + 1, 4, 4), c.causal = true;
+  v.push_back({c, true});
+  c = make("tall_rule_causal_q200_k9000_gqa_softcap_fp16", fp, 128, 2, 200, 9000, 4, 2), c.causal = true;
+  c.softcap = 20.0f, v.push_back({c, true});
+  c = make("tall_rule_varlen_causal_seqused_k_bf16", bf, 128, 0, 0, 0, 2, 2);
+  c.lens_q = {100, 1, 250}, c.lens_k = {300, bound + 300, 600}, c.used_k = {300, bound + 200, 1}, c.extra_k = 5;
+  c.causal = true, v.push_back({c, true});
+  c = make("tall_rule_causal_q300_k_bound_static_bf16", bf, 128, 1, 300, bound, 2, 2), c.causal = true;
+  v.push_back({c, false});
+  c = make("tall_rule_noncausal_q256_k9000_fp16", fp, 128, 1, 256, 9000, 2, 2), v.push_back({c, false});
+  c = make("tall_rule_window_q300_k9000_bf16", bf, 128, 1, 300, 9000, 2, 2), c.window_left = 500, c.window_right = 0;
+  v.push_back({c, false});
+  c = make("tall_rule_causal_d64_q300_k9000_fp16", fp, 64, 1, 300, 9000, 2, 2), c.causal = true;
+  v.push_back({c, false});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(TallTiles, Sm90ApiPick,
+                         ::testing::ValuesIn(for_variant(tall_tile_rule_cases(), sm90_tall_tiles_launches,
+                                                         "tall-tile kernel", 71u)),
+                         api_pick_name);
+
+// Tall tiles forced (FLASHATTN_SM90_VARIANT=tall) at head dim 128 whatever the rule says, on
+// short shapes: the 192-row tiles' last tile with a warpgroup without rows (700 = 3 x 192 + 124),
+// partial 64-key blocks, one key block, causal with seqlen_q != seqlen_k, a local window with
+// softcap, GQA, varlen with seqused_k and unused k/v rows, strided layouts, no lse, growing scores,
+// and enough tiles for several waves.
+class TallVariant {
+ public:
+  TallVariant() { setenv("FLASHATTN_SM90_VARIANT", "tall", 1); }
+  ~TallVariant() { unsetenv("FLASHATTN_SM90_VARIANT"); }
+};
+
+std::vector<Case> tall_tile_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  Case c;
+  c = make("tall_causal_700_rowless_bf16", bf, 128, 2, 700, 700, 4, 4), c.causal = true, v.push_back(c);
+  c = make("tall_causal_q300_k1000_fp16", fp, 128, 1, 300, 1000, 4, 2), c.causal = true, v.push_back(c);
+  c = make("tall_noncausal_q250_k777_gqa_softcap_fp16", fp, 128, 1, 250, 777, 8, 2), c.softcap = 25.0f;
+  v.push_back(c);
+  c = make("tall_window_softcap_q512_k700_bf16", bf, 128, 2, 512, 700, 4, 2);
+  c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
+  v.push_back(make("tall_one_block_q1_k50_bf16", bf, 128, 3, 1, 50, 2, 2));
+  c = make("tall_varlen_causal_seqused_k_fp16", fp, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {129, 1, 440, 193}, c.lens_k = {129, 300, 500, 900}, c.used_k = {129, 1, 480, 800}, c.extra_k = 3;
+  c.causal = true, v.push_back(c);
+  c = make("tall_strided_q400_k500_bf16", bf, 128, 2, 400, 500, 2, 1), c.layout = Layout::kHeadMajor, v.push_back(c);
+  c = make("tall_padded_causal_q384_k384_fp16", fp, 128, 3, 384, 384, 4, 4), c.layout = Layout::kPadded;
+  c.causal = true, v.push_back(c);
+  c = make("tall_no_lse_q256_k640_bf16", bf, 128, 2, 256, 640, 2, 2), c.with_lse = false, v.push_back(c);
+  c = make("tall_growing_scores_causal_q600_k600_bf16", bf, 128, 1, 600, 600, 2, 2), c.causal = true;
+  c.key_ramp = 6.0f, v.push_back(c);
+  c = make("tall_waves_causal_q1000_k1000_bf16", bf, 128, 4, 1000, 1000, 8, 8), c.causal = true, v.push_back(c);
+  return v;
+}
+
+class Sm90TallTiles : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90TallTiles, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const TallVariant forced;
+  const int64_t before = sm90_tall_tiles_launches();
+  run_case(GetParam(), 73u + uint32_t(GetParam().name.size()));
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(sm90_tall_tiles_launches() - before, 1) << "the API did not run the tall-tile kernel";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90TallTiles, ::testing::ValuesIn(tall_tile_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // Cluster pairs forced (FLASHATTN_SM90_VARIANT=cluster) at the head dim they are built for (128),
 // whatever the rule says. Partial query and key tiles, GQA with softcap, strided layouts (head
