@@ -534,6 +534,8 @@ const Variant kVariants[] = {
     // busy with two, session 19). 160 registers a consumer leave room for 64- or 80-key blocks
     // only (112 and 128 keys spill); 0 spills at 64 and 80.
     {128, "n64_s2_3wg", run_cfg<TileCfg<128, 64, 2, false, 3>>},
+    // (`_gemmturns`: TallTilesConfig<128>, the API's for causal rows past 8192 keys on branch
+    // work-s23-tall.)
     {128, "n64_s2_3wg_gemmturns", run_cfg<TurnsAt<TileCfg<128, 64, 2, false, 3>, sm90::kTurnsAtGemms>>},
     {128, "n64_s3_3wg_dyn", run_cfg<TileCfg<128, 64, 3, true, 3>>},
     {128, "n80_s2_3wg", run_cfg<TileCfg<128, 80, 2, false, 3>>},

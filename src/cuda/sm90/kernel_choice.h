@@ -28,8 +28,9 @@ int64_t sm90_pack_gqa_launches();
 
 // The persistent tile schedule: the dynamic one (atomic tile counter) is the default; sm90_forward
 // runs the static one, whose tiles start without the mailbox hand-over, for
-//  - causal problems at head dim 128 (65..128) at any length, and at head dim 64 with at most
-//    kSm90StaticCausalMaxKeysHdim64 keys (varlen: the longest);
+//  - causal problems at head dim 128 (65..128) at any length (past kSm90OneHeadGroupMaxKeys
+//    keys sm90_forward runs tall tiles, below, also a static schedule), and at head dim 64 with
+//    at most kSm90StaticCausalMaxKeysHdim64 keys (varlen: the longest);
 //  - causal problems above head dim 128 at any length (since session 22; before it the dynamic
 //    schedule took them up to kSm90L2GroupMaxKeys keys, in L2-sized head groups, below);
 //  - other masks (local windows) with at most kSm90StaticScheduleMaxKeys keys, except head dims
@@ -150,7 +151,7 @@ bool sm90_picks_tall_tiles(const AttentionProblem& p);
 int64_t sm90_tall_tiles_launches();
 // FLASHATTN_SM90_VARIANT=default|static|short_rows|cluster|tall in the environment overrides the
 // rules above (not GQA packing) for benchmarks; read at every call. "cluster" and "tall" run
-// their kernel wherever it is built (head dim 128) and takes the problem (Unsupported
+// their kernel wherever it is built (head dim 128) and where it takes the problem (Unsupported
 // otherwise); "default" keeps it from the problems its rule covers.
 // False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which
 // then run it everywhere.

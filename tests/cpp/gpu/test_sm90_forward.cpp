@@ -753,7 +753,7 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.headdim = 128, p.mask.window_right = 0;  // causal
   for (int keys : {512, 2049, 16384}) {
     p.seqlen_q = p.seqlen_k = keys;
-    EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 128 causal at any length: " << keys;
+    EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 128 causal at any length (tall tiles past 8k): " << keys;
   }
   p.headdim = 64, p.seqlen_q = p.seqlen_k = kSm90StaticCausalMaxKeysHdim64;
   EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 64 causal at its bound";
