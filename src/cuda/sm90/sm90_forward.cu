@@ -209,8 +209,7 @@ bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
 int64_t sm90_cluster_pairs_launches() { return launches_of(Variant::kClusterPairs); }
 
 bool sm90_picks_tall_tiles(const AttentionProblem& p) {
-  const bool causal = p.mask.window_right >= 0 && p.mask.window_left < 0;
-  return sm90_has_tall_tiles(p.headdim) && causal && p.seqlen_k > kSm90OneHeadGroupMaxKeys;
+  return sm90_has_tall_tiles(p.headdim) && p.mask.right_bound_only() && p.seqlen_k > kSm90OneHeadGroupMaxKeys;
 }
 
 int64_t sm90_tall_tiles_launches() { return launches_of(Variant::kTallTiles); }
