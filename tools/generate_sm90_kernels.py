@@ -6,8 +6,9 @@
                                           with GQA head packing (sm90_fwd_pack_gqa_*.cu) and one
                                           with the static schedule (sm90_fwd_static_*.cu) and, at
                                           head dim 64 one for short rows (sm90_fwd_short_rows_*.cu),
-                                          at 128 one with cluster pairs (sm90_fwd_cluster_*.cu) and
-                                          one with three consumer warpgroups (sm90_fwd_tall_tiles_*.cu)
+                                          at 128 one with cluster pairs (sm90_fwd_cluster_*.cu), and
+                                          at 64 and 128 one with a consumer warpgroup more
+                                          (sm90_fwd_tall_tiles_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
 operand list; writing them out by hand invites off-by-one mistakes, hence this script.
@@ -23,7 +24,7 @@ HEAD_DIMS = [64, 128, 192, 256]
 SHORT_ROWS_HEAD_DIMS = [64]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
 BACKWARD_HEAD_DIMS = [64, 128, 256]  # keep in step with bwd_config.h, sm90_backward.cu and cmake/sm90.cmake
 CLUSTER_HEAD_DIMS = [128]  # keep in step with kernel_choice.h sm90_has_cluster_pairs and cmake/sm90.cmake
-TALL_TILES_HEAD_DIMS = [128]  # keep in step with kernel_choice.h sm90_has_tall_tiles and cmake/sm90.cmake
+TALL_TILES_HEAD_DIMS = [64, 128]  # keep in step with kernel_choice.h sm90_has_tall_tiles and cmake/sm90.cmake
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.
 SS_WIDTHS = [64, 80, 112, 128, 144, 160, 176, 192]
 RS_WIDTHS = [64, 128, 192, 256]
@@ -143,7 +144,7 @@ def write_instantiations():
             # (kernel_choice.h); FLASHATTN_SM90_VARIANT=cluster reaches it too.
             if hd in CLUSTER_HEAD_DIMS:
                 files[f"sm90_fwd_cluster_{dt}_hdim{hd}.cu"] = instantiation(f"ClusterPairsConfig<{hd}, {ctype}>")
-            # Three consumer warpgroups (config.h TallTilesConfig): picked by sm90_picks_tall_tiles
+            # A consumer warpgroup more (config.h TallTilesConfig): picked by sm90_picks_tall_tiles
             # (kernel_choice.h); FLASHATTN_SM90_VARIANT=tall reaches it too.
             if hd in TALL_TILES_HEAD_DIMS:
                 files[f"sm90_fwd_tall_tiles_{dt}_hdim{hd}.cu"] = instantiation(f"TallTilesConfig<{hd}, {ctype}>")

@@ -534,23 +534,26 @@ const Variant kVariants[] = {
     // busy with two, session 19). 160 registers a consumer leave room for 64- or 80-key blocks
     // only (112 and 128 keys spill); 0 spills at 64 and 80.
     {128, "n64_s2_3wg", run_cfg<TileCfg<128, 64, 2, false, 3>>},
-    // (`_gemmturns`: TallTilesConfig<128>, the API's for causal rows past 8192 keys on branch
-    // work-s23-tall.)
+    // (`_gemmturns`: TallTilesConfig<128>, the API's for causal rows past 8192 keys since session
+    // 23.)
     {128, "n64_s2_3wg_gemmturns", run_cfg<TurnsAt<TileCfg<128, 64, 2, false, 3>, sm90::kTurnsAtGemms>>},
     {128, "n64_s3_3wg_dyn", run_cfg<TileCfg<128, 64, 3, true, 3>>},
     {128, "n80_s2_3wg", run_cfg<TileCfg<128, 80, 2, false, 3>>},
-    // For session 23 (compiled only): d64's short causal rows (0.90 / 0.93 of cuDNN at 512 / 1k)
-    // with four consumer warpgroups, 256-row tiles and 64-key blocks (112 registers a consumer: O
-    // 32 + S 32 + P 16; 0 spills), each warpgroup passing over the trailing blocks its rows do not
-    // see (up to three, MainloopMma::kMaxPassedLastBlocks). Against the two-warpgroup kernel at
-    // causal 512: the same key blocks computed less the diagonal's masked halves (36 units of
-    // 64 x 64 against 40), K and V read for half as many tiles, half the tiles' fixed costs; twice
-    // the steps a row, and warpgroup 0 idle for the last blocks of warpgroup 3.
-    {64, "n64_s4_4wg", run_cfg<TileCfg<64, 64, 4, false, 4>>},
+    // d64's short causal rows with four consumer warpgroups, 256-row tiles and 64-key blocks (112
+    // registers a consumer: O 32 + S 32 + P 16; 0 spills), each warpgroup passing over the
+    // trailing blocks its rows do not see (up to three, MainloopMma::kMaxPassedLastBlocks; on in
+    // KernelConfig with four warpgroups since session 23, so `n64_s4_4wg` turns it off). Against
+    // the two-warpgroup kernel at causal 512: the same key blocks computed less the diagonal's
+    // masked halves (36 units of 64 x 64 against 40), K and V read for half as many tiles, half
+    // the tiles' fixed costs; twice the steps a row, and warpgroup 0 idle for the last blocks of
+    // warpgroup 3. Session 23, 4 rounds: `_skip_expturns` +4.4 / +6.4% at causal 512 / 1k over the
+    // API's kernels then, -3.7% at 2k.
+    {64, "n64_s4_4wg", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 4, false, 4>, false>>},
     {64, "n64_s4_4wg_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 4, false, 4>>>},
     {64, "n64_s8_4wg_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 8, false, 4>>>},
     {64, "n64_s4_4wg_dyn_skip", run_cfg<SkipMaskedLastBlock<TileCfg<64, 64, 4, true, 4>>>},
-    // With the turns around the exp2s, as d64's two-warpgroup kernel takes them (+1.6..+4.1% there).
+    // With the turns around the exp2s, as d64's two-warpgroup kernel takes them (+1.6..+4.1% there):
+    // TallTilesConfig<64>, the API's for causal rows up to 1024 keys since session 23.
     {64, "n64_s8_4wg_skip_expturns", run_cfg<SkipMaskedLastBlock<TurnsAt<TileCfg<64, 64, 8, false, 4>, sm90::kTurnsAtExp>>>},
     // And 64-key blocks for the two- and three-warpgroup d64 kernels (session 10 lost with them,
     // before the slack and the vote; d256 gained from them in session 20), each warpgroup passing

@@ -113,7 +113,7 @@ template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kB
           int Turns_ = kTurnsByRule>
 struct KernelConfig {
   static constexpr int kConsumerWarpgroups = Consumers_;
-  // Four only in the harness so far (d64 with 64-key blocks, session 22).
+  // Four only in d64's tall tiles (TallTilesConfig, session 23; the harness's since session 22).
   static_assert(Consumers_ >= 2 && Consumers_ <= 4, "two to four consumer warpgroups");
   static_assert(!(PackGqa_ && Consumers_ != 2), "GQA head packing assumes 128-row tiles");
   static constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
@@ -223,9 +223,11 @@ struct KernelConfig {
   // causal 2k. So on in the dynamic d256 kernel only from session 21. Session 22 moved d256's
   // causal rows up to 1k to the static kernel with one head a group (kernel_choice.h), where it
   // read (harness, 6 rounds, one head a group at every length) +2.8 / +2.0% at causal 512 / 1k,
-  // +1.4 / +0.8 / +0.6 / +0.6% at 2k / 4k / 8k / 16k: on in both d256 kernels since (false
-  // elsewhere, d192 not timed).
-  static constexpr bool kSkipMaskedLastBlock = HeadDim_ == 256 && !PackGqa_;
+  // +1.4 / +0.8 / +0.6 / +0.6% at 2k / 4k / 8k / 16k: on in both d256 kernels since. On with four
+  // warpgroups (d64's tall tiles, where up to three trailing 64-key blocks of a diagonal tile are
+  // passed over): session 23's harness, 4 rounds, +6.7 / +6.8% at causal 512 / 1k. False elsewhere
+  // (d192 not timed).
+  static constexpr bool kSkipMaskedLastBlock = (HeadDim_ == 256 || Consumers_ == 4) && !PackGqa_;
   // A consumer warpgroup none of whose rows is a row of the sequence (the last query tile of a
   // sequence whose length is not a multiple of the tile's rows: at d64's 192-row tiles the third
   // warpgroup at 512 and 2k rows, the second and third at 1k; in 128-row tiles the second where
@@ -363,14 +365,37 @@ template <int HeadDim_, typename Element_>
 using ShortRowsConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
                                      false, kOutputAuto, false, kDefaultConsumers>;
 
-// Tall tiles: three consumer warpgroups (192-row tiles) where head dim 128 has two by default, so
-// that while one warpgroup runs its softmax two can issue GEMMs. At 160 registers a consumer
-// (three warpgroups' budget) only 64- or 80-key blocks fit (O 64 + S 32 + P 16 at 64 keys; 112 and
-// 128 keys spill and serialise every wgmma); turns around the GEMMs (the exp2 turns lost 2-4%
-// here), static schedule. Built at head dim 128, where sm90_forward picks it by
-// sm90_picks_tall_tiles (kernel_choice.h) and FLASHATTN_SM90_VARIANT=tall reaches it.
+// Tall tiles: one consumer warpgroup more than TileShape gives the head dim, with 64-key blocks
+// (what fits the smaller register budget), static schedule. Built at head dims 64 and 128, where
+// sm90_forward picks them by sm90_picks_tall_tiles (kernel_choice.h) and
+// FLASHATTN_SM90_VARIANT=tall reaches them.
+// - Head dim 128: three warpgroups (192-row tiles), so that while one warpgroup runs its softmax
+//   two can issue GEMMs. At 160 registers a consumer only 64- or 80-key blocks fit (O 64 + S 32 +
+//   P 16 at 64 keys; 112 and 128 keys spill and serialise every wgmma); turns around the GEMMs
+//   (the exp2 turns lost 2-4% here).
+// - Head dim 64: four warpgroups (256-row tiles) at 112 registers a consumer (O 32 + S 32 + P 16),
+//   for short causal rows: a 64-key block ends on every 64-row boundary of the diagonal, so each
+//   warpgroup passes over the key blocks its rows miss (kSkipMaskedLastBlock, on with four
+//   warpgroups) and a head's K and V are read by half as many tiles as with 128-row tiles; turns
+//   around the exp2s (d64's two-warpgroup kernel's), an 8-block K/V ring.
+// Other head dims name the default shape here (never built).
+template <int HeadDim>
+struct TallTileShape {
+  static constexpr int kBlockN = TileShape<HeadDim>::kBlockN, kStages = TileShape<HeadDim>::kStages;
+  static constexpr int kConsumers = ConsumersOf<TileShape<HeadDim>>::value, kTurns = kTurnsByRule;
+};
+template <>
+struct TallTileShape<64> {
+  static constexpr int kBlockN = 64, kStages = 8, kConsumers = 4, kTurns = kTurnsAtExp;
+};
+template <>
+struct TallTileShape<128> {
+  static constexpr int kBlockN = 64, kStages = 2, kConsumers = 3, kTurns = kTurnsAtGemms;
+};
 template <int HeadDim_, typename Element_>
-using TallTilesConfig = KernelConfig<HeadDim_, Element_, 64, 2, false, kOutputAuto, false, 3, kTurnsAtGemms>;
+using TallTilesConfig = KernelConfig<HeadDim_, Element_, TallTileShape<HeadDim_>::kBlockN, TallTileShape<HeadDim_>::kStages,
+                                     false, kOutputAuto, false, TallTileShape<HeadDim_>::kConsumers,
+                                     TallTileShape<HeadDim_>::kTurns>;
 
 // Cluster pairs: the two CTAs of a cluster take query tiles 2i and 2i + 1 of one head, which read
 // the same K/V blocks; each CTA loads half of every block's rows with a multicast TMA into both,

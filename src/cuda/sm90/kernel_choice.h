@@ -1,6 +1,7 @@
 // Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
-// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs or tall tiles at head dim
-// 128, 128-row tiles for short rows at head dim 64, the static schedule, or the default.
+// by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs at head dim 128, tall
+// tiles at head dims 64 and 128, 128-row tiles for short local-window rows at head dim 64, the
+// static schedule, or the default.
 #pragma once
 
 #include <cstdint>
@@ -83,7 +84,8 @@ int64_t sm90_static_schedule_launches();
 // and -0.6 / -1.2% at 16k in two harness calls, -4.3 / +0.7% through the package (docs/perf.md,
 // session 18). The harness still times them (n176_s2_dyn).
 // The short-rows kernel (sm90::ShortRowsConfig, static schedule) at head dim 64, for masked
-// problems with at most kSm90ShortRowsMaxKeys keys (varlen: the longest): 128-row tiles (two
+// problems other than causal ones (local windows; causal rows there run tall tiles since session
+// 23, below) with at most kSm90ShortRowsMaxKeys keys (varlen: the longest): 128-row tiles (two
 // consumer warpgroups), where the default's 192-row tiles computed up to 1.35x the key blocks
 // (causal 512; about 1.15x with rowless warpgroups passed over). Measured (docs/perf.md, v8):
 // causal 512 +1%, 1k +5%, 2k -10%; unmasked -2..-16%. Since session 21 a warpgroup of the
@@ -139,20 +141,27 @@ inline const char* sm90_cluster_pairs_refusal(const AttentionProblem& p, int til
 // Launches of the cluster-pair instantiation through sm90_forward so far in this process (by the
 // rule or by FLASHATTN_SM90_VARIANT=cluster).
 int64_t sm90_cluster_pairs_launches();
-// Tall tiles (sm90::TallTilesConfig: three consumer warpgroups, 192-row tiles, 64-key blocks,
-// static schedule) at head dim 128, the one it is built for (sm90_has_tall_tiles), for causal rows
-// with more than kSm90OneHeadGroupMaxKeys keys (varlen: the longest), where causal tiles go in one
-// group of all heads. Session 22's harness (4 and 6 rounds, two calls) against the static d128
-// kernel: causal 16k +2.2 / +3.2%; causal 512-8k -6..-16% (one head a group there, where 192-row
-// tiles leave the CTAs' work uneven); unmasked from 2k +0.3..+1.0%, not taken.
-constexpr bool sm90_has_tall_tiles(int head_dim) { return head_dim == 128; }
+// Tall tiles (sm90::TallTilesConfig: one consumer warpgroup more than the head dim's default,
+// 64-key blocks, static schedule) at the head dims they are built for (sm90_has_tall_tiles), for
+// causal rows (varlen: the longest):
+//  - head dim 128 (three warpgroups, 192-row tiles) with more than kSm90OneHeadGroupMaxKeys keys,
+//    where causal tiles go in one group of all heads. Session 22's harness (4 and 6 rounds, two
+//    calls) against the static d128 kernel: causal 16k +2.2 / +3.2%; causal 512-8k -6..-16% (one
+//    head a group there, where 192-row tiles leave the CTAs' work uneven); unmasked from 2k
+//    +0.3..+1.0%, not taken;
+//  - head dim 64 (four warpgroups, 256-row tiles, the diagonal's trailing blocks passed over) with
+//    at most kSm90TallTilesMaxKeysHdim64 keys. Session 23's harness (4 rounds) against the API's
+//    kernels then (two warpgroups at 512, three from 513): causal 512 +4.4%, 1k +6.4%, 2k -3.7%;
+//    unmasked -2..-6% from 2k (twice the steps a row, no diagonal to save), not taken.
+constexpr int kSm90TallTilesMaxKeysHdim64 = 1024;
+constexpr bool sm90_has_tall_tiles(int head_dim) { return head_dim == 64 || head_dim == 128; }
 bool sm90_picks_tall_tiles(const AttentionProblem& p);
 // Launches of the tall-tile instantiation through sm90_forward so far in this process.
 int64_t sm90_tall_tiles_launches();
 // FLASHATTN_SM90_VARIANT=default|static|short_rows|cluster|tall in the environment overrides the
 // rules above (not GQA packing) for benchmarks; read at every call. "cluster" and "tall" run
-// their kernel wherever it is built (head dim 128) and where it takes the problem (Unsupported
-// otherwise); "default" keeps it from the problems its rule covers.
+// their kernel wherever it is built (head dim 128; tall tiles also 64) and where it takes the
+// problem (Unsupported otherwise); "default" keeps it from the problems its rule covers.
 // False in builds whose default is the static schedule (FLASHATTN_SM90_DEFAULT_DYNAMIC=0), which
 // then run it everywhere.
 bool sm90_dynamic_schedule_by_default();

@@ -279,8 +279,8 @@ struct MainloopMma {
   }
 
   // The most trailing blocks a warpgroup's rows can miss on the causal diagonal: the tile rows
-  // after its own, in key blocks, rounded up (1 in the library's kernels that pass over blocks,
-  // Cfg::kSkipMaskedLastBlock; 3 for four warpgroups of 64 rows at 64-key blocks).
+  // after its own, in key blocks, rounded up (Cfg::kSkipMaskedLastBlock: 1 in d256's kernels, 3 in
+  // d64's tall tiles, four warpgroups of 64 rows at 64-key blocks).
   static constexpr int kMaxPassedLastBlocks =
       ((Cfg::kConsumerWarpgroups - 1) * kRowsPerConsumer + Cfg::kBlockN - 1) / Cfg::kBlockN;
 

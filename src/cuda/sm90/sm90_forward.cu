@@ -21,8 +21,8 @@ namespace {
 
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
 // (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), 128-row tiles for short
-// rows (sm90::ShortRowsConfig), cluster pairs (sm90::ClusterPairsConfig) or tall tiles
-// (sm90::TallTilesConfig; these two built and picked by rule at head dim 128).
+// rows (sm90::ShortRowsConfig), cluster pairs (sm90::ClusterPairsConfig; built and picked by rule
+// at head dim 128) or tall tiles (sm90::TallTilesConfig; at head dims 64 and 128).
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles };
 constexpr int kVariantCount = int(Variant::kTallTiles) + 1;  // keep the last one named here
 
@@ -196,7 +196,7 @@ Status sm90_forward(const AttentionProblem& p) {
 }
 
 bool sm90_picks_short_rows(const AttentionProblem& p) {
-  return p.headdim == 64 && p.mask.has_mask() && p.seqlen_k <= kSm90ShortRowsMaxKeys;
+  return p.headdim == 64 && p.mask.has_mask() && !p.mask.right_bound_only() && p.seqlen_k <= kSm90ShortRowsMaxKeys;
 }
 
 int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }
@@ -209,7 +209,8 @@ bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
 int64_t sm90_cluster_pairs_launches() { return launches_of(Variant::kClusterPairs); }
 
 bool sm90_picks_tall_tiles(const AttentionProblem& p) {
-  return sm90_has_tall_tiles(p.headdim) && p.mask.right_bound_only() && p.seqlen_k > kSm90OneHeadGroupMaxKeys;
+  if (!sm90_has_tall_tiles(p.headdim) || !p.mask.right_bound_only()) return false;
+  return p.headdim == 64 ? p.seqlen_k <= kSm90TallTilesMaxKeysHdim64 : p.seqlen_k > kSm90OneHeadGroupMaxKeys;
 }
 
 int64_t sm90_tall_tiles_launches() { return launches_of(Variant::kTallTiles); }

@@ -776,41 +776,55 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 256 local window up to the L2-group bound keeps the dynamic schedule";
   p.headdim = 128, p.mask.window_left = -1;
 
-  // The short-rows kernel: masked rows at head dim 64 up to its bound of keys, never unmasked
-  // ones, never another head dim (unmasked rows at head dim 128 until session 21: the static
-  // schedule takes them now).
-  p.seqlen_q = 512, p.headdim = 64, p.mask.window_left = -1, p.mask.window_right = 0;
+  // The short-rows kernel: local windows at head dim 64 up to its bound of keys, never causal rows
+  // (tall tiles since session 23) or unmasked ones, never another head dim (unmasked rows at head
+  // dim 128 until session 21: the static schedule takes them now).
+  p.seqlen_q = 512, p.headdim = 64, p.mask.window_left = 100, p.mask.window_right = 0;
   for (int keys : {256, kSm90ShortRowsMaxKeys, kSm90ShortRowsMaxKeys + 1}) {
     p.seqlen_k = keys;
-    EXPECT_EQ(sm90_picks_short_rows(p), keys <= kSm90ShortRowsMaxKeys) << "hdim 64 causal, " << keys << " keys";
+    EXPECT_EQ(sm90_picks_short_rows(p), keys <= kSm90ShortRowsMaxKeys) << "hdim 64 local window, " << keys << " keys";
   }
-  p.seqlen_k = 512, p.mask.window_right = -1;
+  p.seqlen_k = 512, p.mask.window_left = -1;
+  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64 causal (tall tiles)";
+  p.mask.window_right = -1;
   EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64, no mask";
   for (int headdim : {128, 256}) {
     p.headdim = headdim;
-    for (int right : {-1, 0}) {
-      p.mask.window_right = right;
-      EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim " << headdim << (right < 0 ? ", no mask" : " causal");
+    for (int left : {-1, 100}) {
+      for (int right : {-1, 0}) {
+        p.mask.window_left = left, p.mask.window_right = right;
+        EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim " << headdim << " window (" << left << ", " << right << ")";
+      }
     }
   }
+  p.mask.window_left = -1;
   p.headdim = 128, p.mask.window_right = -1, p.seqlen_k = kSm90StaticUnmaskedMaxKeys;
   EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 128, no mask, short rows: the static schedule";
 
-  // Tall tiles: head dim 128, causal, past kSm90OneHeadGroupMaxKeys keys; never unmasked or a
-  // local window, never another head dim.
-  p.headdim = 128, p.mask.window_left = -1, p.mask.window_right = 0;
-  for (int keys : {512, kSm90OneHeadGroupMaxKeys, kSm90OneHeadGroupMaxKeys + 1, 16384}) {
-    p.seqlen_q = p.seqlen_k = keys;
-    EXPECT_EQ(sm90_picks_tall_tiles(p), keys > kSm90OneHeadGroupMaxKeys) << "hdim 128 causal, " << keys << " keys";
-  }
-  p.mask.window_left = 100;
-  EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim 128 local window, 16384 keys";
-  p.mask.window_left = -1, p.mask.window_right = -1;
-  EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim 128 unmasked, 16384 keys";
-  p.mask.window_right = 0;
-  for (int headdim : {64, 192, 256}) {
+  // Tall tiles: causal rows at head dim 128 past kSm90OneHeadGroupMaxKeys keys and at head dim 64
+  // up to kSm90TallTilesMaxKeysHdim64; never unmasked or a local window, never another head dim.
+  p.mask.window_left = -1, p.mask.window_right = 0;
+  for (int headdim : {64, 128}) {
     p.headdim = headdim;
-    EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " causal, 16384 keys";
+    const int bound = headdim == 64 ? kSm90TallTilesMaxKeysHdim64 : kSm90OneHeadGroupMaxKeys;
+    for (int keys : {512, bound, bound + 1, 16384}) {
+      p.seqlen_q = p.seqlen_k = keys;
+      EXPECT_EQ(sm90_picks_tall_tiles(p), headdim == 64 ? keys <= bound : keys > bound)
+          << "hdim " << headdim << " causal, " << keys << " keys";
+    }
+    p.seqlen_q = p.seqlen_k = headdim == 64 ? 512 : 16384;
+    p.mask.window_left = 100;
+    EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " local window, " << p.seqlen_k << " keys";
+    p.mask.window_left = -1, p.mask.window_right = -1;
+    EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " unmasked, " << p.seqlen_k << " keys";
+    p.mask.window_right = 0;
+  }
+  for (int headdim : {192, 256}) {
+    p.headdim = headdim;
+    for (int keys : {512, 16384}) {
+      p.seqlen_q = p.seqlen_k = keys;
+      EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " causal, " << keys << " keys";
+    }
   }
   p.headdim = 128, p.mask.window_right = -1, p.seqlen_q = p.seqlen_k = 512;
 
@@ -960,16 +974,17 @@ std::vector<ApiPick> schedule_cases() {
   // schedule, several (batch, head) pairs of GQA heads.
   c = make("sched_causal_1500_one_head_static_d256_bf16", bf, 256, 2, 1500, 1500, 6, 3), c.causal = true;
   v.push_back({c, true});
-  // hdim 64: three consumer warpgroups (192-row tiles) past kSm90ShortRowsMaxKeys, static up to
-  // kSm90StaticCausalMaxKeysHdim64 (L2 groups at any length); up to kSm90ShortRowsMaxKeys the
-  // short-rows kernel (128-row tiles, static schedule) takes the masked problems instead.
+  // hdim 64: three consumer warpgroups (192-row tiles) past kSm90TallTilesMaxKeysHdim64, static
+  // up to kSm90StaticCausalMaxKeysHdim64 (L2 groups at any length); up to
+  // kSm90TallTilesMaxKeysHdim64 tall tiles (256-row tiles, static schedule) take the causal rows
+  // instead (the short-rows kernel up to 512 keys until session 23).
   c = make("sched_causal_2100_static_d64_fp16", fp, 64, 1, 2100, 2100, 4, 2), c.causal = true, v.push_back({c, true});
   c = make("sched_causal_q300_k4200_dynamic_d64_bf16", bf, 64, 1, 300, 4200, 4, 4), c.causal = true;
   v.push_back({c, false});
-  c = make("sched_causal_500_short_rows_d64_bf16", bf, 64, 3, 500, 500, 4, 4), c.causal = true, v.push_back({c, false});
-  // Past that bound (1024 until session 21): the static three-warpgroup kernel, whose last tile
-  // (700 = 3 x 192 + 124) has a warpgroup without rows.
-  c = make("sched_causal_700_static_d64_bf16", bf, 64, 3, 700, 700, 4, 4), c.causal = true, v.push_back({c, true});
+  c = make("sched_causal_500_tall_tiles_d64_bf16", bf, 64, 3, 500, 500, 4, 4), c.causal = true, v.push_back({c, false});
+  // Past that bound: the static three-warpgroup kernel, whose last tile (1070 = 5 x 192 + 110) has
+  // a warpgroup without rows.
+  c = make("sched_causal_1070_static_d64_bf16", bf, 64, 2, 1070, 1070, 4, 4), c.causal = true, v.push_back({c, true});
   // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dim 128, and at head dim 256 at
   // every length (cluster pairs from kSm90ClusterPairsMinKeys until session 21); dynamic at head
   // dim 64 (static up to 1k until session 21).
@@ -1005,31 +1020,34 @@ INSTANTIATE_TEST_SUITE_P(Schedule, Sm90ApiPick,
                          api_pick_name);
 
 // The short-rows kernel (sm90::ShortRowsConfig): 128-row tiles with the static schedule at head dim 64
-// for masked problems with at most kSm90ShortRowsMaxKeys keys. The picked cases are the only tests
-// of that configuration through the API: partial tiles, a window, GQA with seqlen_q != seqlen_k,
-// varlen with seqused_k, softcap.
+// for local windows with at most kSm90ShortRowsMaxKeys keys (causal rows too until session 23).
+// The picked cases are the only tests of that configuration through the API: partial tiles, a
+// window with a right bound past the diagonal, GQA with seqlen_q != seqlen_k, varlen with
+// seqused_k, softcap.
 std::vector<ApiPick> short_rows_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int max_keys = kSm90ShortRowsMaxKeys;
   std::vector<ApiPick> v;
   Case c;
-  c = make("short_rows_causal_512_bf16", bf, 64, 2, 512, 512, 8, 8), c.causal = true, v.push_back({c, true});
-  c = make("short_rows_causal_q450_k500_fp16", fp, 64, 3, 450, 500, 4, 4), c.causal = true, v.push_back({c, true});
+  c = make("short_rows_window_512_bf16", bf, 64, 2, 512, 512, 8, 8), c.window_left = 300, c.window_right = 0;
+  v.push_back({c, true});
+  c = make("short_rows_window_q450_k500_fp16", fp, 64, 3, 450, 500, 4, 4), c.window_left = 100, c.window_right = 40;
+  v.push_back({c, true});
   c = make("short_rows_window_at_bound_bf16", bf, 64, 1, 333, max_keys, 4, 2), c.window_left = 200, c.window_right = 0;
   v.push_back({c, true});
-  c = make("short_rows_gqa_causal_q300_k480_softcap_fp16", fp, 64, 2, 300, 480, 8, 2), c.causal = true;
-  c.softcap = 20.0f, v.push_back({c, true});
-  c = make("short_rows_varlen_causal_seqused_k_bf16", bf, 64, 0, 0, 0, 4, 4);
-  c.lens_q = {129, 1, 440}, c.lens_k = {129, 300, 500}, c.used_k = {129, 1, 480}, c.extra_k = 3, c.causal = true;
-  v.push_back({c, true});
-  // Not picked: past the bound, no mask, another head dim (head dim 128 without a mask until
-  // session 21; schedule_cases has those rows now).
-  c = make("short_rows_causal_past_bound_fp16", fp, 64, 1, 300, max_keys + 1, 2, 2), c.causal = true;
-  v.push_back({c, false});
+  c = make("short_rows_gqa_window_q300_k480_softcap_fp16", fp, 64, 2, 300, 480, 8, 2), c.window_left = 150;
+  c.window_right = 0, c.softcap = 20.0f, v.push_back({c, true});
+  c = make("short_rows_varlen_window_seqused_k_bf16", bf, 64, 0, 0, 0, 4, 4);
+  c.lens_q = {129, 1, 440}, c.lens_k = {129, 300, 500}, c.used_k = {129, 1, 480}, c.extra_k = 3;
+  c.window_left = 64, c.window_right = 0, v.push_back({c, true});
+  // Not picked: past the bound, causal (tall tiles), no mask, another head dim (head dim 128
+  // without a mask until session 21; schedule_cases has those rows now).
+  c = make("short_rows_window_past_bound_fp16", fp, 64, 1, 300, max_keys + 1, 2, 2), c.window_left = 200;
+  c.window_right = 0, v.push_back({c, false});
+  c = make("short_rows_causal_512_tall_tiles_bf16", bf, 64, 2, 512, 512, 4, 4), c.causal = true, v.push_back({c, false});
   c = make("short_rows_noncausal_512_bf16", bf, 64, 2, 512, 512, 4, 4), v.push_back({c, false});
-  c = make("short_rows_causal_1000_three_warpgroups_bf16", bf, 64, 1, 1000, 1000, 4, 4), c.causal = true;
+  c = make("short_rows_window_d128_bf16", bf, 128, 1, 512, 512, 4, 4), c.window_left = 200, c.window_right = 0;
   v.push_back({c, false});
-  c = make("short_rows_causal_d128_bf16", bf, 128, 1, 512, 512, 4, 4), c.causal = true, v.push_back({c, false});
   c = make("short_rows_noncausal_512_d128_bf16", bf, 128, 2, 512, 512, 8, 8), v.push_back({c, false});
   return v;
 }
@@ -1077,10 +1095,11 @@ INSTANTIATE_TEST_SUITE_P(ClusterPairs, Sm90ApiPick,
                                                          "cluster-pair kernel", 67u)),
                          api_pick_name);
 
-// Tall tiles (sm90::TallTilesConfig) by sm90_picks_tall_tiles: head dim 128, causal, more than
-// kSm90OneHeadGroupMaxKeys keys (varlen: the longest). Short query rows keep the reference cheap.
-// Picked: just past the bound, GQA with softcap in fp16, varlen with seqused_k and unused k/v rows.
-// Not picked: at the bound, unmasked, a local window, head dim 64.
+// Tall tiles (sm90::TallTilesConfig) by sm90_picks_tall_tiles: causal, at head dim 128 more than
+// kSm90OneHeadGroupMaxKeys keys, at head dim 64 at most kSm90TallTilesMaxKeysHdim64 (varlen: the
+// longest). Short query rows keep the reference cheap. Picked: just past / at the bound, GQA with
+// softcap in fp16, varlen with seqused_k and unused k/v rows, a right bound past the diagonal.
+// Not picked: the other side of the bound, unmasked, a local window.
 std::vector<ApiPick> tall_tile_rule_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int bound = kSm90OneHeadGroupMaxKeys;
@@ -1100,6 +1119,21 @@ std::vector<ApiPick> tall_tile_rule_cases() {
   v.push_back({c, false});
   c = make("tall_rule_causal_d64_q300_k9000_fp16", fp, 64, 1, 300, 9000, 2, 2), c.causal = true;
   v.push_back({c, false});
+  const int bound64 = kSm90TallTilesMaxKeysHdim64;
+  c = make("tall_rule_causal_d64_at_bound_bf16", bf, 64, 2, bound64, bound64, 8, 8), c.causal = true;
+  v.push_back({c, true});
+  c = make("tall_rule_causal_d64_q200_k500_gqa_softcap_fp16", fp, 64, 2, 200, 500, 8, 2), c.causal = true;
+  c.softcap = 30.0f, v.push_back({c, true});
+  c = make("tall_rule_varlen_causal_seqused_k_d64_bf16", bf, 64, 0, 0, 0, 4, 2);
+  c.lens_q = {300, 1, 257}, c.lens_k = {300, 700, bound64}, c.used_k = {280, 1, bound64}, c.extra_k = 4;
+  c.causal = true, v.push_back({c, true});
+  c = make("tall_rule_right_bound_d64_q400_k400_bf16", bf, 64, 1, 400, 400, 4, 4), c.window_right = 70;
+  v.push_back({c, true});
+  c = make("tall_rule_causal_d64_past_bound_fp16", fp, 64, 1, 300, bound64 + 1, 4, 4), c.causal = true;
+  v.push_back({c, false});
+  c = make("tall_rule_noncausal_d64_512_bf16", bf, 64, 2, 512, 512, 4, 4), v.push_back({c, false});
+  c = make("tall_rule_window_d64_512_fp16", fp, 64, 2, 512, 512, 4, 4), c.window_left = 100, c.window_right = 0;
+  v.push_back({c, false});
   return v;
 }
 
@@ -1108,11 +1142,12 @@ INSTANTIATE_TEST_SUITE_P(TallTiles, Sm90ApiPick,
                                                          "tall-tile kernel", 71u)),
                          api_pick_name);
 
-// Tall tiles forced (FLASHATTN_SM90_VARIANT=tall) at head dim 128 whatever the rule says, on
-// short shapes: the 192-row tiles' last tile with a warpgroup without rows (700 = 3 x 192 + 124),
-// partial 64-key blocks, one key block, causal with seqlen_q != seqlen_k, a local window with
-// softcap, GQA, varlen with seqused_k and unused k/v rows, strided layouts, no lse, growing scores,
-// and enough tiles for several waves.
+// Tall tiles forced (FLASHATTN_SM90_VARIANT=tall) at head dims 128 and 64 whatever the rule says,
+// on short shapes: the last tile with a warpgroup without rows (d128: 700 = 3 x 192 + 124; d64:
+// 700 = 2 x 256 + 188, and 600 = 2 x 256 + 88 with two), partial 64-key blocks, one key block,
+// causal with seqlen_q != seqlen_k (the diagonal's passed-over blocks shift), a right bound past
+// the diagonal, a local window with softcap, GQA, varlen with seqused_k and unused k/v rows,
+// strided layouts, no lse, growing scores, and enough tiles for several waves.
 class TallVariant {
  public:
   TallVariant() { setenv("FLASHATTN_SM90_VARIANT", "tall", 1); }
@@ -1140,6 +1175,27 @@ std::vector<Case> tall_tile_cases() {
   c = make("tall_growing_scores_causal_q600_k600_bf16", bf, 128, 1, 600, 600, 2, 2), c.causal = true;
   c.key_ramp = 6.0f, v.push_back(c);
   c = make("tall_waves_causal_q1000_k1000_bf16", bf, 128, 4, 1000, 1000, 8, 8), c.causal = true, v.push_back(c);
+  // Head dim 64: four warpgroups, 256-row tiles.
+  c = make("tall_d64_causal_700_rowless_bf16", bf, 64, 2, 700, 700, 4, 4), c.causal = true, v.push_back(c);
+  c = make("tall_d64_causal_600_two_rowless_fp16", fp, 64, 1, 600, 600, 4, 2), c.causal = true, v.push_back(c);
+  c = make("tall_d64_causal_q300_k1000_fp16", fp, 64, 1, 300, 1000, 4, 2), c.causal = true, v.push_back(c);
+  c = make("tall_d64_causal_q1000_k700_bf16", bf, 64, 1, 1000, 700, 2, 2), c.causal = true, v.push_back(c);
+  c = make("tall_d64_right_bound_q512_k512_bf16", bf, 64, 2, 512, 512, 4, 4), c.window_right = 100, v.push_back(c);
+  c = make("tall_d64_noncausal_q250_k777_gqa_softcap_fp16", fp, 64, 1, 250, 777, 8, 2), c.softcap = 25.0f;
+  v.push_back(c);
+  c = make("tall_d64_window_softcap_q512_k700_bf16", bf, 64, 2, 512, 700, 4, 2);
+  c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
+  v.push_back(make("tall_d64_one_block_q1_k50_fp16", fp, 64, 3, 1, 50, 2, 2));
+  c = make("tall_d64_varlen_causal_seqused_k_bf16", bf, 64, 0, 0, 0, 4, 2);
+  c.lens_q = {257, 1, 440, 193}, c.lens_k = {257, 300, 500, 900}, c.used_k = {257, 1, 480, 800}, c.extra_k = 3;
+  c.causal = true, v.push_back(c);
+  c = make("tall_d64_padded_causal_q384_k384_fp16", fp, 64, 3, 384, 384, 4, 4), c.layout = Layout::kPadded;
+  c.causal = true, v.push_back(c);
+  c = make("tall_d64_strided_no_lse_q400_k500_bf16", bf, 64, 2, 400, 500, 2, 1), c.layout = Layout::kHeadMajor;
+  c.with_lse = false, v.push_back(c);
+  c = make("tall_d64_growing_scores_causal_q600_k600_bf16", bf, 64, 1, 600, 600, 2, 2), c.causal = true;
+  c.key_ramp = 6.0f, v.push_back(c);
+  c = make("tall_d64_waves_causal_q1024_k1024_bf16", bf, 64, 4, 1024, 1024, 16, 16), c.causal = true, v.push_back(c);
   return v;
 }
 
