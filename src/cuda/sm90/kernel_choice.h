@@ -143,17 +143,24 @@ inline const char* sm90_cluster_pairs_refusal(const AttentionProblem& p, int til
 int64_t sm90_cluster_pairs_launches();
 // Tall tiles (sm90::TallTilesConfig: one consumer warpgroup more than the head dim's default,
 // 64-key blocks, static schedule) at the head dims they are built for (sm90_has_tall_tiles), for
-// causal rows (varlen: the longest):
+// causal rows and, at head dim 64, short unmasked ones (varlen: the longest):
 //  - head dim 128 (three warpgroups, 192-row tiles) with more than kSm90OneHeadGroupMaxKeys keys,
 //    where causal tiles go in one group of all heads. Session 22's harness (4 and 6 rounds, two
-//    calls) against the static d128 kernel: causal 16k +2.2 / +3.2%; causal 512-8k -6..-16% (one
-//    head a group there, where 192-row tiles leave the CTAs' work uneven); unmasked from 2k
-//    +0.3..+1.0%, not taken;
+//    calls) against the static d128 kernel: causal 16k +2.2 / +3.2% (session 23: +1.6%); causal
+//    512-8k -6..-16% (one head a group there, where 192-row tiles leave the CTAs' work uneven);
+//    unmasked from 2k +0.3..+1.0% (session 23 against the API's kernels: -4 / -6% at 512 / 1k,
+//    -0.1..+0.2% from 2k), not taken;
 //  - head dim 64 (four warpgroups, 256-row tiles, the diagonal's trailing blocks passed over) with
 //    at most kSm90TallTilesMaxKeysHdim64 keys. Session 23's harness (4 rounds) against the API's
-//    kernels then (two warpgroups at 512, three from 513): causal 512 +4.4%, 1k +6.4%, 2k -3.7%;
-//    unmasked -2..-6% from 2k (twice the steps a row, no diagonal to save), not taken.
+//    kernels then (two warpgroups at 512, three from 513): causal 512 +4.4 / +5.5%, 1k +6.4 /
+//    +6.6%, 2k -3.7 / -4.2% (calls 1-2; call 3 against the static three-warpgroup kernel: +6.3 /
+//    +7.4 / -3.7%);
+//  - and unmasked rows at head dim 64 with at most kSm90TallTilesMaxUnmaskedKeysHdim64 keys:
+//    against the dynamic three-warpgroup kernel (the API's) +6.4% at 512, +0.8% at 1k, -4..-7%
+//    from 2k (call 3: twice the steps a row and no diagonal to save); against the static one
+//    +5.1 / +3.6% at 512 / 1k in call 1.
 constexpr int kSm90TallTilesMaxKeysHdim64 = 1024;
+constexpr int kSm90TallTilesMaxUnmaskedKeysHdim64 = 512;
 constexpr bool sm90_has_tall_tiles(int head_dim) { return head_dim == 64 || head_dim == 128; }
 bool sm90_picks_tall_tiles(const AttentionProblem& p);
 // Launches of the tall-tile instantiation through sm90_forward so far in this process.

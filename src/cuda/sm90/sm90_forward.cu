@@ -209,7 +209,9 @@ bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
 int64_t sm90_cluster_pairs_launches() { return launches_of(Variant::kClusterPairs); }
 
 bool sm90_picks_tall_tiles(const AttentionProblem& p) {
-  if (!sm90_has_tall_tiles(p.headdim) || !p.mask.right_bound_only()) return false;
+  if (!sm90_has_tall_tiles(p.headdim)) return false;
+  if (p.headdim == 64 && !p.mask.has_mask()) return p.seqlen_k <= kSm90TallTilesMaxUnmaskedKeysHdim64;
+  if (!p.mask.right_bound_only()) return false;
   return p.headdim == 64 ? p.seqlen_k <= kSm90TallTilesMaxKeysHdim64 : p.seqlen_k > kSm90OneHeadGroupMaxKeys;
 }
 

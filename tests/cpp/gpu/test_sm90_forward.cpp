@@ -741,7 +741,7 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.seqlen_q = p.seqlen_k = kSm90StaticUnmaskedMaxKeys + 1;
   EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask past the bound";
   p.headdim = 64, p.seqlen_q = p.seqlen_k = 512;
-  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 64 (dynamic at every length since session 22)";
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "no mask, hdim 64 (dynamic past the tall tiles' 512 keys)";
   p.headdim = 256;
   for (int keys : {512, kSm90ClusterPairsMinKeys - 1, kSm90ClusterPairsMinKeys, 16384}) {
     p.seqlen_q = p.seqlen_k = keys;
@@ -802,7 +802,8 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 128, no mask, short rows: the static schedule";
 
   // Tall tiles: causal rows at head dim 128 past kSm90OneHeadGroupMaxKeys keys and at head dim 64
-  // up to kSm90TallTilesMaxKeysHdim64; never unmasked or a local window, never another head dim.
+  // up to kSm90TallTilesMaxKeysHdim64, unmasked ones at head dim 64 up to
+  // kSm90TallTilesMaxUnmaskedKeysHdim64; never a local window, never another head dim.
   p.mask.window_left = -1, p.mask.window_right = 0;
   for (int headdim : {64, 128}) {
     p.headdim = headdim;
@@ -816,7 +817,11 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
     p.mask.window_left = 100;
     EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " local window, " << p.seqlen_k << " keys";
     p.mask.window_left = -1, p.mask.window_right = -1;
-    EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " unmasked, " << p.seqlen_k << " keys";
+    for (int keys : {256, kSm90TallTilesMaxUnmaskedKeysHdim64, kSm90TallTilesMaxUnmaskedKeysHdim64 + 1, 16384}) {
+      p.seqlen_q = p.seqlen_k = keys;
+      EXPECT_EQ(sm90_picks_tall_tiles(p), headdim == 64 && keys <= kSm90TallTilesMaxUnmaskedKeysHdim64)
+          << "hdim " << headdim << " unmasked, " << keys << " keys";
+    }
     p.mask.window_right = 0;
   }
   for (int headdim : {192, 256}) {
@@ -987,8 +992,8 @@ std::vector<ApiPick> schedule_cases() {
   c = make("sched_causal_1070_static_d64_bf16", bf, 64, 2, 1070, 1070, 4, 4), c.causal = true, v.push_back({c, true});
   // Unmasked: static up to kSm90StaticUnmaskedMaxKeys keys at head dim 128, and at head dim 256 at
   // every length (cluster pairs from kSm90ClusterPairsMinKeys until session 21); dynamic at head
-  // dim 64 (static up to 1k until session 21).
-  c = make("sched_noncausal_512_dynamic_d64_bf16", bf, 64, 2, 512, 512, 8, 8), v.push_back({c, false});
+  // dim 64 past the tall tiles' 512 keys (static up to 1k until session 21).
+  c = make("sched_noncausal_600_dynamic_d64_bf16", bf, 64, 2, 600, 600, 8, 8), v.push_back({c, false});
   c = make("sched_noncausal_2100_dynamic_fp16", fp, 128, 1, 300, 2100, 4, 4), v.push_back({c, false});
   // Head dim 128 without a mask up to the bound: the static kernel with the exp2 turns since
   // session 22 (the short-rows kernel's GEMM turns before): partial tiles, GQA with softcap,
@@ -1097,9 +1102,10 @@ INSTANTIATE_TEST_SUITE_P(ClusterPairs, Sm90ApiPick,
 
 // Tall tiles (sm90::TallTilesConfig) by sm90_picks_tall_tiles: causal, at head dim 128 more than
 // kSm90OneHeadGroupMaxKeys keys, at head dim 64 at most kSm90TallTilesMaxKeysHdim64 (varlen: the
-// longest). Short query rows keep the reference cheap. Picked: just past / at the bound, GQA with
-// softcap in fp16, varlen with seqused_k and unused k/v rows, a right bound past the diagonal.
-// Not picked: the other side of the bound, unmasked, a local window.
+// longest), and unmasked at head dim 64 with at most kSm90TallTilesMaxUnmaskedKeysHdim64. Short
+// query rows keep the reference cheap. Picked: just past / at the bound, GQA with softcap in fp16,
+// varlen with seqused_k and unused k/v rows, a right bound past the diagonal. Not picked: the
+// other side of the bound, d128 unmasked, a local window.
 std::vector<ApiPick> tall_tile_rule_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int bound = kSm90OneHeadGroupMaxKeys;
@@ -1131,7 +1137,12 @@ std::vector<ApiPick> tall_tile_rule_cases() {
   v.push_back({c, true});
   c = make("tall_rule_causal_d64_past_bound_fp16", fp, 64, 1, 300, bound64 + 1, 4, 4), c.causal = true;
   v.push_back({c, false});
-  c = make("tall_rule_noncausal_d64_512_bf16", bf, 64, 2, 512, 512, 4, 4), v.push_back({c, false});
+  const int unmasked64 = kSm90TallTilesMaxUnmaskedKeysHdim64;
+  c = make("tall_rule_noncausal_d64_at_bound_bf16", bf, 64, 2, unmasked64, unmasked64, 4, 4), v.push_back({c, true});
+  c = make("tall_rule_noncausal_d64_q100_k300_gqa_fp16", fp, 64, 3, 100, 300, 8, 2), v.push_back({c, true});
+  c = make("tall_rule_varlen_noncausal_d64_bf16", bf, 64, 0, 0, 0, 2, 2);
+  c.lens_q = {70, 300, 1}, c.lens_k = {500, 300, unmasked64}, v.push_back({c, true});
+  c = make("tall_rule_noncausal_d64_past_bound_fp16", fp, 64, 1, 200, unmasked64 + 1, 4, 4), v.push_back({c, false});
   c = make("tall_rule_window_d64_512_fp16", fp, 64, 2, 512, 512, 4, 4), c.window_left = 100, c.window_right = 0;
   v.push_back({c, false});
   return v;
