@@ -44,7 +44,7 @@ Status launch_variant(const AttentionProblem& p, Variant variant) {
     if constexpr (sm90_has_tall_tiles(HeadDim)) {
       return sm90::launch_forward<Tall>(p);
     } else {
-      return Status::Unsupported("the sm90 tall-tile kernel is built for head dim 128 only, not " +
+      return Status::Unsupported("the sm90 tall-tile kernel is built for head dims 64 and 128 only, not " +
                                  std::to_string(HeadDim));
     }
   }

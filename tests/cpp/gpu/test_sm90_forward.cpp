@@ -1159,11 +1159,23 @@ INSTANTIATE_TEST_SUITE_P(TallTiles, Sm90ApiPick,
 // causal with seqlen_q != seqlen_k (the diagonal's passed-over blocks shift), a right bound past
 // the diagonal, a local window with softcap, GQA, varlen with seqused_k and unused k/v rows,
 // strided layouts, no lse, growing scores, and enough tiles for several waves.
-class TallVariant {
+// FLASHATTN_SM90_VARIANT set for the scope of one test.
+class ForcedVariant {
  public:
-  TallVariant() { setenv("FLASHATTN_SM90_VARIANT", "tall", 1); }
-  ~TallVariant() { unsetenv("FLASHATTN_SM90_VARIANT"); }
+  explicit ForcedVariant(const char* name) { setenv("FLASHATTN_SM90_VARIANT", name, 1); }
+  ~ForcedVariant() { unsetenv("FLASHATTN_SM90_VARIANT"); }
 };
+
+// Runs c with `variant` forced and checks that the API launched that kernel once (launches counts
+// its launches through sm90_forward).
+void run_forced_case(const Case& c, const char* variant, int64_t (*launches)(), uint32_t seed, const char* kernel) {
+  SKIP_UNLESS_SM90();
+  const ForcedVariant forced(variant);
+  const int64_t before = launches();
+  run_case(c, seed + uint32_t(c.name.size()));
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(launches() - before, 1) << "the API did not run the " << kernel;
+}
 
 std::vector<Case> tall_tile_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
@@ -1213,12 +1225,7 @@ std::vector<Case> tall_tile_cases() {
 class Sm90TallTiles : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Sm90TallTiles, MatchesReference) {
-  SKIP_UNLESS_SM90();
-  const TallVariant forced;
-  const int64_t before = sm90_tall_tiles_launches();
-  run_case(GetParam(), 73u + uint32_t(GetParam().name.size()));
-  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(sm90_tall_tiles_launches() - before, 1) << "the API did not run the tall-tile kernel";
+  run_forced_case(GetParam(), "tall", sm90_tall_tiles_launches, 73u, "tall-tile kernel");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90TallTiles, ::testing::ValuesIn(tall_tile_cases()),
@@ -1228,12 +1235,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sm90TallTiles, ::testing::ValuesIn(tall_tile_cas
 // whatever the rule says. Partial query and key tiles, GQA with softcap, strided layouts (head
 // major, padded), fp16 and bf16, batch > 1, no lse, an odd number of pairs per head and in all,
 // and enough tiles for several waves of the pair schedule.
-class ClusterVariant {
- public:
-  ClusterVariant() { setenv("FLASHATTN_SM90_VARIANT", "cluster", 1); }
-  ~ClusterVariant() { unsetenv("FLASHATTN_SM90_VARIANT"); }
-};
-
 std::vector<Case> cluster_pair_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   std::vector<Case> v;
@@ -1260,12 +1261,7 @@ std::vector<Case> cluster_pair_cases() {
 class Sm90ClusterPairs : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Sm90ClusterPairs, MatchesReference) {
-  SKIP_UNLESS_SM90();
-  const ClusterVariant forced;
-  const int64_t before = sm90_cluster_pairs_launches();
-  run_case(GetParam(), 61u + uint32_t(GetParam().name.size()));
-  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(sm90_cluster_pairs_launches() - before, 1) << "the API did not run the cluster-pair kernel";
+  run_forced_case(GetParam(), "cluster", sm90_cluster_pairs_launches, 61u, "cluster-pair kernel");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairs, ::testing::ValuesIn(cluster_pair_cases()),
@@ -1274,7 +1270,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairs, ::testing::ValuesIn(cluster_pa
 // What the cluster-pair kernel refuses, host-side (the launch checks before touching memory).
 TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
   SKIP_UNLESS_SM90();
-  const ClusterVariant forced;
+  const ForcedVariant forced("cluster");
   AttentionProblem p;
   p.dtype = DType::kBFloat16, p.headdim = 128, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 256, p.seqlen_k = 256;
   p.nheads_q = p.nheads_kv = 2, p.total_q = p.total_k = 256;
@@ -1301,6 +1297,27 @@ TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
   EXPECT_FALSE(s.ok());
   if (s.message.find("not built") == std::string::npos) {
     EXPECT_NE(s.message.find("head dim 128 only, not 256"), std::string::npos) << s.message;
+  }
+}
+
+// Tall tiles forced at a head dim they are not built for: Unsupported, naming the head dims, before
+// any memory is touched (null operands).
+TEST(Sm90TallTilesRefusal, NamesTheHeadDims) {
+  SKIP_UNLESS_SM90();
+  const ForcedVariant forced("tall");
+  for (int headdim : {192, 256}) {
+    AttentionProblem p;
+    p.dtype = DType::kBFloat16, p.headdim = headdim, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 256;
+    p.seqlen_k = 256, p.nheads_q = p.nheads_kv = 2, p.total_q = p.total_k = 256;
+    const int row = 2 * headdim;
+    p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 256 * row, row, headdim};
+    p.mask.window_right = 0;
+    const Status s = sm90_forward(p);
+    EXPECT_FALSE(s.ok()) << "hdim " << headdim;
+    if (s.message.find("not built") == std::string::npos) {
+      EXPECT_NE(s.message.find("head dims 64 and 128 only, not " + std::to_string(headdim)), std::string::npos)
+          << s.message;
+    }
   }
 }
 
