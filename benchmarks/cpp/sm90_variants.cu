@@ -202,8 +202,9 @@ Status run_cfg(const AttentionProblem& p) {
 }
 
 // The same kernel with its causal tiles in the given groups of heads (launch.h,
-// FLASHATTN_SM90_CAUSAL_GROUPS): "l2" L2-sized groups at every length, "one" one head at a time.
-constexpr char kGroupsL2[] = "l2", kGroupsOne[] = "one";
+// FLASHATTN_SM90_CAUSAL_GROUPS): "l2" L2-sized groups at every length, "one" one head at a time,
+// "all" every head at once.
+constexpr char kGroupsL2[] = "l2", kGroupsOne[] = "one", kGroupsAll[] = "all";
 template <class Cfg, const char* Groups>
 Status run_groups(const AttentionProblem& p) {
   setenv("FLASHATTN_SM90_CAUSAL_GROUPS", Groups, 1);
@@ -555,6 +556,12 @@ const Variant kVariants[] = {
     // With the turns around the exp2s, as d64's two-warpgroup kernel takes them (+1.6..+4.1% there):
     // TallTilesConfig<64>, the API's for causal rows up to 1024 keys since session 23.
     {64, "n64_s8_4wg_skip_expturns", run_cfg<SkipMaskedLastBlock<TurnsAt<TileCfg<64, 64, 8, false, 4>, sm90::kTurnsAtExp>>>},
+    // For session 24 (compiled only): the tall d64 tiles with a 4-block ring, and with their causal
+    // tiles one head a group or all heads at once instead of the launch's L2-sized groups (at d256's
+    // short causal rows the head order weighed more than any kernel change, session 22).
+    {64, "n64_s4_4wg_skip_expturns", run_cfg<SkipMaskedLastBlock<TurnsAt<TileCfg<64, 64, 4, false, 4>, sm90::kTurnsAtExp>>>},
+    {64, "n64_s8_4wg_tall_one", run_groups<sm90::TallTilesConfig<64, __nv_bfloat16>, kGroupsOne>, 1},
+    {64, "n64_s8_4wg_tall_all", run_groups<sm90::TallTilesConfig<64, __nv_bfloat16>, kGroupsAll>, 1},
     // And 64-key blocks for the two- and three-warpgroup d64 kernels (session 10 lost with them,
     // before the slack and the vote; d256 gained from them in session 20), each warpgroup passing
     // over the trailing blocks it does not see (a 128-row tile's diagonal then computes 3 of 4
