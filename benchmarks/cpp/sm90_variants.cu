@@ -45,6 +45,7 @@ struct Shape {
   int hdim, seqlen, hq, hkv;
   bool causal;
   int seqlen_q = 0;  // 0: seqlen (square); else a decode-like query length against seqlen keys
+  int batch = 0;     // 0: as many sequences as fill the protocol's 16384 tokens
 };
 
 using Launch = Status (*)(const AttentionProblem&);
@@ -659,6 +660,12 @@ int main(int argc, char** argv) {
   // G = 8 (32/4) and G = 2 (32/16).
   for (int seqlen_q : {1, 16, 32}) shapes.push_back({128, 1024, 32, 4, false, seqlen_q});
   for (int seqlen_q : {1, 64, 128}) shapes.push_back({128, 1024, 32, 16, false, seqlen_q});
+  // Wave probes (not protocol rows): d128 unmasked 2k, 6 sequences of 21 / 22 / 23 heads, 2016 /
+  // 2112 / 2208 tiles of 128 rows on 132 SMs, that is 15.27 / 16.00 / 16.73 waves. If the last,
+  // partial wave costs a whole tile time the three read 95.5 / 100 / 98.4% of one another's
+  // per-tile rate; level if CTAs of a partial wave run faster (fewer SMs under the power cap).
+  // The protocol's rows have 2048 tiles at d128 (15.52 waves) at every length.
+  for (int heads : {21, 22, 23}) shapes.push_back({128, 2048, heads, heads, false, 0, 6});
 
   const int max_reps = window_ms > 0 ? 20000 : reps;
   std::vector<cudaEvent_t> ev(2 * max_reps);
@@ -667,13 +674,13 @@ int main(int argc, char** argv) {
     if (only_hdim && sh.hdim != only_hdim) continue;
     if (only_seqlen > 0 && sh.seqlen != only_seqlen) continue;
     if (only_causal >= 0 && int(sh.causal) != only_causal) continue;
-    if (protocol_only && sh.seqlen_q > 0) continue;
+    if (protocol_only && (sh.seqlen_q > 0 || sh.batch > 0)) continue;
     AttentionProblem p[2];
     for (int s = 0; s < 2; ++s) {
       AttentionProblem& a = p[s];
-      a.dtype = DType::kBFloat16, a.device = Device::kCUDA, a.batch = int(tokens / sh.seqlen);
+      a.dtype = DType::kBFloat16, a.device = Device::kCUDA, a.batch = sh.batch > 0 ? sh.batch : int(tokens / sh.seqlen);
       a.nheads_q = sh.hq, a.nheads_kv = sh.hkv, a.headdim = sh.hdim;
-      a.seqlen_q = a.seqlen_k = sh.seqlen, a.total_q = a.total_k = tokens;
+      a.seqlen_q = a.seqlen_k = sh.seqlen, a.total_q = a.total_k = int64_t(a.batch) * sh.seqlen;
       if (sh.seqlen_q > 0) a.seqlen_q = sh.seqlen_q, a.total_q = int64_t(a.batch) * sh.seqlen_q;
       const int64_t wq = int64_t(sh.hq) * sh.hdim, wk = int64_t(sh.hkv) * sh.hdim;
       a.q = Operand{q[s], a.seqlen_q * wq, wq, sh.hdim};
@@ -798,9 +805,9 @@ int main(int argc, char** argv) {
         rounds_json += one;
       }
       std::printf("{\"variant\": \"%s\", \"hdim\": %d, \"seqlen\": %d, \"hq\": %d, \"hkv\": %d, \"causal\": %d, "
-                  "\"seqlen_q\": %d, \"flush\": %d, \"reps\": %d, \"ms\": %.4f, \"tflops\": %.1f, "
+                  "\"seqlen_q\": %d, \"batch\": %d, \"flush\": %d, \"reps\": %d, \"ms\": %.4f, \"tflops\": %.1f, "
                   "\"ms_rounds\": [%s], \"mismatches_vs_first\": %lld, \"max_diff_vs_first\": %.3g}\n",
-                  vars[i]->name, sh.hdim, sh.seqlen, sh.hq, sh.hkv, int(sh.causal), p[0].seqlen_q, int(flush),
+                  vars[i]->name, sh.hdim, sh.seqlen, sh.hq, sh.hkv, int(sh.causal), p[0].seqlen_q, p[0].batch, int(flush),
                   reps_of[i], best[i], flops / best[i] / 1e9, rounds_json.c_str(), mismatches[i], max_diff[i]);
     }
     std::fflush(stdout);
