@@ -355,7 +355,8 @@ using StaticScheduleConfig =
 
 // The static schedule for short rows where it differs from StaticScheduleConfig
 // (sm90_picks_short_rows, kernel_choice.h):
-// at head dim 64, masked rows: 128-row tiles (two consumer warpgroups) where the default has
+// at head dim 64, local windows (causal rows too until session 23, when tall tiles took them):
+// 128-row tiles (two consumer warpgroups) where the default has
 // three: a 192-row tile over 512 causal rows computes 9 key blocks of 192 rows where 128-row tiles
 // compute 10 of 128 (1.35x the work; ncu, docs/perf.md v8; about 1.15x since rowless warpgroups
 // pass over their tiles, kSkipRowlessWarpgroups), and 512 rows are 2.67 tiles of 192. At the
