@@ -563,6 +563,13 @@ const Variant kVariants[] = {
     {64, "n64_s4_4wg_skip_expturns", run_cfg<SkipMaskedLastBlock<TurnsAt<TileCfg<64, 64, 4, false, 4>, sm90::kTurnsAtExp>>>},
     {64, "n64_s8_4wg_tall_one", run_groups<sm90::TallTilesConfig<64, __nv_bfloat16>, kGroupsOne>, 1},
     {64, "n64_s8_4wg_tall_all", run_groups<sm90::TallTilesConfig<64, __nv_bfloat16>, kGroupsAll>, 1},
+    // And three of the library's per-kernel switches flipped on the tall d64 tiles: the running
+    // max's slack off (off in d64's two-warpgroup kernel, where it read -1.6 / +0.3% at causal
+    // 512 / 1k), the mask by bit words at 64-key blocks (on at 128-key blocks only), and the
+    // dynamic schedule (unmasked rows up to 512 keys run the static one).
+    {64, "n64_s8_4wg_tall_noslack", run_cfg<MaxSlack<sm90::TallTilesConfig<64, __nv_bfloat16>, 0>>},
+    {64, "n64_s8_4wg_tall_bits", run_cfg<MaskByBits<sm90::TallTilesConfig<64, __nv_bfloat16>, true>>, 1},
+    {64, "n64_s8_4wg_tall_dyn", run_cfg<TurnsAt<SkipMaskedLastBlock<TileCfg<64, 64, 8, true, 4>>, sm90::kTurnsAtExp>>},
     // And 64-key blocks for the two- and three-warpgroup d64 kernels (session 10 lost with them,
     // before the slack and the vote; d256 gained from them in session 20), each warpgroup passing
     // over the trailing blocks it does not see (a 128-row tile's diagonal then computes 3 of 4
