@@ -30,23 +30,25 @@ constexpr int kVariantCount = int(Variant::kTallTiles) + 1;  // keep the last on
 constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<128, __nv_bfloat16>::kBlockM;
 static_assert(sm90::ClusterPairsConfig<128, __half>::kBlockM == kClusterPairsTileRows, "");
 
+// Cfg's kernel where it is built (kBuilt), else Unsupported naming the head dims it is built for
+// and the instantiation's head dim (head_dim; p.headdim rounds up to it).
+template <bool kBuilt, class Cfg>
+Status launch_if_built(const AttentionProblem& p, const char* kernel, const char* built_for, int head_dim) {
+  if constexpr (kBuilt) {
+    return sm90::launch_forward<Cfg>(p);
+  } else {
+    return Status::Unsupported(std::string("the sm90 ") + kernel + " kernel is built for " + built_for +
+                               " only, not " + std::to_string(head_dim));
+  }
+}
+
 template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster, class Tall>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
   if (variant == Variant::kClusterPairs) {
-    if constexpr (sm90_has_cluster_pairs(HeadDim)) {
-      return sm90::launch_forward<Cluster>(p);
-    } else {
-      return Status::Unsupported("the sm90 cluster-pair kernel is built for head dim 128 only, not " +
-                                 std::to_string(HeadDim));
-    }
+    return launch_if_built<sm90_has_cluster_pairs(HeadDim), Cluster>(p, "cluster-pair", "head dim 128", HeadDim);
   }
   if (variant == Variant::kTallTiles) {
-    if constexpr (sm90_has_tall_tiles(HeadDim)) {
-      return sm90::launch_forward<Tall>(p);
-    } else {
-      return Status::Unsupported("the sm90 tall-tile kernel is built for head dims 64 and 128 only, not " +
-                                 std::to_string(HeadDim));
-    }
+    return launch_if_built<sm90_has_tall_tiles(HeadDim), Tall>(p, "tall-tile", "head dims 64 and 128", HeadDim);
   }
   if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
   // Where the static schedule is the default, Static is Default (one instantiation of it), and
