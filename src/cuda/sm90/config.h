@@ -11,15 +11,14 @@ namespace flashattn {
 namespace sm90 {
 
 // Warpgroup 0 produces (one thread issues TMA); the others (KernelConfig::kConsumerWarpgroups,
-// two or three in the library's kernels, four in a harness candidate) consume (wgmma + softmax).
+// two to four) consume (wgmma + softmax).
 constexpr int kWarpgroupThreads = 128;
 // The producer needs almost no registers; the consumers take the rest (KernelConfig).
 constexpr int kProducerRegisters = 24;
 
 // One wgmma covers 64 rows, so each consumer warpgroup owns 64 rows of the query tile.
 constexpr int kRowsPerConsumer = 64;
-// The most query rows a tile has (four consumer warpgroups; the library's kernels have at most
-// three, 192 rows).
+// The most query rows a tile has (four consumer warpgroups: d64's tall tiles).
 constexpr int kMaxBlockM = 4 * kRowsPerConsumer;
 
 // Shared-memory tiles are stored as columns of 64 16-bit elements: one row of a column is one
@@ -104,7 +103,7 @@ constexpr bool kDefaultDynamicSchedule = true;
 // PackGqa_: GQA head packing (see kPackGqa below).
 constexpr int kOutputAuto = 0, kOutputDirect = 1, kOutputViaQ = 2;
 
-// Consumers_: consumer warpgroups (2 or 3; 4 in the harness), 64 query rows each.
+// Consumers_: consumer warpgroups (2 to 4), 64 query rows each.
 // Turns_: where the consumer warpgroups take turns (kTurnsAtGemms ...), or kTurnsByRule.
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
           int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule,
