@@ -448,11 +448,12 @@ std::vector<Case> cases() {
   c = make("persistent_causal_bf16", bf, 128, 4, 640, 640, 8, 8), c.causal = true, v.push_back(c);
   // Scores growing along the keys (up to 7x their first block's spread): the running max passes
   // its slack mid-row, on the kernels that keep it (every d128 / d192 / d256 kernel, d64's three
-  // warpgroups) and on the one that follows every rise (d64's two warpgroups: masked rows up to
-  // 512 keys, the short causal case). Since session 22 the API runs the static kernels for d128
-  // unmasked rows up to 2k keys, d192 / d256 causal rows and d256 unmasked rows, the dynamic ones
-  // for d128 unmasked rows past 2k (the long d128 case) and every d64 unmasked row, d64's static
-  // three-warpgroup kernel for causal rows from 513 to 4k keys.
+  // and four warpgroups) and on the one that follows every rise (d64's two warpgroups: local
+  // windows up to 512 keys since session 23, the short window case). The API runs the static
+  // kernels for d128 unmasked rows up to 2k keys, d192 / d256 causal rows and d256 unmasked rows,
+  // the dynamic ones for d128 unmasked rows past 2k (the long d128 case) and d64 unmasked rows
+  // past 512, d64's static three-warpgroup kernel for causal rows from 1025 to 4k keys (the long
+  // causal d64 case), d64's tall tiles for causal rows up to 1k (the causal d64 case).
   const auto growing = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal) {
     Case g = make(name, dt, d, b, sq, sk, hq, hkv);
     g.causal = causal, g.key_ramp = 6.0f, v.push_back(g);
@@ -462,7 +463,8 @@ std::vector<Case> cases() {
   growing("growing_scores_d256_fp16", fp, 256, 2, 200, 700, 2, 2, false);
   growing("growing_scores_causal_d192_bf16", bf, 192, 1, 600, 600, 2, 1, true);
   growing("growing_scores_causal_d64_bf16", bf, 64, 2, 600, 600, 2, 2, true);
-  growing("growing_scores_causal_short_d64_bf16", bf, 64, 2, 500, 500, 2, 2, true);
+  c = make("growing_scores_window_short_d64_bf16", bf, 64, 2, 500, 500, 2, 2), c.window_left = 400;
+  c.window_right = 0, c.key_ramp = 6.0f, v.push_back(c);
   growing("growing_scores_long_d128_bf16", bf, 128, 1, 150, 2200, 2, 1, false);
   growing("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false);
   growing("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1, true);
