@@ -381,6 +381,9 @@ TEST_P(Sm90Forward, MatchesReference) {
   }
 }
 
+// The gtest name of a Case suite's test: the case's own name.
+std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+
 Case make(std::string name, DType dt, int d, int b, int sq, int sk, int hq, int hkv) {
   Case c;
   c.name = std::move(name), c.dtype = dt, c.headdim = d, c.batch = b, c.seqlen_q = sq, c.seqlen_k = sk;
@@ -489,8 +492,7 @@ std::vector<Case> cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Sm90Forward, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90Forward, ::testing::ValuesIn(cases()), case_name);
 
 TEST(Sm90ForwardDirect, KernelRunsThroughKernelSet) {
   SKIP_UNLESS_SM90();
@@ -606,8 +608,7 @@ std::vector<Case> unused_key_row_cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Sm90UnusedKeyRows, ::testing::ValuesIn(unused_key_row_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90UnusedKeyRows, ::testing::ValuesIn(unused_key_row_cases()), case_name);
 
 // ---- GQA head packing (sm90_forward_pack_gqa) ----
 // The query heads of a KV head share one 128-row tile (tile row r = query row r / G of head
@@ -690,8 +691,7 @@ std::vector<Case> pack_gqa_cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()), case_name);
 
 // Groups the packing does not take: not a power of two, 1 (nothing to pack) and above 64.
 // Host-side checks only: these run without a GPU.
@@ -1230,8 +1230,7 @@ TEST_P(Sm90TallTiles, MatchesReference) {
   run_forced_case(GetParam(), "tall", sm90_tall_tiles_launches, 73u, "tall-tile kernel");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Sm90TallTiles, ::testing::ValuesIn(tall_tile_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90TallTiles, ::testing::ValuesIn(tall_tile_cases()), case_name);
 
 // Cluster pairs forced (FLASHATTN_SM90_VARIANT=cluster) at the head dim they are built for (128),
 // whatever the rule says. Partial query and key tiles, GQA with softcap, strided layouts (head
@@ -1266,8 +1265,7 @@ TEST_P(Sm90ClusterPairs, MatchesReference) {
   run_forced_case(GetParam(), "cluster", sm90_cluster_pairs_launches, 61u, "cluster-pair kernel");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairs, ::testing::ValuesIn(cluster_pair_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairs, ::testing::ValuesIn(cluster_pair_cases()), case_name);
 
 // What the cluster-pair kernel refuses, host-side (the launch checks before touching memory).
 TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
