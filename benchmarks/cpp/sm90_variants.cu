@@ -557,11 +557,12 @@ const Variant kVariants[] = {
     // With the turns around the exp2s, as d64's two-warpgroup kernel takes them (+1.6..+4.1% there):
     // TallTilesConfig<64>, the API's for causal rows up to 1024 keys since session 23.
     {64, "n64_s8_4wg_skip_expturns", run_cfg<SkipMaskedLastBlock<TurnsAt<TileCfg<64, 64, 8, false, 4>, sm90::kTurnsAtExp>>>},
-    // For session 24 (compiled only): the tall d64 tiles with a 4-block ring, and with their causal
-    // tiles one head a group or all heads at once instead of the launch's L2-sized groups (at d256's
-    // short causal rows the head order weighed more than any kernel change, session 22).
+    // The tall d64 tiles with a 4-block ring, and with their causal tiles in L2-sized groups (the
+    // launch's for them in session 23) or all heads at once instead of one head a group (the
+    // launch's since session 24, when one head led the L2-sized groups by +1.5..+5.1% at causal
+    // 512-16k and all heads trailed them by -4.9..+3.7%; the ring -1.2 / -3.1% at causal 512 / 1k).
     {64, "n64_s4_4wg_skip_expturns", run_cfg<SkipMaskedLastBlock<TurnsAt<TileCfg<64, 64, 4, false, 4>, sm90::kTurnsAtExp>>>},
-    {64, "n64_s8_4wg_tall_one", run_groups<sm90::TallTilesConfig<64, __nv_bfloat16>, kGroupsOne>, 1},
+    {64, "n64_s8_4wg_tall_l2", run_groups<sm90::TallTilesConfig<64, __nv_bfloat16>, kGroupsL2>, 1},
     {64, "n64_s8_4wg_tall_all", run_groups<sm90::TallTilesConfig<64, __nv_bfloat16>, kGroupsAll>, 1},
     // And three of the library's per-kernel switches flipped on the tall d64 tiles: the running
     // max's slack off (off in d64's two-warpgroup kernel, where it read -1.6 / +0.3% at causal

@@ -63,7 +63,10 @@ constexpr int kSm90StaticUnmaskedMaxKeys = 2048;
 // +4-17% at 512-8k, v8), beyond it all heads (one head a group and the static schedule leave the
 // CTAs' work uneven once a head has about as many tiles as there are SMs: 16k -21%); at head dim
 // 64 as many heads as have their K and V in half the L2, at any length (+9-12% at 2k / 4k; session
-// 22: one head a group lost 1.5-12% at 1k-16k and was level at 512); with GQA packing such groups up
+// 22: one head a group lost 1.5-12% at 1k-16k and was level at 512), but one head per group in
+// d64's tall tiles (four warpgroups, 256-row tiles; session 24's harness, 4 rounds, against
+// L2-sized groups: causal 512 +4.6%, 1k +2.1%, 2k +3.8%, 4k +3.4%, 8k +1.5%, 16k +5.1%; all heads
+// at once -4.9..+3.7%); with GQA packing such groups up
 // to kSm90L2GroupMaxKeys keys; above head dim 128 one head per group up to
 // kSm90WideOneHeadGroupMaxKeys keys. History of the last: session 6 took one head at 1k-2k
 // (package, same process: hdim 256 causal 2k 451 -> 537 TFLOP/s, 0.85x -> 1.01x cuDNN; at 4k one

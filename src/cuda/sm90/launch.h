@@ -39,7 +39,8 @@ int l2_group_heads(const AttentionProblem& pb, bool packed, int l2_bytes) {
 // The causal groups of a launch (kernel_choice.h gives the rule and the measurements): one head
 // per group at head dim 128 up to kSm90OneHeadGroupMaxKeys keys and above head dim 128 up to
 // kSm90WideOneHeadGroupMaxKeys, L2-sized groups at head dim 64 and with GQA packing up to
-// kSm90L2GroupMaxKeys keys (where Cfg::kCausalL2Groups allows); else one group of all heads.
+// kSm90L2GroupMaxKeys keys (where Cfg::kCausalL2Groups allows), and one head per group in d64's
+// tall tiles at any length; else one group of all heads.
 // FLASHATTN_SM90_CAUSAL_GROUPS=all|l2|one overrides the rule (read at every launch, for benchmarks).
 template <class Cfg>
 int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
@@ -49,6 +50,7 @@ int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
   if (forced != nullptr && std::strcmp(forced, "one") == 0) return 1;
   if (forced != nullptr && std::strcmp(forced, "l2") == 0) return l2_group_heads(pb, Cfg::kPackGqa, l2_bytes);
   if (!Cfg::kCausalL2Groups) return all;
+  if (!Cfg::kPackGqa && Cfg::kHeadDim == 64 && Cfg::kConsumerWarpgroups == 4) return 1;  // d64's tall tiles
   if (!Cfg::kPackGqa && Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128) {
     return pb.seqlen_k <= kSm90OneHeadGroupMaxKeys ? 1 : all;
   }
