@@ -28,6 +28,9 @@ TALL_TILES_HEAD_DIMS = [64, 128]  # keep in step with kernel_choice.h sm90_has_t
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.
 SS_WIDTHS = [64, 80, 112, 128, 144, 160, 176, 192]
 RS_WIDTHS = [64, 128, 192, 256]
+# P V widened by 8 columns of ones whose accumulators are the row sums (config.h kRowSumByTensor):
+# the head dim + 8, or 8 alone in a wgmma of their own.
+RS_ROW_SUM_WIDTHS = [8, 72]
 # N of the backward's dQ = dS K (the head dim), both operands stored MN-major (bwd_kernel.h).
 SS_TRANSPOSED_WIDTHS = [32, 64]
 
@@ -93,7 +96,7 @@ def write_wgmma_header():
     for dt in DTYPES:
         for n in SS_WIDTHS:
             parts.append(ss_wrapper(dt, n) + "\n")
-        for n in RS_WIDTHS:
+        for n in sorted(RS_WIDTHS + RS_ROW_SUM_WIDTHS):
             parts.append(rs_wrapper(dt, n) + "\n")
         for n in SS_TRANSPOSED_WIDTHS:
             parts.append(ss_wrapper(dt, n, "WgmmaSSTransposed", True) + "\n")

@@ -194,6 +194,19 @@ template <class Base>
 struct Exp2OnKeptMax : Base {
   static constexpr bool kKeptMaxUnitRescale = false;
 };
+// Base with its row sums from where Mode says (KernelConfig::kRowSumByTensor): a 2 KB tile of
+// ones behind the barriers' offset where Base has none.
+template <class Base, int Mode>
+struct RowSum : Base {
+  static_assert(Mode != sm90::kRowSumInPv || Base::kColumns == 1, "the ones column needs V's LBO free: one column");
+  static constexpr int kRowSumByTensor = Mode;
+  static constexpr bool kAddsOnes = Mode != sm90::kRowSumByAdds && Base::kOnesBytes == 0;
+  static constexpr int kOnesBytes = kAddsOnes ? 2 * sm90::kSwizzleAtomBytes : Base::kOnesBytes;
+  static constexpr int kOnesOffset = kAddsOnes ? Base::kBarrierOffset : Base::kOnesOffset;
+  static constexpr int kBarrierOffset = kAddsOnes ? Base::kBarrierOffset + kOnesBytes : Base::kBarrierOffset;
+  static constexpr int kSmemBytes = kBarrierOffset + Base::kFixedBytes;
+  static_assert(kSmemBytes <= Base::kSmemLimit, "shared memory over the sm90 limit");
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -608,6 +621,20 @@ const Variant kVariants[] = {
     {64, "n128_s4_dyn_computerowless", run_cfg<SkipRowlessWarpgroups<TileCfg<64, 128, 4, true>, false>>},
     {64, "n128_s4_2wg_computerowless", run_cfg<SkipRowlessWarpgroups<TileCfg<64, 128, 4, false, 2>, false>>},
     {128, "n128_s2_dyn_computerowless", run_cfg<SkipRowlessWarpgroups<TileCfg<128, 128, 2, true>, false>>},
+    // Session 25: the row sums of the softmax from the tensor cores (KernelConfig::kRowSumByTensor),
+    // one FADD a score fewer: P V widened to N = 72 by a ones column, the library's at d64 since
+    // session 25 except in the tall tiles (`_rowsumadds`: the FADDs, as before; `_tall_rowsum`: the
+    // tall tiles with it, -2.5 / -3.0% at unmasked 512 in calls 2 / 3), or an m64n8k16 of its own
+    // a 16-key step (`_rowsum8`; lost at d64, d128 and d256 in call 2). Outputs differ from their
+    // twins' by the rounding of the sums (those of the 16-bit P now).
+    {64, "n128_s4_rowsumadds", run_cfg<RowSum<sm90::StaticScheduleConfig<64, __nv_bfloat16>, sm90::kRowSumByAdds>>},
+    {64, "n128_s4_rowsum8", run_cfg<RowSum<sm90::StaticScheduleConfig<64, __nv_bfloat16>, sm90::kRowSumOwnWgmma>>},
+    {64, "n128_s4_dyn_rowsumadds", run_cfg<RowSum<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>, sm90::kRowSumByAdds>>},
+    {64, "n64_s8_4wg_tall_rowsum", run_cfg<RowSum<sm90::TallTilesConfig<64, __nv_bfloat16>, sm90::kRowSumInPv>>},
+    {64, "n128_s4_2wg_rowsumadds", run_cfg<RowSum<sm90::ShortRowsConfig<64, __nv_bfloat16>, sm90::kRowSumByAdds>>},
+    {128, "n128_s2_rowsum8", run_cfg<RowSum<sm90::StaticScheduleConfig<128, __nv_bfloat16>, sm90::kRowSumOwnWgmma>>},
+    {128, "n128_s2_cluster_rowsum8", run_cfg<RowSum<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kRowSumOwnWgmma>>, 0},
+    {256, "n64_s2_rowsum8", run_cfg<RowSum<sm90::StaticScheduleConfig<256, __nv_bfloat16>, sm90::kRowSumOwnWgmma>>},
 };
 
 }  // namespace

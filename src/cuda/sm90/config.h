@@ -88,6 +88,8 @@ struct TileShape<256> {
   static constexpr int kBlockN = 64, kStages = 2;
 };
 
+// Where the row sums of the softmax come from (KernelConfig::kRowSumByTensor).
+constexpr int kRowSumByAdds = 0, kRowSumInPv = 1, kRowSumOwnWgmma = 2;
 // Static (snake) or dynamic (atomic counter) persistent tile schedule; see tile_scheduler.h.
 // FLASHATTN_SM90_DEFAULT_DYNAMIC=0/1 overrides the default (the device script builds a second
 // test binary with the other schedule).
@@ -280,6 +282,22 @@ struct KernelConfig {
   // 512 / 1k (session 22: -1.5 / -0.3%); the static kernel with the exp2 turns runs those rows
   // since.
   static constexpr bool kKeptMaxUnitRescale = true;
+  // Where a row's sum of P comes from (OnlineSoftmax): kRowSumByAdds, one FADD a score as in
+  // FlashAttention-3; or the tensor cores, P V taking 8 more columns whose B is all ones, so each
+  // of those accumulators is its row's sum (of the 16-bit P that P V takes), rescaled with O: one
+  // instruction a score fewer in a softmax bound by instruction issue (S scaled first, one more,
+  // lost 2-7% at d64 / d128 in session 25). Either in the P V wgmma itself (kRowSumInPv,
+  // N = head dim + 8; the ones column sits one LBO past V's start, which is free only where V has
+  // one 64-element column: head dim 64), or in an m64n8k16 of its own a 16-key step
+  // (kRowSumOwnWgmma; harness only). Session 25's harness against the adds (calls 2 / 3, 4 / 6
+  // rounds): d64's three warpgroups static +0.0..+2.8 / -0.1..+3.5%, dynamic +0.4..+3.3 /
+  // +0.2..+3.9%; two warpgroups (the short-rows kernel, windows up to 512 keys) +2.0 / +0.5% at
+  // 512 / causal 512 and -1.5..+2.0% beyond; the own wgmma lost at d64 (-2.0..+1.1%), d128
+  // (-0.4..-27%) and d256 (-0.2..-3.9%). Off in d64's tall tiles (four warpgroups): -2.5 / -3.0% at
+  // unmasked 512 and +0.1..+0.8% at causal 512 / 1k, the rows the API runs them for, though
+  // +1.8..+5.4% from 2k. Off with GQA packing (not timed).
+  static constexpr int kRowSumByTensor =
+      HeadDim_ == 64 && !PackGqa_ && Consumers_ != 4 ? kRowSumInPv : kRowSumByAdds;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;
@@ -307,7 +325,10 @@ struct KernelConfig {
   // beside Q and the K/V ring (head dims up to 128); larger head dims store O from registers.
   // Either way Q is free once the tile's last S = Q K^T has retired, so the producer loads the
   // next tile's Q while this tile's last P V and epilogue still run.
-  static constexpr bool kStagedOutput = 2 * kQBytes + 2 * kStages * kKVStageBytes + kFixedBytes <= kSmemLimit;
+  // The tile of ones P V's ones column reads (kRowSumByTensor): 16 keys of one swizzled column.
+  static constexpr int kOnesBytes = kRowSumByTensor != kRowSumByAdds ? 2 * kSwizzleAtomBytes : 0;
+  static constexpr bool kStagedOutput =
+      2 * kQBytes + 2 * kStages * kKVStageBytes + kOnesBytes + kFixedBytes <= kSmemLimit;
   // Without room for an output tile, at head dims 192 / 256 with two consumer warpgroups, O is
   // staged in the K / V stage of the tile's last key block, warpgroup 0's rows in K and warpgroup
   // 1's in V (a stage has kBlockN rows of shared memory, so at least the 64 a warpgroup needs
@@ -334,12 +355,14 @@ struct KernelConfig {
   // pipeline and it serialised every wgmma (C7511). false: the harness's reference.
   static constexpr bool kNarrowLastBlock = !PackGqa_ && kStagedOutput;
 
-  // Layout: Q | K ring | V ring | O (when staged) | mbarriers. Every tile starts on a swizzle atom.
+  // Layout: Q | K ring | V ring | O (when staged) | ones (kRowSumByTensor) | mbarriers. Every tile
+  // starts on a swizzle atom; the ones lie past every V stage, as kRowSumInPv's LBO needs.
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVStageBytes;
   static constexpr int kOOffset = kVOffset + kStages * kKVStageBytes;
-  static constexpr int kBarrierOffset = kOOffset + (kStagedOutput ? kQBytes : 0);
+  static constexpr int kOnesOffset = kOOffset + (kStagedOutput ? kQBytes : 0);
+  static constexpr int kBarrierOffset = kOnesOffset + kOnesBytes;
   static constexpr int kSmemBytes = kBarrierOffset + kFixedBytes;
   static_assert(kSmemBytes <= kSmemLimit, "shared memory over the sm90 limit");
   static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");

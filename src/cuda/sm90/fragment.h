@@ -28,6 +28,13 @@ __device__ __forceinline__ T (&leading(T (&a)[kM]))[kN] {
   return *reinterpret_cast<T(*)[kN]>(&a[0]);
 }
 
+// The last kN registers (the ones column's accumulators after O's, Cfg::kRowSumByTensor).
+template <int kN, typename T, int kM>
+__device__ __forceinline__ T (&trailing(T (&a)[kM]))[kN] {
+  static_assert(kN <= kM, "a trailing part is no longer than the whole");
+  return *reinterpret_cast<T(*)[kN]>(&a[kM - kN]);
+}
+
 template <typename Element>
 __device__ __forceinline__ uint32_t pack_pair(float lo, float hi);
 template <>

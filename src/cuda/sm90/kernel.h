@@ -3,6 +3,8 @@
 // mainloop + epilogue per tile.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/sm90/epilogue.h"
 #include "cuda/sm90/mainloop_load.h"
 #include "cuda/sm90/mainloop_mma.h"
@@ -51,7 +53,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   auto store_previous = [&]() {
     if (prev.kind == kScores) {
       if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, prev.t.m_block);
-      epilogue.store(o, lse, prev.seq, prev.t);
+      epilogue.store(leading<MainloopMma<Cfg>::kOutAccum>(o), lse, prev.seq, prev.t);
       if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueEnd, prev.t.m_block);
     } else if (prev.kind == kEmpty) {
       epilogue.store_empty(prev.seq, prev.t);
@@ -157,7 +159,8 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     // The stage of the tile's last key block (kv_state has moved one past it): with O staged in
     // K / V (Cfg::kOutputInKV) the epilogue stages there.
     if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, t.m_block);
-    epilogue.store(o, lse, seq, t, kv_state.stage == 0 ? Cfg::kStages - 1 : kv_state.stage - 1);
+    epilogue.store(leading<MainloopMma<Cfg>::kOutAccum>(o), lse, seq, t,
+                   kv_state.stage == 0 ? Cfg::kStages - 1 : kv_state.stage - 1);
     if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueEnd, t.m_block);
   };
   if constexpr (Cfg::kDynamicSchedule) {
@@ -225,6 +228,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
   const SharedTiles<Cfg> tiles{base};
   const SharedBarriers<Cfg> bars{base + Cfg::kBarrierOffset};
   if (threadIdx.x == 0) bars.init();
+  if constexpr (Cfg::kRowSumByTensor != kRowSumByAdds) {
+    // The ones tile, written once; the wgmmas read it through the async proxy.
+    const uint32_t one_pair = std::is_same<typename Cfg::Element, __half>::value ? 0x3C003C00u : 0x3F803F80u;
+    uint32_t* ones = reinterpret_cast<uint32_t*>(smem_raw + (tiles.ones() - smem_address(smem_raw)));
+    for (int i = threadIdx.x; i < Cfg::kOnesBytes / 4; i += Cfg::kThreads) ones[i] = one_pair;
+    fence_proxy_async_smem();
+  }
   trace_start<Cfg>();
   if constexpr (Cfg::kClusterPairs) {
     cluster_sync();  // the peer's barriers exist before any multicast copy or remote arrival

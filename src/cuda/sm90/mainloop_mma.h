@@ -28,10 +28,16 @@ template <class Cfg>
 struct MainloopMma {
   using Element = typename Cfg::Element;
   static constexpr int kSAccum = Cfg::kBlockN / 2;
-  static constexpr int kOAccum = Cfg::kHeadDim / 2;
+  // O's accumulators: the head dim's (kOutAccum, what the epilogue stores), and with the row sums
+  // from the tensor cores four more, the ones column's (Cfg::kRowSumByTensor).
+  static constexpr bool kRowSumByTensor = Cfg::kRowSumByTensor != kRowSumByAdds;
+  static constexpr int kOutAccum = Cfg::kHeadDim / 2;
+  static constexpr int kOAccum = kOutAccum + (kRowSumByTensor ? 4 : 0);
+  static_assert(Cfg::kRowSumByTensor != kRowSumInPv || Cfg::kColumns == 1,
+                "P V's ones column sits one LBO past V's start: V must have one column");
   static constexpr int kPairThreads = 2 * kWarpgroupThreads;
   using Softmax = OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax, Cfg::kMaxSlack, Cfg::kMaxByVote,
-                                Cfg::kKeptMaxUnitRescale>;
+                                Cfg::kKeptMaxUnitRescale, kRowSumByTensor>;
   // A narrowed block's key columns: half the block rounded up to whole 16-key steps of P V.
   static constexpr int kNarrowN = (Cfg::kBlockN / 2 + 15) / 16 * 16;
   static constexpr bool kNarrow = Cfg::kNarrowLastBlock && kNarrowN < Cfg::kBlockN;
@@ -163,11 +169,29 @@ struct MainloopMma {
   template <int kN = Cfg::kBlockN>
   __device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const uint32_t (&prob)[kSAccum / 2], int stage,
                                            int accumulate) const {
-    const uint64_t v = mn_major_descriptor(tiles.v_column(stage, 0), Cfg::kKVColumnBytes);
+    if constexpr (Cfg::kRowSumByTensor == kRowSumInPv) {
+      // N = head dim + 8: V's one column, and one LBO past its start the ones tile, the same 16
+      // keys of it at every step.
+      const uint32_t v_address = tiles.v_column(stage, 0);
+      const uint64_t v = mn_major_descriptor(v_address, tiles.ones() - v_address);
 #pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk) {
-      const uint32_t a[4] = {prob[4 * kk], prob[4 * kk + 1], prob[4 * kk + 2], prob[4 * kk + 3]};
-      WgmmaRS<Element, Cfg::kHeadDim>::run(o, a, advance_descriptor(v, kk * 16 * kLineBytes), kk > 0 ? 1 : accumulate);
+      for (int kk = 0; kk < kN / 16; ++kk) {
+        const uint32_t a[4] = {prob[4 * kk], prob[4 * kk + 1], prob[4 * kk + 2], prob[4 * kk + 3]};
+        WgmmaRS<Element, Cfg::kHeadDim + 8>::run(o, a, advance_descriptor_fixed_lbo_target(v, kk * 16 * kLineBytes),
+                                                 kk > 0 ? 1 : accumulate);
+      }
+    } else {
+      const uint64_t v = mn_major_descriptor(tiles.v_column(stage, 0), Cfg::kKVColumnBytes);
+      const uint64_t ones = mn_major_descriptor(tiles.ones(), Cfg::kKVColumnBytes);
+#pragma unroll
+      for (int kk = 0; kk < kN / 16; ++kk) {
+        const uint32_t a[4] = {prob[4 * kk], prob[4 * kk + 1], prob[4 * kk + 2], prob[4 * kk + 3]};
+        WgmmaRS<Element, Cfg::kHeadDim>::run(leading<kOutAccum>(o), a, advance_descriptor(v, kk * 16 * kLineBytes),
+                                             kk > 0 ? 1 : accumulate);
+        if constexpr (Cfg::kRowSumByTensor == kRowSumOwnWgmma) {
+          WgmmaRS<Element, 8>::run(trailing<4>(o), a, ones, kk > 0 ? 1 : accumulate);
+        }
+      }
     }
   }
 

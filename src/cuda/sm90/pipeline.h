@@ -74,6 +74,8 @@ struct SharedTiles {
   __device__ __forceinline__ uint32_t v_column(int stage, int c) const {
     return base + Cfg::kVOffset + stage * Cfg::kKVStageBytes + c * Cfg::kKVColumnBytes;
   }
+  // All ones (Cfg::kRowSumByTensor): B of P V's ones column.
+  __device__ __forceinline__ uint32_t ones() const { return base + Cfg::kOnesOffset; }
 };
 
 }  // namespace sm90

@@ -41,5 +41,13 @@ __device__ __forceinline__ uint64_t advance_descriptor(uint64_t desc, uint32_t b
   return (desc & ~uint64_t(0xFFFFFFFFu)) | uint32_t(uint32_t(desc) + (bytes >> 4));
 }
 
+// advance_descriptor that also takes `bytes` off the leading byte offset, so the column one LBO
+// past the start stays where it is: P V's ones column (Cfg::kRowSumInPv) reads the same 16 keys of
+// the ones tile at every 16-key step of V. The offset never goes below 0 (the ones tile lies past
+// every V stage), so no borrow crosses from its field into the start address's.
+__device__ __forceinline__ uint64_t advance_descriptor_fixed_lbo_target(uint64_t desc, uint32_t bytes) {
+  return (desc & ~uint64_t(0xFFFFFFFFu)) | uint32_t(uint32_t(desc) + (bytes >> 4) - ((bytes >> 4) << 16));
+}
+
 }  // namespace sm90
 }  // namespace flashattn

@@ -21,8 +21,10 @@ namespace sm90 {
 // shuffles that make a row's max (KernelConfig::kMaxByVote).
 // kKeptMaxUnitRescale (with the vote): where the vote keeps every row's max, the rescale factor
 // is set to 1 instead of computed as exp2(0) (KernelConfig::kKeptMaxUnitRescale).
+// kRowSumByTensor: no sums here; P V's ones column sums each row into O's last four accumulators
+// (KernelConfig::kRowSumByTensor), which the rescales of O scale alike.
 template <int kBlockN, bool kTreeRowMax = false, int kMaxSlack = 0, bool kMaxByVote = false,
-          bool kKeptMaxUnitRescale = false>
+          bool kKeptMaxUnitRescale = false, bool kRowSumByTensor = false>
 struct OnlineSoftmax {
   static constexpr bool kVote = kMaxSlack > 0 && kMaxByVote;
   static constexpr int kAccum = kBlockN / 2;
@@ -246,10 +248,10 @@ struct OnlineSoftmax {
       for (int e = 0; e < 2; ++e) {
         float& x = s[4 * i + 2 * h + e];
         x = fast_exp2(fmaf(x, score_log2, -m_scaled));
-        sum += x;
+        if constexpr (!kRowSumByTensor) sum += x;
       }
     }
-    row_sum[h] = row_sum[h] * rescale[h] + sum;
+    if constexpr (!kRowSumByTensor) row_sum[h] = row_sum[h] * rescale[h] + sum;
   }
 
   // Warp-uniform: true when some row of the warp needs O rescaled after the last update.
@@ -278,13 +280,20 @@ struct OnlineSoftmax {
 
   // Completes the row sums across the quad, applies the single final 1/l to O and returns the
   // natural-log logsumexp per row (-inf for a row that saw no key; its O is 0).
+  // With kRowSumByTensor each thread holds its rows' whole sums: every column of the ones group
+  // (O's last four accumulators: rows h = 0, 1, two columns each) is the row's sum.
   template <int kOAccum>
   __device__ __forceinline__ void finalize(float (&o)[kOAccum], float score_log2, float (&lse)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float l = row_sum[h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      float l;
+      if constexpr (kRowSumByTensor) {
+        l = o[kOAccum - 4 + 2 * h];
+      } else {
+        l = row_sum[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+      }
       const bool seen = l > 0.0f;
       rescale[h] = seen ? 1.0f / l : 0.0f;
       lse[h] = seen ? (row_max[h] * score_log2 + __log2f(l)) * 0.6931471805599453f : -INFINITY;
