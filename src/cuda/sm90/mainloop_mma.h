@@ -78,6 +78,11 @@ struct MainloopMma {
     if constexpr (Cfg::kTurns != kTurnsAtExp) pass_turn_on<kSchedulerBarrier0>();
   }
   static constexpr int kExpRing0 = Cfg::kTurns == kTurnsAtBoth ? Cfg::kExpTurnBarrier0 : kSchedulerBarrier0;
+  // KernelConfig asserts this for the turns its template arguments give; a derived config that
+  // sets kTurns itself (the harness's TurnsAt) is checked here. Session 25's harness gave d64's
+  // four-warpgroup tall tiles both rings that way: warpgroup 3's exp2 ring was barrier 16, which
+  // does not exist.
+  static_assert(kExpRing0 + Cfg::kConsumerWarpgroups <= 16, "16 named barriers an SM");
   // Turns around the exp2 pass (none with Cfg::kTurns == kTurnsAtGemms).
   __device__ __forceinline__ void wait_exp_turn() const {
     if constexpr (Cfg::kTurns != kTurnsAtGemms) {
