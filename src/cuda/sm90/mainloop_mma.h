@@ -187,14 +187,15 @@ struct MainloopMma {
       }
     } else {
       const uint64_t v = mn_major_descriptor(tiles.v_column(stage, 0), Cfg::kKVColumnBytes);
-      const uint64_t ones = mn_major_descriptor(tiles.ones(), Cfg::kKVColumnBytes);
 #pragma unroll
       for (int kk = 0; kk < kN / 16; ++kk) {
         const uint32_t a[4] = {prob[4 * kk], prob[4 * kk + 1], prob[4 * kk + 2], prob[4 * kk + 3]};
         WgmmaRS<Element, Cfg::kHeadDim>::run(leading<kOutAccum>(o), a, advance_descriptor(v, kk * 16 * kLineBytes),
                                              kk > 0 ? 1 : accumulate);
         if constexpr (Cfg::kRowSumByTensor == kRowSumOwnWgmma) {
-          WgmmaRS<Element, 8>::run(trailing<4>(o), a, ones, kk > 0 ? 1 : accumulate);
+          // Any 16 keys of the ones tile: the same descriptor at every step.
+          WgmmaRS<Element, 8>::run(trailing<4>(o), a, mn_major_descriptor(tiles.ones(), Cfg::kKVColumnBytes),
+                                   kk > 0 ? 1 : accumulate);
         }
       }
     }
