@@ -27,6 +27,14 @@ constexpr int kColumnElems = 64;
 constexpr int kLineBytes = 128;
 constexpr int kSwizzleAtomBytes = 8 * kLineBytes;  // 8 lines: the period of the 128B swizzle
 
+// The shared address of 16-byte chunk `chunk` of line `line` of a tile (1024-byte aligned) in the
+// 128-byte swizzle: the chunk index is XORed with address bits 7-9, the line mod 8. Taken from the
+// line's address, a thread keeps one value live where line % 8 beside it was a second (d64's
+// three warpgroups spilled it, session 27).
+__host__ __device__ constexpr uint32_t swizzled_chunk(uint32_t tile, int line, int chunk) {
+  return tile + line * kLineBytes + ((chunk ^ (((tile + line * kLineBytes) >> 7) & 7)) << 4);
+}
+
 // Named barriers (id 0 is __syncthreads): one per consumer warpgroup for its turns (around its
 // GEMMs or its exp2s, KernelConfig::kTurns), then one per consumer warpgroup for its epilogue
 // (KernelConfig::kEpilogueBarrier0), then with O staged in K / V one per consumer warpgroup for

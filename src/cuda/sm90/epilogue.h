@@ -79,8 +79,7 @@ struct Epilogue {
   __device__ __forceinline__ int staged_row0() const { return Cfg::kOutputInKV ? 0 : wg * kRowsPerConsumer; }
   // Address of the 16-byte chunk `chunk` (of kChunksPerRow) of buffer row `row`.
   __device__ __forceinline__ uint32_t staged_chunk(int row, int chunk, int kv_stage) const {
-    const int column = chunk / 8, in_line = chunk % 8;
-    return staged_column(column, kv_stage) + row * kLineBytes + ((in_line ^ (row % 8)) * 16);
+    return swizzled_chunk(staged_column(chunk / 8, kv_stage), row, chunk % 8);
   }
   // Output staged in Q or in a K / V stage: the warpgroup's 4 warps release it once its rows
   // have been read out.

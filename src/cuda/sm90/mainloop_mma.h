@@ -501,23 +501,23 @@ struct MainloopMma {
     trace(kEvProbsReady);
 
     // A narrowed block's P V takes only its first kNarrowN keys: in the first step, or at the end
-    // when it is the tile's only block. narrow_pv stays a flag cleared by the first step: derived
-    // at the end from the block count instead, it changed every kernel's SASS and spilled 16
-    // bytes at head dim 256 (session 12's review).
+    // when it is the tile's only block. That is found again after the loop rather than kept in
+    // a flag across it: the flag was spilled in d64's three warpgroups with the checked max
+    // (session 27), and a branch before the loop spilled 32 bytes there. (Session 12 had chosen
+    // the flag because the block count spilled 16 bytes at head dim 256 then; check_sass finds
+    // no spill in any kernel now.)
     int accumulate = kFirstPvOverwrites ? 0 : 1;
-    bool narrow_pv = kNarrow && narrow;
     --n;
-    if (narrow_pv && n >= range.n_begin) {
+    if (kNarrow && narrow && n >= range.n_begin) {
       block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
       accumulate = 1;
-      narrow_pv = false;
       --n;
     }
     for (; n >= range.n_begin; --n) {
       block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
       accumulate = 1;
     }
-    if (narrow_pv) {
+    if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
       last_pv<kNarrowN>(prob, o, accumulate, v_state);
     } else {
       last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
