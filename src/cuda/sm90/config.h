@@ -303,9 +303,29 @@ struct KernelConfig {
   // 512 / causal 512 and -1.5..+2.0% beyond; the own wgmma lost at d64 (-2.0..+1.1%), d128
   // (-0.4..-27%) and d256 (-0.2..-3.9%). Off in d64's tall tiles (four warpgroups): -2.5 / -3.0% at
   // unmasked 512 and +0.1..+0.8% at causal 512 / 1k, the rows the API runs them for, though
-  // +1.8..+5.4% from 2k. Off with GQA packing (not timed).
+  // +1.8..+5.4% from 2k. Off with GQA packing (not timed), and under the checked max (below),
+  // which reads the sums before P V: d64's three warpgroups traded them for it in session 27.
+  // Checked max (MainloopMma::checked_probabilities): after a tile's first block the exp2s
+  // subtract each row's kept max without the block's row max (one FMNMX a score, the vote and
+  // its compares, in a softmax bound by instruction issue). Each thread's row sums then check
+  // that no exp2 passed the bound (MainloopMma::kKeptSumBound); a warp where one did computes S
+  // again with mma.sync from Q and the block's K, which stay until the check, and takes the block
+  // with its own max. The tile's last block (whose Q is released early) and warps with a row
+  // that has seen no key take the block's max as before. Needs the sums by adds (below). Session
+  // 27's harness (3 rounds) against the same kernels without it, on the rows the API runs them
+  // for: d64's dynamic three warpgroups (unmasked from 1k, causal from 4k) 0.0..+3.0%, its static
+  // ones (causal 1k-4k) -0.7..+1.4% (+1.7..+3.0% unmasked from 2k); d128's cluster pairs
+  // (unmasked from 4k) 0.0..+0.7%, its dynamic kernel (unmasked 2k-4k) +0.1%, +1.3 / +1.4% at
+  // unmasked 8k / 16k (rows the pairs refuse) and -0.6..-1.7% causal (rows it runs only with
+  // windows past 2k keys); the tall d128 tiles +0.9 / +1.7% at causal 8k / 16k; GQA packing at
+  // d128 +2.3% (causal 2k / 8k). Off where session 26 saw no gain: the static d128 kernel
+  // (level), d64's two-warpgroup kernel (-15% unmasked: its exp2 turns lose their stagger, as
+  // with the adds of session 25), d64's tall tiles (-2.6% at causal 512), d256 (-1.1..+1.3%).
+  // ClusterPairsConfig sets it for itself (it derives from the static schedule).
+  static constexpr bool kCheckedMax = (HeadDim_ == 128 && (Dynamic_ || PackGqa_ || Consumers_ == 3)) ||
+                                      (HeadDim_ == 64 && Consumers_ == 3);
   static constexpr int kRowSumByTensor =
-      HeadDim_ == 64 && !PackGqa_ && Consumers_ != 4 ? kRowSumInPv : kRowSumByAdds;
+      HeadDim_ == 64 && !PackGqa_ && Consumers_ != 4 && !kCheckedMax ? kRowSumInPv : kRowSumByAdds;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;
@@ -447,6 +467,9 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // +3.5% at 8k, +4.5% at 16k, rows the API ran it for until session 21; exp2 turns alone, session 16:
   // -6..-10%); around the GEMMs at head dim 128 (other placements not timed with clusters).
   static constexpr int kTurns = HeadDim_ == 256 ? kTurnsAtBoth : kTurnsAtGemms;
+  // The checked max at head dim 128 (KernelConfig::kCheckedMax; session 26: -0.9..+3.5%), whose
+  // row sums are the adds there.
+  static constexpr bool kCheckedMax = HeadDim_ == 128;
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");

@@ -19,6 +19,7 @@
 #include "cuda/sm90/smem_descriptor.h"
 #include "cuda/sm90/softmax.h"
 #include "cuda/sm90/tile_scheduler.h"
+#include "cuda/sm90/warp_scores.h"
 #include "cuda/sm90/wgmma_ops.h"
 
 namespace flashattn {
@@ -38,6 +39,14 @@ struct MainloopMma {
   static constexpr int kPairThreads = 2 * kWarpgroupThreads;
   using Softmax = OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax, Cfg::kMaxSlack, Cfg::kMaxByVote,
                                 Cfg::kKeptMaxUnitRescale, kRowSumByTensor>;
+  // The checked max (Cfg::kCheckedMax) reads each row's sum before P V, and has no row max for a
+  // hook after it; serial steps keep their own order.
+  static_assert(!Cfg::kCheckedMax || (!kRowSumByTensor && !Cfg::kReleaseVAfterMax && !Cfg::kSerialSteps),
+                "the checked max needs the row sums by adds, overlapped steps and no hook after the max");
+  // The checked max's bound on a thread's sum of a row's exp2s in one block (kept_max_held), so
+  // on each exp2: 2^15 in fp16 (largest finite 65504), 2^24 in bf16. P stays finite in the
+  // 16-bit type, and O's fp32 sums keep headroom (2^104 in bf16) for V.
+  static constexpr float kKeptSumBound = std::is_same<Element, __half>::value ? 32768.0f : 16777216.0f;
   // A narrowed block's key columns: half the block rounded up to whole 16-key steps of P V.
   static constexpr int kNarrowN = (Cfg::kBlockN / 2 + 15) / 16 * 16;
   static constexpr bool kNarrow = Cfg::kNarrowLastBlock && kNarrowN < Cfg::kBlockN;
@@ -208,11 +217,10 @@ struct MainloopMma {
   // mask; only the first kN / 2 registers of S are looked at). in_exp_turn runs after the exp2s,
   // inside the exp2 turn where there is one (serial steps' O rescale, Cfg::kRescaleInExpTurn);
   // after_max between the row max and the exp2s (Cfg::kReleaseVAfterMax), before the exp2 turn.
-  template <int kN = Cfg::kBlockN, class InExpTurn = NothingInTurn, class AfterMax = NothingInTurn>
-  __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], Softmax& softmax,
-                                                          const SequenceInfo& seq, const TileCoord& t,
-                                                          int n_block, InExpTurn in_exp_turn = {},
-                                                          AfterMax after_max = {}) const {
+  // The soft cap and the mask on one block's S (the first kN / 2 registers).
+  template <int kN = Cfg::kBlockN>
+  __device__ __forceinline__ void transform_scores(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
+                                                   int n_block) const {
     if (p.score_pre != 0.0f) OnlineSoftmax<kN>::apply_softcap(leading<kN / 2>(s), p.score_pre);
     if constexpr (Cfg::kPackGqa) {
       if (tile_block_needs_mask<Cfg>(p, seq, t.m_block, n_block)) {
@@ -225,6 +233,14 @@ struct MainloopMma {
       OnlineSoftmax<Cfg::kBlockN>::template apply_mask<kN / 8, Cfg::kMaskByBits>(
           s, p, seq, t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer, n_block, FragmentPosition::of_thread(thread));
     }
+  }
+
+  template <int kN = Cfg::kBlockN, class InExpTurn = NothingInTurn, class AfterMax = NothingInTurn>
+  __device__ __forceinline__ void scores_to_probabilities(float (&s)[kSAccum], Softmax& softmax,
+                                                          const SequenceInfo& seq, const TileCoord& t,
+                                                          int n_block, InExpTurn in_exp_turn = {},
+                                                          AfterMax after_max = {}) const {
+    transform_scores<kN>(s, seq, t, n_block);
     constexpr bool kHookAfterMax = !std::is_same<AfterMax, NothingInTurn>::value;
     if constexpr (Cfg::kTurns == kTurnsAtGemms && !kHookAfterMax) {
       softmax.template update<kN / 8>(s, p.score_log2);
@@ -413,6 +429,18 @@ struct MainloopMma {
         softmax.rescale_output_where_moved(o);
       }
       trace(kEvProbsReady);
+    } else if constexpr (Cfg::kCheckedMax) {
+      wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
+      pin_registers(s);
+      // The kept max where the warp's rows all have one, except on the tile's last block, whose
+      // Q is released as soon as S has retired (the next tile's Q loads under the rest of this
+      // one; held until the softmax's end, d64's unmasked 512 lost 9%). Elsewhere K (and Q) stay
+      // until the check has passed: a warp that fails it computes S again from them.
+      const bool kept_max = n != range.n_begin && softmax.every_row_has_max();
+      if (!kept_max) release_scores_operands(k_state, n == range.n_begin);
+      trace(kEvSReady);
+      checked_probabilities(s, o, prob, softmax, seq, t, n, kept_max, k_state, v_state);
+      softmax.rescale_output_where_moved(o);
     } else {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
@@ -450,6 +478,61 @@ struct MainloopMma {
     release_kv(bars.v_empty(v_state.stage));
     v_state.advance();
     trace(kEvPvDone);
+  }
+
+  // One round of a block's softmax with the checked max (Cfg::kCheckedMax): the soft cap and the
+  // mask, each row's max (kept: every row of the warp has one; else made from the block's
+  // scores), the exp2s (in the exp2 turn where there is one and `in_turn`), and with a kept max
+  // the warp's vote that every exp2 stayed within the bound. Returns whether the block is done:
+  // false leaves s holding exp2s that cannot be used (rare: the maxes came from earlier blocks'
+  // scores), and the warp computes S again (recompute_scores) for a round with the block's own
+  // max, outside the exp2 turn it has passed.
+  __device__ __forceinline__ bool checked_round(float (&s)[kSAccum], Softmax& softmax, const SequenceInfo& seq,
+                                                const TileCoord& t, int n, bool kept_max, bool in_turn) const {
+    transform_scores(s, seq, t, n);
+    float m_scaled[2], block_sum[2];
+    if (kept_max) {
+      softmax.keep_row_maxes(p.score_log2, m_scaled);
+    } else {
+      softmax.settle_max(s, p.score_log2, m_scaled);
+    }
+    if (in_turn) wait_exp_turn();
+    softmax.exponentiate_block(s, p.score_log2, m_scaled, block_sum);
+    if (in_turn) pass_exp_turn();
+    const bool done = !kept_max || softmax.kept_max_held(block_sum, kKeptSumBound);
+    if (done) softmax.add_block_sums(block_sum);
+    return done;
+  }
+
+  // S of this warp's rows for the block of K stage `stage` again, with mma.sync (warp_scores.h).
+  __device__ __forceinline__ void recompute_scores(float (&s)[kSAccum], int stage) const {
+    warp_scores<Element, Cfg::kHeadDim, Cfg::kBlockN>(s, tiles.q_column(0), Cfg::kQColumnBytes, tiles.k_column(stage, 0),
+                                                      Cfg::kKVColumnBytes, wg * kRowsPerConsumer + 16 * (thread / 32),
+                                                      thread % 32);
+  }
+
+  // A block's softmax with the checked max and the wait for the previous block's P V; K (held
+  // where kept_max) is released once the block is done. Every warp of the warpgroup reaches the
+  // P V wait (retire_previous_pv, a wgmma.wait_group, .aligned) at one PC: a warp whose check
+  // failed computes S again with mma.sync after it, in a second copy of the round outside the
+  // exp2 turn. Session 26 tried two other forms: the wait inside the failing warp's branch broke
+  // .aligned (synccheck: per-warp PCs of wgmma.wait_group); a loop over checked_round with the
+  // mma.sync beside the previous P V lost 15% in the static d128 kernel.
+  __device__ __forceinline__ void checked_probabilities(float (&s)[kSAccum], float (&o)[kOAccum],
+                                                        uint32_t (&prob)[kSAccum / 2], Softmax& softmax,
+                                                        const SequenceInfo& seq, const TileCoord& t, int n,
+                                                        bool kept_max, PipelineState<Cfg::kStages>& k_state,
+                                                        PipelineState<Cfg::kStages>& v_state) const {
+    const int stage = k_state.stage;
+    const bool done = checked_round(s, softmax, seq, t, n, kept_max, true);
+    if (done && kept_max) release_scores_operands(k_state, false);
+    retire_previous_pv(o, prob, v_state);
+    if (!done) {
+      recompute_scores(s, stage);
+      checked_round(s, softmax, seq, t, n, false, false);
+      release_scores_operands(k_state, false);
+    }
+    trace(kEvProbsReady);
   }
 
   // The tile's last P V: of the block the loop visited last (kPvN of its keys).

@@ -23,6 +23,8 @@ namespace sm90 {
 // is set to 1 instead of computed as exp2(0) (KernelConfig::kKeptMaxUnitRescale).
 // kRowSumByTensor: no sums here; P V's ones column sums each row into O's last four accumulators
 // (KernelConfig::kRowSumByTensor), which the rescales of O scale alike.
+// Checked max (keep_row_maxes, exponentiate_block, kept_max_held; KernelConfig::kCheckedMax): after a tile's first block the
+// exp2s subtract the kept max without a look at the block's scores, and the sums check them after.
 template <int kBlockN, bool kTreeRowMax = false, int kMaxSlack = 0, bool kMaxByVote = false,
           bool kKeptMaxUnitRescale = false, bool kRowSumByTensor = false>
 struct OnlineSoftmax {
@@ -252,6 +254,53 @@ struct OnlineSoftmax {
       }
     }
     if constexpr (!kRowSumByTensor) row_sum[h] = row_sum[h] * rescale[h] + sum;
+  }
+
+  // The checked max's pieces (MainloopMma::checked_probabilities). Each row keeps its max: O
+  // needs no rescale; returns the maxes times score_log2 as settle_max does.
+  __device__ __forceinline__ void keep_row_maxes(float score_log2, float (&m_scaled)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) m_scaled[h] = keep_row_max(h, score_log2);
+  }
+
+  // The exp2s of both rows against m_scaled, and each row's sum of them in block_sum (not yet
+  // added to the row's: add_block_sums, once the block is taken).
+  template <int kChunks = kBlockN / 8>
+  __device__ __forceinline__ void exponentiate_block(float (&s)[kAccum], float score_log2, const float (&m_scaled)[2],
+                                                     float (&block_sum)[2]) const {
+    static_assert(!kRowSumByTensor, "the checked max reads the row sums before P V");
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[4 * i + 2 * h + e];
+          x = fast_exp2(fmaf(x, score_log2, -m_scaled[h]));
+          sum += x;
+        }
+      }
+      block_sum[h] = sum;
+    }
+  }
+
+  __device__ __forceinline__ void add_block_sums(const float (&block_sum)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) row_sum[h] = row_sum[h] * rescale[h] + block_sum[h];
+  }
+
+  // Warp-uniform: whether every row of the warp has seen a key (a finite max), as the kept max
+  // needs: a row without one has nothing to keep, and its first exp2s need the block's max.
+  __device__ __forceinline__ bool every_row_has_max() const {
+    return __all_sync(0xffffffffu, row_max[0] != -INFINITY && row_max[1] != -INFINITY);
+  }
+
+  // Warp-uniform: whether each thread's sum of each row's exp2s of the block is within `bound`
+  // (so every exp2 is: P stays finite in the 16-bit type, MainloopMma::kKeptSumBound). Inf and
+  // NaN fail.
+  __device__ __forceinline__ static bool kept_max_held(const float (&block_sum)[2], float bound) {
+    return __all_sync(0xffffffffu, block_sum[0] <= bound && block_sum[1] <= bound);
   }
 
   // Warp-uniform: true when some row of the warp needs O rescaled after the last update.
