@@ -48,6 +48,11 @@ struct Case {
   // block's row max passes the running one by more than the kernels' slack (KernelConfig::
   // kMaxSlack, 8 log2 units) several times a row, and O is rescaled mid-row.
   float key_ramp = 0.0f;
+  // Key rows in the first half scaled by this (0: none): the kernels visit a row's key blocks
+  // from the last, so its scores jump up mid-row, past the kept max of the checked max
+  // (KernelConfig::kCheckedMax) by tens of log2 units (12) or by enough that the exp2s against it
+  // overflow to inf (64); the warp then computes S again (MainloopMma::checked_probabilities).
+  float early_key_boost = 0.0f;
   Layout layout = Layout::kPacked;
   bool with_lse = true;
   bool varlen() const { return !lens_q.empty(); }
@@ -129,7 +134,7 @@ float from_bits(uint16_t b, DType dt) {
 }
 
 void make_operand(Operand16* op, const Case& c, int64_t rows, int heads, std::mt19937* rng, bool random,
-                  float row_ramp = 0.0f) {
+                  float row_ramp = 0.0f, float early_boost = 0.0f) {
   op->batch = c.batch, op->heads = heads, op->d = c.headdim, op->rows = rows, op->varlen = c.varlen();
   op->st = make_strides(c.layout, rows, heads, c.headdim);
   const int64_t n = std::max<int64_t>(op->storage(), 1);
@@ -141,7 +146,8 @@ void make_operand(Operand16* op, const Case& c, int64_t rows, int heads, std::mt
       for (int64_t r = 0; r < rows; ++r)
         for (int h = 0; h < heads; ++h)
           for (int k = 0; k < c.headdim; ++k) {
-            const uint16_t bits = to_bits(normal(*rng) * (1.0f + row_ramp * float(r) / float(rows)), c.dtype);
+            const float boost = early_boost > 0.0f && r < rows / 2 ? early_boost : 1.0f;
+            const uint16_t bits = to_bits(normal(*rng) * boost * (1.0f + row_ramp * float(r) / float(rows)), c.dtype);
             op->host[op->offset(b, r, h) + k] = bits;
             op->packed[op->packed_index(b, r, h, k)] = from_bits(bits, c.dtype);
           }
@@ -186,7 +192,7 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
   const int64_t rows_q = varlen ? cu_q.back() : c.seqlen_q, rows_k = varlen ? cu_k.back() + c.extra_k : c.seqlen_k;
   Operand16 q, k, v, o;
   make_operand(&q, cc, rows_q, c.heads_q, &rng, true);
-  make_operand(&k, cc, rows_k, c.heads_kv, &rng, true, c.key_ramp);
+  make_operand(&k, cc, rows_k, c.heads_kv, &rng, true, c.key_ramp, c.early_key_boost);
   make_operand(&v, cc, rows_k, c.heads_kv, &rng, true);
   make_operand(&o, cc, rows_q, c.heads_q, &rng, false);
   // NaN (0xFFFF) in the device copies of the k/v rows no sequence uses: past seqused_k, and
@@ -471,6 +477,23 @@ std::vector<Case> cases() {
   growing("growing_scores_long_d128_bf16", bf, 128, 1, 150, 2200, 2, 1, false);
   growing("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false);
   growing("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1, true);
+  // Scores that jump up mid-row (early_key_boost): the API's static d128 kernel (up to 2k keys,
+  // no checked max), and the kernels with the checked max: d128's dynamic one (past 2k), its
+  // cluster pairs (unmasked from 4k keys, an even number of query tiles), d64's static three
+  // warpgroups (causal 1025 to 4k keys) and its dynamic ones (unmasked past 512); exp2s past the
+  // bound, and past fp32's range. The tall-tile and packing suites have their own.
+  const auto rising = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal,
+                          float boost) {
+    Case g = make(name, dt, d, b, sq, sk, hq, hkv);
+    g.causal = causal, g.early_key_boost = boost, v.push_back(g);
+  };
+  rising("rising_scores_d128_bf16", bf, 128, 2, 300, 700, 2, 2, false, 12.0f);
+  rising("rising_scores_overflow_d128_fp16", fp, 128, 2, 300, 700, 2, 1, false, 64.0f);
+  rising("rising_scores_causal_d128_bf16", bf, 128, 1, 700, 700, 2, 2, true, 64.0f);
+  rising("rising_scores_long_d128_fp16", fp, 128, 1, 150, 2200, 2, 1, false, 12.0f);
+  rising("rising_scores_cluster_d128_bf16", bf, 128, 1, 256, 4200, 2, 2, false, 64.0f);
+  rising("rising_scores_causal_d64_bf16", bf, 64, 1, 1300, 1300, 2, 2, true, 12.0f);
+  rising("rising_scores_overflow_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false, 64.0f);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
   // seqused: zero, full and ragged used lengths; masks align to the used lengths, and rows of
@@ -688,6 +711,11 @@ std::vector<Case> pack_gqa_cases() {
   c.lens_q = {64, 3, 65}, c.lens_k = {64, 250, 300}, c.softcap = 20.0f, v.push_back(c);
   c = make("g4_varlen_seqused_q_fp16", fp, 128, 0, 0, 0, 4, 1);
   c.lens_q = {20, 40}, c.lens_k = {200, 81}, c.used_q = {13, 40}, c.causal = true, v.push_back(c);
+  // Scores that jump up mid-row on the packed d128 kernel (the checked max's fallback): past the
+  // bound, and past fp32's range.
+  c = make("g4_rising_scores_q40_k700_bf16", bf, 128, 2, 40, 700, 8, 2), c.early_key_boost = 12.0f, v.push_back(c);
+  c = make("g2_rising_scores_causal_q300_k900_fp16", fp, 128, 1, 300, 900, 4, 2), c.causal = true;
+  c.early_key_boost = 64.0f, v.push_back(c);
   return v;
 }
 
@@ -1200,6 +1228,11 @@ std::vector<Case> tall_tile_cases() {
   c = make("tall_growing_scores_causal_q600_k600_bf16", bf, 128, 1, 600, 600, 2, 2), c.causal = true;
   c.key_ramp = 6.0f, v.push_back(c);
   c = make("tall_waves_causal_q1000_k1000_bf16", bf, 128, 4, 1000, 1000, 8, 8), c.causal = true, v.push_back(c);
+  // Scores that jump up mid-row (the checked max's fallback, with three warpgroups a tile).
+  c = make("tall_rising_scores_causal_q700_k700_bf16", bf, 128, 1, 700, 700, 2, 2), c.causal = true;
+  c.early_key_boost = 12.0f, v.push_back(c);
+  c = make("tall_rising_scores_overflow_q300_k1000_fp16", fp, 128, 2, 300, 1000, 2, 1), c.early_key_boost = 64.0f;
+  v.push_back(c);
   // Head dim 64: four warpgroups, 256-row tiles.
   c = make("tall_d64_causal_700_rowless_bf16", bf, 64, 2, 700, 700, 4, 4), c.causal = true, v.push_back(c);
   c = make("tall_d64_causal_600_two_rowless_fp16", fp, 64, 1, 600, 600, 4, 2), c.causal = true, v.push_back(c);
@@ -1256,6 +1289,10 @@ std::vector<Case> cluster_pair_cases() {
   v.push_back(c);
   // 72 pairs: more than the pairs that fit on an H100 / H200 at once (66), so a second, partial wave.
   v.push_back(make("cluster_d128_waves_q512_k256_gqa_bf16", bf, 128, 4, 512, 256, 9, 3));
+  // Scores that jump up mid-row, past fp32's range against the kept max (the checked max's
+  // fallback, with K held in both CTAs of a pair).
+  c = make("cluster_d128_rising_scores_q256_k1000_fp16", fp, 128, 2, 256, 1000, 2, 2), c.early_key_boost = 64.0f;
+  v.push_back(c);
   return v;
 }
 
