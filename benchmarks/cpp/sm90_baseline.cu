@@ -19,4 +19,14 @@ Status sm90_baseline_forward_bf16(const AttentionProblem& p) {
   }
 }
 
+// The static schedule's kernel (the API's for causal d128 and all of d256).
+Status sm90_baseline_forward_static_bf16(const AttentionProblem& p) {
+  switch (p.headdim) {
+    case 64: return sm90_baseline::launch_forward<sm90_baseline::StaticScheduleConfig<64, __nv_bfloat16>>(p);
+    case 128: return sm90_baseline::launch_forward<sm90_baseline::StaticScheduleConfig<128, __nv_bfloat16>>(p);
+    case 256: return sm90_baseline::launch_forward<sm90_baseline::StaticScheduleConfig<256, __nv_bfloat16>>(p);
+    default: return Status::Unsupported("baseline: head dim not built");
+  }
+}
+
 }  // namespace flashattn

@@ -36,6 +36,7 @@ using namespace flashattn;
 #ifdef FLASHATTN_SM90_BASELINE
 namespace flashattn {
 Status sm90_baseline_forward_bf16(const AttentionProblem& p);
+Status sm90_baseline_forward_static_bf16(const AttentionProblem& p);
 }
 #endif
 
@@ -149,6 +150,7 @@ struct TurnsAt : Base {
 // or not (KernelConfig::kRescaleInExpTurn).
 template <class Base, bool kRescaleIn = false>
 struct SerialSteps : Base {
+  static constexpr bool kCheckedMax = false;  // serial steps keep the row max
   static constexpr bool kSerialSteps = true;
   static constexpr bool kRescaleInExpTurn = kRescaleIn;
 };
@@ -173,6 +175,7 @@ struct Traced : Base {
 // and rescaling O there too or not (KernelConfig::kReleaseVAfterMax, kRescaleAfterMax).
 template <class Base, bool kRescale = false>
 struct ReleaseVAfterMax : Base {
+  static constexpr bool kCheckedMax = false;  // the hook needs a row max
   static constexpr bool kReleaseVAfterMax = true;
   static constexpr bool kRescaleAfterMax = kRescale;
 };
@@ -200,12 +203,18 @@ template <class Base, int Mode>
 struct RowSum : Base {
   static_assert(Mode != sm90::kRowSumInPv || Base::kColumns == 1, "the ones column needs V's LBO free: one column");
   static constexpr int kRowSumByTensor = Mode;
+  static constexpr bool kCheckedMax = Base::kCheckedMax && Mode == sm90::kRowSumByAdds;  // it reads the adds
   static constexpr bool kAddsOnes = Mode != sm90::kRowSumByAdds && Base::kOnesBytes == 0;
   static constexpr int kOnesBytes = kAddsOnes ? 2 * sm90::kSwizzleAtomBytes : Base::kOnesBytes;
   static constexpr int kOnesOffset = kAddsOnes ? Base::kBarrierOffset : Base::kOnesOffset;
   static constexpr int kBarrierOffset = kAddsOnes ? Base::kBarrierOffset + kOnesBytes : Base::kBarrierOffset;
   static constexpr int kSmemBytes = kBarrierOffset + Base::kFixedBytes;
   static_assert(kSmemBytes <= Base::kSmemLimit, "shared memory over the sm90 limit");
+};
+// The same kernel with the checked max on or off (KernelConfig::kCheckedMax).
+template <class Base, bool kOn = true>
+struct CheckedMax : Base {
+  static constexpr bool kCheckedMax = kOn;
 };
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
@@ -290,6 +299,9 @@ const Variant kVariants[] = {
     {64, "baseline", sm90_baseline_forward_bf16},
     {128, "baseline", sm90_baseline_forward_bf16},
     {256, "baseline", sm90_baseline_forward_bf16},
+    {64, "baseline_static", sm90_baseline_forward_static_bf16},
+    {128, "baseline_static", sm90_baseline_forward_static_bf16},
+    {256, "baseline_static", sm90_baseline_forward_static_bf16},
 #endif
     // hdim 64 runs three consumer warpgroups (192-row tiles); "_plain_loop": the epilogue not
     // overlapped with the next tile's first S (as in v6).
@@ -627,14 +639,33 @@ const Variant kVariants[] = {
     // tall tiles with it, -2.5 / -3.0% at unmasked 512 in calls 2 / 3), or an m64n8k16 of its own
     // a 16-key step (`_rowsum8`; lost at d64, d128 and d256 in call 2). Outputs differ from their
     // twins' by the rounding of the sums (those of the 16-bit P now).
-    {64, "n128_s4_rowsumadds", run_cfg<RowSum<sm90::StaticScheduleConfig<64, __nv_bfloat16>, sm90::kRowSumByAdds>>},
+    {64, "n128_s4_rowsumadds", run_cfg<RowSum<CheckedMax<sm90::StaticScheduleConfig<64, __nv_bfloat16>, false>, sm90::kRowSumByAdds>>},
     {64, "n128_s4_rowsum8", run_cfg<RowSum<sm90::StaticScheduleConfig<64, __nv_bfloat16>, sm90::kRowSumOwnWgmma>>},
-    {64, "n128_s4_dyn_rowsumadds", run_cfg<RowSum<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>, sm90::kRowSumByAdds>>},
+    {64, "n128_s4_dyn_rowsumadds", run_cfg<RowSum<CheckedMax<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>, false>, sm90::kRowSumByAdds>>},
     {64, "n64_s8_4wg_tall_rowsum", run_cfg<RowSum<sm90::TallTilesConfig<64, __nv_bfloat16>, sm90::kRowSumInPv>>},
     {64, "n128_s4_2wg_rowsumadds", run_cfg<RowSum<sm90::ShortRowsConfig<64, __nv_bfloat16>, sm90::kRowSumByAdds>>},
     {128, "n128_s2_rowsum8", run_cfg<RowSum<sm90::StaticScheduleConfig<128, __nv_bfloat16>, sm90::kRowSumOwnWgmma>>},
     {128, "n128_s2_cluster_rowsum8", run_cfg<RowSum<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kRowSumOwnWgmma>>, 0},
     {256, "n64_s2_rowsum8", run_cfg<RowSum<sm90::StaticScheduleConfig<256, __nv_bfloat16>, sm90::kRowSumOwnWgmma>>},
+    // Session 26: the checked max (KernelConfig::kCheckedMax): no row max after a tile's first
+    // block, the sums check the exp2s after, a warp that fails computes S again. On in d128's
+    // dynamic kernel, cluster pairs, tall tiles and GQA packing, and d64's three warpgroups (with
+    // the adds); `_unchecked`: those kernels without it (d64's with the row sums from the tensor
+    // cores, session 25's). `_checked` where it is off: d128's static kernel, d256, d64's two and
+    // four warpgroups.
+    {128, "n128_s2_checked", run_cfg<CheckedMax<sm90::StaticScheduleConfig<128, __nv_bfloat16>>>},
+    {128, "n128_s2_dyn_unchecked", run_cfg<CheckedMax<TileCfg<128, 128, 2, true>, false>>},
+    {128, "n128_s2_cluster_unchecked", run_cfg<CheckedMax<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false>>, 0},
+    {128, "n64_s2_3wg_tall", run_cfg<sm90::TallTilesConfig<128, __nv_bfloat16>>},
+    {128, "n64_s2_3wg_tall_unchecked", run_cfg<CheckedMax<sm90::TallTilesConfig<128, __nv_bfloat16>, false>>},
+    {128, "n128_s2_dyn_pack_gqa_unchecked", run_cfg<CheckedMax<sm90::PackGqaConfig<128, __nv_bfloat16>, false>>, -1, true},
+    {256, "n64_s2_checked", run_cfg<CheckedMax<sm90::StaticScheduleConfig<256, __nv_bfloat16>>>},
+    {64, "n128_s4_unchecked", run_cfg<RowSum<CheckedMax<sm90::StaticScheduleConfig<64, __nv_bfloat16>, false>, sm90::kRowSumInPv>>},
+    {64, "n128_s4_dyn_unchecked", run_cfg<RowSum<CheckedMax<TileCfg<64, 128, 4, true>, false>, sm90::kRowSumInPv>>},
+    {64, "n128_s4_2wg_short", run_cfg<sm90::ShortRowsConfig<64, __nv_bfloat16>>},
+    {64, "n128_s4_2wg_checked", run_cfg<CheckedMax<RowSum<sm90::ShortRowsConfig<64, __nv_bfloat16>, sm90::kRowSumByAdds>>>},
+    {64, "n64_s8_4wg_tall", run_cfg<sm90::TallTilesConfig<64, __nv_bfloat16>>},
+    {64, "n64_s8_4wg_tall_checked", run_cfg<CheckedMax<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
 };
 
 }  // namespace
