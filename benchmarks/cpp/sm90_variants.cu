@@ -666,6 +666,14 @@ const Variant kVariants[] = {
     {64, "n128_s4_2wg_checked", run_cfg<CheckedMax<RowSum<sm90::ShortRowsConfig<64, __nv_bfloat16>, sm90::kRowSumByAdds>>>},
     {64, "n64_s8_4wg_tall", run_cfg<sm90::TallTilesConfig<64, __nv_bfloat16>>},
     {64, "n64_s8_4wg_tall_checked", run_cfg<CheckedMax<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
+    // Session 28: the static d128 kernel with the checked max under turns that keep the two
+    // warpgroups' stagger whatever the softmax's length (session 25 call 7): around the GEMMs, or
+    // around both; `_gemmturns_slack8`: the GEMM turns without it.
+    {128, "n128_s2_gemmturns_slack8", run_cfg<TurnsAt<sm90::StaticScheduleConfig<128, __nv_bfloat16>, sm90::kTurnsAtGemms>>},
+    {128, "n128_s2_gemmturns_checked",
+     run_cfg<CheckedMax<TurnsAt<sm90::StaticScheduleConfig<128, __nv_bfloat16>, sm90::kTurnsAtGemms>>>},
+    {128, "n128_s2_bothturns_checked",
+     run_cfg<CheckedMax<TurnsAt<sm90::StaticScheduleConfig<128, __nv_bfloat16>, sm90::kTurnsAtBoth>>>},
 };
 
 }  // namespace
