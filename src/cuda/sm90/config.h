@@ -309,8 +309,8 @@ struct KernelConfig {
   // subtract each row's kept max without the block's row max (one FMNMX a score, the vote and
   // its compares, in a softmax bound by instruction issue). Each thread's row sums then check
   // that no exp2 passed the bound (MainloopMma::kKeptSumBound); a warp where one did computes S
-  // again with mma.sync from Q and the block's K, which stay until the check, and takes the block
-  // with its own max. The tile's last block (whose Q is released early) and warps with a row
+  // again with mma.sync from Q and the block's K (kFallbackKeysFromGlobal, below), and takes the
+  // block with its own max. The tile's last block (whose Q is released early) and warps with a row
   // that has seen no key take the block's max as before. Needs the sums by adds (below). Session
   // 27's harness (3 rounds) against the same kernels without it, on the rows the API runs them
   // for: d64's dynamic three warpgroups (unmasked from 1k, causal from 4k) 0.0..+3.0%, its static
@@ -321,11 +321,21 @@ struct KernelConfig {
   // d128 +2.3% (causal 2k / 8k). Off where session 26 saw no gain: the static d128 kernel
   // (level), d64's two-warpgroup kernel (-15% unmasked: its exp2 turns lose their stagger, as
   // with the adds of session 25), d64's tall tiles (-2.6% at causal 512), d256 (-1.1..+1.3%).
+  // Session 28, with the fallback's K from global memory, against the API's kernels without it:
+  // the static d128 kernel -0.4 / -0.1 / +1.3% at unmasked 512 / 1k / 2k and +0.8% at causal
+  // 2k-8k, but -3.6% at causal 512; d256 -2.6..+1.8%. Both stay off.
   // ClusterPairsConfig sets it for itself (it derives from the static schedule).
   static constexpr bool kCheckedMax = (HeadDim_ == 128 && (Dynamic_ || PackGqa_ || Consumers_ == 3)) ||
                                       (HeadDim_ == 64 && Consumers_ == 3);
   static constexpr int kRowSumByTensor =
       HeadDim_ == 64 && !PackGqa_ && Consumers_ != 4 && !kCheckedMax ? kRowSumInPv : kRowSumByAdds;
+  // The checked max's fallback reads the block's K from global memory (warp_scores.h), so the
+  // K stage is released as soon as S has retired rather than held until the check (false, as in
+  // sessions 26-27): the held K kept the producer's next load waiting. Session 28's harness (3
+  // rounds) against the held form: d64's three warpgroups +0.9..+3.5% on every row, d128's
+  // dynamic kernel +0.3..+3.4% unmasked (-1.3..+0.8% causal), its pairs -0.2..+0.9%, its tall
+  // tiles -1.2..+2.7% (+0.6..+2.4% causal).
+  static constexpr bool kFallbackKeysFromGlobal = true;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;

@@ -106,6 +106,10 @@ Status launch_forward(const AttentionProblem& pb) {
   }
   if (!s.ok()) return s;
 
+  kp.k = pb.k.data;
+  kp.k_batch_stride = pb.k.batch_stride;
+  kp.k_row_stride = pb.k.row_stride;
+  kp.k_head_stride = pb.k.head_stride;
   kp.out = pb.out.data;
   kp.out_batch_stride = pb.out.batch_stride;
   kp.out_row_stride = pb.out.row_stride;

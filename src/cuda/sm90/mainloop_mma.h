@@ -434,10 +434,11 @@ struct MainloopMma {
       pin_registers(s);
       // The kept max where the warp's rows all have one, except on the tile's last block, whose
       // Q is released as soon as S has retired (the next tile's Q loads under the rest of this
-      // one; held until the softmax's end, d64's unmasked 512 lost 9%). Elsewhere K (and Q) stay
-      // until the check has passed: a warp that fails it computes S again from them.
+      // one; held until the softmax's end, d64's unmasked 512 lost 9%). Elsewhere Q stays, and K
+      // until the check has passed unless the fallback reads it from global memory: a warp that
+      // fails the check computes S again from them.
       const bool kept_max = n != range.n_begin && softmax.every_row_has_max();
-      if (!kept_max) release_scores_operands(k_state, n == range.n_begin);
+      if (!kept_max || Cfg::kFallbackKeysFromGlobal) release_scores_operands(k_state, n == range.n_begin);
       trace(kEvSReady);
       checked_probabilities(s, o, prob, softmax, seq, t, n, kept_max, k_state, v_state);
       softmax.rescale_output_where_moved(o);
@@ -504,15 +505,28 @@ struct MainloopMma {
     return done;
   }
 
-  // S of this warp's rows for the block of K stage `stage` again, with mma.sync (warp_scores.h).
-  __device__ __forceinline__ void recompute_scores(float (&s)[kSAccum], int stage) const {
-    warp_scores<Element, Cfg::kHeadDim, Cfg::kBlockN>(s, tiles.q_column(0), Cfg::kQColumnBytes, tiles.k_column(stage, 0),
-                                                      Cfg::kKVColumnBytes, wg * kRowsPerConsumer + 16 * (thread / 32),
-                                                      thread % 32);
+  // S of this warp's rows for key block n (in K stage `stage`, or in global memory with
+  // Cfg::kFallbackKeysFromGlobal) again, with mma.sync (warp_scores.h).
+  __device__ __forceinline__ void recompute_scores(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
+                                                   int n, int stage) const {
+    const int row0 = wg * kRowsPerConsumer + 16 * (thread / 32), lane = thread % 32;
+    if constexpr (Cfg::kFallbackKeysFromGlobal) {
+      const int key0 = n * Cfg::kBlockN;
+      const Element* block = static_cast<const Element*>(p.k) + (p.cu_seqlens_k ? 0 : t.batch * p.k_batch_stride) +
+                             (seq.k_row0 + key0) * p.k_row_stride + tile_kv_head<Cfg>(p, t) * p.k_head_stride;
+      warp_scores<Cfg::kHeadDim, Cfg::kBlockN, Element>(
+          s, tiles.q_column(0), Cfg::kQColumnBytes, row0, lane,
+          KeysInGlobal<Element>(block, p.k_row_stride, seq.len_k - key0, lane));
+    } else {
+      warp_scores<Cfg::kHeadDim, Cfg::kBlockN, Element>(
+          s, tiles.q_column(0), Cfg::kQColumnBytes, row0, lane,
+          KeysInStage(tiles.k_column(stage, 0), Cfg::kKVColumnBytes, lane));
+    }
   }
 
   // A block's softmax with the checked max and the wait for the previous block's P V; K (held
-  // where kept_max) is released once the block is done. Every warp of the warpgroup reaches the
+  // where kept_max, unless the fallback reads it from global memory) is released once the block
+  // is done. Every warp of the warpgroup reaches the
   // P V wait (retire_previous_pv, a wgmma.wait_group, .aligned) at one PC: a warp whose check
   // failed computes S again with mma.sync after it, in a second copy of the round outside the
   // exp2 turn. Session 26 tried two other forms: the wait inside the failing warp's branch broke
@@ -523,14 +537,15 @@ struct MainloopMma {
                                                         const SequenceInfo& seq, const TileCoord& t, int n,
                                                         bool kept_max, PipelineState<Cfg::kStages>& k_state,
                                                         PipelineState<Cfg::kStages>& v_state) const {
+    constexpr bool kHeld = !Cfg::kFallbackKeysFromGlobal;  // K stays in its stage until here
     const int stage = k_state.stage;
     const bool done = checked_round(s, softmax, seq, t, n, kept_max, true);
-    if (done && kept_max) release_scores_operands(k_state, false);
+    if (kHeld && done && kept_max) release_scores_operands(k_state, false);
     retire_previous_pv(o, prob, v_state);
     if (!done) {
-      recompute_scores(s, stage);
+      recompute_scores(s, seq, t, n, stage);
       checked_round(s, softmax, seq, t, n, false, false);
-      release_scores_operands(k_state, false);
+      if (kHeld) release_scores_operands(k_state, false);
     }
     trace(kEvProbsReady);
   }

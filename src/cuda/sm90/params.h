@@ -63,6 +63,11 @@ struct KernelParams {
   FastDivisor div_group_tiles;  // l2_group_heads * num_m_blocks
   FastDivisor div_group;        // l2_group_heads
   FastDivisor div_last_group;   // the (batch, head) pairs of the last group (fewer where they do not divide)
+
+  // K in global memory (element offsets as Operand's, problem.h), for the checked max's fallback
+  // with KernelConfig::kFallbackKeysFromGlobal (warp_scores.h). Appended, as above.
+  const void* k = nullptr;
+  int64_t k_batch_stride = 0, k_row_stride = 0, k_head_stride = 0;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims

@@ -1,7 +1,9 @@
 // One warp's 16 rows of S = Q K^T for one key block, computed again with mma.sync from the Q
-// tile and the block's K stage in shared memory: the checked max's fallback (MainloopMma), for
-// the rare block where the kept max did not hold and S has already become P. A warp alone: the
-// decision is a warp's, and wgmma would need its whole warpgroup.
+// tile in shared memory and the block's K: the checked max's fallback (MainloopMma), for the
+// rare block where the kept max did not hold and S has already become P. A warp alone: the
+// decision is a warp's, and wgmma would need its whole warpgroup. K comes from its stage in
+// shared memory (held there until the check) or, with KernelConfig::kFallbackKeysFromGlobal,
+// from global memory (the stage released as soon as S has retired).
 //
 // The fragment of m16n8k16's accumulators (rows g and g + 8 of the warp's 16, columns 2 (lane % 4)
 // + {0, 1} of an 8-key group) is the warp's share of wgmma m64nN's (fragment.h), so n8 group i
@@ -18,30 +20,62 @@ namespace flashattn {
 namespace sm90 {
 
 // s (kBlockN / 2 registers, wgmma's order) = Q rows row0 .. row0 + 15 of the tile at q (column 0;
-// columns of 64 elements q_column_bytes apart) times the kBlockN keys of the stage at k.
-template <class Element, int kHeadDim, int kBlockN>
-__device__ __forceinline__ void warp_scores(float (&s)[kBlockN / 2], uint32_t q, int q_column_bytes, uint32_t k,
-                                            int kv_column_bytes, int row0, int lane) {
+// columns of 64 elements q_column_bytes apart) times the block's kBlockN keys, whose B fragments
+// key_fragments(kk, j, b) gives for the 16 keys 16j .. 16j + 15 and the 16 dims 16kk .. 16kk + 15:
+// b[0], b[1] those of keys 16j .. 16j + 7 (dims 0-7, 8-15 of the step), b[2], b[3] of the next 8.
+template <int kHeadDim, int kBlockN, class Element, class KeyFragments>
+__device__ __forceinline__ void warp_scores(float (&s)[kBlockN / 2], uint32_t q, int q_column_bytes, int row0,
+                                            int lane, KeyFragments key_fragments) {
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) s[i] = 0.0f;
-  // ldmatrix x4: lane l gives a line of matrix l / 8. A's four are (rows 0-7 | 8-15) x (k 0-7 |
-  // 8-15), rows first; two n8 groups of B at a time, (keys 0-7 | 8-15) x (k 0-7 | 8-15), k first.
+  // ldmatrix x4: lane l gives a line of matrix l / 8, A's four are (rows 0-7 | 8-15) x (k 0-7 |
+  // 8-15), rows first. Key groups outside, head-dim steps inside (Q's fragments loaded again
+  // for each group): the other order kept every group's key addresses live across the steps,
+  // and the kernels spilled (session 28).
   const int a_line = row0 + (lane / 8 % 2) * 8 + lane % 8, a_half = lane / 16;
-  const int b_key = (lane / 16) * 8 + lane % 8, b_half = lane / 8 % 2;
-#pragma unroll 1
-  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    const int column = kk / 4, chunk = (kk % 4) * 2;
-    uint32_t a[4];
-    cuda::ldmatrix_x4(a, swizzled_chunk(q + column * q_column_bytes, a_line, chunk + a_half));
 #pragma unroll
-    for (int j = 0; j < kBlockN / 16; ++j) {
-      uint32_t b[4];
-      cuda::ldmatrix_x4(b, swizzled_chunk(k + column * kv_column_bytes, 16 * j + b_key, chunk + b_half));
+  for (int j = 0; j < kBlockN / 16; ++j) {
+#pragma unroll 1
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      uint32_t a[4], b[4];
+      cuda::ldmatrix_x4(a, swizzled_chunk(q + kk / 4 * q_column_bytes, a_line, (kk % 4) * 2 + a_half));
+      key_fragments(kk, j, b);
       cuda::mma_16816<Element>(*reinterpret_cast<float(*)[4]>(&s[8 * j]), a, b[0], b[1]);
       cuda::mma_16816<Element>(*reinterpret_cast<float(*)[4]>(&s[8 * j + 4]), a, b[2], b[3]);
     }
   }
 }
+
+// The key block's B fragments from its K stage at k (128B-swizzled columns of 64 elements,
+// kv_column_bytes apart), by ldmatrix x4: (keys 0-7 | 8-15) x (k 0-7 | 8-15), k first.
+struct KeysInStage {
+  uint32_t k;
+  int kv_column_bytes, key, half;
+  __device__ __forceinline__ KeysInStage(uint32_t k_, int kv_column_bytes_, int lane)
+      : k(k_), kv_column_bytes(kv_column_bytes_), key((lane / 16) * 8 + lane % 8), half(lane / 8 % 2) {}
+  __device__ __forceinline__ void operator()(int kk, int j, uint32_t (&b)[4]) const {
+    cuda::ldmatrix_x4(b, swizzled_chunk(k + kk / 4 * kv_column_bytes, 16 * j + key, (kk % 4) * 2 + half));
+  }
+};
+
+// The key block's B fragments from global memory: the lane's key (lane / 4 of each 8) and its
+// two dims 2 (lane % 4) + {0, 1}, and the same 8 dims on, as ldmatrix would have given them.
+// Keys past `keys` (the sequence's end) read the last one instead: the mask drops their scores.
+template <class Element>
+struct KeysInGlobal {
+  const Element* rows;  // the block's key 0, at this lane's two dims
+  int64_t row_stride;
+  int key, last_key;
+  __device__ __forceinline__ KeysInGlobal(const Element* block, int64_t row_stride_, int keys, int lane)
+      : rows(block + 2 * (lane % 4)), row_stride(row_stride_), key(lane / 4), last_key(keys - 1) {}
+  __device__ __forceinline__ uint32_t pair(int k_index, int dim) const {
+    return __ldg(reinterpret_cast<const unsigned int*>(rows + int64_t(min(k_index, last_key)) * row_stride + dim));
+  }
+  __device__ __forceinline__ void operator()(int kk, int j, uint32_t (&b)[4]) const {
+    b[0] = pair(16 * j + key, 16 * kk), b[1] = pair(16 * j + key, 16 * kk + 8);
+    b[2] = pair(16 * j + 8 + key, 16 * kk), b[3] = pair(16 * j + 8 + key, 16 * kk + 8);
+  }
+};
 
 }  // namespace sm90
 }  // namespace flashattn
