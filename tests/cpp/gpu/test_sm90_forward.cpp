@@ -494,6 +494,19 @@ std::vector<Case> cases() {
   rising("rising_scores_cluster_d128_bf16", bf, 128, 1, 256, 4200, 2, 2, false, 64.0f);
   rising("rising_scores_causal_d64_bf16", bf, 64, 1, 1300, 1300, 2, 2, true, 12.0f);
   rising("rising_scores_overflow_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false, 64.0f);
+  // The fallback reads the block's K from global memory (KernelConfig::kFallbackKeysFromGlobal):
+  // variable lengths (the sequence's first key row), padded and head-major strides, GQA / MQA
+  // heads. The boost covers the first half of the packed key rows, so the middle sequence's
+  // scores jump up mid-row. Longest sequence past 2k keys: d128's dynamic kernel; causal d64 at
+  // 1025 to 4k keys: its static three warpgroups.
+  c = make("rising_scores_varlen_padded_d128_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {200, 64, 300}, c.lens_k = {600, 2300, 900}, c.layout = Layout::kPadded, c.early_key_boost = 12.0f;
+  v.push_back(c);
+  c = make("rising_scores_varlen_causal_mqa_d64_fp16", fp, 64, 0, 0, 0, 4, 1);
+  c.lens_q = {500, 1500, 300}, c.lens_k = {500, 1500, 300}, c.causal = true, c.early_key_boost = 64.0f;
+  v.push_back(c);
+  c = make("rising_scores_head_major_d128_bf16", bf, 128, 2, 256, 2600, 2, 1);
+  c.layout = Layout::kHeadMajor, c.early_key_boost = 12.0f, v.push_back(c);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
   // seqused: zero, full and ragged used lengths; masks align to the used lengths, and rows of
