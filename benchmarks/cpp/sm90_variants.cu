@@ -216,6 +216,12 @@ template <class Base, bool kOn = true>
 struct CheckedMax : Base {
   static constexpr bool kCheckedMax = kOn;
 };
+// The same kernel with the checked max's fallback reading K from its stage, held until the check
+// (false, sessions 26-27), or from global memory (KernelConfig::kFallbackKeysFromGlobal).
+template <class Base, bool kGlobal>
+struct FallbackKeysFromGlobal : Base {
+  static constexpr bool kFallbackKeysFromGlobal = kGlobal;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -674,6 +680,16 @@ const Variant kVariants[] = {
      run_cfg<CheckedMax<TurnsAt<sm90::StaticScheduleConfig<128, __nv_bfloat16>, sm90::kTurnsAtGemms>>>},
     {128, "n128_s2_bothturns_checked",
      run_cfg<CheckedMax<TurnsAt<sm90::StaticScheduleConfig<128, __nv_bfloat16>, sm90::kTurnsAtBoth>>>},
+    // Session 28: `_heldk`, the kernels with the checked max whose fallback reads K from its
+    // stage, held until the check (sessions 26-27), against the library's, which read it from
+    // global memory and release the stage as soon as S has retired.
+    {128, "n128_s2_dyn_heldk", run_cfg<FallbackKeysFromGlobal<TileCfg<128, 128, 2, true>, false>>},
+    {128, "n128_s2_cluster_heldk", run_cfg<FallbackKeysFromGlobal<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false>>, 0},
+    {128, "n64_s2_3wg_tall_heldk", run_cfg<FallbackKeysFromGlobal<sm90::TallTilesConfig<128, __nv_bfloat16>, false>>},
+    {128, "n128_s2_checked_heldk", run_cfg<FallbackKeysFromGlobal<CheckedMax<sm90::StaticScheduleConfig<128, __nv_bfloat16>>, false>>},
+    {256, "n64_s2_checked_heldk", run_cfg<FallbackKeysFromGlobal<CheckedMax<sm90::StaticScheduleConfig<256, __nv_bfloat16>>, false>>},
+    {64, "n128_s4_heldk", run_cfg<FallbackKeysFromGlobal<sm90::StaticScheduleConfig<64, __nv_bfloat16>, false>>},
+    {64, "n128_s4_dyn_heldk", run_cfg<FallbackKeysFromGlobal<TileCfg<64, 128, 4, true>, false>>},
 };
 
 }  // namespace
