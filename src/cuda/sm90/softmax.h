@@ -240,9 +240,10 @@ struct OnlineSoftmax {
     return row_max[h] == -INFINITY ? 0.0f : row_max[h] * score_log2;
   }
 
-  // The exp2s of fragment row h (the SM's MUFU pipe) and its running sum.
+  // The exp2s of fragment row h (the SM's MUFU pipe); returns their sum (dead code where
+  // kRowSumByTensor takes the sums from P V).
   template <int kChunks>
-  __device__ __forceinline__ void exponentiate_row(float (&s)[kAccum], int h, float score_log2, float m_scaled) {
+  __device__ __forceinline__ static float exp2_row(float (&s)[kAccum], int h, float score_log2, float m_scaled) {
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
@@ -250,9 +251,16 @@ struct OnlineSoftmax {
       for (int e = 0; e < 2; ++e) {
         float& x = s[4 * i + 2 * h + e];
         x = fast_exp2(fmaf(x, score_log2, -m_scaled));
-        if constexpr (!kRowSumByTensor) sum += x;
+        sum += x;
       }
     }
+    return sum;
+  }
+
+  // The exp2s of fragment row h and its running sum.
+  template <int kChunks>
+  __device__ __forceinline__ void exponentiate_row(float (&s)[kAccum], int h, float score_log2, float m_scaled) {
+    const float sum = exp2_row<kChunks>(s, h, score_log2, m_scaled);
     if constexpr (!kRowSumByTensor) row_sum[h] = row_sum[h] * rescale[h] + sum;
   }
 
@@ -270,19 +278,7 @@ struct OnlineSoftmax {
                                                      float (&block_sum)[2]) const {
     static_assert(!kRowSumByTensor, "the checked max reads the row sums before P V");
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[4 * i + 2 * h + e];
-          x = fast_exp2(fmaf(x, score_log2, -m_scaled[h]));
-          sum += x;
-        }
-      }
-      block_sum[h] = sum;
-    }
+    for (int h = 0; h < 2; ++h) block_sum[h] = exp2_row<kChunks>(s, h, score_log2, m_scaled[h]);
   }
 
   __device__ __forceinline__ void add_block_sums(const float (&block_sum)[2]) {
