@@ -512,8 +512,9 @@ struct MainloopMma {
     const int row0 = wg * kRowsPerConsumer + 16 * (thread / 32), lane = thread % 32;
     if constexpr (Cfg::kFallbackKeysFromGlobal) {
       const int key0 = n * Cfg::kBlockN;
-      const Element* block = static_cast<const Element*>(p.k) + (p.cu_seqlens_k ? 0 : t.batch * p.k_batch_stride) +
-                             (seq.k_row0 + key0) * p.k_row_stride + tile_kv_head<Cfg>(p, t) * p.k_head_stride;
+      // Operand's offset (problem.h; varlen batch strides are 0), as the epilogue's rows.
+      const Element* block = static_cast<const Element*>(p.k) + t.batch * p.k_batch_stride +
+                             int64_t(seq.k_row0 + key0) * p.k_row_stride + tile_kv_head<Cfg>(p, t) * p.k_head_stride;
       warp_scores<Cfg::kHeadDim, Cfg::kBlockN, Element>(
           s, tiles.q_column(0), Cfg::kQColumnBytes, row0, lane,
           KeysInGlobal<Element>(block, p.k_row_stride, seq.len_k - key0, lane));
