@@ -15,7 +15,7 @@ foreach(dtype IN ITEMS bf16 fp16)
       if(NOT hdim EQUAL 192)  # the backward (BackwardConfig) at head dims 64, 128 and 256
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_bwd_${dtype}_hdim${hdim}.cu)
       endif()
-      if(hdim EQUAL 64)  # so is ShortRowsConfig (two warpgroups; StaticScheduleConfig elsewhere)
+      if(hdim EQUAL 64 OR hdim EQUAL 128)  # ShortRowsConfig (StaticScheduleConfig elsewhere)
         list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_short_rows_${dtype}_hdim${hdim}.cu)
       endif()
       if(hdim EQUAL 64 OR hdim EQUAL 128)  # TallTilesConfig (the rule, FLASHATTN_SM90_VARIANT=tall)

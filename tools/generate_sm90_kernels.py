@@ -5,7 +5,7 @@
   src/cuda/instantiations/sm90_fwd_*.cu   one explicit instantiation per (dtype, head dim), one
                                           with GQA head packing (sm90_fwd_pack_gqa_*.cu) and one
                                           with the static schedule (sm90_fwd_static_*.cu) and, at
-                                          head dim 64 one for short rows (sm90_fwd_short_rows_*.cu),
+                                          head dims 64 and 128 one for short rows (sm90_fwd_short_rows_*.cu),
                                           at 128 one with cluster pairs (sm90_fwd_cluster_*.cu), and
                                           at 64 and 128 one with a consumer warpgroup more
                                           (sm90_fwd_tall_tiles_*.cu)
@@ -21,7 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DTYPES = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
 HEAD_DIMS = [64, 128, 192, 256]
-SHORT_ROWS_HEAD_DIMS = [64]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
+SHORT_ROWS_HEAD_DIMS = [64, 128]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
 BACKWARD_HEAD_DIMS = [64, 128, 256]  # keep in step with bwd_config.h, sm90_backward.cu and cmake/sm90.cmake
 CLUSTER_HEAD_DIMS = [128]  # keep in step with kernel_choice.h sm90_has_cluster_pairs and cmake/sm90.cmake
 TALL_TILES_HEAD_DIMS = [64, 128]  # keep in step with kernel_choice.h sm90_has_tall_tiles and cmake/sm90.cmake
@@ -31,6 +31,9 @@ RS_WIDTHS = [64, 128, 192, 256]
 # P V widened by 8 columns of ones whose accumulators are the row sums (config.h kRowSumByTensor):
 # the head dim + 8, or 8 alone in a wgmma of their own.
 RS_ROW_SUM_WIDTHS = [8, 72]
+# N of S = Q K^T with Q's fragments in registers (config.h kQInRegisters): the key blocks of head
+# dims 256 (64) and 64 / 128 (128).
+RS_K_MAJOR_WIDTHS = [64, 128]
 # N of the backward's dQ = dS K (the head dim), both operands stored MN-major (bwd_kernel.h).
 SS_TRANSPOSED_WIDTHS = [32, 64]
 
@@ -65,17 +68,20 @@ struct {name}<{DTYPES[dt]}, {n}> {{
 """
 
 
-def rs_wrapper(dt, n):
+def rs_wrapper(dt, n, name="WgmmaRS", transpose_b=True):
+    """A from registers; B MN-major (transpose_b: V in O += P V) or K-major (WgmmaRSKMajorB: K in
+    S = Q K^T with Q's fragments in registers, KernelConfig::kQInRegisters)."""
     regs = n // 2
     ptx = PTX_TYPE[dt]
-    # operands: d[0..regs) then a[0..4), desc_b, scale_d; B is transposed (V is stored MN-major).
+    trans_b = 1 if transpose_b else 0
+    # operands: d[0..regs) then a[0..4), desc_b, scale_d.
     return f"""template <>
-struct WgmmaRS<{DTYPES[dt]}, {n}> {{
+struct {name}<{DTYPES[dt]}, {n}> {{
   static __device__ __forceinline__ void run(float (&d)[{regs}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"
         "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
-        "{{{reg_list(0, regs)}}}, {{{reg_list(regs, 4)}}}, %{regs + 4}, p, 1, 1, 1;\\n}}\\n"
+        "{{{reg_list(0, regs)}}}, {{{reg_list(regs, 4)}}}, %{regs + 4}, p, 1, 1, {trans_b};\\n}}\\n"
         : {accum_operands(regs)}
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
   }}
@@ -87,12 +93,14 @@ def write_wgmma_header():
     parts = [LICENSE_LINE,
              "// wgmma.mma_async wrappers: SS reads A and B from shared memory (S = Q K^T), RS reads A from\n"
              "// registers (O += P V, P never leaves the registers), SSTransposed reads both from shared\n"
-             "// memory stored MN-major (the backward's dQ = dS K). fp32 accumulators throughout.\n",
+             "// memory stored MN-major (the backward's dQ = dS K), RSKMajorB reads A from registers and a\n"
+             "// K-major B (S = Q K^T with Q in registers). fp32 accumulators throughout.\n",
              "#pragma once\n\n#include <cstdint>\n\n#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n\n",
              "namespace flashattn {\nnamespace sm90 {\n\n",
              "template <typename Element, int N>\nstruct WgmmaSS;\n\n",
              "template <typename Element, int N>\nstruct WgmmaRS;\n\n",
-             "template <typename Element, int N>\nstruct WgmmaSSTransposed;\n\n"]
+             "template <typename Element, int N>\nstruct WgmmaSSTransposed;\n\n",
+             "template <typename Element, int N>\nstruct WgmmaRSKMajorB;\n\n"]
     for dt in DTYPES:
         for n in SS_WIDTHS:
             parts.append(ss_wrapper(dt, n) + "\n")
@@ -100,6 +108,8 @@ def write_wgmma_header():
             parts.append(rs_wrapper(dt, n) + "\n")
         for n in SS_TRANSPOSED_WIDTHS:
             parts.append(ss_wrapper(dt, n, "WgmmaSSTransposed", True) + "\n")
+        for n in RS_K_MAJOR_WIDTHS:
+            parts.append(rs_wrapper(dt, n, "WgmmaRSKMajorB", False) + "\n")
     parts.append("}  // namespace sm90\n}  // namespace flashattn\n")
     (ROOT / "src/cuda/sm90/wgmma_ops.h").write_text("".join(parts))
 
@@ -139,8 +149,9 @@ def write_instantiations():
             files[f"sm90_fwd_static_{dt}_hdim{hd}.cu"] = instantiation(
                 f"StaticScheduleConfig<{hd}, {ctype}>",
                 "!defined(FLASHATTN_SM90_DEFAULT_DYNAMIC) || FLASHATTN_SM90_DEFAULT_DYNAMIC")
-            # 128-row tiles for short rows (config.h ShortRowsConfig): its own configuration where
-            # the default has three consumer warpgroups; elsewhere the static-schedule one.
+            # Short rows (config.h ShortRowsConfig): its own configuration at head dim 64 (128-row
+            # tiles where the default has three consumer warpgroups) and 128 (the static kernel
+            # without the checked max); elsewhere the static-schedule one.
             if hd in SHORT_ROWS_HEAD_DIMS:
                 files[f"sm90_fwd_short_rows_{dt}_hdim{hd}.cu"] = instantiation(f"ShortRowsConfig<{hd}, {ctype}>")
             # Cluster pairs (config.h ClusterPairsConfig): picked by sm90_picks_cluster_pairs

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -323,10 +324,13 @@ struct KernelConfig {
   // with the adds of session 25), d64's tall tiles (-2.6% at causal 512), d256 (-1.1..+1.3%).
   // Session 28, with the fallback's K from global memory, against the API's kernels without it:
   // the static d128 kernel -0.4 / -0.1 / +1.3% at unmasked 512 / 1k / 2k and +0.8% at causal
-  // 2k-8k, but -3.6% at causal 512; d256 -2.6..+1.8%. Both stay off.
+  // 2k-8k, but -3.6% at causal 512; d256 -2.6..+1.8%. Since session 29 the static d128 kernel
+  // has it (with Q in registers, below; session 29's first call, the checked max alone against
+  // main: +0.9..+2.7% unmasked from 1k, -1.2..0.0% causal from 1k, -3.8% at causal 512), and the
+  // API runs rows of at most kSm90ShortRowsMaxKeys keys at d128 on a twin without either
+  // (ShortRowsConfig below); d256 stays off.
   // ClusterPairsConfig sets it for itself (it derives from the static schedule).
-  static constexpr bool kCheckedMax = (HeadDim_ == 128 && (Dynamic_ || PackGqa_ || Consumers_ == 3)) ||
-                                      (HeadDim_ == 64 && Consumers_ == 3);
+  static constexpr bool kCheckedMax = HeadDim_ == 128 || (HeadDim_ == 64 && Consumers_ == 3);
   static constexpr int kRowSumByTensor =
       HeadDim_ == 64 && !PackGqa_ && Consumers_ != 4 && !kCheckedMax ? kRowSumInPv : kRowSumByAdds;
   // The checked max's fallback reads the block's K from global memory (warp_scores.h), so the
@@ -336,6 +340,21 @@ struct KernelConfig {
   // dynamic kernel +0.3..+3.4% unmasked (-1.3..+0.8% causal), its pairs -0.2..+0.9%, its tall
   // tiles -1.2..+2.7% (+0.6..+2.4% causal).
   static constexpr bool kFallbackKeysFromGlobal = true;
+  // S = Q K^T with Q's A fragments in registers for the first kQStepsInRegisters 16-column steps
+  // of the head dim (wgmma RS with a K-major B, loaded by ldmatrix once a tile, 4 registers a
+  // thread a step: 32 at d128), the other steps' read from shared memory by every wgmma (SS): a
+  // third fewer of S's shared-memory operand reads at d128, where the kernels run at the card's
+  // power cap (clocks 1.6-1.98 GHz under load). Session 29's harness (two calls, 3 rounds each)
+  // against the same kernels without it: the static d128 kernel (checked max) +2.0..+3.7%
+  // unmasked from 2k and +1.7..+4.8% causal from 2k (-0.9..+1.8% at 512 / 1k), the dynamic one
+  // +0.6..+5.5%, the cluster pairs +0.6..+5.4%. Not in the short-rows twin without the checked
+  // max (-2.3 / -3.2% at 512, the rows it runs), nor with GQA packing (not timed). With all of Q
+  // d128's tall tiles, d64's three warpgroups and d256 spill (96-208 bytes) and serialise their
+  // wgmmas; d64 spills with half of it, d256 does not with a quarter or a half but read level
+  // (-0.4..+0.8% with a half, -4.2..+0.3% with a quarter). Timed with 128-key blocks only (the
+  // harness's other widths have no RS wrapper).
+  static constexpr int kQStepsInRegisters =
+      HeadDim_ == 128 && Consumers_ == 2 && !PackGqa_ && BlockN_ == 128 ? HeadDim_ / 16 : 0;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;
@@ -413,18 +432,33 @@ template <int HeadDim_, typename Element_>
 using StaticScheduleConfig =
     KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages, false>;
 
+// The static d128 kernel without the checked max (KernelConfig::kCheckedMax) nor Q in registers:
+// a tile of at most 4 key blocks has at most two that take the kept max, and at causal 512 the
+// checked form lost 3.5% (session 28, two calls).
+template <int HeadDim_, typename Element_>
+struct UncheckedStaticConfig : StaticScheduleConfig<HeadDim_, Element_> {
+  static constexpr bool kCheckedMax = false;
+  static constexpr int kQStepsInRegisters = 0;  // -2.3% at 512 there (KernelConfig::kQStepsInRegisters)
+};
+
 // The static schedule for short rows where it differs from StaticScheduleConfig
 // (sm90_picks_short_rows, kernel_choice.h):
-// at head dim 64, local windows (causal rows too until session 23, when tall tiles took them):
-// 128-row tiles (two consumer warpgroups) where the default has
-// three: a 192-row tile over 512 causal rows computes 9 key blocks of 192 rows where 128-row tiles
-// compute 10 of 128 (1.35x the work; ncu, docs/perf.md v8; about 1.15x since rowless warpgroups
-// pass over their tiles, kSkipRowlessWarpgroups), and 512 rows are 2.67 tiles of 192. At the
-// other head dims it is StaticScheduleConfig itself (at head dim 128 it had the GEMM turns for
-// unmasked rows from session 17 to 21; kernel_choice.h says why no longer).
+// - at head dim 64, local windows (causal rows too until session 23, when tall tiles took them):
+//   128-row tiles (two consumer warpgroups) where the default has three: a 192-row tile over 512
+//   causal rows computes 9 key blocks of 192 rows where 128-row tiles compute 10 of 128 (1.35x
+//   the work; ncu, docs/perf.md v8; about 1.15x since rowless warpgroups pass over their tiles,
+//   kSkipRowlessWarpgroups), and 512 rows are 2.67 tiles of 192;
+// - at head dim 128 (since session 29), every mask: the static kernel without the checked max
+//   (UncheckedStaticConfig). From session 17 to 21 it was the static kernel with the GEMM turns
+//   for unmasked rows (kernel_choice.h says why no longer).
+// At the other head dims it is StaticScheduleConfig itself.
 template <int HeadDim_, typename Element_>
-using ShortRowsConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
-                                     false, kOutputAuto, false, kDefaultConsumers>;
+using ShortRowsConfig = std::conditional_t<
+    HeadDim_ == 64,
+    KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages, false, kOutputAuto,
+                 false, kDefaultConsumers>,
+    std::conditional_t<HeadDim_ == 128, UncheckedStaticConfig<HeadDim_, Element_>,
+                       StaticScheduleConfig<HeadDim_, Element_>>>;
 
 // Tall tiles: one consumer warpgroup more than TileShape gives the head dim, with 64-key blocks
 // (what fits the smaller register budget), static schedule. Built at head dims 64 and 128, where

@@ -31,6 +31,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   };
   constexpr int kNone = 0, kEmpty = 1, kScores = 2;
   float s[MainloopMma<Cfg>::kSAccum];
+  typename MainloopMma<Cfg>::QFragments q;  // Cfg::kQStepsInRegisters
   auto classify = [&](int index) {
     Work w;
     w.t = tile_coord_of<Cfg>(p, index);
@@ -114,11 +115,12 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         }
       }
       if constexpr (Cfg::kSkipMaskedLastBlock) mma.pass_over_masked_last_block(cur.seq, cur.t, cur.range, kv_state);
-      mma.issue_first_scores(s, kv_state);
+      mma.load_q_fragments(q);
+      mma.issue_first_scores(s, kv_state, q);
       store_previous();
       next = take_next();
       softmax.reset();
-      mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state);
+      mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
       softmax.finalize(o, p.score_log2, lse);
     } else {
       store_previous();

@@ -86,10 +86,11 @@ int64_t sm90_static_schedule_launches();
 // turns around both the GEMMs and the exp2s (session 17) they no longer won: -1.0 / -0.4% at 8k
 // and -0.6 / -1.2% at 16k in two harness calls, -4.3 / +0.7% through the package (docs/perf.md,
 // session 18). The harness still times them (n176_s2_dyn).
-// The short-rows kernel (sm90::ShortRowsConfig, static schedule) at head dim 64, for masked
-// problems other than causal ones (local windows; causal rows there run tall tiles since session
-// 23, below) with at most kSm90ShortRowsMaxKeys keys (varlen: the longest): 128-row tiles (two
-// consumer warpgroups), where the default's 192-row tiles computed up to 1.35x the key blocks
+// The short-rows kernel (sm90::ShortRowsConfig, static schedule) at head dims 64 and 128. At
+// head dim 64, for masked problems other than causal ones (local windows; causal rows there run
+// tall tiles since session 23, below) with at most kSm90ShortRowsMaxKeys keys (varlen: the
+// longest): 128-row tiles (two consumer warpgroups), where the default's 192-row tiles computed
+// up to 1.35x the key blocks
 // (causal 512; about 1.15x with rowless warpgroups passed over). Measured (docs/perf.md, v8):
 // causal 512 +1%, 1k +5%, 2k -10%; unmasked -2..-16%. Since session 21 a warpgroup of the
 // 192-row tiles that has no row of the sequence passes over the tile (config.h
@@ -100,7 +101,15 @@ int64_t sm90_static_schedule_launches();
 // kSm90StaticUnmaskedMaxKeys keys, with the turns around the GEMMs where the static kernel has
 // them around the exp2s (those had lost 4-6% there). With the slack, the vote and the unit
 // rescale the static kernel led it at 512 / 1k in two harness calls (session 21 call 6: +3.5 /
-// +3.6%; session 22 call 1: +2.3 / +0.8%), so those rows run the static kernel now.
+// +3.6%; session 22 call 1: +2.3 / +0.8%), so those rows ran the static kernel from then.
+// Since session 29 it takes every row at head dim 128 (65..128) with at most
+// kSm90ShortRowsMaxKeys keys, causal, unmasked or windowed: there it is the static kernel
+// without the checked max and with Q in shared memory (config.h UncheckedStaticConfig), the
+// static kernel's form until session 29, which now has both. Session 28's harness, checked
+// against unchecked: -3.5% at causal 512 (S, two calls), -0.6 / -0.1% at unmasked 512; Q in
+// registers (session 29) -2.3 / -3.2% at unmasked 512. Session 29's harness, the static kernel
+// with both against main's: -3.8 / -3.0% (S) at causal 512, -0.4 / -0.3% at 512, +0.5 / +3.3%
+// at 1k, +3.5 / +4.3% at 2k, and +1.5..+6.0% on the rows it runs from 1k.
 constexpr int kSm90ShortRowsMaxKeys = 512;
 bool sm90_picks_short_rows(const AttentionProblem& p);
 // Launches of the short-rows instantiation through sm90_forward so far in this process.

@@ -165,14 +165,45 @@ struct MainloopMma {
     k_state.advance();
   }
 
-  __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage) const {
+  // Q's A fragments for S = Q K^T of the first Cfg::kQStepsInRegisters 16-column steps of the
+  // head dim: this warp's 16 rows (wgmma's A layout is mma.sync's per warp); one unused step
+  // where there are none.
+  static constexpr int kQRegisterSteps = Cfg::kQStepsInRegisters;
+  static_assert(kQRegisterSteps >= 0 && kQRegisterSteps <= Cfg::kHeadDim / 16, "Q's steps in registers");
+  struct QFragments {
+    uint32_t a[kQRegisterSteps > 0 ? kQRegisterSteps : 1][4];
+  };
+  // Once Q has arrived, before the tile's first S (ldmatrix x4 as warp_scores.h loads them). Q's
+  // tile stays until the tile's last S has retired: the checked max's fallback reads it.
+  __device__ __forceinline__ void load_q_fragments(QFragments& q) const {
+    if constexpr (kQRegisterSteps > 0) {
+      const int lane = thread % 32;
+      const int line = wg * kRowsPerConsumer + 16 * (thread / 32) + (lane / 8 % 2) * 8 + lane % 8, half = lane / 16;
+#pragma unroll
+      for (int kk = 0; kk < kQRegisterSteps; ++kk) {
+        cuda::ldmatrix_x4(q.a[kk], swizzled_chunk(tiles.q_column(0) + kk / 4 * Cfg::kQColumnBytes, line,
+                                                  (kk % 4) * 2 + half));
+      }
+    }
+  }
+
+  __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage, const QFragments& qf) const {
     const uint64_t q = k_major_descriptor(tiles.q_column(0) + wg * kRowsPerConsumer * kLineBytes);
     const uint64_t k = k_major_descriptor(tiles.k_column(stage, 0));
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
       const int column = kk / 4, step_bytes = (kk % 4) * 32;
-      WgmmaSS<Element, Cfg::kBlockN>::run(s, advance_descriptor(q, column * Cfg::kQColumnBytes + step_bytes),
-                                          advance_descriptor(k, column * Cfg::kKVColumnBytes + step_bytes), kk > 0);
+      const uint64_t k_step = advance_descriptor(k, column * Cfg::kKVColumnBytes + step_bytes);
+      const uint64_t q_step = advance_descriptor(q, column * Cfg::kQColumnBytes + step_bytes);
+      if constexpr (kQRegisterSteps > 0) {
+        if (kk < kQRegisterSteps) {
+          WgmmaRSKMajorB<Element, Cfg::kBlockN>::run(s, qf.a[kk < kQRegisterSteps ? kk : 0], k_step, kk > 0);
+        } else {
+          WgmmaSS<Element, Cfg::kBlockN>::run(s, q_step, k_step, kk > 0);
+        }
+      } else {
+        WgmmaSS<Element, Cfg::kBlockN>::run(s, q_step, k_step, kk > 0);
+      }
     }
   }
 
@@ -348,6 +379,8 @@ struct MainloopMma {
                                                Softmax& softmax,
                                                PipelineState<Cfg::kStages>& k_state) const {
     float s[kSAccum];
+    QFragments q;
+    load_q_fragments(q);
 #pragma unroll
     for (int i = 0; i < kOAccum; ++i) o[i] = 0.0f;
     softmax.reset();
@@ -356,11 +389,11 @@ struct MainloopMma {
     if constexpr (Cfg::kSkipMaskedLastBlock) {
       BlockRange<Cfg::kBlockN> visited = range;
       pass_over_masked_last_block(seq, t, visited, k_state);
-      issue_first_scores(s, k_state);
-      finish_tile<false>(s, seq, t, visited, o, softmax, k_state);
+      issue_first_scores(s, k_state, q);
+      finish_tile<false>(s, seq, t, visited, o, softmax, k_state, q);
     } else {
-      issue_first_scores(s, k_state);
-      finish_tile<false>(s, seq, t, range, o, softmax, k_state);
+      issue_first_scores(s, k_state, q);
+      finish_tile<false>(s, seq, t, range, o, softmax, k_state, q);
     }
   }
 
@@ -370,14 +403,15 @@ struct MainloopMma {
   // the block is narrowed: with a narrower S in one path ptxas serialised every wgmma of the
   // kernel (C7515, then C7511 with the rest of S written by a wgmma of its own), as the first S
   // stays in flight under the previous tile's epilogue.
-  __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state) const {
+  __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state,
+                                                     const QFragments& q) const {
     trace(kEvKWait, k_state.stage, -1);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, -1);
     wait_turn();
     pin_registers(s);
     wgmma_fence();
-    issue_qk(s, k_state.stage);
+    issue_qk(s, k_state.stage, q);
     wgmma_commit_group();
     pass_turn();
     trace(kEvSIssued, k_state.stage);
@@ -395,7 +429,7 @@ struct MainloopMma {
                                              Softmax& softmax, const SequenceInfo& seq,
                                              const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
-                                             PipelineState<Cfg::kStages>& v_state) const {
+                                             PipelineState<Cfg::kStages>& v_state, const QFragments& q) const {
     trace(kEvKWait, k_state.stage, n);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, n);
@@ -407,7 +441,7 @@ struct MainloopMma {
     pin_registers(o);
     pin_registers(prob);
     wgmma_fence();
-    issue_qk(s, k_state.stage);
+    issue_qk(s, k_state.stage, q);
     wgmma_commit_group();
     issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
     wgmma_commit_group();
@@ -580,8 +614,8 @@ struct MainloopMma {
   template <bool kFirstPvOverwrites>
   __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
-                                              Softmax& softmax,
-                                              PipelineState<Cfg::kStages>& k_state) const {
+                                              Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
+                                              const QFragments& q) const {
     // K and V of a block share a stage; V trails K by one block inside the tile and catches up
     // at its end, so only the K position lives across tiles.
     PipelineState<Cfg::kStages> v_state = k_state;
@@ -608,12 +642,12 @@ struct MainloopMma {
     int accumulate = kFirstPvOverwrites ? 0 : 1;
     --n;
     if (kNarrow && narrow && n >= range.n_begin) {
-      block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
+      block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q);
       accumulate = 1;
       --n;
     }
     for (; n >= range.n_begin; --n) {
-      block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state);
+      block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q);
       accumulate = 1;
     }
     if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {

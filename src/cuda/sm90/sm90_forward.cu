@@ -20,9 +20,10 @@ Status launch_forward(const AttentionProblem& p);
 namespace {
 
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
-// (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), 128-row tiles for short
-// rows (sm90::ShortRowsConfig), cluster pairs (sm90::ClusterPairsConfig; built and picked by rule
-// at head dim 128) or tall tiles (sm90::TallTilesConfig; at head dims 64 and 128).
+// (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), short rows
+// (sm90::ShortRowsConfig: 128-row tiles at head dim 64, no checked max at 128), cluster pairs
+// (sm90::ClusterPairsConfig; built and picked by rule at head dim 128) or tall tiles
+// (sm90::TallTilesConfig; at head dims 64 and 128).
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles };
 constexpr int kVariantCount = int(Variant::kTallTiles) + 1;  // keep the last one named here
 
@@ -52,7 +53,7 @@ Status launch_variant(const AttentionProblem& p, Variant variant) {
   }
   if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
   // Where the static schedule is the default, Static is Default (one instantiation of it), and
-  // ShortRows is Static at head dims other than 64.
+  // ShortRows is Static at head dims other than 64 and 128.
   if (variant == Variant::kStaticSchedule) return sm90::launch_forward<Static>(p);
   if (variant == Variant::kShortRows) return sm90::launch_forward<ShortRows>(p);
   return sm90::launch_forward<Default>(p);
@@ -198,7 +199,9 @@ Status sm90_forward(const AttentionProblem& p) {
 }
 
 bool sm90_picks_short_rows(const AttentionProblem& p) {
-  return p.headdim == 64 && p.mask.has_mask() && !p.mask.right_bound_only() && p.seqlen_k <= kSm90ShortRowsMaxKeys;
+  if (p.seqlen_k > kSm90ShortRowsMaxKeys) return false;
+  if (p.headdim == 64) return p.mask.has_mask() && !p.mask.right_bound_only();
+  return p.headdim > 64 && p.headdim <= 128;
 }
 
 int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }

@@ -443,6 +443,14 @@ std::vector<Case> cases() {
   // every warpgroup of every tile.
   c = make("narrow_last_block_d128_bf16", bf, 128, 2, 300, 390, 2, 2), v.push_back(c);
   c = make("narrow_last_block_softcap_d256_fp16", fp, 256, 2, 200, 336, 2, 1), c.softcap = 10.0f, v.push_back(c);
+  // The static d128 kernel with the checked max (513 to 2k keys; the short-rows kernel below):
+  // variable lengths with padded strides and softcap, GQA with a narrowed last block, a window.
+  c = make("static_checked_varlen_padded_softcap_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {100, 1, 600}, c.lens_k = {700, 50, 650}, c.layout = Layout::kPadded, c.softcap = 20.0f;
+  v.push_back(c);
+  c = make("static_checked_narrow_gqa_fp16", fp, 128, 2, 300, 646, 8, 2), v.push_back(c);
+  c = make("static_checked_window_fp16", fp, 128, 1, 900, 900, 4, 4), c.window_left = 200, c.window_right = 30;
+  v.push_back(c);
   // More tiles than SMs, so each persistent CTA walks several tiles.
   c = make("persistent_many_tiles_bf16", bf, 64, 8, 256, 256, 16, 4), v.push_back(c);
   // O staged in the last key block's K / V stage (head dims 192 / 256, kOutputInKV): every tile
@@ -477,9 +485,9 @@ std::vector<Case> cases() {
   growing("growing_scores_long_d128_bf16", bf, 128, 1, 150, 2200, 2, 1, false);
   growing("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false);
   growing("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1, true);
-  // Scores that jump up mid-row (early_key_boost): the API's static d128 kernel (up to 2k keys,
-  // no checked max), and the kernels with the checked max: d128's dynamic one (past 2k), its
-  // cluster pairs (unmasked from 4k keys, an even number of query tiles), d64's static three
+  // Scores that jump up mid-row (early_key_boost): the API's d128 short-rows kernel (up to 512
+  // keys, no checked max), and the kernels with the checked max: d128's static one (513 to 2k
+  // keys unmasked, causal up to 8k), its dynamic one (past 2k), its cluster pairs (unmasked from 4k keys, an even number of query tiles), d64's static three
   // warpgroups (causal 1025 to 4k keys) and its dynamic ones (unmasked past 512); exp2s past the
   // bound, and past fp32's range. The tall-tile and packing suites have their own.
   const auto rising = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal,
@@ -487,6 +495,7 @@ std::vector<Case> cases() {
     Case g = make(name, dt, d, b, sq, sk, hq, hkv);
     g.causal = causal, g.early_key_boost = boost, v.push_back(g);
   };
+  rising("rising_scores_short_d128_bf16", bf, 128, 2, 300, 500, 2, 2, false, 12.0f);
   rising("rising_scores_d128_bf16", bf, 128, 2, 300, 700, 2, 2, false, 12.0f);
   rising("rising_scores_overflow_d128_fp16", fp, 128, 2, 300, 700, 2, 1, false, 64.0f);
   rising("rising_scores_causal_d128_bf16", bf, 128, 1, 700, 700, 2, 2, true, 64.0f);
@@ -622,6 +631,9 @@ std::vector<Case> unused_key_row_cases() {
   c = make("uk_varlen_seqused_causal_extra_bf16", bf, 128, 0, 0, 0, 4, 2);
   c.lens_q = {130, 1, 257}, c.lens_k = {200, 64, 300}, c.causal = true, c.extra_k = 40;
   c.used_q = {0, 1, 180}, c.used_k = {197, 0, 131}, v.push_back(c);
+  c = make("uk_varlen_seqused_causal_extra_static_checked_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {130, 1, 700}, c.lens_k = {600, 64, 800}, c.causal = true, c.extra_k = 40;
+  c.used_q = {0, 1, 650}, c.used_k = {597, 0, 700}, v.push_back(c);
   c = make("uk_varlen_d192_fp16", fp, 192, 0, 0, 0, 4, 2);
   c.lens_q = {150, 260}, c.lens_k = {150, 300}, c.used_q = {149, 3}, c.used_k = {150, 299}, c.extra_k = 81;
   v.push_back(c);
@@ -820,8 +832,8 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.headdim = 128, p.mask.window_left = -1;
 
   // The short-rows kernel: local windows at head dim 64 up to its bound of keys, never causal rows
-  // (tall tiles since session 23) or unmasked ones, never another head dim (unmasked rows at head
-  // dim 128 until session 21: the static schedule takes them now).
+  // (tall tiles since session 23) or unmasked ones there; every row at head dim 128 up to the
+  // bound (the static kernel without the checked max, since session 29); never head dim 256.
   p.seqlen_q = 512, p.headdim = 64, p.mask.window_left = 100, p.mask.window_right = 0;
   for (int keys : {256, kSm90ShortRowsMaxKeys, kSm90ShortRowsMaxKeys + 1}) {
     p.seqlen_k = keys;
@@ -833,16 +845,21 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 64, no mask";
   for (int headdim : {128, 256}) {
     p.headdim = headdim;
-    for (int left : {-1, 100}) {
-      for (int right : {-1, 0}) {
-        p.mask.window_left = left, p.mask.window_right = right;
-        EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim " << headdim << " window (" << left << ", " << right << ")";
+    for (int keys : {kSm90ShortRowsMaxKeys, kSm90ShortRowsMaxKeys + 1}) {
+      p.seqlen_k = keys;
+      for (int left : {-1, 100}) {
+        for (int right : {-1, 0}) {
+          p.mask.window_left = left, p.mask.window_right = right;
+          EXPECT_EQ(sm90_picks_short_rows(p), headdim == 128 && keys <= kSm90ShortRowsMaxKeys)
+              << "hdim " << headdim << " window (" << left << ", " << right << "), " << keys << " keys";
+        }
       }
     }
   }
   p.mask.window_left = -1;
   p.headdim = 128, p.mask.window_right = -1, p.seqlen_k = kSm90StaticUnmaskedMaxKeys;
   EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 128, no mask, short rows: the static schedule";
+  EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 128, no mask, past the short-rows bound";
 
   // Tall tiles: causal rows at head dim 128 past kSm90OneHeadGroupMaxKeys keys and at head dim 64
   // up to kSm90TallTilesMaxKeysHdim64, unmasked ones at head dim 64 up to
@@ -994,7 +1011,8 @@ std::vector<ApiPick> schedule_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   std::vector<ApiPick> v;
   Case c;
-  c = make("sched_causal_512_static_bf16", bf, 128, 2, 512, 512, 16, 16), c.causal = true, v.push_back({c, true});
+  c = make("sched_causal_640_static_bf16", bf, 128, 2, 640, 640, 16, 16), c.causal = true, v.push_back({c, true});
+  c = make("sched_causal_512_short_rows_bf16", bf, 128, 2, 512, 512, 16, 16), c.causal = true, v.push_back({c, false});
   c = make("sched_window_2048_static_fp16", fp, 64, 1, 700, 2048, 8, 2), c.window_left = 300, c.window_right = 0;
   v.push_back({c, true});
   c = make("sched_causal_varlen_static_d256_bf16", bf, 256, 0, 0, 0, 4, 2);
@@ -1068,7 +1086,8 @@ INSTANTIATE_TEST_SUITE_P(Schedule, Sm90ApiPick,
                          api_pick_name);
 
 // The short-rows kernel (sm90::ShortRowsConfig): 128-row tiles with the static schedule at head dim 64
-// for local windows with at most kSm90ShortRowsMaxKeys keys (causal rows too until session 23).
+// for local windows with at most kSm90ShortRowsMaxKeys keys (causal rows too until session 23),
+// and at head dim 128 the static kernel without the checked max for every row up to that bound.
 // The picked cases are the only tests of that configuration through the API: partial tiles, a
 // window with a right bound past the diagonal, GQA with seqlen_q != seqlen_k, varlen with
 // seqused_k, softcap.
@@ -1088,15 +1107,24 @@ std::vector<ApiPick> short_rows_cases() {
   c = make("short_rows_varlen_window_seqused_k_bf16", bf, 64, 0, 0, 0, 4, 4);
   c.lens_q = {129, 1, 440}, c.lens_k = {129, 300, 500}, c.used_k = {129, 1, 480}, c.extra_k = 3;
   c.window_left = 64, c.window_right = 0, v.push_back({c, true});
-  // Not picked: past the bound, causal (tall tiles), no mask, another head dim (head dim 128
-  // without a mask until session 21; schedule_cases has those rows now).
+  // Head dim 128 (since session 29), every mask up to the bound: causal with partial tiles and
+  // GQA, a window, unmasked, varlen with seqused_k, softcap.
+  c = make("short_rows_window_d128_bf16", bf, 128, 1, 512, 512, 4, 4), c.window_left = 200, c.window_right = 0;
+  v.push_back({c, true});
+  c = make("short_rows_noncausal_512_d128_bf16", bf, 128, 2, 512, 512, 8, 8), v.push_back({c, true});
+  c = make("short_rows_causal_q300_k500_gqa_d128_fp16", fp, 128, 3, 300, 500, 8, 2), c.causal = true;
+  v.push_back({c, true});
+  c = make("short_rows_varlen_causal_seqused_k_softcap_d128_bf16", bf, 128, 0, 0, 0, 4, 4);
+  c.lens_q = {129, 1, 440}, c.lens_k = {129, 300, 500}, c.used_k = {129, 1, 480}, c.extra_k = 3;
+  c.causal = true, c.softcap = 25.0f, v.push_back({c, true});
+  // Not picked: past the bound, causal (tall tiles), no mask, head dim 256.
   c = make("short_rows_window_past_bound_fp16", fp, 64, 1, 300, max_keys + 1, 2, 2), c.window_left = 200;
   c.window_right = 0, v.push_back({c, false});
   c = make("short_rows_causal_512_tall_tiles_bf16", bf, 64, 2, 512, 512, 4, 4), c.causal = true, v.push_back({c, false});
   c = make("short_rows_noncausal_512_bf16", bf, 64, 2, 512, 512, 4, 4), v.push_back({c, false});
-  c = make("short_rows_window_d128_bf16", bf, 128, 1, 512, 512, 4, 4), c.window_left = 200, c.window_right = 0;
+  c = make("short_rows_causal_past_bound_d128_bf16", bf, 128, 1, 300, max_keys + 1, 4, 4), c.causal = true;
   v.push_back({c, false});
-  c = make("short_rows_noncausal_512_d128_bf16", bf, 128, 2, 512, 512, 8, 8), v.push_back({c, false});
+  c = make("short_rows_causal_512_d256_bf16", bf, 256, 1, 512, 512, 4, 4), c.causal = true, v.push_back({c, false});
   return v;
 }
 
