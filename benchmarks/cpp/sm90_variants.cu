@@ -222,6 +222,12 @@ template <class Base, bool kGlobal>
 struct FallbackKeysFromGlobal : Base {
   static constexpr bool kFallbackKeysFromGlobal = kGlobal;
 };
+// The same kernel with S = Q K^T taking Q's fragments of the first kSteps 16-column steps of the
+// head dim from registers (KernelConfig::kQStepsInRegisters; 0: none).
+template <class Base, int kSteps = Base::kHeadDim / 16>
+struct QInRegisters : Base {
+  static constexpr int kQStepsInRegisters = kSteps;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -690,6 +696,22 @@ const Variant kVariants[] = {
     {256, "n64_s2_checked_heldk", run_cfg<FallbackKeysFromGlobal<CheckedMax<sm90::StaticScheduleConfig<256, __nv_bfloat16>>, false>>},
     {64, "n128_s4_heldk", run_cfg<FallbackKeysFromGlobal<sm90::StaticScheduleConfig<64, __nv_bfloat16>, false>>},
     {64, "n128_s4_dyn_heldk", run_cfg<FallbackKeysFromGlobal<TileCfg<64, 128, 4, true>, false>>},
+    // Session 29: the static d128 kernel has the checked max (`n128_s2`), and the API runs rows of
+    // at most 512 keys on its twin without it (`n128_s2_short`, ShortRowsConfig<128>). S = Q K^T
+    // takes Q's fragments from registers (KernelConfig::kQStepsInRegisters, wgmma RS with a K-major B)
+    // in d128's two-warpgroup kernels but the short-rows one; `_noqregs` / `_qregs`: without it
+    // / with it where it is off (d128's tall tiles, d64's three warpgroups and d256 spill with it
+    // and serialise their wgmmas, so they are not built).
+    {128, "n128_s2_short", run_cfg<sm90::ShortRowsConfig<128, __nv_bfloat16>>},
+    {128, "n128_s2_short_qregs", run_cfg<QInRegisters<sm90::ShortRowsConfig<128, __nv_bfloat16>>>},
+    {128, "n128_s2_noqregs", run_cfg<QInRegisters<sm90::StaticScheduleConfig<128, __nv_bfloat16>, 0>>},
+    {128, "n128_s2_dyn_noqregs", run_cfg<QInRegisters<TileCfg<128, 128, 2, true>, 0>>},
+    {128, "n128_s2_cluster_noqregs", run_cfg<QInRegisters<sm90::ClusterPairsConfig<128, __nv_bfloat16>, 0>>, 0},
+    // Part of Q in registers where all of it spills: `_qregs4` / `_qregs8` the first 4 / 8 of
+    // d256's 16 steps (16 / 32 registers; 12 steps spill 96 bytes; d64's three warpgroups spill
+    // 32 bytes with 2 of their 4 steps).
+    {256, "n64_s2_qregs4", run_cfg<QInRegisters<sm90::StaticScheduleConfig<256, __nv_bfloat16>, 4>>},
+    {256, "n64_s2_qregs8", run_cfg<QInRegisters<sm90::StaticScheduleConfig<256, __nv_bfloat16>, 8>>},
 };
 
 }  // namespace

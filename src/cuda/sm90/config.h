@@ -348,7 +348,7 @@ struct KernelConfig {
   // against the same kernels without it: the static d128 kernel (checked max) +2.0..+3.7%
   // unmasked from 2k and +1.7..+4.8% causal from 2k (-0.9..+1.8% at 512 / 1k), the dynamic one
   // +0.6..+5.5%, the cluster pairs +0.6..+5.4%. Not in the short-rows twin without the checked
-  // max (-2.3 / -3.2% at 512, the rows it runs), nor with GQA packing (not timed). With all of Q
+  // max (-2.3 / -3.7% at 512, the rows it runs), nor with GQA packing (not timed). With all of Q
   // d128's tall tiles, d64's three warpgroups and d256 spill (96-208 bytes) and serialise their
   // wgmmas; d64 spills with half of it, d256 does not with a quarter or a half but read level
   // (-0.4..+0.8% with a half, -4.2..+0.3% with a quarter). Timed with 128-key blocks only (the

@@ -107,7 +107,7 @@ int64_t sm90_static_schedule_launches();
 // without the checked max and with Q in shared memory (config.h UncheckedStaticConfig), the
 // static kernel's form until session 29, which now has both. Session 28's harness, checked
 // against unchecked: -3.5% at causal 512 (S, two calls), -0.6 / -0.1% at unmasked 512; Q in
-// registers (session 29) -2.3 / -3.2% at unmasked 512. Session 29's harness, the static kernel
+// registers (session 29) -2.3 / -3.7% at unmasked 512. Session 29's harness, the static kernel
 // with both against main's: -3.8 / -3.0% (S) at causal 512, -0.4 / -0.3% at 512, +0.5 / +3.3%
 // at 1k, +3.5 / +4.3% at 2k, and +1.5..+6.0% on the rows it runs from 1k.
 constexpr int kSm90ShortRowsMaxKeys = 512;
