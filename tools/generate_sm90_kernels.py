@@ -31,7 +31,7 @@ RS_WIDTHS = [64, 128, 192, 256]
 # P V widened by 8 columns of ones whose accumulators are the row sums (config.h kRowSumByTensor):
 # the head dim + 8, or 8 alone in a wgmma of their own.
 RS_ROW_SUM_WIDTHS = [8, 72]
-# N of S = Q K^T with Q's fragments in registers (config.h kQInRegisters): the key blocks of head
+# N of S = Q K^T with Q's fragments in registers (config.h kQStepsInRegisters): the key blocks of head
 # dims 256 (64) and 64 / 128 (128).
 RS_K_MAJOR_WIDTHS = [64, 128]
 # N of the backward's dQ = dS K (the head dim), both operands stored MN-major (bwd_kernel.h).
@@ -70,7 +70,7 @@ struct {name}<{DTYPES[dt]}, {n}> {{
 
 def rs_wrapper(dt, n, name="WgmmaRS", transpose_b=True):
     """A from registers; B MN-major (transpose_b: V in O += P V) or K-major (WgmmaRSKMajorB: K in
-    S = Q K^T with Q's fragments in registers, KernelConfig::kQInRegisters)."""
+    S = Q K^T with Q's fragments in registers, KernelConfig::kQStepsInRegisters)."""
     regs = n // 2
     ptx = PTX_TYPE[dt]
     trans_b = 1 if transpose_b else 0

@@ -329,7 +329,7 @@ struct KernelConfig {
   // main: +0.9..+2.7% unmasked from 1k, -1.2..0.0% causal from 1k, -3.8% at causal 512), and the
   // API runs rows of at most kSm90ShortRowsMaxKeys keys at d128 on a twin without either
   // (ShortRowsConfig below); d256 stays off.
-  // ClusterPairsConfig sets it for itself (it derives from the static schedule).
+  // ClusterPairsConfig takes the static d128 kernel's (it derives from the static schedule).
   static constexpr bool kCheckedMax = HeadDim_ == 128 || (HeadDim_ == 64 && Consumers_ == 3);
   static constexpr int kRowSumByTensor =
       HeadDim_ == 64 && !PackGqa_ && Consumers_ != 4 && !kCheckedMax ? kRowSumInPv : kRowSumByAdds;
@@ -511,9 +511,6 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // +3.5% at 8k, +4.5% at 16k, rows the API ran it for until session 21; exp2 turns alone, session 16:
   // -6..-10%); around the GEMMs at head dim 128 (other placements not timed with clusters).
   static constexpr int kTurns = HeadDim_ == 256 ? kTurnsAtBoth : kTurnsAtGemms;
-  // The checked max at head dim 128 (KernelConfig::kCheckedMax; session 26: -0.9..+3.5%), whose
-  // row sums are the adds there.
-  static constexpr bool kCheckedMax = HeadDim_ == 128;
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");
