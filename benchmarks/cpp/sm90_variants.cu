@@ -228,6 +228,13 @@ template <class Base, int kSteps = Base::kHeadDim / 16>
 struct QInRegisters : Base {
   static constexpr int kQStepsInRegisters = kSteps;
 };
+// The same kernel with Q's tile released at load or not (KernelConfig::kQReleasedAtLoad), and
+// each tile's last P V issued with the next tile's first S or not (kLastPvWithNextScores).
+template <class Base, bool kReleased, bool kLastPv>
+struct QReleaseAndLastPv : Base {
+  static constexpr bool kQReleasedAtLoad = kReleased;
+  static constexpr bool kLastPvWithNextScores = kLastPv;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -712,6 +719,18 @@ const Variant kVariants[] = {
     // 32 bytes with 2 of their 4 steps).
     {256, "n64_s2_qregs4", run_cfg<QInRegisters<sm90::StaticScheduleConfig<256, __nv_bfloat16>, 4>>},
     {256, "n64_s2_qregs8", run_cfg<QInRegisters<sm90::StaticScheduleConfig<256, __nv_bfloat16>, 8>>},
+    // Session 30: the static d128 kernel (`n128_s2`) releases Q's tile once the first S is issued
+    // and issues each tile's last P V with the next tile's first S; `_qheld`: neither (main's
+    // until session 30), `_qrel`: the release alone. The dynamic and pair kernels (GEMM turns)
+    // do neither in the library; `_qrel` / `_lastpv`: the release alone / both.
+    {128, "n128_s2_qheld", run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, false, false>>},
+    {128, "n128_s2_qrel", run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, true, false>>},
+    {128, "n128_s2_dyn_qrel", run_cfg<QReleaseAndLastPv<TileCfg<128, 128, 2, true>, true, false>>},
+    {128, "n128_s2_dyn_lastpv", run_cfg<QReleaseAndLastPv<TileCfg<128, 128, 2, true>, true, true>>},
+    {128, "n128_s2_cluster_qrel",
+     run_cfg<QReleaseAndLastPv<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, false>>, 0},
+    {128, "n128_s2_cluster_lastpv",
+     run_cfg<QReleaseAndLastPv<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, true>>, 0},
 };
 
 }  // namespace

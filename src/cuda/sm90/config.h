@@ -411,6 +411,27 @@ struct KernelConfig {
   // 176-key blocks): there the narrowed step's code left ptxas short of registers for the wgmma
   // pipeline and it serialised every wgmma (C7511). false: the harness's reference.
   static constexpr bool kNarrowLastBlock = !PackGqa_ && kStagedOutput;
+  // Q's tile released as soon as the tile's first S = Q K^T has been issued, where every step of
+  // S takes Q's fragments from registers (kQStepsInRegisters, all of the head dim): the producer
+  // loads the next tile's Q under this whole tile rather than under its last block, and the
+  // tile's last block may keep its max too (the checked max's fallback reads Q from global
+  // memory, warp_scores.h). MainloopMma::kQReleasedAtLoad checks that all of Q is in registers
+  // (a config that derives fewer steps keeps Q's tile). Session 30's harness (3 rounds, against
+  // the same kernels without it or the next flag): with kLastPvWithNextScores, the static d128
+  // kernel (turns around the exp2s) +4.5 / +4.7% at unmasked 512 / 1k, +0.0..+1.1% from 2k,
+  // +5.0..+5.2% causal up to 2k, +2.1 / +2.6% at causal 4k / 8k; the release alone gave most of
+  // it (+4.2% at 512 / 1k, causal +4.2..+4.5% up to 2k): the tile's last block keeps its max.
+  // The kernels with turns around the GEMMs lost with both from 4k keys (dynamic -1.8..-2.3%,
+  // cluster pairs -2.1..-2.3%), so they keep Q's tile until their last S, as before.
+  static constexpr bool kQReleasedAtLoad = kTurns == kTurnsAtExp;
+  // The tile's last P V issued together with the next tile's first S = Q K^T (kernel.h,
+  // overlapped_tiles), and O normalised while that S runs: a tile's serial start (Q's and K's
+  // waits, the first S alone, the wait for the last P V) had cost about 0.9 key blocks of time a
+  // tile in session 30's traces of the static d128 kernel (2k-8k keys). Needs Q's tile released at
+  // load (the next Q has landed by then), the overlapped epilogue, and both warpgroups on every
+  // tile's blocks (not with rowless warpgroups or masked last blocks passed over);
+  // MainloopMma::kLastPvWithNextScores checks that. Where Q is released at load (above).
+  static constexpr bool kLastPvWithNextScores = kQReleasedAtLoad;
 
   // Layout: Q | K ring | V ring | O (when staged) | ones (kRowSumByTensor) | mbarriers. Every tile
   // starts on a swizzle atom; the ones lie past every V stage, as kRowSumInPv's LBO needs.
@@ -511,6 +532,10 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // +3.5% at 8k, +4.5% at 16k, rows the API ran it for until session 21; exp2 turns alone, session 16:
   // -6..-10%); around the GEMMs at head dim 128 (other placements not timed with clusters).
   static constexpr int kTurns = HeadDim_ == 256 ? kTurnsAtBoth : kTurnsAtGemms;
+  // Q's tile held until the tile's last S, as in the base's kernels with turns around the GEMMs
+  // (KernelConfig::kQReleasedAtLoad: -2.1..-2.3% from 4k with the last P V moved too).
+  static constexpr bool kQReleasedAtLoad = false;
+  static constexpr bool kLastPvWithNextScores = false;
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");

@@ -19,6 +19,8 @@ namespace sm90 {
 // share its key blocks), so in the plain loop the tensor cores waited for both epilogues at every
 // tile boundary: 5-20% of a tile's time at 512-2k keys. Needs Q free before the epilogue (an
 // output tile of its own, not O staged through Q) and S's registers beside O's in the epilogue.
+// With MainloopMma::kLastPvWithNextScores (the static d128 kernel) a tile's last P V also waits
+// for the next tile's first S and goes out with it, so O is normalised while that S runs.
 template <class Cfg>
 __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const MainloopMma<Cfg>& mma,
                                                  const Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
@@ -48,6 +50,13 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   float o[MainloopMma<Cfg>::kOAccum];  // the previous tile's O until its epilogue; a tile's first P V overwrites it
   float lse[2];
   typename MainloopMma<Cfg>::Softmax softmax;
+  // With MainloopMma::kLastPvWithNextScores the previous tile's last P V waits for the next tile's
+  // first S (or for the loop's next turn): its P, V stage and accumulate flag. Pending exactly
+  // when prev.kind == kScores, and O and the softmax are then still the previous tile's.
+  constexpr bool kLastPvWithNextScores = MainloopMma<Cfg>::kLastPvWithNextScores;
+  uint32_t last_prob[MainloopMma<Cfg>::kSAccum / 2];
+  PipelineState<Cfg::kStages> last_v;
+  int last_accumulate = 1;
   // The tile-start and epilogue trace calls sit under an `if constexpr (Cfg::kTrace)` of their own
   // although trace() is empty without it: their unused arguments reordered the static d64 / d128
   // kernels' PTX registers, and so ptxas's allocation (session 18).
@@ -91,7 +100,9 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   // then finishes the tile. The first S is issued and waited for under one condition: ptxas
   // serialises every wgmma of the kernel when its analysis finds a path on which an issued wgmma's
   // accumulators could be written before its wait (it does not correlate two separate tests of
-  // the same flag).
+  // the same flag). With kLastPvWithNextScores the previous tile's last P V goes out with the
+  // first S and is waited for in the same branch, so that every path leaves only S in flight;
+  // where no tile with keys follows it goes alone (last_pv).
   while (true) {
     Work cur;
     cur.kind = kNone;
@@ -116,13 +127,33 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       }
       if constexpr (Cfg::kSkipMaskedLastBlock) mma.pass_over_masked_last_block(cur.seq, cur.t, cur.range, kv_state);
       mma.load_q_fragments(q);
-      mma.issue_first_scores(s, kv_state, q);
+      if constexpr (kLastPvWithNextScores) {
+        if (prev.kind == kScores) {
+          mma.issue_last_pv_and_first_scores(last_prob, o, last_accumulate, last_v, s, kv_state, q);
+          softmax.finalize(o, p.score_log2, lse);
+        } else {
+          mma.issue_first_scores(s, kv_state, q);
+        }
+      } else {
+        mma.issue_first_scores(s, kv_state, q);
+      }
       store_previous();
       next = take_next();
       softmax.reset();
-      mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
-      softmax.finalize(o, p.score_log2, lse);
+      if constexpr (kLastPvWithNextScores) {
+        last_accumulate = mma.template finish_tile_but_last_pv<true>(s, cur.seq, cur.t, cur.range, o, softmax,
+                                                                     kv_state, q, last_prob, last_v);
+      } else {
+        mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
+        softmax.finalize(o, p.score_log2, lse);
+      }
     } else {
+      if constexpr (kLastPvWithNextScores) {
+        if (prev.kind == kScores) {
+          mma.template last_pv<Cfg::kBlockN>(last_prob, o, last_accumulate, last_v);
+          softmax.finalize(o, p.score_log2, lse);
+        }
+      }
       store_previous();
       if (index >= p.num_tiles) break;
       next = take_next();

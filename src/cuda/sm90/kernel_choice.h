@@ -102,14 +102,16 @@ int64_t sm90_static_schedule_launches();
 // them around the exp2s (those had lost 4-6% there). With the slack, the vote and the unit
 // rescale the static kernel led it at 512 / 1k in two harness calls (session 21 call 6: +3.5 /
 // +3.6%; session 22 call 1: +2.3 / +0.8%), so those rows ran the static kernel from then.
-// Since session 29 it takes every row at head dim 128 (65..128) with at most
-// kSm90ShortRowsMaxKeys keys, causal, unmasked or windowed: there it is the static kernel
-// without the checked max and with Q in shared memory (config.h UncheckedStaticConfig), the
-// static kernel's form until session 29, which now has both. Session 28's harness, checked
-// against unchecked: -3.5% at causal 512 (S, two calls), -0.6 / -0.1% at unmasked 512; Q in
-// registers (session 29) -2.3 / -3.7% at unmasked 512. Session 29's harness, the static kernel
-// with both against main's: -3.8 / -3.0% (S) at causal 512, -0.4 / -0.3% at 512, +0.5 / +3.3%
-// at 1k, +3.5 / +4.3% at 2k, and +1.5..+6.0% on the rows it runs from 1k.
+// In session 29 it took every row at head dim 128 with at most kSm90ShortRowsMaxKeys keys,
+// causal, unmasked or windowed: there it is the static kernel without the checked max and with Q
+// in shared memory (config.h UncheckedStaticConfig), the static kernel's form until session 29.
+// Session 28's harness, checked against unchecked: -3.5% at causal 512 (S, two calls), -0.6 /
+// -0.1% at unmasked 512; Q in registers (session 29) -2.3 / -3.7% at unmasked 512. Since
+// session 30 the static kernel releases Q's tile at load, so its tiles' last blocks keep their
+// max too (config.h kQReleasedAtLoad), and leads it at 512: +1.5% unmasked, +1.5% causal (S;
+// session 30's harness, 3 rounds), so head dim 128 runs the static kernel at every length again
+// and the short-rows kernel is left to d64's windows (FLASHATTN_SM90_VARIANT=short_rows still
+// reaches it at head dim 128).
 constexpr int kSm90ShortRowsMaxKeys = 512;
 bool sm90_picks_short_rows(const AttentionProblem& p);
 // Launches of the short-rows instantiation through sm90_forward so far in this process.

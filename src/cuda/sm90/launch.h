@@ -110,6 +110,10 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.k_batch_stride = pb.k.batch_stride;
   kp.k_row_stride = pb.k.row_stride;
   kp.k_head_stride = pb.k.head_stride;
+  kp.q = pb.q.data;
+  kp.q_batch_stride = pb.q.batch_stride;
+  kp.q_row_stride = pb.q.row_stride;
+  kp.q_head_stride = pb.q.head_stride;
   kp.out = pb.out.data;
   kp.out_batch_stride = pb.out.batch_stride;
   kp.out_row_stride = pb.out.row_stride;

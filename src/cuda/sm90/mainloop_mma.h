@@ -158,10 +158,10 @@ struct MainloopMma {
   }
 
   // Once S of a block has retired: its K stage is free, and after the tile's last block (`last`)
-  // so is Q (unless O is staged there).
+  // so is Q (unless O is staged there, or Q was released at load).
   __device__ __forceinline__ void release_scores_operands(PipelineState<Cfg::kStages>& k_state, bool last) const {
     release_k(bars.k_empty(k_state.stage), last);
-    if (!Cfg::kOutputInQ && last) release(bars.q_empty());
+    if (!Cfg::kOutputInQ && !kQReleasedAtLoad && last) release(bars.q_empty());
     k_state.advance();
   }
 
@@ -173,8 +173,20 @@ struct MainloopMma {
   struct QFragments {
     uint32_t a[kQRegisterSteps > 0 ? kQRegisterSteps : 1][4];
   };
+  // Q's tile released once the tile's first S is issued (Cfg::kQReleasedAtLoad), where every
+  // step of S reads Q from registers; the fallback then reads Q from global memory. O staged in Q
+  // and GQA packing (whose tile rows are not one head's rows) keep the tile.
+  static constexpr bool kQReleasedAtLoad = Cfg::kQReleasedAtLoad && kQRegisterSteps == Cfg::kHeadDim / 16 &&
+                                           !Cfg::kOutputInQ && !Cfg::kPackGqa;
+  // The tile's last P V issued with the next tile's first S (Cfg::kLastPvWithNextScores; kernel.h
+  // overlapped_tiles): the next Q must have landed long before, and both warpgroups must take
+  // every block of every tile (their GEMM turns stay in step).
+  static constexpr bool kLastPvWithNextScores = Cfg::kLastPvWithNextScores && kQReleasedAtLoad &&
+                                                Cfg::kOverlapEpilogue && !Cfg::kSkipRowlessWarpgroups &&
+                                                !Cfg::kSkipMaskedLastBlock && !kRowSumByTensor;
   // Once Q has arrived, before the tile's first S (ldmatrix x4 as warp_scores.h loads them). Q's
-  // tile stays until the tile's last S has retired: the checked max's fallback reads it.
+  // tile stays until the first S has been issued (kQReleasedAtLoad), else until the tile's last
+  // S has retired: the checked max's fallback reads it.
   __device__ __forceinline__ void load_q_fragments(QFragments& q) const {
     if constexpr (kQRegisterSteps > 0) {
       const int lane = thread % 32;
@@ -414,7 +426,44 @@ struct MainloopMma {
     issue_qk(s, k_state.stage, q);
     wgmma_commit_group();
     pass_turn();
+    // The wgmma has read Q's fragments' registers, so their ldmatrix has read the tile.
+    if constexpr (kQReleasedAtLoad) release(bars.q_empty());
     trace(kEvSIssued, k_state.stage);
+  }
+
+  // The previous tile's last P V (its P in prob, its V in stage v_state), then this tile's first
+  // S = Q K^T, in one issue (Cfg::kLastPvWithNextScores); returns once the P V has retired, with
+  // S in flight: O is final, and is normalised and stored while S runs.
+  __device__ __forceinline__ void issue_last_pv_and_first_scores(uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
+                                                                 int accumulate,
+                                                                 const PipelineState<Cfg::kStages>& v_state,
+                                                                 float (&s)[kSAccum],
+                                                                 const PipelineState<Cfg::kStages>& k_state,
+                                                                 const QFragments& q) const {
+    static_assert(kLastPvWithNextScores, "the next Q must have landed: released at load");
+    trace(kEvKWait, k_state.stage, -1);
+    mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
+    trace(kEvKFull, k_state.stage, -1);
+    trace(kEvVWait, v_state.stage, -1);
+    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    trace(kEvVFull, v_state.stage, -1);
+    wait_turn();
+    pin_registers(s);
+    pin_registers(o);
+    pin_registers(prob);
+    wgmma_fence();
+    issue_pv<Cfg::kBlockN>(o, prob, v_state.stage, accumulate);
+    wgmma_commit_group();
+    issue_qk(s, k_state.stage, q);
+    wgmma_commit_group();
+    pass_turn();
+    release(bars.q_empty());  // as in issue_first_scores
+    trace(kEvSIssued, k_state.stage);
+    wgmma_wait_group<1>();  // the P V; S still runs
+    pin_registers(o);
+    pin_registers(prob);
+    release_last_v(bars.v_empty(v_state.stage));
+    trace(kEvLastPvDone);
   }
 
   // One step of the key loop: S of block n issued with P V of the block before it (kPvN of its
@@ -466,12 +515,13 @@ struct MainloopMma {
     } else if constexpr (Cfg::kCheckedMax) {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
-      // The kept max where the warp's rows all have one, except on the tile's last block, whose
-      // Q is released as soon as S has retired (the next tile's Q loads under the rest of this
-      // one; held until the softmax's end, d64's unmasked 512 lost 9%). Elsewhere Q stays, and K
-      // until the check has passed unless the fallback reads it from global memory: a warp that
-      // fails the check computes S again from them.
-      const bool kept_max = n != range.n_begin && softmax.every_row_has_max();
+      // The kept max where the warp's rows all have one, except on the tile's last block where Q
+      // is released as soon as S has retired (the next tile's Q loads under the rest of this
+      // one; held until the softmax's end, d64's unmasked 512 lost 9%) rather than at load.
+      // Elsewhere Q stays (or is read from global memory), and K until the check has passed
+      // unless the fallback reads it from global memory: a warp that fails the check computes S
+      // again from them.
+      const bool kept_max = (kQReleasedAtLoad || n != range.n_begin) && softmax.every_row_has_max();
       if (!kept_max || Cfg::kFallbackKeysFromGlobal) release_scores_operands(k_state, n == range.n_begin);
       trace(kEvSReady);
       checked_probabilities(s, o, prob, softmax, seq, t, n, kept_max, k_state, v_state);
@@ -544,18 +594,33 @@ struct MainloopMma {
   __device__ __forceinline__ void recompute_scores(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                                    int n, int stage) const {
     const int row0 = wg * kRowsPerConsumer + 16 * (thread / 32), lane = thread % 32;
+    if constexpr (kQReleasedAtLoad) {
+      // The sequence's row 0 of the tile's head (Operand's offsets, problem.h, as the epilogue's
+      // rows; varlen batch strides are 0).
+      const Element* rows = static_cast<const Element*>(p.q) + t.batch * p.q_batch_stride +
+                            int64_t(seq.q_row0) * p.q_row_stride + t.head * p.q_head_stride;
+      recompute_scores_from(s, seq, t, n, stage,
+                            QueriesInGlobal<Element>(rows, p.q_row_stride, t.m_block * Cfg::kBlockM + row0,
+                                                     seq.len_q, lane));
+    } else {
+      recompute_scores_from(s, seq, t, n, stage, QueriesInTile(tiles.q_column(0), Cfg::kQColumnBytes, row0, lane));
+    }
+  }
+  template <class QueryFragments>
+  __device__ __forceinline__ void recompute_scores_from(float (&s)[kSAccum], const SequenceInfo& seq,
+                                                        const TileCoord& t, int n, int stage,
+                                                        QueryFragments queries) const {
+    const int lane = thread % 32;
     if constexpr (Cfg::kFallbackKeysFromGlobal) {
       const int key0 = n * Cfg::kBlockN;
       // Operand's offset (problem.h; varlen batch strides are 0), as the epilogue's rows.
       const Element* block = static_cast<const Element*>(p.k) + t.batch * p.k_batch_stride +
                              int64_t(seq.k_row0 + key0) * p.k_row_stride + tile_kv_head<Cfg>(p, t) * p.k_head_stride;
       warp_scores<Cfg::kHeadDim, Cfg::kBlockN, Element>(
-          s, tiles.q_column(0), Cfg::kQColumnBytes, row0, lane,
-          KeysInGlobal<Element>(block, p.k_row_stride, seq.len_k - key0, lane));
+          s, queries, KeysInGlobal<Element>(block, p.k_row_stride, seq.len_k - key0, lane));
     } else {
       warp_scores<Cfg::kHeadDim, Cfg::kBlockN, Element>(
-          s, tiles.q_column(0), Cfg::kQColumnBytes, row0, lane,
-          KeysInStage(tiles.k_column(stage, 0), Cfg::kKVColumnBytes, lane));
+          s, queries, KeysInStage(tiles.k_column(stage, 0), Cfg::kKVColumnBytes, lane));
     }
   }
 
@@ -620,6 +685,41 @@ struct MainloopMma {
     // at its end, so only the K position lives across tiles.
     PipelineState<Cfg::kStages> v_state = k_state;
     uint32_t prob[kSAccum / 2];
+    const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
+    if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
+      last_pv<kNarrowN>(prob, o, accumulate, v_state);
+    } else {
+      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
+    }
+  }
+
+  // finish_tile up to its last P V (kLastPvWithNextScores), which is left in prob, v_state (its V
+  // stage) and the returned accumulate flag for issue_last_pv_and_first_scores or last_pv. It
+  // takes the whole block: where that block was narrowed (the tile's only one), P's later keys
+  // are zeroed (V's rows there are finite: keys of the block, or rows zeroed past the sequence).
+  template <bool kFirstPvOverwrites>
+  __device__ __forceinline__ int finish_tile_but_last_pv(float (&s)[kSAccum], const SequenceInfo& seq,
+                                                          const TileCoord& t, const BlockRange<Cfg::kBlockN>& range,
+                                                          float (&o)[kOAccum], Softmax& softmax,
+                                                          PipelineState<Cfg::kStages>& k_state, const QFragments& q,
+                                                          uint32_t (&prob)[kSAccum / 2],
+                                                          PipelineState<Cfg::kStages>& v_state) const {
+    v_state = k_state;
+    const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
+    if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
+#pragma unroll
+      for (int i = kNarrowN / 4; i < kSAccum / 2; ++i) prob[i] = 0u;
+    }
+    return accumulate;
+  }
+
+  // finish_tile's key blocks: every S, softmax and P V but the last P V. Returns its accumulate.
+  template <bool kFirstPvOverwrites>
+  __device__ __forceinline__ int finish_blocks(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
+                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
+                                               Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
+                                               PipelineState<Cfg::kStages>& v_state, uint32_t (&prob)[kSAccum / 2],
+                                               const QFragments& q) const {
     int n = range.n_end - 1;
     const bool narrow = narrow_last_block(seq, t, range);
     wgmma_wait_group<0>();
@@ -650,11 +750,7 @@ struct MainloopMma {
       block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q);
       accumulate = 1;
     }
-    if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
-      last_pv<kNarrowN>(prob, o, accumulate, v_state);
-    } else {
-      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
-    }
+    return accumulate;
   }
 
   // The softmax of the tile's first block (its last key block, kN of its keys), packed into P.

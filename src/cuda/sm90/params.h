@@ -68,6 +68,10 @@ struct KernelParams {
   // with KernelConfig::kFallbackKeysFromGlobal (warp_scores.h). Appended, as above.
   const void* k = nullptr;
   int64_t k_batch_stride = 0, k_row_stride = 0, k_head_stride = 0;
+  // Q likewise, for the fallback where Q's tile is released once its fragments are in registers
+  // (KernelConfig::kQReleasedAtLoad). Appended, as above.
+  const void* q = nullptr;
+  int64_t q_batch_stride = 0, q_row_stride = 0, q_head_stride = 0;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims

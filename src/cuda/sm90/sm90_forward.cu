@@ -200,8 +200,7 @@ Status sm90_forward(const AttentionProblem& p) {
 
 bool sm90_picks_short_rows(const AttentionProblem& p) {
   if (p.seqlen_k > kSm90ShortRowsMaxKeys) return false;
-  if (p.headdim == 64) return p.mask.has_mask() && !p.mask.right_bound_only();
-  return p.headdim > 64 && p.headdim <= 128;
+  return p.headdim == 64 && p.mask.has_mask() && !p.mask.right_bound_only();
 }
 
 int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }

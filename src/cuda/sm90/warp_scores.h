@@ -1,9 +1,11 @@
-// One warp's 16 rows of S = Q K^T for one key block, computed again with mma.sync from the Q
-// tile in shared memory and the block's K: the checked max's fallback (MainloopMma), for the
-// rare block where the kept max did not hold and S has already become P. A warp alone: the
-// decision is a warp's, and wgmma would need its whole warpgroup. K comes from its stage in
-// shared memory (held there until the check) or, with KernelConfig::kFallbackKeysFromGlobal,
-// from global memory (the stage released as soon as S has retired).
+// One warp's 16 rows of S = Q K^T for one key block, computed again with mma.sync from Q and the
+// block's K: the checked max's fallback (MainloopMma), for the rare block where the kept max did
+// not hold and S has already become P. A warp alone: the decision is a warp's, and wgmma would
+// need its whole warpgroup. Q comes from its tile in shared memory or, with
+// KernelConfig::kQReleasedAtLoad, from global memory (the tile released once its fragments are in
+// registers); K from its stage in shared memory (held there until the check) or, with
+// KernelConfig::kFallbackKeysFromGlobal, from global memory (the stage released as soon as S has
+// retired).
 //
 // The fragment of m16n8k16's accumulators (rows g and g + 8 of the warp's 16, columns 2 (lane % 4)
 // + {0, 1} of an 8-key group) is the warp's share of wgmma m64nN's (fragment.h), so n8 group i
@@ -19,32 +21,65 @@
 namespace flashattn {
 namespace sm90 {
 
-// s (kBlockN / 2 registers, wgmma's order) = Q rows row0 .. row0 + 15 of the tile at q (column 0;
-// columns of 64 elements q_column_bytes apart) times the block's kBlockN keys, whose B fragments
-// key_fragments(kk, j, b) gives for the 16 keys 16j .. 16j + 15 and the 16 dims 16kk .. 16kk + 15:
-// b[0], b[1] those of keys 16j .. 16j + 7 (dims 0-7, 8-15 of the step), b[2], b[3] of the next 8.
-template <int kHeadDim, int kBlockN, class Element, class KeyFragments>
-__device__ __forceinline__ void warp_scores(float (&s)[kBlockN / 2], uint32_t q, int q_column_bytes, int row0,
-                                            int lane, KeyFragments key_fragments) {
+// s (kBlockN / 2 registers, wgmma's order) = the warp's 16 query rows, whose A fragments
+// query_fragments(kk, a) gives for the 16 dims 16kk .. 16kk + 15 (mma.sync's order: a[0] rows
+// 0-7 dims 0-7, a[1] rows 8-15 dims 0-7, a[2] rows 0-7 dims 8-15, a[3] rows 8-15 dims 8-15),
+// times the block's kBlockN keys, whose B fragments key_fragments(kk, j, b) gives for the 16 keys
+// 16j .. 16j + 15 and the same 16 dims: b[0], b[1] those of keys 16j .. 16j + 7 (dims 0-7, 8-15 of
+// the step), b[2], b[3] of the next 8.
+template <int kHeadDim, int kBlockN, class Element, class QueryFragments, class KeyFragments>
+__device__ __forceinline__ void warp_scores(float (&s)[kBlockN / 2], QueryFragments query_fragments,
+                                            KeyFragments key_fragments) {
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) s[i] = 0.0f;
-  // ldmatrix x4: lane l gives a line of matrix l / 8, A's four are (rows 0-7 | 8-15) x (k 0-7 |
-  // 8-15), rows first. Key groups outside, head-dim steps inside (Q's fragments loaded again
-  // for each group): the other order kept every group's key addresses live across the steps,
-  // and the kernels spilled (session 28).
-  const int a_line = row0 + (lane / 8 % 2) * 8 + lane % 8, a_half = lane / 16;
+  // Key groups outside, head-dim steps inside (Q's fragments loaded again for each group): the
+  // other order kept every group's key addresses live across the steps, and the kernels spilled
+  // (session 28).
 #pragma unroll
   for (int j = 0; j < kBlockN / 16; ++j) {
 #pragma unroll 1
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       uint32_t a[4], b[4];
-      cuda::ldmatrix_x4(a, swizzled_chunk(q + kk / 4 * q_column_bytes, a_line, (kk % 4) * 2 + a_half));
+      query_fragments(kk, a);
       key_fragments(kk, j, b);
       cuda::mma_16816<Element>(*reinterpret_cast<float(*)[4]>(&s[8 * j]), a, b[0], b[1]);
       cuda::mma_16816<Element>(*reinterpret_cast<float(*)[4]>(&s[8 * j + 4]), a, b[2], b[3]);
     }
   }
 }
+
+// The warp's query rows row0 .. row0 + 15 of the Q tile at q (column 0; columns of 64 elements
+// q_column_bytes apart), by ldmatrix x4: lane l gives a line of matrix l / 8, rows first.
+struct QueriesInTile {
+  uint32_t q;
+  int q_column_bytes, line, half;
+  __device__ __forceinline__ QueriesInTile(uint32_t q_, int q_column_bytes_, int row0, int lane)
+      : q(q_), q_column_bytes(q_column_bytes_), line(row0 + (lane / 8 % 2) * 8 + lane % 8), half(lane / 16) {}
+  __device__ __forceinline__ void operator()(int kk, uint32_t (&a)[4]) const {
+    cuda::ldmatrix_x4(a, swizzled_chunk(q + kk / 4 * q_column_bytes, line, (kk % 4) * 2 + half));
+  }
+};
+
+// The same rows from global memory: the lane's rows lane / 4 and lane / 4 + 8 of the warp's 16
+// and its two dims 2 (lane % 4) + {0, 1}, and the same 8 dims on, as ldmatrix would have given
+// them. rows: the sequence's row 0 (of the tile's head); first: the warp's row 0 in the sequence.
+// Rows past `len` (the sequence's end; their output is never stored) read the last one instead.
+template <class Element>
+struct QueriesInGlobal {
+  const Element* upper;  // row lane / 4
+  const Element* lower;  // row lane / 4 + 8
+  __device__ __forceinline__ QueriesInGlobal(const Element* rows, int64_t row_stride, int first, int len, int lane) {
+    const Element* dims = rows + 2 * (lane % 4);
+    upper = dims + int64_t(min(first + lane / 4, len - 1)) * row_stride;
+    lower = dims + int64_t(min(first + lane / 4 + 8, len - 1)) * row_stride;
+  }
+  __device__ __forceinline__ void operator()(int kk, uint32_t (&a)[4]) const {
+    a[0] = __ldg(reinterpret_cast<const unsigned int*>(upper + 16 * kk));
+    a[1] = __ldg(reinterpret_cast<const unsigned int*>(lower + 16 * kk));
+    a[2] = __ldg(reinterpret_cast<const unsigned int*>(upper + 16 * kk + 8));
+    a[3] = __ldg(reinterpret_cast<const unsigned int*>(lower + 16 * kk + 8));
+  }
+};
 
 // The key block's B fragments from its K stage at k (128B-swizzled columns of 64 elements,
 // kv_column_bytes apart), by ldmatrix x4: (keys 0-7 | 8-15) x (k 0-7 | 8-15), k first.

@@ -443,7 +443,7 @@ std::vector<Case> cases() {
   // every warpgroup of every tile.
   c = make("narrow_last_block_d128_bf16", bf, 128, 2, 300, 390, 2, 2), v.push_back(c);
   c = make("narrow_last_block_softcap_d256_fp16", fp, 256, 2, 200, 336, 2, 1), c.softcap = 10.0f, v.push_back(c);
-  // The static d128 kernel with the checked max (513 to 2k keys; the short-rows kernel below):
+  // The static d128 kernel with the checked max (up to 2k keys unmasked, 512 too since session 30):
   // variable lengths with padded strides and softcap, GQA with a narrowed last block, a window.
   c = make("static_checked_varlen_padded_softcap_bf16", bf, 128, 0, 0, 0, 4, 2);
   c.lens_q = {100, 1, 600}, c.lens_k = {700, 50, 650}, c.layout = Layout::kPadded, c.softcap = 20.0f;
@@ -485,9 +485,10 @@ std::vector<Case> cases() {
   growing("growing_scores_long_d128_bf16", bf, 128, 1, 150, 2200, 2, 1, false);
   growing("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false);
   growing("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1, true);
-  // Scores that jump up mid-row (early_key_boost): the API's d128 short-rows kernel (up to 512
-  // keys, no checked max), and the kernels with the checked max: d128's static one (513 to 2k
-  // keys unmasked, causal up to 8k), its dynamic one (past 2k), its cluster pairs (unmasked from 4k keys, an even number of query tiles), d64's static three
+  // Scores that jump up mid-row (early_key_boost): the kernels with the checked max: d128's
+  // static one (up to 2k keys unmasked, causal up to 8k; the short case was the short-rows
+  // kernel's until session 30), its dynamic one (past 2k), its cluster pairs (unmasked from 4k
+  // keys, an even number of query tiles), d64's static three
   // warpgroups (causal 1025 to 4k keys) and its dynamic ones (unmasked past 512); exp2s past the
   // bound, and past fp32's range. The tall-tile and packing suites have their own.
   const auto rising = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal,
@@ -516,6 +517,28 @@ std::vector<Case> cases() {
   v.push_back(c);
   c = make("rising_scores_head_major_d128_bf16", bf, 128, 2, 256, 2600, 2, 1);
   c.layout = Layout::kHeadMajor, c.early_key_boost = 12.0f, v.push_back(c);
+  // The d128 kernels with Q in registers release Q's tile at load and issue each tile's last
+  // P V with the next tile's first S (KernelConfig::kQReleasedAtLoad, kLastPvWithNextScores):
+  // more tiles than SMs, so the last P V waits across tiles; tiles without keys or rows between
+  // them (the P V then goes alone); a tile whose only block is narrowed (causal m-block 0); the
+  // fallback reading Q from global memory (varlen, padded strides, the last block keeping its
+  // max). Static kernel (up to 2k keys unmasked, causal), dynamic (unmasked past 2k), pairs.
+  c = make("last_pv_varlen_empty_tiles_padded_d128_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {700, 0, 300, 129, 700, 64, 1, 500, 600, 10, 700, 256};
+  c.lens_k = {700, 50, 0, 640, 1000, 0, 64, 500, 1, 700, 129, 900};
+  c.layout = Layout::kPadded, c.early_key_boost = 12.0f, v.push_back(c);
+  c = make("last_pv_many_tiles_causal_d128_fp16", fp, 128, 3, 1024, 1024, 8, 4), c.causal = true;
+  c.early_key_boost = 64.0f, v.push_back(c);
+  c = make("last_pv_many_tiles_dynamic_d128_bf16", bf, 128, 2, 1000, 2200, 10, 5), c.early_key_boost = 12.0f;
+  v.push_back(c);
+  c = make("last_pv_many_tiles_pairs_d128_fp16", fp, 128, 1, 512, 4100, 36, 12), c.early_key_boost = 12.0f;
+  v.push_back(c);
+  // The fallback's Q from global memory in the other layouts: head-major strides with MQA, and
+  // seqused rows (sequences shorter than the tensor, rows past them in the warp clamped).
+  c = make("last_pv_head_major_mqa_rising_d128_fp16", fp, 128, 2, 333, 1500, 4, 1);
+  c.layout = Layout::kHeadMajor, c.early_key_boost = 64.0f, v.push_back(c);
+  c = make("last_pv_seqused_rising_d128_bf16", bf, 128, 3, 700, 900, 4, 2), c.early_key_boost = 12.0f;
+  c.used_q = {700, 37, 450}, c.used_k = {900, 600, 1}, v.push_back(c);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
   // seqused: zero, full and ragged used lengths; masks align to the used lengths, and rows of
@@ -832,8 +855,8 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   p.headdim = 128, p.mask.window_left = -1;
 
   // The short-rows kernel: local windows at head dim 64 up to its bound of keys, never causal rows
-  // (tall tiles since session 23) or unmasked ones there; every row at head dim 128 up to the
-  // bound (the static kernel without the checked max, since session 29); never head dim 256.
+  // (tall tiles since session 23) or unmasked ones there; never head dims 128 (the static kernel
+  // at every length since session 30; session 29 ran rows up to the bound here) or 256.
   p.seqlen_q = 512, p.headdim = 64, p.mask.window_left = 100, p.mask.window_right = 0;
   for (int keys : {256, kSm90ShortRowsMaxKeys, kSm90ShortRowsMaxKeys + 1}) {
     p.seqlen_k = keys;
@@ -850,7 +873,7 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
       for (int left : {-1, 100}) {
         for (int right : {-1, 0}) {
           p.mask.window_left = left, p.mask.window_right = right;
-          EXPECT_EQ(sm90_picks_short_rows(p), headdim == 128 && keys <= kSm90ShortRowsMaxKeys)
+          EXPECT_FALSE(sm90_picks_short_rows(p))
               << "hdim " << headdim << " window (" << left << ", " << right << "), " << keys << " keys";
         }
       }
@@ -1012,7 +1035,8 @@ std::vector<ApiPick> schedule_cases() {
   std::vector<ApiPick> v;
   Case c;
   c = make("sched_causal_640_static_bf16", bf, 128, 2, 640, 640, 16, 16), c.causal = true, v.push_back({c, true});
-  c = make("sched_causal_512_short_rows_bf16", bf, 128, 2, 512, 512, 16, 16), c.causal = true, v.push_back({c, false});
+  c = make("sched_causal_512_static_bf16", bf, 128, 2, 512, 512, 16, 16), c.causal = true, v.push_back({c, true});
+  c = make("sched_unmasked_512_static_fp16", fp, 128, 2, 512, 512, 8, 8), v.push_back({c, true});
   c = make("sched_window_2048_static_fp16", fp, 64, 1, 700, 2048, 8, 2), c.window_left = 300, c.window_right = 0;
   v.push_back({c, true});
   c = make("sched_causal_varlen_static_d256_bf16", bf, 256, 0, 0, 0, 4, 2);
@@ -1086,11 +1110,11 @@ INSTANTIATE_TEST_SUITE_P(Schedule, Sm90ApiPick,
                          api_pick_name);
 
 // The short-rows kernel (sm90::ShortRowsConfig): 128-row tiles with the static schedule at head dim 64
-// for local windows with at most kSm90ShortRowsMaxKeys keys (causal rows too until session 23),
-// and at head dim 128 the static kernel without the checked max for every row up to that bound.
+// for local windows with at most kSm90ShortRowsMaxKeys keys (causal rows too until session 23).
 // The picked cases are the only tests of that configuration through the API: partial tiles, a
 // window with a right bound past the diagonal, GQA with seqlen_q != seqlen_k, varlen with
-// seqused_k, softcap.
+// seqused_k, softcap. At head dim 128 (session 29's rows up to the bound) the static kernel runs
+// them since session 30: the same masks, not picked here.
 std::vector<ApiPick> short_rows_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int max_keys = kSm90ShortRowsMaxKeys;
@@ -1107,16 +1131,17 @@ std::vector<ApiPick> short_rows_cases() {
   c = make("short_rows_varlen_window_seqused_k_bf16", bf, 64, 0, 0, 0, 4, 4);
   c.lens_q = {129, 1, 440}, c.lens_k = {129, 300, 500}, c.used_k = {129, 1, 480}, c.extra_k = 3;
   c.window_left = 64, c.window_right = 0, v.push_back({c, true});
-  // Head dim 128 (since session 29), every mask up to the bound: causal with partial tiles and
-  // GQA, a window, unmasked, varlen with seqused_k, softcap.
+  // Head dim 128, every mask up to the bound (the static kernel since session 30, picked by no
+  // short-rows rule): causal with partial tiles and GQA, a window, unmasked, varlen with
+  // seqused_k, softcap.
   c = make("short_rows_window_d128_bf16", bf, 128, 1, 512, 512, 4, 4), c.window_left = 200, c.window_right = 0;
-  v.push_back({c, true});
-  c = make("short_rows_noncausal_512_d128_bf16", bf, 128, 2, 512, 512, 8, 8), v.push_back({c, true});
+  v.push_back({c, false});
+  c = make("short_rows_noncausal_512_d128_bf16", bf, 128, 2, 512, 512, 8, 8), v.push_back({c, false});
   c = make("short_rows_causal_q300_k500_gqa_d128_fp16", fp, 128, 3, 300, 500, 8, 2), c.causal = true;
-  v.push_back({c, true});
+  v.push_back({c, false});
   c = make("short_rows_varlen_causal_seqused_k_softcap_d128_bf16", bf, 128, 0, 0, 0, 4, 4);
   c.lens_q = {129, 1, 440}, c.lens_k = {129, 300, 500}, c.used_k = {129, 1, 480}, c.extra_k = 3;
-  c.causal = true, c.softcap = 25.0f, v.push_back({c, true});
+  c.causal = true, c.softcap = 25.0f, v.push_back({c, false});
   // Not picked: past the bound, causal (tall tiles), no mask, head dim 256.
   c = make("short_rows_window_past_bound_fp16", fp, 64, 1, 300, max_keys + 1, 2, 2), c.window_left = 200;
   c.window_right = 0, v.push_back({c, false});
