@@ -720,17 +720,15 @@ const Variant kVariants[] = {
     {256, "n64_s2_qregs4", run_cfg<QInRegisters<sm90::StaticScheduleConfig<256, __nv_bfloat16>, 4>>},
     {256, "n64_s2_qregs8", run_cfg<QInRegisters<sm90::StaticScheduleConfig<256, __nv_bfloat16>, 8>>},
     // Session 30: the static d128 kernel (`n128_s2`) releases Q's tile once the first S is issued
-    // and issues each tile's last P V with the next tile's first S; `_qheld`: neither (main's
-    // until session 30), `_qrel`: the release alone. The dynamic and pair kernels (GEMM turns)
-    // do neither in the library; `_qrel` / `_lastpv`: the release alone / both.
+    // (KernelConfig::kQReleasedAtLoad); `_qheld`: it does not (main's until session 30, other
+    // registers), `_lastpv`: each tile's last P V also goes out with the next tile's first S
+    // (kLastPvWithNextScores; not yet run on a GPU). The dynamic and pair kernels (GEMM turns)
+    // keep Q until their last S in the library; `_qrel`: they release it at load.
     {128, "n128_s2_qheld", run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, false, false>>},
-    {128, "n128_s2_qrel", run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, true, false>>},
+    {128, "n128_s2_lastpv", run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, true, true>>},
     {128, "n128_s2_dyn_qrel", run_cfg<QReleaseAndLastPv<TileCfg<128, 128, 2, true>, true, false>>},
-    {128, "n128_s2_dyn_lastpv", run_cfg<QReleaseAndLastPv<TileCfg<128, 128, 2, true>, true, true>>},
     {128, "n128_s2_cluster_qrel",
      run_cfg<QReleaseAndLastPv<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, false>>, 0},
-    {128, "n128_s2_cluster_lastpv",
-     run_cfg<QReleaseAndLastPv<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, true>>, 0},
 };
 
 }  // namespace

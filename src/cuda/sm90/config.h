@@ -416,22 +416,25 @@ struct KernelConfig {
   // loads the next tile's Q under this whole tile rather than under its last block, and the
   // tile's last block may keep its max too (the checked max's fallback reads Q from global
   // memory, warp_scores.h). MainloopMma::kQReleasedAtLoad checks that all of Q is in registers
-  // (a config that derives fewer steps keeps Q's tile). Session 30's harness (3 rounds, against
-  // the same kernels without it or the next flag): with kLastPvWithNextScores, the static d128
-  // kernel (turns around the exp2s) +4.5 / +4.7% at unmasked 512 / 1k, +0.0..+1.1% from 2k,
-  // +5.0..+5.2% causal up to 2k, +2.1 / +2.6% at causal 4k / 8k; the release alone gave most of
-  // it (+4.2% at 512 / 1k, causal +4.2..+4.5% up to 2k): the tile's last block keeps its max.
-  // The kernels with turns around the GEMMs lost with both from 4k keys (dynamic -1.8..-2.3%,
-  // cluster pairs -2.1..-2.3%), so they keep Q's tile until their last S, as before.
+  // (a config that derives fewer steps keeps Q's tile). Session 30's harness (3 rounds, two
+  // calls) against main's static d128 kernel (turns around the exp2s): +0.3..+2.1% unmasked,
+  // +2.5..+4.4% causal up to 8k, +0.4..+1.6% GQA; against the short-rows twin at 512 keys +1.5% /
+  // +1.5% causal. Most of it is the tile's last block keeping its max (a short tile has few
+  // blocks). The kernels with turns around the GEMMs lost with it (dynamic -0.9..-1.9% from 4k,
+  // cluster pairs -1.4..-3.0% from 2k; not understood), so they keep Q's tile until their last
+  // S, as before.
   static constexpr bool kQReleasedAtLoad = kTurns == kTurnsAtExp;
   // The tile's last P V issued together with the next tile's first S = Q K^T (kernel.h,
-  // overlapped_tiles), and O normalised while that S runs: a tile's serial start (Q's and K's
-  // waits, the first S alone, the wait for the last P V) had cost about 0.9 key blocks of time a
-  // tile in session 30's traces of the static d128 kernel (2k-8k keys). Needs Q's tile released at
-  // load (the next Q has landed by then), the overlapped epilogue, and both warpgroups on every
-  // tile's blocks (not with rowless warpgroups or masked last blocks passed over);
-  // MainloopMma::kLastPvWithNextScores checks that. Where Q is released at load (above).
-  static constexpr bool kLastPvWithNextScores = kQReleasedAtLoad;
+  // overlapped_tiles), and O normalised while that S runs: a tile's boundary cost about 0.9 key
+  // blocks of time a tile in session 30's traces of the static d128 kernel (2k-8k keys), and its
+  // serial start (Q's and K's waits, the first S alone, the wait for the last P V) is part of
+  // that. Needs Q's tile released at load (the next Q has landed by then) and the overlapped
+  // epilogue; MainloopMma::kLastPvWithNextScores checks the rest. Harness only (`n128_s2_lastpv`):
+  // session 30's calls built it nowhere (MainloopMma's condition then excluded rowless
+  // warpgroups, which the static kernel passes over), and the device time ran out before the
+  // corrected form could be tested or timed; a helper's run of it with rowless warpgroups computed
+  // gave bit-identical outputs on 8 problems.
+  static constexpr bool kLastPvWithNextScores = false;
 
   // Layout: Q | K ring | V ring | O (when staged) | ones (kRowSumByTensor) | mbarriers. Every tile
   // starts on a swizzle atom; the ones lie past every V stage, as kRowSumInPv's LBO needs.
@@ -533,9 +536,8 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // -6..-10%); around the GEMMs at head dim 128 (other placements not timed with clusters).
   static constexpr int kTurns = HeadDim_ == 256 ? kTurnsAtBoth : kTurnsAtGemms;
   // Q's tile held until the tile's last S, as in the base's kernels with turns around the GEMMs
-  // (KernelConfig::kQReleasedAtLoad: -2.1..-2.3% from 4k with the last P V moved too).
+  // (KernelConfig::kQReleasedAtLoad: -1.4..-3.0% from 2k keys here).
   static constexpr bool kQReleasedAtLoad = false;
-  static constexpr bool kLastPvWithNextScores = false;
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");

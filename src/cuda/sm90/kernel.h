@@ -19,7 +19,7 @@ namespace sm90 {
 // share its key blocks), so in the plain loop the tensor cores waited for both epilogues at every
 // tile boundary: 5-20% of a tile's time at 512-2k keys. Needs Q free before the epilogue (an
 // output tile of its own, not O staged through Q) and S's registers beside O's in the epilogue.
-// With MainloopMma::kLastPvWithNextScores (the static d128 kernel) a tile's last P V also waits
+// With MainloopMma::kLastPvWithNextScores (harness only so far) a tile's last P V also waits
 // for the next tile's first S and goes out with it, so O is normalised while that S runs.
 template <class Cfg>
 __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const MainloopMma<Cfg>& mma,
@@ -117,7 +117,14 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       q_phase ^= 1;
       if constexpr (Cfg::kSkipRowlessWarpgroups) {
         if (mma.rowless(cur.seq, cur.t)) {
-          // Nothing of this warpgroup's to compute or store (the epilogue is per warpgroup).
+          // Nothing of this warpgroup's to compute or store (the epilogue is per warpgroup); a
+          // pending last P V goes alone first (its V stage precedes this tile's).
+          if constexpr (kLastPvWithNextScores) {
+            if (prev.kind == kScores) {
+              mma.template last_pv<Cfg::kBlockN>(last_prob, o, last_accumulate, last_v);
+              softmax.finalize(o, p.score_log2, lse);
+            }
+          }
           mma.pass_over_tile(cur.range, kv_state);
           store_previous();
           prev.kind = kNone;

@@ -179,11 +179,14 @@ struct MainloopMma {
   static constexpr bool kQReleasedAtLoad = Cfg::kQReleasedAtLoad && kQRegisterSteps == Cfg::kHeadDim / 16 &&
                                            !Cfg::kOutputInQ && !Cfg::kPackGqa;
   // The tile's last P V issued with the next tile's first S (Cfg::kLastPvWithNextScores; kernel.h
-  // overlapped_tiles): the next Q must have landed long before, and both warpgroups must take
-  // every block of every tile (their GEMM turns stay in step).
-  static constexpr bool kLastPvWithNextScores = Cfg::kLastPvWithNextScores && kQReleasedAtLoad &&
-                                                Cfg::kOverlapEpilogue && !Cfg::kSkipRowlessWarpgroups &&
-                                                !Cfg::kSkipMaskedLastBlock && !kRowSumByTensor;
+  // overlapped_tiles): the next Q must have landed long before. A rowless warpgroup
+  // (Cfg::kSkipRowlessWarpgroups) issues its pending P V alone while the other merges it, so its
+  // GEMM turns would fall out of step: with those, only where the turns are around the exp2s. Not
+  // with masked last blocks passed over (a warpgroup's own block count).
+  static constexpr bool kLastPvWithNextScores =
+      Cfg::kLastPvWithNextScores && kQReleasedAtLoad && Cfg::kOverlapEpilogue &&
+      (!Cfg::kSkipRowlessWarpgroups || Cfg::kTurns == kTurnsAtExp) && !Cfg::kSkipMaskedLastBlock &&
+      !kRowSumByTensor;
   // Once Q has arrived, before the tile's first S (ldmatrix x4 as warp_scores.h loads them). Q's
   // tile stays until the first S has been issued (kQReleasedAtLoad), else until the tile's last
   // S has retired: the checked max's fallback reads it.
@@ -515,12 +518,12 @@ struct MainloopMma {
     } else if constexpr (Cfg::kCheckedMax) {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
-      // The kept max where the warp's rows all have one, except on the tile's last block where Q
-      // is released as soon as S has retired (the next tile's Q loads under the rest of this
-      // one; held until the softmax's end, d64's unmasked 512 lost 9%) rather than at load.
-      // Elsewhere Q stays (or is read from global memory), and K until the check has passed
-      // unless the fallback reads it from global memory: a warp that fails the check computes S
-      // again from them.
+      // The kept max where the warp's rows all have one. On the tile's last block only where Q
+      // was released at load (the fallback reads it from global memory): elsewhere that block's
+      // Q is released as soon as S has retired (the next tile's Q loads under the rest of this
+      // one; held until the softmax's end, d64's unmasked 512 lost 9%). K stays until the check
+      // has passed unless the fallback reads it from global memory: a warp that fails the check
+      // computes S again from Q and K.
       const bool kept_max = (kQReleasedAtLoad || n != range.n_begin) && softmax.every_row_has_max();
       if (!kept_max || Cfg::kFallbackKeysFromGlobal) release_scores_operands(k_state, n == range.n_begin);
       trace(kEvSReady);

@@ -517,27 +517,22 @@ std::vector<Case> cases() {
   v.push_back(c);
   c = make("rising_scores_head_major_d128_bf16", bf, 128, 2, 256, 2600, 2, 1);
   c.layout = Layout::kHeadMajor, c.early_key_boost = 12.0f, v.push_back(c);
-  // The d128 kernels with Q in registers release Q's tile at load and issue each tile's last
-  // P V with the next tile's first S (KernelConfig::kQReleasedAtLoad, kLastPvWithNextScores):
-  // more tiles than SMs, so the last P V waits across tiles; tiles without keys or rows between
-  // them (the P V then goes alone); a tile whose only block is narrowed (causal m-block 0); the
-  // fallback reading Q from global memory (varlen, padded strides, the last block keeping its
-  // max). Static kernel (up to 2k keys unmasked, causal), dynamic (unmasked past 2k), pairs.
-  c = make("last_pv_varlen_empty_tiles_padded_d128_bf16", bf, 128, 0, 0, 0, 4, 2);
+  // The static d128 kernel releases Q's tile once the tile's first S is issued
+  // (KernelConfig::kQReleasedAtLoad): the checked max's fallback reads Q from global memory, and
+  // the tile's last block may keep its max. More tiles than SMs (each CTA walks several, the next
+  // Q loading under the whole tile), tiles without keys or rows between them, rowless
+  // warpgroups, a tile whose only block is narrowed (causal m-block 0), and the fallback's Q
+  // addressing with varlen, padded and head-major strides, MQA and seqused rows (rows past the
+  // sequence clamped).
+  c = make("q_released_varlen_empty_tiles_padded_d128_bf16", bf, 128, 0, 0, 0, 4, 2);
   c.lens_q = {700, 0, 300, 129, 700, 64, 1, 500, 600, 10, 700, 256};
   c.lens_k = {700, 50, 0, 640, 1000, 0, 64, 500, 1, 700, 129, 900};
   c.layout = Layout::kPadded, c.early_key_boost = 12.0f, v.push_back(c);
-  c = make("last_pv_many_tiles_causal_d128_fp16", fp, 128, 3, 1024, 1024, 8, 4), c.causal = true;
+  c = make("q_released_many_tiles_causal_d128_fp16", fp, 128, 3, 1024, 1024, 8, 4), c.causal = true;
   c.early_key_boost = 64.0f, v.push_back(c);
-  c = make("last_pv_many_tiles_dynamic_d128_bf16", bf, 128, 2, 1000, 2200, 10, 5), c.early_key_boost = 12.0f;
-  v.push_back(c);
-  c = make("last_pv_many_tiles_pairs_d128_fp16", fp, 128, 1, 512, 4100, 36, 12), c.early_key_boost = 12.0f;
-  v.push_back(c);
-  // The fallback's Q from global memory in the other layouts: head-major strides with MQA, and
-  // seqused rows (sequences shorter than the tensor, rows past them in the warp clamped).
-  c = make("last_pv_head_major_mqa_rising_d128_fp16", fp, 128, 2, 333, 1500, 4, 1);
+  c = make("q_released_head_major_mqa_rising_d128_fp16", fp, 128, 2, 333, 1500, 4, 1);
   c.layout = Layout::kHeadMajor, c.early_key_boost = 64.0f, v.push_back(c);
-  c = make("last_pv_seqused_rising_d128_bf16", bf, 128, 3, 700, 900, 4, 2), c.early_key_boost = 12.0f;
+  c = make("q_released_seqused_rising_d128_bf16", bf, 128, 3, 700, 900, 4, 2), c.early_key_boost = 12.0f;
   c.used_q = {700, 37, 450}, c.used_k = {900, 600, 1}, v.push_back(c);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
