@@ -447,9 +447,7 @@ struct MainloopMma {
     trace(kEvKWait, k_state.stage, -1);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, -1);
-    trace(kEvVWait, v_state.stage, -1);
-    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
-    trace(kEvVFull, v_state.stage, -1);
+    wait_last_v(v_state);
     wait_turn();
     pin_registers(s);
     pin_registers(o);
@@ -653,13 +651,18 @@ struct MainloopMma {
     trace(kEvProbsReady);
   }
 
+  // Waits for the V of the tile's last P V to land (its key block traced as -1).
+  __device__ __forceinline__ void wait_last_v(const PipelineState<Cfg::kStages>& v_state) const {
+    trace(kEvVWait, v_state.stage, -1);
+    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    trace(kEvVFull, v_state.stage, -1);
+  }
+
   // The tile's last P V: of the block the loop visited last (kPvN of its keys).
   template <int kPvN>
   __device__ __forceinline__ void last_pv(uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum], int accumulate,
                                           PipelineState<Cfg::kStages>& v_state) const {
-    trace(kEvVWait, v_state.stage, -1);
-    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
-    trace(kEvVFull, v_state.stage, -1);
+    wait_last_v(v_state);
     wait_turn();
     pin_registers(o);
     pin_registers(prob);
