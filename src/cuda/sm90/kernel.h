@@ -57,6 +57,15 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   uint32_t last_prob[MainloopMma<Cfg>::kSAccum / 2];
   PipelineState<Cfg::kStages> last_v;
   int last_accumulate = 1;
+  // The pending last P V alone, and the previous tile's O normalised (before store_previous).
+  auto finish_previous_alone = [&]() {
+    if constexpr (kLastPvWithNextScores) {
+      if (prev.kind == kScores) {
+        mma.template last_pv<Cfg::kBlockN>(last_prob, o, last_accumulate, last_v);
+        softmax.finalize(o, p.score_log2, lse);
+      }
+    }
+  };
   // The tile-start and epilogue trace calls sit under an `if constexpr (Cfg::kTrace)` of their own
   // although trace() is empty without it: their unused arguments reordered the static d64 / d128
   // kernels' PTX registers, and so ptxas's allocation (session 18).
@@ -119,12 +128,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         if (mma.rowless(cur.seq, cur.t)) {
           // Nothing of this warpgroup's to compute or store (the epilogue is per warpgroup); a
           // pending last P V goes alone first (its V stage precedes this tile's).
-          if constexpr (kLastPvWithNextScores) {
-            if (prev.kind == kScores) {
-              mma.template last_pv<Cfg::kBlockN>(last_prob, o, last_accumulate, last_v);
-              softmax.finalize(o, p.score_log2, lse);
-            }
-          }
+          finish_previous_alone();
           mma.pass_over_tile(cur.range, kv_state);
           store_previous();
           prev.kind = kNone;
@@ -155,12 +159,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         softmax.finalize(o, p.score_log2, lse);
       }
     } else {
-      if constexpr (kLastPvWithNextScores) {
-        if (prev.kind == kScores) {
-          mma.template last_pv<Cfg::kBlockN>(last_prob, o, last_accumulate, last_v);
-          softmax.finalize(o, p.score_log2, lse);
-        }
-      }
+      finish_previous_alone();
       store_previous();
       if (index >= p.num_tiles) break;
       next = take_next();

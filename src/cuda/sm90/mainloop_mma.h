@@ -192,13 +192,10 @@ struct MainloopMma {
   // S has retired: the checked max's fallback reads it.
   __device__ __forceinline__ void load_q_fragments(QFragments& q) const {
     if constexpr (kQRegisterSteps > 0) {
-      const int lane = thread % 32;
-      const int line = wg * kRowsPerConsumer + 16 * (thread / 32) + (lane / 8 % 2) * 8 + lane % 8, half = lane / 16;
+      const QueriesInTile rows(tiles.q_column(0), Cfg::kQColumnBytes, wg * kRowsPerConsumer + 16 * (thread / 32),
+                               thread % 32);
 #pragma unroll
-      for (int kk = 0; kk < kQRegisterSteps; ++kk) {
-        cuda::ldmatrix_x4(q.a[kk], swizzled_chunk(tiles.q_column(0) + kk / 4 * Cfg::kQColumnBytes, line,
-                                                  (kk % 4) * 2 + half));
-      }
+      for (int kk = 0; kk < kQRegisterSteps; ++kk) rows(kk, q.a[kk]);
     }
   }
 
