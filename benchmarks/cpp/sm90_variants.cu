@@ -703,12 +703,13 @@ const Variant kVariants[] = {
     {256, "n64_s2_checked_heldk", run_cfg<FallbackKeysFromGlobal<CheckedMax<sm90::StaticScheduleConfig<256, __nv_bfloat16>>, false>>},
     {64, "n128_s4_heldk", run_cfg<FallbackKeysFromGlobal<sm90::StaticScheduleConfig<64, __nv_bfloat16>, false>>},
     {64, "n128_s4_dyn_heldk", run_cfg<FallbackKeysFromGlobal<TileCfg<64, 128, 4, true>, false>>},
-    // Session 29: the static d128 kernel has the checked max (`n128_s2`), and the API runs rows of
-    // at most 512 keys on its twin without it (`n128_s2_short`, ShortRowsConfig<128>). S = Q K^T
+    // Session 29: the static d128 kernel has the checked max (`n128_s2`), and its twin without it
+    // (`n128_s2_short`, ShortRowsConfig<128>) ran rows of at most 512 keys until session 30. S = Q K^T
     // takes Q's fragments from registers (KernelConfig::kQStepsInRegisters, wgmma RS with a K-major B)
     // in d128's two-warpgroup kernels but the short-rows one; `_noqregs` / `_qregs`: without it
     // / with it where it is off (d128's tall tiles, d64's three warpgroups and d256 spill with it
-    // and serialise their wgmmas, so they are not built).
+    // and serialise their wgmmas, so they are not built). Since session 30 `n128_s2_short_qregs`
+    // also releases Q's tile at load (KernelConfig::kQReleasedAtLoad follows all of Q in registers).
     {128, "n128_s2_short", run_cfg<sm90::ShortRowsConfig<128, __nv_bfloat16>>},
     {128, "n128_s2_short_qregs", run_cfg<QInRegisters<sm90::ShortRowsConfig<128, __nv_bfloat16>>>},
     {128, "n128_s2_noqregs", run_cfg<QInRegisters<sm90::StaticScheduleConfig<128, __nv_bfloat16>, 0>>},
