@@ -723,8 +723,8 @@ const Variant kVariants[] = {
     // Session 30: the static d128 kernel (`n128_s2`) releases Q's tile once the first S is issued
     // (KernelConfig::kQReleasedAtLoad); `_qheld`: it does not (main's until session 30, other
     // registers), `_lastpv`: each tile's last P V also goes out with the next tile's first S
-    // (kLastPvWithNextScores; not yet run on a GPU). The dynamic and pair kernels (GEMM turns)
-    // keep Q until their last S in the library; `_qrel`: they release it at load.
+    // (kLastPvWithNextScores; correct, and -5..+3% in session 31). The dynamic and pair kernels
+    // (GEMM turns) keep Q until their last S in the library; `_qrel`: they release it at load.
     {128, "n128_s2_qheld", run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, false, false>>},
     {128, "n128_s2_lastpv", run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, true, true>>},
     {128, "n128_s2_dyn_qrel", run_cfg<QReleaseAndLastPv<TileCfg<128, 128, 2, true>, true, false>>},
