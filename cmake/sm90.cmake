@@ -1,7 +1,8 @@
 # sm90 kernel sources (owned by the sm90 kernel work): the FlashAttention-3 forward for sm_90a.
 # One generated instantiation per (dtype, head dim) that FLASHATTN_DTYPES x FLASHATTN_HDIMS selects;
 # sm90_forward.cu learns which exist through FLASHATTN_SM90_<DTYPE>_HDIM<D> definitions.
-set(FLASHATTN_SM90_SOURCES src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu src/cuda/sm90/tensor_map.cu)
+set(FLASHATTN_SM90_SOURCES src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu src/cuda/sm90/tensor_map.cu
+    src/cuda/sm90/split_tail.cu)
 set(FLASHATTN_SM90_DEFINITIONS "")
 foreach(dtype IN ITEMS bf16 fp16)
   if(NOT dtype IN_LIST FLASHATTN_DTYPES)

@@ -235,6 +235,12 @@ struct QReleaseAndLastPv : Base {
   static constexpr bool kQReleasedAtLoad = kReleased;
   static constexpr bool kLastPvWithNextScores = kLastPv;
 };
+// The same kernel without its tail kernel (KernelConfig::kHasTailKernel, sm90/split_tail.h): the
+// last partial wave runs whole tiles, as before session 32.
+template <class Base>
+struct NoTailKernel : Base {
+  static constexpr bool kHasTailKernel = false;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -294,7 +300,45 @@ void clear_trace() {
   if (cudaGetSymbolAddress(&buffer, sm90::g_trace<true>) == cudaSuccess) {
     cudaMemset(buffer, 0, sizeof(sm90::g_trace<true>));
   }
+  if (cudaGetSymbolAddress(&buffer, sm90::g_tail_timeline<true>) == cudaSuccess) {
+    cudaMemset(buffer, 0, sizeof(sm90::g_tail_timeline<true>));
+  }
 }
+// The split tail's timeline (trace.h, timeline_mark) after the last launch, one JSON line:
+// per CTA of the whole-wave kernel (0) and the tail kernel (1) that ran, [kernel, cta, sm, slot
+// times in ns from the earliest start (-1: not reached)].
+template <class Base>
+struct TailTimeline : Base {
+  static constexpr bool kTailTimeline = true;
+};
+template <class Cfg>
+bool write_timeline(const char* variant, const Shape& sh) {
+  std::vector<uint64_t> t(2 * sm90::kTimelineCtas * sm90::kTimelineSlots);
+  if (cudaMemcpyFromSymbol(t.data(), sm90::g_tail_timeline<true>, t.size() * sizeof(t[0])) != cudaSuccess) return false;
+  uint64_t t0 = ~uint64_t(0);
+  for (size_t row = 0; row < t.size(); row += sm90::kTimelineSlots) {
+    if (t[row + sm90::kTimelineStart] != 0) t0 = std::min(t0, t[row + sm90::kTimelineStart]);
+  }
+  std::string rows;
+  for (int k = 0; k < 2; ++k) {
+    for (int c = 0; c < sm90::kTimelineCtas; ++c) {
+      const uint64_t* r = &t[(size_t(k) * sm90::kTimelineCtas + c) * sm90::kTimelineSlots];
+      if (r[sm90::kTimelineStart] == 0) continue;
+      char one[64];
+      std::snprintf(one, sizeof one, "%s[%d, %d, %d", rows.empty() ? "" : ", ", k, c, int(r[sm90::kTimelineSm]));
+      rows += one;
+      for (int i = 1; i < sm90::kTimelineSlots; ++i) {
+        std::snprintf(one, sizeof one, ", %lld", r[i] == 0 ? -1LL : static_cast<long long>(r[i] - t0));
+        rows += one;
+      }
+      rows += "]";
+    }
+  }
+  std::printf("{\"variant\": \"%s\", \"hdim\": %d, \"seqlen\": %d, \"causal\": %d, \"timeline\": [%s]}\n", variant,
+              sh.hdim, sh.seqlen, int(sh.causal), rows.c_str());
+  return true;
+}
+
 // A `_trace` row: Cfg traced, launched and written by the same configuration.
 template <class Cfg>
 Variant traced(int hdim, const char* name) {
@@ -730,6 +774,20 @@ const Variant kVariants[] = {
     {128, "n128_s2_dyn_qrel", run_cfg<QReleaseAndLastPv<TileCfg<128, 128, 2, true>, true, false>>},
     {128, "n128_s2_cluster_qrel",
      run_cfg<QReleaseAndLastPv<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, false>>, 0},
+    // Session 32: the static d128 / d256 kernels (`n128_s2`, `n64_s2`) run their last partial
+    // wave split by keys in a kernel of their own from 1024 keys (split_tail.h); `_notail`: the
+    // whole tiles as before.
+    {128, "n128_s2_notail", run_cfg<NoTailKernel<TileCfg<128, 128, 2, false>>>},
+    {256, "n64_s2_notail", run_cfg<NoTailKernel<TileCfg<256, 64, 2, false>>>},
+    // `_timeline`: the same with the timeline of the last launch's CTAs (write_timeline); the
+    // tail kernel's pieces are marked at d256 only (plain_tiles). `_notail_timeline`: without the
+    // tail kernel (where the last wave's CTAs end).
+    {128, "n128_s2_timeline", run_cfg<TailTimeline<TileCfg<128, 128, 2, false>>>, -1, false, false,
+     write_timeline<TailTimeline<TileCfg<128, 128, 2, false>>>},
+    {256, "n64_s2_timeline", run_cfg<TailTimeline<TileCfg<256, 64, 2, false>>>, -1, false, false,
+     write_timeline<TailTimeline<TileCfg<256, 64, 2, false>>>},
+    {256, "n64_s2_notail_timeline", run_cfg<NoTailKernel<TailTimeline<TileCfg<256, 64, 2, false>>>>, -1, false, false,
+     write_timeline<NoTailKernel<TailTimeline<TileCfg<256, 64, 2, false>>>>},
 };
 
 }  // namespace

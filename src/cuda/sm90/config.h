@@ -358,6 +358,8 @@ struct KernelConfig {
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;
+  // The split tail's timeline (trace.h, timeline_mark): harness only.
+  static constexpr bool kTailTimeline = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
@@ -430,11 +432,29 @@ struct KernelConfig {
   // serial start (Q's and K's waits, the first S alone, the wait for the last P V) is part of
   // that. Needs Q's tile released at load (the next Q has landed by then) and the overlapped
   // epilogue; MainloopMma::kLastPvWithNextScores checks the rest. Harness only (`n128_s2_lastpv`):
-  // correct (session 31: every sm90 test and the sanitizers with it on in the library), but
-  // slower where the boundary weighs most (-5.4% at 512 keys, -2.3% at 1k, -3.5..-3.9% causal
-  // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
-  // before it can go out, which lengthens the serial chain it was meant to shorten.
+  // session 30's calls built it nowhere (MainloopMma's condition then excluded rowless
+  // warpgroups, which the static kernel passes over), and the device time ran out before the
+  // corrected form could be tested or timed; a helper's run of it with rowless warpgroups computed
+  // gave bit-identical outputs on 8 problems.
   static constexpr bool kLastPvWithNextScores = false;
+  // The static schedule's last, partial wave cut by keys and shared out evenly over the CTAs
+  // (split_tail.h), for problems whose tiles are all alike (unmasked, one length; the launch's
+  // rule, launch.h): at the protocol's shapes 68 of 132 CTAs (d128) or 100 (d256) otherwise run
+  // one tile more than the rest. The tail runs as a kernel of its own (TailKernelConfig, launched
+  // after this one's whole waves), so that this kernel's code stays what it was without it: the
+  // split compiled into it (session 31) left the key loop's instructions in another order and
+  // lost 2-3% on rows it did not split. kHasTailKernel: the static d128 and d256 kernels of two
+  // consumer warpgroups have one; kSplitTail: this is the tail kernel.
+  static constexpr bool kHasTailKernel = !Dynamic_ && !PackGqa_ && Consumers_ == 2 &&
+                                         (HeadDim_ == 128 || HeadDim_ == 256) && BlockN_ == TileShape<HeadDim_>::kBlockN;
+  static constexpr bool kSplitTail = false;
+  // The fewest keys at which the launch splits the tail. A tail CTA pays about 10 us besides its
+  // share of the work (its start and first Q, a second piece's start, a partial O written, the
+  // merge; session 32's timeline), and the tail ends as spread as the whole waves did (4-14 us),
+  // so the split loses below 4k keys and gains from 8k: harness against main's kernel, two calls,
+  // d256 -4.0 / -5.1% at 1k, -1.1 / -2.6% at 2k, -1.3 / -0.1% at 4k, +0.6 / +1.4% at 8k,
+  // +0.7 / +1.6% at 16k (d128 -5.7% at 1k, +0.4 / +0.5% at 8k; the API runs cluster pairs there).
+  static constexpr int kSplitTailMinKeys = 8192;
 
   // Layout: Q | K ring | V ring | O (when staged) | ones (kRowSumByTensor) | mbarriers. Every tile
   // starts on a swizzle atom; the ones lie past every V stage, as kRowSumInPv's LBO needs.
@@ -463,6 +483,15 @@ template <int HeadDim_, typename Element_>
 struct UncheckedStaticConfig : StaticScheduleConfig<HeadDim_, Element_> {
   static constexpr bool kCheckedMax = false;
   static constexpr int kQStepsInRegisters = 0;  // -2.3% at 512 there (KernelConfig::kQStepsInRegisters)
+  static constexpr bool kHasTailKernel = false;  // short rows: below the split's fewest keys
+};
+
+// The tail kernel of Base (KernelConfig::kHasTailKernel): the pieces of the last, partial wave
+// that Base's launch leaves (split_tail.h), nothing else.
+template <class Base>
+struct TailKernelConfig : Base {
+  static constexpr bool kSplitTail = true;
+  static constexpr bool kHasTailKernel = false;
 };
 
 // The static schedule for short rows where it differs from StaticScheduleConfig
@@ -538,6 +567,7 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // Q's tile held until the tile's last S, as in the base's kernels with turns around the GEMMs
   // (KernelConfig::kQReleasedAtLoad: -1.4..-3.0% from 2k keys here).
   static constexpr bool kQReleasedAtLoad = false;
+  static constexpr bool kHasTailKernel = false;  // pairs walk their own waves
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");

@@ -93,6 +93,15 @@ struct Epilogue {
     }
   }
 
+  // A piece of the split tail that another CTA's merge stores (split_tail.h): with O staged in
+  // K / V the stage is handed over and released as store_staged would, unwritten.
+  __device__ void pass_over_store(int kv_stage) const {
+    if constexpr (Cfg::kOutputInKV) {
+      named_barrier_sync(Cfg::kStageHandoverBarrier0 + wg, 2 * kWarpgroupThreads);
+      release_staging(kv_stage);
+    }
+  }
+
   // kv_stage: the stage of the tile's last key block (read with Cfg::kOutputInKV only).
   __device__ void store(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
                         const TileCoord& t, int kv_stage = 0) const {

@@ -9,6 +9,7 @@
 #include "cuda/sm90/mainloop_load.h"
 #include "cuda/sm90/mainloop_mma.h"
 #include "cuda/sm90/pack_gqa.h"
+#include "cuda/sm90/split_tail.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -30,17 +31,28 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
     SequenceInfo seq;
     BlockRange<Cfg::kBlockN> range;
     int kind;  // kNone: past its sequence's rows; kEmpty: no key visible; kScores: its first S issued
+    int unit;  // a piece of the split tail (Cfg::kSplitTail): its first unit; -1: a whole tile
   };
   constexpr int kNone = 0, kEmpty = 1, kScores = 2;
   float s[MainloopMma<Cfg>::kSAccum];
   typename MainloopMma<Cfg>::QFragments q;  // Cfg::kQStepsInRegisters
-  auto classify = [&](int index) {
+  // `unit`: the first unit of a piece of the split tail, -1 for a whole tile.
+  auto classify = [&](int index, int unit) {
     Work w;
     w.t = tile_coord_of<Cfg>(p, index);
     w.seq = sequence_info(p, w.t.batch);
     w.kind = kNone;
+    w.unit = -1;
     if (w.t.m_block * tile_query_rows<Cfg>(p) < w.seq.len_q) {
       w.range = tile_key_block_range<Cfg>(p, w.seq, w.t.m_block);
+      if constexpr (Cfg::kSplitTail) {
+        if (unit >= 0) {
+          const TailPiece piece = tail_piece_at(p, unit, tail_unit(p, int(blockIdx.x) + 1, int(gridDim.x)));
+          w.range.n_begin = max(w.range.n_begin, piece.n_lo);
+          w.range.n_end = min(w.range.n_end, piece.n_hi);
+          if (piece.n_lo > 0 || piece.n_hi < p.tail_blocks) w.unit = unit;
+        }
+      }
       w.kind = w.range.empty() ? kEmpty : kScores;
     }
     return w;
@@ -91,8 +103,13 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
     } else {
       // A CTA's first index past the last tile ends its walk (later waves lie further beyond).
       ++wave;
-      const int first = wave * int(gridDim.x);
-      return first < p.num_tiles ? snake_tile(wave, first) : p.num_tiles;
+      if constexpr (Cfg::kSplitTail) {
+        // The tail kernel: this CTA's next piece of the tail.
+        return tail_tile_of_step(p, wave);
+      } else {
+        const int first = wave * int(gridDim.x);
+        return first < p.num_tiles ? snake_tile(wave, first) : p.num_tiles;
+      }
     }
   };
   // The first index (take_next's forms for wave 0; calling it with wave = -1 changed the static
@@ -102,6 +119,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
     index = ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
   } else if constexpr (Cfg::kClusterPairs) {
     index = min(pair_tile(0), p.num_tiles);
+  } else if constexpr (Cfg::kSplitTail) {
+    index = tail_tile_of_step(p, 0);
   } else {
     index = snake_tile(0, 0);
   }
@@ -113,9 +132,22 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   // first S and is waited for in the same branch, so that every path leaves only S in flight;
   // where no tile with keys follows it goes alone (last_pv).
   while (true) {
+    if constexpr (Cfg::kSplitTail) {
+      // The previous work a piece: merged with its tile's other pieces before anything is issued
+      // (under the next S ptxas serialised every wgmma), and stored below only by the last of
+      // them to arrive.
+      if (prev.kind == kScores && prev.unit >= 0 &&
+          !TailMerge<Cfg>{p, epilogue.wg, epilogue.thread}.merge(leading<MainloopMma<Cfg>::kOutAccum>(o), lse,
+                                                                 prev.unit)) {
+        prev.kind = kNone;
+      }
+    }
     Work cur;
     cur.kind = kNone;
-    if (index < p.num_tiles) cur = classify(index);
+    // A piece of the split tail is found again from the step count (no state of its own).
+    if (index < p.num_tiles) {
+      cur = classify(index, Cfg::kSplitTail ? nth_tail_unit(p, wave) : -1);
+    }
     int next;
     if (cur.kind == kScores) {
       // Written under its own test: even unused, the arguments' reads reordered the static
@@ -176,11 +208,17 @@ template <class Cfg>
 __device__ __forceinline__ void plain_tiles(const KernelParams& p, const MainloopMma<Cfg>& mma,
                                             const Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
                                             uint32_t& q_phase) {
-  auto run_tile = [&](int index) {
+  // Key blocks [n_lo, n_hi) of the tile only, the CTA's piece `step` of the split tail (the
+  // tail kernel, Cfg::kSplitTail).
+  auto run_tile = [&](int index, int n_lo, int n_hi, int step) {
     const TileCoord t = tile_coord_of<Cfg>(p, index);
     const SequenceInfo seq = sequence_info(p, t.batch);
     if (t.m_block * tile_query_rows<Cfg>(p) >= seq.len_q) return;
-    const BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, seq, t.m_block);
+    BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, seq, t.m_block);
+    if constexpr (Cfg::kSplitTail) {
+      range.n_begin = max(range.n_begin, n_lo);
+      range.n_end = min(range.n_end, n_hi);
+    }
     if (range.empty()) {
       epilogue.store_empty(seq, t);
       return;
@@ -189,18 +227,36 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     mbarrier_wait(mma.bars.q_full(), q_phase);
     mma.trace(kEvQFull);
     q_phase ^= 1;
+    // The tail's timeline (harness): piece `step`'s Q landed, O final, stored.
+    timeline_mark<Cfg>(kTimelinePiece0 + kTimelinePieceSlots * step, true);
     float o[MainloopMma<Cfg>::kOAccum];
     typename MainloopMma<Cfg>::Softmax softmax;
     mma.compute_tile(seq, t, range, o, softmax, kv_state);
     float lse[2];
     softmax.finalize(o, p.score_log2, lse);
     mma.trace(kEvFinalized);
+    timeline_mark<Cfg>(kTimelinePiece0 + kTimelinePieceSlots * step + 1, true);
     // The stage of the tile's last key block (kv_state has moved one past it): with O staged in
     // K / V (Cfg::kOutputInKV) the epilogue stages there.
+    const int last_stage = kv_state.stage == 0 ? Cfg::kStages - 1 : kv_state.stage - 1;
+    if constexpr (Cfg::kSplitTail) {
+      // A piece: stored by the last of its tile's pieces to arrive, merged with the others. Its
+      // unit is found again from the step (one register fewer across the tile: the d256 tail
+      // kernel spilled one).
+      const int unit = nth_tail_unit(p, step);
+      const TailPiece piece = tail_piece_at(p, unit, tail_unit(p, int(blockIdx.x) + 1, int(gridDim.x)));
+      const bool whole = piece.n_lo == 0 && piece.n_hi == p.tail_blocks;
+      if (!whole && !TailMerge<Cfg>{p, epilogue.wg, epilogue.thread}.merge(leading<MainloopMma<Cfg>::kOutAccum>(o), lse,
+                                                                           unit)) {
+        epilogue.pass_over_store(last_stage);
+        timeline_mark<Cfg>(kTimelinePiece0 + kTimelinePieceSlots * step + 2, true);
+        return;
+      }
+    }
     if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, t.m_block);
-    epilogue.store(leading<MainloopMma<Cfg>::kOutAccum>(o), lse, seq, t,
-                   kv_state.stage == 0 ? Cfg::kStages - 1 : kv_state.stage - 1);
+    epilogue.store(leading<MainloopMma<Cfg>::kOutAccum>(o), lse, seq, t, last_stage);
     if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueEnd, t.m_block);
+    timeline_mark<Cfg>(kTimelinePiece0 + kTimelinePieceSlots * step + 2, true);
   };
   if constexpr (Cfg::kDynamicSchedule) {
     // The next index is read at the start of a tile and used at its end, so the L2 read of the
@@ -209,19 +265,30 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     int index = ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
     while (index < p.num_tiles) {
       const int next = ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
-      run_tile(index);
+      run_tile(index, 0, kWholeTile, 0);
       index = next;
     }
   } else if constexpr (Cfg::kClusterPairs) {
     for (int wave = 0;; ++wave) {
       const int index = pair_tile(wave);
       if (index >= p.num_tiles) break;
-      run_tile(index);
+      run_tile(index, 0, kWholeTile, 0);
     }
   } else {
-    for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
-      const int index = snake_tile(wave, first);
-      if (index < p.num_tiles) run_tile(index);
+    if constexpr (Cfg::kSplitTail) {
+      // The tail kernel: this CTA's pieces of the tail, one a step (at most two: its share is
+      // shorter than a tile).
+      for (int step = 0;; ++step) {
+        const int unit = nth_tail_unit(p, step);
+        if (unit < 0) break;
+        const TailPiece piece = tail_piece_at(p, unit, tail_unit(p, int(blockIdx.x) + 1, int(gridDim.x)));
+        run_tile(piece.index, piece.n_lo, piece.n_hi, step);
+      }
+    } else {
+      for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
+        const int index = snake_tile(wave, first);
+        if (index < p.num_tiles) run_tile(index, 0, kWholeTile, 0);
+      }
     }
   }
 }
@@ -275,6 +342,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
     fence_proxy_async_smem();
   }
   trace_start<Cfg>();
+  // The tail kernel (Cfg::kHasTailKernel) may take each SM as soon as this CTA leaves it.
+  if constexpr (Cfg::kHasTailKernel) launch_dependent_grids();
   if constexpr (Cfg::kClusterPairs) {
     cluster_sync();  // the peer's barriers exist before any multicast copy or remote arrival
   } else {
@@ -295,8 +364,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
     }
   } else {
     setmaxnreg_increase<Cfg::kConsumerRegisters>();
+    timeline_mark<Cfg>(kTimelineStart);
     consumer_loop<Cfg>(p, tiles, bars, warpgroup - 1);
+    timeline_mark<Cfg>(kTimelineEnd);
   }
+  // The tail kernel ends after the whole waves' kernel, so that work after both in the stream
+  // sees every tile's output.
+  if constexpr (Cfg::kSplitTail) wait_for_prerequisite_grids();
 }
 
 }  // namespace sm90

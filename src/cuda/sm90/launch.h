@@ -11,9 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "cuda/sm90/kernel.h"
 #include "cuda/sm90/kernel_choice.h"
+#include "cuda/sm90/split_tail.h"
 #include "cuda/sm90/tensor_map.h"
 
 namespace flashattn {
@@ -57,6 +59,54 @@ int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
   if (!Cfg::kPackGqa && Cfg::kHeadDim > 128) return pb.seqlen_k <= kSm90WideOneHeadGroupMaxKeys ? 1 : all;
   const bool l2 = !Cfg::kPackGqa || pb.seqlen_k <= kSm90L2GroupMaxKeys;
   return l2 ? l2_group_heads(pb, Cfg::kPackGqa, l2_bytes) : all;
+}
+
+// Whether Cfg's launch runs the tail kernel (KernelConfig::kHasTailKernel): the library's static
+// configurations only, and the harness's timeline of them (kTailTimeline). The harness's other
+// forms of them (derived configurations) run whole tiles, so that each does not build a second
+// kernel (nor need the tail's assumptions: its O whole at each piece's end, rows summed by adds).
+template <class Cfg>
+constexpr bool kLaunchesTailKernel =
+    Cfg::kHasTailKernel &&
+    (std::is_same<Cfg, StaticScheduleConfig<Cfg::kHeadDim, typename Cfg::Element>>::value || Cfg::kTailTimeline);
+
+// Whether a launch of Cfg on `sms` CTAs splits its last wave's tiles by keys (split_tail.h,
+// TailKernelConfig<Cfg> after Cfg's whole waves), which needs every tile alike: no mask, one
+// length (no varlen, no seqused), and no GQA packing (kHasTailKernel). Then where the tiles fill at least one wave and leave a partial one, with
+// at least Cfg::kSplitTailMinKeys keys, and at least one key block of the tail per CTA.
+// FLASHATTN_SM90_SPLIT_TAIL=never|always overrides the first two (read at every launch; tests
+// split small problems with it, whose tiles then all lie in the tail).
+template <class Cfg>
+bool splits_tail(const AttentionProblem& pb, int num_tiles, int sms, int key_blocks) {
+  if (pb.mask.has_mask() || pb.varlen() || pb.seqused_q != nullptr || pb.seqused_k != nullptr) {
+    return false;
+  }
+  const int tail_tiles = num_tiles % sms;
+  const int64_t units = int64_t(tail_tiles) * key_blocks;
+  // split_tail.h shares the units out in 32-bit arithmetic: units x CTAs must fit.
+  if (tail_tiles == 0 || units < sms || key_blocks < 2 || units * sms >= (int64_t(1) << 31)) return false;
+  const char* forced = std::getenv("FLASHATTN_SM90_SPLIT_TAIL");
+  if (forced != nullptr && std::strcmp(forced, "never") == 0) return false;
+  if (forced != nullptr && std::strcmp(forced, "always") == 0) return true;
+  return num_tiles >= sms && pb.seqlen_k >= Cfg::kSplitTailMinKeys;
+}
+
+// TailKernelConfig<Cfg>'s launch on all `sms` SMs, dependent on the kernel before it in the
+// stream (its CTAs start as that kernel's leave their SMs).
+template <class Cfg>
+cudaError_t launch_tail_kernel(const KernelParams& kp, int sms, void* stream) {
+  using Tail = TailKernelConfig<Cfg>;
+  auto kernel = forward_kernel<Tail>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tail::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute dependent{};
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &dependent, config.numAttrs = 1;
+  config.gridDim = dim3(sms), config.blockDim = dim3(Tail::kThreads), config.dynamicSmemBytes = Tail::kSmemBytes;
+  config.stream = static_cast<cudaStream_t>(stream);
+  return cudaLaunchKernelEx(&config, kernel, kp);
 }
 }  // namespace
 
@@ -160,6 +210,31 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.div_group_tiles = FastDivisor::make(kp.l2_group_heads * kp.num_m_blocks);
   kp.div_group = FastDivisor::make(kp.l2_group_heads);
   kp.div_last_group = FastDivisor::make(pairs % kp.l2_group_heads == 0 ? kp.l2_group_heads : pairs % kp.l2_group_heads);
+  // The split tail (split_tail.h): this kernel runs the whole waves (num_tiles = tail_first),
+  // then the tail kernel the rest by key blocks.
+  kp.tail_first = kp.num_tiles;
+  bool split = false;
+  if constexpr (kLaunchesTailKernel<Cfg>) {
+    const int key_blocks = (pb.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    if (splits_tail<Cfg>(pb, kp.num_tiles, sms, key_blocks)) {
+      const int tail_tiles = kp.num_tiles % sms;
+      int* counters = nullptr;
+      float* slots = nullptr;
+      Status w = split_tail_workspace(pb.device_index, pb.stream,
+                                      split_tail_counter_bytes(tail_tiles, Cfg::kConsumerWarpgroups),
+                                      split_tail_slot_bytes(sms, Cfg::kConsumerWarpgroups, Cfg::kHeadDim), &counters,
+                                      &slots);
+      if (!w.ok()) return w;
+      if (counters != nullptr) {
+        split = true;
+        kp.tail_first = kp.num_tiles - tail_tiles;
+        kp.tail_blocks = key_blocks;
+        kp.tail_units = tail_tiles * key_blocks;
+        kp.tail_counters = counters;
+        kp.tail_partials = slots;
+      }
+    }
+  }
   auto kernel = forward_kernel<Cfg>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
@@ -179,9 +254,21 @@ Status launch_forward(const AttentionProblem& pb) {
     if (err != cudaSuccess) return Status::Runtime(std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(err));
     config.gridDim = dim3(2 * std::max(1, std::min(clusters, kp.num_tiles / 2)));
     err = cudaLaunchKernelEx(&config, kernel, kp);
-  } else {
+  } else if (!split) {
     const int grid = std::min({kp.num_tiles, sms, Cfg::kDynamicSchedule ? kMailboxCtas : sms});
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(kp);
+  } else if constexpr (kLaunchesTailKernel<Cfg>) {
+    // Whole waves (none where the tiles are fewer than the SMs: tests force the split there),
+    // then the tail on every SM, each of its CTAs started as soon as one of the first kernel's
+    // leaves an SM (programmatic dependent launch; the first kernel allows it at its start).
+    if (kp.tail_first > 0) {
+      KernelParams whole = kp;
+      whole.num_tiles = kp.tail_first;
+      kernel<<<sms, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(whole);
+      err = cudaGetLastError();
+    }
+    if (err == cudaSuccess) err = launch_tail_kernel<Cfg>(kp, sms, pb.stream);
+    if (err == cudaSuccess) count_split_tail_launch();
   }
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return Status::Runtime(std::string("sm90 forward launch: ") + cudaGetErrorString(err));

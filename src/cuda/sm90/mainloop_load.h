@@ -17,6 +17,7 @@
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/pipeline.h"
+#include "cuda/sm90/split_tail.h"
 #include "cuda/sm90/tile_scheduler.h"
 
 namespace flashattn {
@@ -91,15 +92,23 @@ struct MainloopLoad {
     // Bit 0: Q's phase; bit 1: the zeroing job's (p.zero_kv_tail only). One register for both: a
     // second one made the 24-register loop spill.
     uint32_t phases = 0;
-    auto load_tiles_of = [&](int index) {
+    // Key blocks [n_lo, n_hi) of the tile only: a piece of the split tail (Cfg::kSplitTail).
+    auto load_tiles_of = [&](int index, int n_lo, int n_hi) {
       const TileCoord t = tile_coord_of<Cfg>(p, index);
       const SequenceInfo s = sequence_info(p, t.batch);
       if (t.m_block * tile_query_rows<Cfg>(p) >= s.len_q) return;
-      const BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, s, t.m_block);
+      BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, s, t.m_block);
+      if constexpr (Cfg::kSplitTail) {
+        range.n_begin = max(range.n_begin, n_lo);
+        range.n_end = min(range.n_end, n_hi);
+      }
       if (range.empty()) return;
       const int batch = varlen ? 0 : t.batch;
       const int head_kv = tile_kv_head<Cfg>(p, t);
       trace_event<Cfg>(kTraceLoad, kEvLoadTile, t.m_block, index);
+      // With the split tail the tile's first block is told by a flag (a predicate) rather than
+      // by n_end, one register fewer: the clamp to a piece had made the 24-register loop spill.
+      bool q_pending = true;
       for (int n = range.n_end - 1; n >= range.n_begin; --n) {
         const int k_row = s.k_row0 + n * Cfg::kBlockN;
         trace_event<Cfg>(kTraceLoad, kEvKEmptyWait, kv.stage, n);
@@ -111,7 +120,8 @@ struct MainloopLoad {
                                   k_row, head_kv, batch);
         }
         trace_event<Cfg>(kTraceLoad, kEvKLoad, kv.stage, n);
-        if (n == range.n_end - 1) {
+        if (Cfg::kSplitTail ? q_pending : n == range.n_end - 1) {
+          q_pending = false;
           // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
           trace_event<Cfg>(kTraceLoad, kEvQEmptyWait, t.m_block);
           mbarrier_wait(bars.q_empty(), (phases & 1) ^ 1);
@@ -149,13 +159,13 @@ struct MainloopLoad {
       TileRing ring;
       for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true); index < p.num_tiles;
            index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true)) {
-        load_tiles_of(index);
+        load_tiles_of(index, 0, 0);
       }
     } else if constexpr (Cfg::kClusterPairs) {
       for (int wave = 0;; ++wave) {
         const int index = pair_tile(wave);
         if (index >= p.num_tiles) break;
-        load_tiles_of(index);
+        load_tiles_of(index, 0, 0);
       }
       // The peer's consumers release this CTA's stages too: wait until every stage's last use has
       // been released by both CTAs, so no remote arrival reaches this CTA after it has exited.
@@ -165,9 +175,19 @@ struct MainloopLoad {
         kv.advance();
       }
     } else {
-      for (int wave = 0; wave * grid_size_reread() < p.num_tiles; ++wave) {
-        const int index = snake_tile_reread(wave);
-        if (index < p.num_tiles) load_tiles_of(index);
+      if constexpr (Cfg::kSplitTail) {
+        // The tail kernel: this CTA's pieces of the tail, one a step.
+        for (int step = 0;; ++step) {
+          const int u = nth_tail_unit(p, step);
+          if (u < 0) break;
+          const TailPiece piece = tail_piece_at(p, u, tail_unit(p, cta_index_reread() + 1, grid_size_reread()));
+          load_tiles_of(piece.index, piece.n_lo, piece.n_hi);
+        }
+      } else {
+        for (int wave = 0; wave * grid_size_reread() < p.num_tiles; ++wave) {
+          const int index = snake_tile_reread(wave);
+          if (index < p.num_tiles) load_tiles_of(index, 0, kWholeTile);
+        }
       }
     }
     if (kZeroesKvTail && p.zero_kv_tail) {

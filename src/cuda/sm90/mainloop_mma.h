@@ -187,6 +187,10 @@ struct MainloopMma {
       Cfg::kLastPvWithNextScores && kQReleasedAtLoad && Cfg::kOverlapEpilogue &&
       (!Cfg::kSkipRowlessWarpgroups || Cfg::kTurns == kTurnsAtExp) && !Cfg::kSkipMaskedLastBlock &&
       !kRowSumByTensor;
+  // A piece of the split tail is merged (split_tail.h) before the next work's first S, where a
+  // pending last P V would not have reached O yet.
+  static_assert(!(kLastPvWithNextScores && Cfg::kSplitTail), "the split tail needs each piece's O whole");
+  static_assert(!Cfg::kSplitTail || !kRowSumByTensor, "the split tail merges O without the ones column");
   // Once Q has arrived, before the tile's first S (ldmatrix x4 as warp_scores.h loads them). Q's
   // tile stays until the first S has been issued (kQReleasedAtLoad), else until the tile's last
   // S has retired: the checked max's fallback reads it.

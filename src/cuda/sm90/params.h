@@ -72,6 +72,14 @@ struct KernelParams {
   // (KernelConfig::kQReleasedAtLoad). Appended, as above.
   const void* q = nullptr;
   int64_t q_batch_stride = 0, q_row_stride = 0, q_head_stride = 0;
+
+  // The static schedule's split tail (the tail kernel, KernelConfig::kSplitTail, split_tail.h):
+  // tiles from tail_first on are cut into pieces of key blocks, tail_units (tiles x tail_blocks)
+  // shared out evenly over the CTAs; a tile's pieces meet in tail_partials, counted in
+  // tail_counters. Appended, as above.
+  int tail_first = 0, tail_units = 0, tail_blocks = 1;
+  int* tail_counters = nullptr;
+  float* tail_partials = nullptr;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims

@@ -106,6 +106,23 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// bar.sync that also returns whether any of its threads passed true.
+__device__ __forceinline__ bool named_barrier_any(int id, int threads, bool value) {
+  uint32_t any;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n barrier.cta.red.or.pred q, %2, %3, p;\n"
+      " selp.u32 %0, 1, 0, q;\n}"
+      : "=r"(any)
+      : "r"(uint32_t(value)), "r"(id), "r"(threads)
+      : "memory");
+  return any != 0;
+}
+
+// Programmatic dependent launch (the split tail's kernel, launch.h): this CTA lets the kernel
+// launched after it with programmatic stream serialisation start once every CTA has said so or
+// exited; the dependent waits for this grid to complete, its writes visible.
+__device__ __forceinline__ void launch_dependent_grids() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void wait_for_prerequisite_grids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // ---- clusters (ClusterPairsConfig) -----------------------------------------------------------
 // Not volatile: the rank is fixed for the kernel's life, so the compiler may read it once (as

@@ -40,6 +40,11 @@ __device__ __forceinline__ int grid_size_reread() {
   asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
   return grid;
 }
+__device__ __forceinline__ int cta_index_reread() {
+  int cta;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  return cta;
+}
 __device__ __forceinline__ int snake_tile_reread(int wave) {
   int cta;
   asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));

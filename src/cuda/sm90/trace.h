@@ -126,5 +126,37 @@ __device__ __forceinline__ void trace_event(int role, TraceEvent event, int arg0
   }
 }
 
+// The split tail's timeline (KernelConfig::kTailTimeline, harness only; split_tail.h): per CTA of
+// the whole-wave kernel (row 0) and of the tail kernel (row 1), %globaltimer in ns (one clock for
+// every SM, unlike clock64) where its first consumer warpgroup starts and ends, and in the tail
+// kernel (head dims run by plain_tiles) where each piece's Q has landed, its O is final, and it
+// is stored or handed to another CTA's merge; slot 0 holds the SM.
+constexpr int kTimelineCtas = 256, kTimelineSlots = 16;
+constexpr int kTimelineSm = 0, kTimelineStart = 1, kTimelineEnd = 2, kTimelinePiece0 = 3, kTimelinePieceSlots = 3;
+namespace {
+template <bool kOn>
+__device__ uint64_t g_tail_timeline[2 * kTimelineCtas * kTimelineSlots];
+}  // namespace
+
+// By the first thread of the first consumer warpgroup (others return); in the tail kernel only
+// where `tail_only`.
+template <class Cfg>
+__device__ __forceinline__ void timeline_mark(int slot, bool tail_only = false) {
+  if constexpr (Cfg::kTailTimeline) {
+    if (threadIdx.x != 128 || (tail_only && !Cfg::kSplitTail)) return;
+    uint64_t now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (blockIdx.x < kTimelineCtas && slot < kTimelineSlots) {
+      uint64_t* row = g_tail_timeline<true> + ((Cfg::kSplitTail ? kTimelineCtas : 0) + blockIdx.x) * kTimelineSlots;
+      if (slot == kTimelineStart) {
+        uint32_t sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        row[kTimelineSm] = sm;
+      }
+      row[slot] = now;
+    }
+  }
+}
+
 }  // namespace sm90
 }  // namespace flashattn

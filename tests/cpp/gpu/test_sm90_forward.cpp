@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>
@@ -1364,6 +1365,65 @@ TEST_P(Sm90ClusterPairs, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairs, ::testing::ValuesIn(cluster_pair_cases()), case_name);
+
+// The static d128 / d256 kernels with their last partial wave split by keys in a kernel of its
+// own, launched after the whole waves' (sm90/split_tail.h). FLASHATTN_SM90_SPLIT_TAIL=always
+// splits problems smaller than a wave too (every tile is then in the tail, cut into two or three
+// pieces, and the tail kernel runs alone); `split_rule_` cases leave the choice to the launch's
+// rule (at least a wave of tiles and 8192 keys). Partial query tiles (a rowless
+// warpgroup), a narrowed last key block, scores that jump up mid-row (the checked max's fallback
+// inside a piece), growing scores, GQA with softcap, strided layouts, no lse, whole waves before
+// the tail, and a tail of fewer units than two per CTA. Each case runs twice (the counters the
+// pieces meet on must be clean again after a launch).
+class ForcedSplitTail {
+ public:
+  ForcedSplitTail() { setenv("FLASHATTN_SM90_SPLIT_TAIL", "always", 1); }
+  ~ForcedSplitTail() { unsetenv("FLASHATTN_SM90_SPLIT_TAIL"); }
+};
+
+std::vector<Case> split_tail_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  Case c;
+  v.push_back(make("split_d128_q1000_k1000_bf16", bf, 128, 2, 1000, 1000, 4, 4));
+  c = make("split_d128_rowless_narrowed_rising_q300_k1050_fp16", fp, 128, 2, 300, 1050, 4, 2);
+  c.early_key_boost = 12.0f, v.push_back(c);
+  c = make("split_d128_overflow_q200_k1500_bf16", bf, 128, 2, 200, 1500, 4, 4), c.early_key_boost = 64.0f;
+  v.push_back(c);
+  c = make("split_d128_gqa_softcap_head_major_no_lse_q640_k900_bf16", bf, 128, 1, 640, 900, 8, 2);
+  c.softcap = 20.0f, c.layout = Layout::kHeadMajor, c.with_lse = false, v.push_back(c);
+  c = make("split_d128_padded_waves_q512_k2048_bf16", bf, 128, 4, 512, 2048, 20, 4), c.layout = Layout::kPadded;
+  v.push_back(c);
+  v.push_back(make("split_d256_q700_k1500_bf16", bf, 256, 2, 700, 1500, 2, 2));
+  c = make("split_d256_rowless_padded_growing_q150_k1000_fp16", fp, 256, 3, 150, 1000, 2, 1);
+  c.layout = Layout::kPadded, c.key_ramp = 6.0f, v.push_back(c);
+  c = make("split_d256_gqa_softcap_head_major_q256_k800_fp16", fp, 256, 2, 256, 800, 4, 2);
+  c.softcap = 30.0f, c.layout = Layout::kHeadMajor, v.push_back(c);
+  // 140 tiles: one wave, then 8 tiles of 18 blocks over 132 CTAs (one or two units each).
+  v.push_back(make("split_d256_waves_thin_tail_q640_k1100_bf16", bf, 256, 2, 640, 1100, 14, 14));
+  // 144 tiles of 128 blocks: one wave, then 12 tiles, split by the rule itself.
+  v.push_back(make("split_rule_d256_q4500_k8192_bf16", bf, 256, 2, 4500, 8192, 2, 2));
+  return v;
+}
+
+class Sm90SplitTail : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90SplitTail, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  const bool by_rule = c.name.rfind("split_rule_", 0) == 0;
+  if (by_rule) unsetenv("FLASHATTN_SM90_SPLIT_TAIL");
+  std::unique_ptr<ForcedSplitTail> forced(by_rule ? nullptr : new ForcedSplitTail);
+  for (uint32_t seed : {1u, 2u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const int64_t before = sm90_split_tail_launches();
+    run_forced_case(c, "static", sm90_static_schedule_launches, 89u * seed, "static kernel");
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(sm90_split_tail_launches() - before, 1) << "the launch did not split its tail";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90SplitTail, ::testing::ValuesIn(split_tail_cases()), case_name);
 
 // What the cluster-pair kernel refuses, host-side (the launch checks before touching memory).
 TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {

@@ -1,0 +1,75 @@
+// Host side of the split tail (split_tail.h): its workspace, one per (device, stream).
+#include "cuda/sm90/split_tail.h"
+
+#include "cuda/sm90/kernel_choice.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace flashattn {
+namespace sm90 {
+namespace {
+
+std::atomic<int64_t> g_split_tail_launches{0};
+
+struct Workspace {
+  void* base = nullptr;
+  size_t counter_bytes = 0, slot_bytes = 0;
+};
+
+Status runtime_error(const char* what, cudaError_t err) {
+  return Status::Runtime(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size_t slot_bytes, int** counters,
+                            float** slots) {
+  *counters = nullptr;
+  *slots = nullptr;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaError_t err = cudaStreamIsCapturing(s, &capture);
+  if (err != cudaSuccess) return runtime_error("cudaStreamIsCapturing", err);
+  if (capture != cudaStreamCaptureStatusNone) return Status::Ok();
+
+  static std::mutex mutex;
+  static std::map<std::pair<int, void*>, Workspace> workspaces;
+  std::lock_guard<std::mutex> lock(mutex);
+  Workspace& w = workspaces[{device, stream}];
+  if (w.base == nullptr || w.counter_bytes < counter_bytes || w.slot_bytes < slot_bytes) {
+    if (w.base != nullptr) {
+      // Earlier launches on this stream may still read it.
+      err = cudaStreamSynchronize(s);
+      if (err == cudaSuccess) err = cudaFree(w.base);
+      if (err != cudaSuccess) return runtime_error("freeing the split tail's workspace", err);
+      w.base = nullptr;
+    }
+    // Counters first, rounded up so that the slots start 256-byte aligned.
+    const size_t counters_rounded = (std::max(counter_bytes, w.counter_bytes) + 255) / 256 * 256;
+    const size_t slots_size = std::max(slot_bytes, w.slot_bytes);
+    err = cudaMalloc(&w.base, counters_rounded + slots_size);
+    if (err != cudaSuccess) return runtime_error("allocating the split tail's workspace", err);
+    err = cudaMemsetAsync(w.base, 0, counters_rounded, s);
+    if (err != cudaSuccess) return runtime_error("zeroing the split tail's counters", err);
+    w.counter_bytes = counters_rounded;
+    w.slot_bytes = slots_size;
+  }
+  *counters = static_cast<int*>(w.base);
+  *slots = reinterpret_cast<float*>(static_cast<char*>(w.base) + w.counter_bytes);
+  return Status::Ok();
+}
+
+void count_split_tail_launch() { g_split_tail_launches.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace sm90
+
+int64_t sm90_split_tail_launches() { return sm90::g_split_tail_launches.load(std::memory_order_relaxed); }
+
+}  // namespace flashattn

@@ -1,0 +1,214 @@
+// The split tail of the static schedule (KernelConfig::kHasTailKernel, TailKernelConfig). With
+// equal tiles (unmasked, one length) a persistent grid of G CTAs runs T tiles in ceil(T / G)
+// waves, and the last wave holds only T mod G of them: at the protocol's shapes 2048 tiles (d128)
+// or 1024 (d256) on 132 SMs, so 68 of 132 CTAs (or 100) run one tile more than the rest and the
+// others wait about 3% of the kernel. Here the kernel runs the whole waves alone, and a second
+// kernel, the tail kernel, the last T mod G tiles cut by keys: their key blocks (units, tile by
+// tile) are shared out evenly, CTA c taking units [c U / G, (c + 1) U / G) of the
+// U = (T mod G) x blocks, so every CTA ends within a block of the others (Stream-K's tail, on the
+// attention's key loop). Each of its CTAs starts as soon as one of the first kernel's leaves its
+// SM (programmatic dependent launch, launch.h). Session 31 had both in one kernel: the split's
+// code moved ptxas's schedule of the key loop and lost 2-3% where nothing was split.
+//
+// A piece (key blocks [n_lo, n_hi) of one tile) is a short tile: its own Q load, first S,
+// softmax state and normalised O with its logsumexp. A tile's pieces meet in global memory:
+// each warpgroup writes its O and L (fp32, in its fragment layout) to its CTA's slot, then counts
+// itself in the tile's counter; the last to arrive reads the others, merges them
+//   L = log(sum_i exp(L_i)),  O = sum_i exp(L_i - L) O_i
+// and stores the tile as a whole one. Nobody waits for anybody (no co-residency assumed), and
+// the last arrival resets the counter for the next launch. A CTA's range is shorter than a tile
+// (T mod G < G), so it holds at most two pieces: slot 0 for the first, 1 for the second.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/sm90/config.h"
+#include "cuda/sm90/params.h"
+#include "cuda/sm90/ptx.h"
+#include "cuda/sm90/tile_scheduler.h"
+#include "problem.h"
+
+namespace flashattn {
+namespace sm90 {
+
+// The first unit of CTA `cta`'s share of the tail (the grid's: its last unit + 1). In 32 bits
+// (the launch splits only where units x grid does not overflow them): a 64-bit division is a
+// call, around which the d256 kernel spilled.
+__device__ __forceinline__ int tail_unit(const KernelParams& p, int cta, int grid) {
+  return int(uint32_t(cta) * uint32_t(p.tail_units) / uint32_t(grid));
+}
+// The CTA whose share holds unit u (the largest c with tail_unit(c) <= u).
+__device__ __forceinline__ int tail_owner(const KernelParams& p, int u, int grid) {
+  return int((uint32_t(u + 1) * uint32_t(grid) - 1u) / uint32_t(p.tail_units));
+}
+
+// The key-block bound of a whole tile (no piece's).
+constexpr int kWholeTile = 0x7fffffff;
+
+// The first unit of this CTA's piece k of the tail (its first piece starts its share, each
+// later one a tile), or -1 past its share. Everything is read afresh from the step count alone,
+// so a loop over pieces keeps one counter live (the producer has 24 registers).
+__device__ __forceinline__ int nth_tail_unit(const KernelParams& p, int k) {
+  const int grid = grid_size_reread(), cta = cta_index_reread();
+  const int first = tail_unit(p, cta, grid);
+  const int u = k == 0 ? first : (first / p.tail_blocks + k) * p.tail_blocks;
+  return u < tail_unit(p, cta + 1, grid) ? u : -1;
+}
+// The tile of this CTA's piece k of the tail, or p.num_tiles past its share.
+__device__ __forceinline__ int tail_tile_of_step(const KernelParams& p, int k) {
+  const int u = nth_tail_unit(p, k);
+  return u < 0 ? p.num_tiles : p.tail_first + u / p.tail_blocks;
+}
+
+// One piece of the tail: key blocks [n_lo, n_hi) of tile `index`.
+struct TailPiece {
+  int index, n_lo, n_hi;
+};
+// The piece that starts at unit u of a CTA whose share ends at `end`.
+__device__ __forceinline__ TailPiece tail_piece_at(const KernelParams& p, int u, int end) {
+  const int tile = u / p.tail_blocks;
+  TailPiece piece;
+  piece.index = p.tail_first + tile;
+  piece.n_lo = u - tile * p.tail_blocks;
+  piece.n_hi = min(p.tail_blocks, piece.n_lo + end - u);
+  return piece;
+}
+
+// Where a warpgroup's pieces meet (see the top of the file).
+template <class Cfg>
+struct TailMerge {
+  static constexpr int kOAccum = Cfg::kHeadDim / 2;
+  // O as float4s, then L (two rows a thread) in one more, each thread's at a stride of the
+  // warpgroup: a warp's writes are whole 512-byte lines.
+  static constexpr int kSlotVectors = kWarpgroupThreads * (kOAccum / 4 + 1);
+  static constexpr int kLoadsInFlight = 8;
+  static_assert(kOAccum / 4 % kLoadsInFlight == 0, "");
+
+  const KernelParams& p;
+  int wg, thread;
+
+  __device__ __forceinline__ float4* slot(int cta, int which) const {
+    return reinterpret_cast<float4*>(p.tail_partials) +
+           int64_t((2 * cta + which) * Cfg::kConsumerWarpgroups + wg) * kSlotVectors + thread;
+  }
+
+  // The piece that starts at unit u has left its normalised O and L (this warpgroup's rows) in
+  // o and lse. Returns true where this warpgroup arrived last: o and lse then hold the whole tile.
+  __device__ bool merge(float (&o)[kOAccum], float (&lse)[2], int u) const {
+    const int grid = int(gridDim.x), cta = int(blockIdx.x);
+    const int tile = u / p.tail_blocks;
+    const int first_unit = tile * p.tail_blocks;
+    const int first_cta = tail_owner(p, first_unit, grid);
+    const int last_cta = tail_owner(p, first_unit + p.tail_blocks - 1, grid);
+    int* counter = p.tail_counters + tile * Cfg::kConsumerWarpgroups + wg;
+    // The piece with the tile's first key block ends its CTA's share (a share is shorter than a
+    // tile), so it is as a rule the last of its tile's pieces to end: where the others have all
+    // arrived it merges at once, without writing its own partial first (session 32's timeline:
+    // the write, the fence and the count took 4-5 us at d256, at the tail's end).
+    bool others_in = false;
+    if (u == first_unit) {
+      if (thread == 0) {
+        others_in = atomicAdd(counter, 0) == last_cta - first_cta;
+        __threadfence();
+      }
+      // A vote, as below.
+      others_in = __any_sync(0xffffffffu, named_barrier_any(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads, others_in));
+    }
+    if (!others_in) {
+      float4* mine = slot(cta, u == tail_unit(p, cta, grid) ? 0 : 1);
+#pragma unroll
+      for (int i = 0; i < kOAccum / 4; ++i) {
+        __stcg(mine + i * kWarpgroupThreads, make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
+      }
+      __stcg(mine + kOAccum / 4 * kWarpgroupThreads, make_float4(lse[0], lse[1], 0.0f, 0.0f));
+      // Every thread's writes are visible device-wide before the warpgroup counts itself.
+      __threadfence();
+      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
+      bool last = false;
+      if (thread == 0) {
+        last = atomicAdd(counter, 1) == last_cta - first_cta;
+        __threadfence();
+      }
+      // Through a vote the compiler knows the answer is the warp's: O's registers (wgmma
+      // accumulators) rewritten under a branch it cannot prove uniform serialise every wgmma.
+      if (!__any_sync(0xffffffffu, named_barrier_any(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads, last))) {
+        return false;
+      }
+    }
+    if (thread == 0) *counter = 0;  // every piece has arrived: clean for the next launch
+    // Merged in the order of the CTAs, each with the running largest L as reference.
+    float ref[2], sum[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      ref[h] = lse[h];
+      sum[h] = lse[h] == -INFINITY ? 0.0f : 1.0f;
+    }
+    for (int c = first_cta; c <= last_cta; ++c) {
+      if (c == cta) continue;
+      const float4* other = slot(c, tail_unit(p, c, grid) < first_unit ? 1 : 0);
+      const float4 other_lse = __ldcg(other + kOAccum / 4 * kWarpgroupThreads);
+      float keep[2], add[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float l = h == 0 ? other_lse.x : other_lse.y;
+        const float top = fmaxf(ref[h], l);
+        keep[h] = ref[h] == -INFINITY ? 0.0f : __expf(ref[h] - top);
+        add[h] = l == -INFINITY ? 0.0f : __expf(l - top);
+        sum[h] = sum[h] * keep[h] + add[h];
+        ref[h] = top;
+      }
+      // kLoadsInFlight float4 loads at a time: all of them at once took registers the kernel
+      // does not have; 8 (session 32, 4 before) halves the L2 round trips without a spill.
+#pragma unroll
+      for (int i0 = 0; i0 < kOAccum / 4; i0 += kLoadsInFlight) {
+        float4 v[kLoadsInFlight];
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) v[i] = __ldcg(other + (i0 + i) * kWarpgroupThreads);
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) {
+          o[4 * (i0 + i)] = o[4 * (i0 + i)] * keep[0] + v[i].x * add[0];
+          o[4 * (i0 + i) + 1] = o[4 * (i0 + i) + 1] * keep[0] + v[i].y * add[0];
+          o[4 * (i0 + i) + 2] = o[4 * (i0 + i) + 2] * keep[1] + v[i].z * add[1];
+          o[4 * (i0 + i) + 3] = o[4 * (i0 + i) + 3] * keep[1] + v[i].w * add[1];
+        }
+        asm volatile("" ::: "memory");
+      }
+    }
+    float scale[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      scale[h] = sum[h] > 0.0f ? __frcp_rn(sum[h]) : 0.0f;  // no division's slow-path call
+      lse[h] = sum[h] > 0.0f ? ref[h] + __logf(sum[h]) : -INFINITY;
+    }
+#pragma unroll
+    for (int i = 0; i < kOAccum / 4; ++i) {
+      o[4 * i] *= scale[0];
+      o[4 * i + 1] *= scale[0];
+      o[4 * i + 2] *= scale[1];
+      o[4 * i + 3] *= scale[1];
+    }
+    return true;
+  }
+};
+
+// Bytes of the counters (one per tail tile and consumer warpgroup) and of the slots (two per CTA)
+// for a launch of `grid` CTAs.
+constexpr size_t split_tail_counter_bytes(int tail_tiles, int consumers) {
+  return size_t(tail_tiles) * consumers * sizeof(int);
+}
+constexpr size_t split_tail_slot_bytes(int grid, int consumers, int head_dim) {
+  return size_t(2) * grid * consumers * kWarpgroupThreads * (head_dim / 2 + 4) * sizeof(float);
+}
+
+// The workspace of the split tail on `stream` of `device` (split_tail.cu): at least the bytes
+// asked for, counters zeroed when first made. Kept per (device, stream) for the process's life,
+// so that launches on different streams never share one. Sets both pointers to null where the
+// stream is being captured into a graph (no allocation there); the launch then splits nothing.
+Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size_t slot_bytes, int** counters,
+                            float** slots);
+// Counts a launch that splits its tail (kernel_choice.h, sm90_split_tail_launches).
+void count_split_tail_launch();
+
+}  // namespace sm90
+}  // namespace flashattn
