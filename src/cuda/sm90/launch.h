@@ -91,10 +91,12 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int sms, int key_blo
   return num_tiles >= sms && pb.seqlen_k >= Cfg::kSplitTailMinKeys;
 }
 
-// TailKernelConfig<Cfg>'s launch on all `sms` SMs, dependent on the kernel before it in the
-// stream (its CTAs start as that kernel's leave their SMs).
+// TailKernelConfig<Cfg>'s launch on all `sms` SMs; `after_whole_waves`: dependent on the
+// whole waves' kernel just launched (its CTAs start as that kernel's leave their SMs). Without
+// it (every tile in the tail: tests force that) an ordinary launch, so that it cannot start
+// beside whatever kernel came before it in the stream.
 template <class Cfg>
-cudaError_t launch_tail_kernel(const KernelParams& kp, int sms, void* stream) {
+cudaError_t launch_tail_kernel(const KernelParams& kp, int sms, void* stream, bool after_whole_waves) {
   using Tail = TailKernelConfig<Cfg>;
   auto kernel = forward_kernel<Tail>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tail::kSmemBytes);
@@ -103,7 +105,7 @@ cudaError_t launch_tail_kernel(const KernelParams& kp, int sms, void* stream) {
   cudaLaunchAttribute dependent{};
   dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   dependent.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &dependent, config.numAttrs = 1;
+  config.attrs = &dependent, config.numAttrs = after_whole_waves ? 1 : 0;
   config.gridDim = dim3(sms), config.blockDim = dim3(Tail::kThreads), config.dynamicSmemBytes = Tail::kSmemBytes;
   config.stream = static_cast<cudaStream_t>(stream);
   return cudaLaunchKernelEx(&config, kernel, kp);
@@ -267,7 +269,7 @@ Status launch_forward(const AttentionProblem& pb) {
       kernel<<<sms, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(whole);
       err = cudaGetLastError();
     }
-    if (err == cudaSuccess) err = launch_tail_kernel<Cfg>(kp, sms, pb.stream);
+    if (err == cudaSuccess) err = launch_tail_kernel<Cfg>(kp, sms, pb.stream, kp.tail_first > 0);
     if (err == cudaSuccess) count_split_tail_launch();
   }
   if (err == cudaSuccess) err = cudaGetLastError();

@@ -1401,8 +1401,9 @@ std::vector<Case> split_tail_cases() {
   c.softcap = 30.0f, c.layout = Layout::kHeadMajor, v.push_back(c);
   // 140 tiles: one wave, then 8 tiles of 18 blocks over 132 CTAs (one or two units each).
   v.push_back(make("split_d256_waves_thin_tail_q640_k1100_bf16", bf, 256, 2, 640, 1100, 14, 14));
-  // 144 tiles of 128 blocks: one wave, then 12 tiles, split by the rule itself.
-  v.push_back(make("split_rule_d256_q4500_k8192_bf16", bf, 256, 2, 4500, 8192, 2, 2));
+  // 140 tiles (one a head: 65 rows, the second warpgroup's one row) of 128 blocks: one wave,
+  // then 8 tiles, split by the rule itself. Few rows a tile keep the fp64 reference short.
+  v.push_back(make("split_rule_d256_gqa_q65_k8192_bf16", bf, 256, 1, 65, 8192, 140, 4));
   return v;
 }
 
