@@ -432,10 +432,10 @@ struct KernelConfig {
   // serial start (Q's and K's waits, the first S alone, the wait for the last P V) is part of
   // that. Needs Q's tile released at load (the next Q has landed by then) and the overlapped
   // epilogue; MainloopMma::kLastPvWithNextScores checks the rest. Harness only (`n128_s2_lastpv`):
-  // session 30's calls built it nowhere (MainloopMma's condition then excluded rowless
-  // warpgroups, which the static kernel passes over), and the device time ran out before the
-  // corrected form could be tested or timed; a helper's run of it with rowless warpgroups computed
-  // gave bit-identical outputs on 8 problems.
+  // correct (session 31: every sm90 test and the sanitizers with it on in the library), but
+  // slower where the boundary weighs most (-5.4% at 512 keys, -2.3% at 1k, -3.5..-3.9% causal
+  // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
+  // before it can go out, which lengthens the serial chain it was meant to shorten.
   static constexpr bool kLastPvWithNextScores = false;
   // The static schedule's last, partial wave cut by keys and shared out evenly over the CTAs
   // (split_tail.h), for problems whose tiles are all alike (unmasked, one length; the launch's
