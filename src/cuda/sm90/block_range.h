@@ -25,6 +25,11 @@ template <int kBlockN>
 struct BlockRange {
   int n_begin = 0, n_end = 0;
   __device__ __forceinline__ bool empty() const { return n_end <= n_begin; }
+  // Only key blocks [lo, hi) too (a piece of the split tail, split_tail.h).
+  __device__ __forceinline__ void keep_within(int lo, int hi) {
+    n_begin = max(n_begin, lo);
+    n_end = min(n_end, hi);
+  }
 };
 
 // Key blocks that some query row of the tile sees, and whether block n needs the per-element

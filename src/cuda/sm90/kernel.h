@@ -47,9 +47,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       w.range = tile_key_block_range<Cfg>(p, w.seq, w.t.m_block);
       if constexpr (Cfg::kSplitTail) {
         if (unit >= 0) {
-          const TailPiece piece = tail_piece_at(p, unit, tail_unit(p, int(blockIdx.x) + 1, int(gridDim.x)));
-          w.range.n_begin = max(w.range.n_begin, piece.n_lo);
-          w.range.n_end = min(w.range.n_end, piece.n_hi);
+          const TailPiece piece = tail_piece_of_this_cta(p, unit);
+          w.range.keep_within(piece.n_lo, piece.n_hi);
           if (piece.n_lo > 0 || piece.n_hi < p.tail_blocks) w.unit = unit;
         }
       }
@@ -215,10 +214,7 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     const SequenceInfo seq = sequence_info(p, t.batch);
     if (t.m_block * tile_query_rows<Cfg>(p) >= seq.len_q) return;
     BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, seq, t.m_block);
-    if constexpr (Cfg::kSplitTail) {
-      range.n_begin = max(range.n_begin, n_lo);
-      range.n_end = min(range.n_end, n_hi);
-    }
+    if constexpr (Cfg::kSplitTail) range.keep_within(n_lo, n_hi);
     if (range.empty()) {
       epilogue.store_empty(seq, t);
       return;
@@ -244,7 +240,7 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
       // unit is found again from the step (one register fewer across the tile: the d256 tail
       // kernel spilled one).
       const int unit = nth_tail_unit(p, step);
-      const TailPiece piece = tail_piece_at(p, unit, tail_unit(p, int(blockIdx.x) + 1, int(gridDim.x)));
+      const TailPiece piece = tail_piece_of_this_cta(p, unit);
       const bool whole = piece.n_lo == 0 && piece.n_hi == p.tail_blocks;
       if (!whole && !TailMerge<Cfg>{p, epilogue.wg, epilogue.thread}.merge(leading<MainloopMma<Cfg>::kOutAccum>(o), lse,
                                                                            unit)) {
@@ -281,7 +277,7 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
       for (int step = 0;; ++step) {
         const int unit = nth_tail_unit(p, step);
         if (unit < 0) break;
-        const TailPiece piece = tail_piece_at(p, unit, tail_unit(p, int(blockIdx.x) + 1, int(gridDim.x)));
+        const TailPiece piece = tail_piece_of_this_cta(p, unit);
         run_tile(piece.index, piece.n_lo, piece.n_hi, step);
       }
     } else {

@@ -72,10 +72,11 @@ constexpr bool kLaunchesTailKernel =
 
 // Whether a launch of Cfg on `sms` CTAs splits its last wave's tiles by keys (split_tail.h,
 // TailKernelConfig<Cfg> after Cfg's whole waves), which needs every tile alike: no mask, one
-// length (no varlen, no seqused), and no GQA packing (kHasTailKernel). Then where the tiles fill at least one wave and leave a partial one, with
-// at least Cfg::kSplitTailMinKeys keys, and at least one key block of the tail per CTA.
-// FLASHATTN_SM90_SPLIT_TAIL=never|always overrides the first two (read at every launch; tests
-// split small problems with it, whose tiles then all lie in the tail).
+// length (no varlen, no seqused), and no GQA packing (kHasTailKernel). Then where the tiles leave
+// a partial wave with at least one key block of it per CTA, fill at least one wave, and have at
+// least Cfg::kSplitTailMinKeys keys. FLASHATTN_SM90_SPLIT_TAIL=never|always overrides the last
+// two (read at every launch; tests split small problems with it, whose tiles then all lie in the
+// tail).
 template <class Cfg>
 bool splits_tail(const AttentionProblem& pb, int num_tiles, int sms, int key_blocks) {
   if (pb.mask.has_mask() || pb.varlen() || pb.seqused_q != nullptr || pb.seqused_k != nullptr) {

@@ -29,9 +29,7 @@ __device__ int g_zero_job[kCounterSlots][kMailboxCtas];
 }  // namespace
 
 __device__ __forceinline__ int* zero_job_entry(const KernelParams& p) {
-  int cta;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
-  return &g_zero_job[p.counter_slot][cta];
+  return &g_zero_job[p.counter_slot][cta_index_reread()];
 }
 
 template <class Cfg>
@@ -98,10 +96,7 @@ struct MainloopLoad {
       const SequenceInfo s = sequence_info(p, t.batch);
       if (t.m_block * tile_query_rows<Cfg>(p) >= s.len_q) return;
       BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, s, t.m_block);
-      if constexpr (Cfg::kSplitTail) {
-        range.n_begin = max(range.n_begin, n_lo);
-        range.n_end = min(range.n_end, n_hi);
-      }
+      if constexpr (Cfg::kSplitTail) range.keep_within(n_lo, n_hi);
       if (range.empty()) return;
       const int batch = varlen ? 0 : t.batch;
       const int head_kv = tile_kv_head<Cfg>(p, t);

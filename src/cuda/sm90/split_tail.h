@@ -74,6 +74,11 @@ __device__ __forceinline__ TailPiece tail_piece_at(const KernelParams& p, int u,
   piece.n_hi = min(p.tail_blocks, piece.n_lo + end - u);
   return piece;
 }
+// The same for this CTA, from the consumers (the loading thread reads the CTA index and the grid
+// afresh instead).
+__device__ __forceinline__ TailPiece tail_piece_of_this_cta(const KernelParams& p, int u) {
+  return tail_piece_at(p, u, tail_unit(p, int(blockIdx.x) + 1, int(gridDim.x)));
+}
 
 // Where a warpgroup's pieces meet (see the top of the file).
 template <class Cfg>

@@ -46,8 +46,7 @@ __device__ __forceinline__ int cta_index_reread() {
   return cta;
 }
 __device__ __forceinline__ int snake_tile_reread(int wave) {
-  int cta;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  const int cta = cta_index_reread();
   const int grid = grid_size_reread();
   return wave * grid + ((wave & 1) ? grid - 1 - cta : cta);
 }
@@ -57,8 +56,7 @@ __device__ __forceinline__ int snake_tile_reread(int wave) {
 // head (unmasked order, num_m_blocks even: launch.h checks) and read the same K/V blocks. Both
 // CTAs of a cluster walk the same number of waves. Read afresh like snake_tile_reread.
 __device__ __forceinline__ int pair_tile(int wave) {
-  int cta;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  const int cta = cta_index_reread();
   const int clusters = grid_size_reread() >> 1;
   return 2 * (wave * clusters + (cta >> 1)) + (cta & 1);
 }
@@ -182,9 +180,7 @@ __device__ int g_tile_mailbox[kCounterSlots][kMailboxCtas][kMailboxSlots];
 // use instead of keeping it in two registers across the consumers' whole tile loop (that cost the
 // hdim 256 consumers spills).
 __device__ __forceinline__ int* tile_mailbox_entry(const KernelParams& p) {
-  int cta;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
-  return &g_tile_mailbox[p.counter_slot][cta][0];
+  return &g_tile_mailbox[p.counter_slot][cta_index_reread()][0];
 }
 
 struct TileRing {
