@@ -6,6 +6,11 @@
 #define sm90 sm90_baseline
 #include "cuda/sm90/launch.h"
 #include "cuda/sm90/tensor_map.cu"
+// The launch's tail workspace (a baseline from session 32 on); its launch counter outside the
+// namespace renamed as well.
+#define sm90_split_tail_launches sm90_baseline_split_tail_launches
+#include "cuda/sm90/split_tail.cu"
+#undef sm90_split_tail_launches
 #undef sm90
 
 namespace flashattn {

@@ -241,6 +241,13 @@ template <class Base>
 struct NoTailKernel : Base {
   static constexpr bool kHasTailKernel = false;
 };
+// The same kernel with the next tile's Q prefetched into the L2 at another point and at every
+// length (KernelConfig::kPrefetchNextQ), or not at all as before session 33.
+template <class Base, int When = sm90::kQPrefetchOff>
+struct QPrefetch : Base {
+  static constexpr int kPrefetchNextQ = When;
+  static constexpr int kQPrefetchMinKeys = 0, kQPrefetchMaxKeys = 1 << 30;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -788,6 +795,21 @@ const Variant kVariants[] = {
      write_timeline<TailTimeline<TileCfg<256, 64, 2, false>>>},
     {256, "n64_s2_notail_timeline", run_cfg<NoTailKernel<TailTimeline<TileCfg<256, 64, 2, false>>>>, -1, false, false,
      write_timeline<NoTailKernel<TailTimeline<TileCfg<256, 64, 2, false>>>>},
+    // Session 33: the static two-warpgroup d128 / d256 kernels prefetch the next tile's Q into
+    // the L2 once the tile's loads are out, d128 up to 1024 keys and d256 from 4096
+    // (KernelConfig::kPrefetchNextQ). `_noqpf`: never (main's until session 33); `_qpfall`: at
+    // every length; `_qpfbefore`: before the tile's loads, at every length (call 1's form);
+    // `_qpf`: the kernels that do not prefetch, with it after the loads at every length.
+    {128, "n128_s2_qpfbefore", run_cfg<QPrefetch<TileCfg<128, 128, 2, false>, sm90::kQPrefetchBeforeLoads>>},
+    {256, "n64_s2_qpfbefore", run_cfg<QPrefetch<TileCfg<256, 64, 2, false>, sm90::kQPrefetchBeforeLoads>>},
+    {128, "n128_s2_qpfall", run_cfg<QPrefetch<TileCfg<128, 128, 2, false>, sm90::kQPrefetchAfterLoads>>},
+    {256, "n64_s2_qpfall", run_cfg<QPrefetch<TileCfg<256, 64, 2, false>, sm90::kQPrefetchAfterLoads>>},
+    {128, "n128_s2_noqpf", run_cfg<QPrefetch<TileCfg<128, 128, 2, false>>>},
+    {256, "n64_s2_noqpf", run_cfg<QPrefetch<TileCfg<256, 64, 2, false>>>},
+    {128, "n128_s2_cluster_qpf", run_cfg<QPrefetch<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kQPrefetchAfterLoads>>, 0},
+    {64, "n128_s4_qpf", run_cfg<QPrefetch<TileCfg<64, 128, 4, false>, sm90::kQPrefetchAfterLoads>>},
+    {64, "n64_s8_4wg_tall_qpf", run_cfg<QPrefetch<sm90::TallTilesConfig<64, __nv_bfloat16>, sm90::kQPrefetchAfterLoads>>},
+    {128, "n64_s2_3wg_tall_qpf", run_cfg<QPrefetch<sm90::TallTilesConfig<128, __nv_bfloat16>, sm90::kQPrefetchAfterLoads>>},
 };
 
 }  // namespace

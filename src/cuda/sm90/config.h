@@ -99,6 +99,8 @@ struct TileShape<256> {
 
 // Where the row sums of the softmax come from (KernelConfig::kRowSumByTensor).
 constexpr int kRowSumByAdds = 0, kRowSumInPv = 1, kRowSumOwnWgmma = 2;
+// When the loading thread prefetches the next tile's Q into the L2 (KernelConfig::kPrefetchNextQ).
+constexpr int kQPrefetchOff = 0, kQPrefetchBeforeLoads = 1, kQPrefetchAfterLoads = 2;
 // Static (snake) or dynamic (atomic counter) persistent tile schedule; see tile_scheduler.h.
 // FLASHATTN_SM90_DEFAULT_DYNAMIC=0/1 overrides the default (the device script builds a second
 // test binary with the other schedule).
@@ -455,6 +457,31 @@ struct KernelConfig {
   // d256 -4.0 / -5.1% at 1k, -1.1 / -2.6% at 2k, -1.3 / -0.1% at 4k, +0.6 / +1.4% at 8k,
   // +0.7 / +1.6% at 16k (d128 -5.7% at 1k, +0.4 / +0.5% at 8k; the API runs cluster pairs there).
   static constexpr int kSplitTailMinKeys = 8192;
+  // The CTA's next tile's Q brought into the L2 by the loading thread (mainloop_load.h,
+  // prefetch_next_q). Q is read once, so a tile's Q load otherwise comes from DRAM, every CTA's at
+  // about the same time at a wave's boundary (132 x 32-64 KB); where Q's tile is held until the
+  // tile's last S (d256) the next tile's first S waited for it (the traces' "Q wait", 1-5% of a
+  // tile at 2k in sessions 18-19). Where the static walk ends and a tail kernel follows, each CTA
+  // prefetches one of the tail's tiles instead. When (session 33's harness, 3 rounds each, % over
+  // the same kernel without it):
+  // - kQPrefetchBeforeLoads, as the tile's loads begin (a tile ahead): -3.7 / -4.8% at d256 512
+  //   unmasked / causal, -2% at 1k, +0.5..+1.6% at 8k / 16k; the static d128 kernel -0.7..-2.5%
+  //   causal. About 0.4 us a tile, as if the tile's own first K and Q had queued behind it.
+  // - kQPrefetchAfterLoads, once the tile's loads are all out (about two key blocks before the
+  //   consumers finish it, and before the next Q's own load where Q is held): d256 -0.8 / -0.7% at
+  //   512 / 1k, +0.5% at 2k, +0.7 / +1.8 / +1.0% at 4k / 8k / 16k, causal -2.0 / -1.2 / 0.0 /
+  //   +1.1 / +1.8 / +2.6% (512-16k); the static d128 kernel +1.5 / +1.3% at unmasked 512 / 1k,
+  //   -0.5..-0.7% at 2k / 4k, causal -0.1..-0.6%; d128's cluster pairs -0.6..+1.6%, d64's static
+  //   three warpgroups and tall tiles -0.7..+1.7% (+3.8% at unmasked 512, a row they do not run).
+  // So the two-warpgroup static kernels prefetch after the loads, d256 from kQPrefetchMinKeys
+  // keys and d128 up to kQPrefetchMaxKeys (the longest sequence's keys, p.seqlen_k); the others
+  // not (kQPrefetchOff). The static schedules only: the dynamic one's next index is not the
+  // loading thread's until the tile's loads are out.
+  static constexpr int kPrefetchNextQ =
+      !Dynamic_ && !PackGqa_ && Consumers_ == 2 && (HeadDim_ == 128 || HeadDim_ == 256) ? kQPrefetchAfterLoads
+                                                                                        : kQPrefetchOff;
+  static constexpr int kQPrefetchMinKeys = HeadDim_ == 256 ? 4096 : 0;
+  static constexpr int kQPrefetchMaxKeys = HeadDim_ == 128 ? 1024 : 1 << 30;
 
   // Layout: Q | K ring | V ring | O (when staged) | ones (kRowSumByTensor) | mbarriers. Every tile
   // starts on a swizzle atom; the ones lie past every V stage, as kRowSumInPv's LBO needs.
@@ -492,6 +519,7 @@ template <class Base>
 struct TailKernelConfig : Base {
   static constexpr bool kSplitTail = true;
   static constexpr bool kHasTailKernel = false;
+  static constexpr int kPrefetchNextQ = kQPrefetchOff;  // a piece's next piece is found from its step (not timed)
 };
 
 // The static schedule for short rows where it differs from StaticScheduleConfig
@@ -568,6 +596,7 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // (KernelConfig::kQReleasedAtLoad: -1.4..-3.0% from 2k keys here).
   static constexpr bool kQReleasedAtLoad = false;
   static constexpr bool kHasTailKernel = false;  // pairs walk their own waves
+  static constexpr int kPrefetchNextQ = kQPrefetchOff;  // -0.6..+1.6% (KernelConfig::kPrefetchNextQ)
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");

@@ -80,6 +80,37 @@ struct MainloopLoad {
     }
   }
 
+  // Cfg::kPrefetchNextQ: the Q tile of this CTA's tile in static wave `wave` + 1 (cluster pairs:
+  // its pair wave) into the L2, issued before or after the loads of wave `wave`'s tile (config.h;
+  // before: in the first wave after them all the same, since at the kernel's start every CTA's
+  // first Q and K come from DRAM together). Past the walk's last tile, where a tail kernel
+  // follows, the tail's tile p.tail_first + this CTA's index, while there is one. Called between
+  // tiles, where the loop keeps only the wave live: inside the key-block loop it made the
+  // 24-register loading thread spill. Only at the lengths config.h names.
+  static constexpr bool prefetches_before_loads(int wave) {
+    return Cfg::kPrefetchNextQ == kQPrefetchBeforeLoads && wave > 0;
+  }
+  static constexpr bool prefetches_after_loads(int wave) {
+    return Cfg::kPrefetchNextQ == kQPrefetchAfterLoads || (Cfg::kPrefetchNextQ == kQPrefetchBeforeLoads && wave == 0);
+  }
+  __device__ __forceinline__ void prefetch_next_q(int wave) const {
+    if (p.seqlen_k < Cfg::kQPrefetchMinKeys || p.seqlen_k > Cfg::kQPrefetchMaxKeys) return;
+    int index = Cfg::kClusterPairs ? pair_tile(wave + 1) : snake_tile_reread(wave + 1);
+    if (index >= p.num_tiles) {
+      if (!Cfg::kHasTailKernel || p.tail_units == 0) return;
+      index = p.tail_first + cta_index_reread();
+      if (index >= p.tail_first + p.tail_units / p.tail_blocks) return;
+    }
+    const TileCoord t = tile_coord_of<Cfg>(p, index);
+    const SequenceInfo s = sequence_info(p, t.batch);
+    if (t.m_block * Cfg::kBlockM >= s.len_q) return;
+    const int batch = p.cu_seqlens_q != nullptr ? 0 : t.batch;
+#pragma unroll
+    for (int c = 0; c < Cfg::kColumns; ++c) {
+      tma_prefetch_l2_4d(&p.tma_q, c * kColumnElems, s.q_row0 + t.m_block * Cfg::kBlockM, t.head, batch);
+    }
+  }
+
   // The producer runs on 24 registers: the loop keeps only what the loads need live.
   __device__ void run() const {
     const bool varlen = p.cu_seqlens_q != nullptr;
@@ -160,7 +191,9 @@ struct MainloopLoad {
       for (int wave = 0;; ++wave) {
         const int index = pair_tile(wave);
         if (index >= p.num_tiles) break;
+        if (prefetches_before_loads(wave)) prefetch_next_q(wave);
         load_tiles_of(index, 0, 0);
+        if (prefetches_after_loads(wave)) prefetch_next_q(wave);
       }
       // The peer's consumers release this CTA's stages too: wait until every stage's last use has
       // been released by both CTAs, so no remote arrival reaches this CTA after it has exited.
@@ -181,7 +214,11 @@ struct MainloopLoad {
       } else {
         for (int wave = 0; wave * grid_size_reread() < p.num_tiles; ++wave) {
           const int index = snake_tile_reread(wave);
-          if (index < p.num_tiles) load_tiles_of(index, 0, kWholeTile);
+          if (index < p.num_tiles) {
+            if (prefetches_before_loads(wave)) prefetch_next_q(wave);
+            load_tiles_of(index, 0, kWholeTile);
+            if (prefetches_after_loads(wave)) prefetch_next_q(wave);
+          }
         }
       }
     }

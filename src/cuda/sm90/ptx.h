@@ -1,7 +1,8 @@
 // The sm90 instructions the kernel needs, each one instruction: mbarriers, TMA (cp.async.bulk.tensor),
 // proxy fences, named barriers, setmaxnreg and the wgmma synchronisation. Where CCCL's cuda::ptx has
 // the instruction (mbarriers, TMA, bulk groups, fences) these forward to it; named barriers,
-// setmaxnreg, prefetch.tensormap and wgmma are not in cuda::ptx and stay inline PTX here.
+// setmaxnreg, prefetch.tensormap, the TMA prefetch into the L2 and wgmma are not in cuda::ptx and
+// stay inline PTX here.
 // The kernel passes 32-bit shared-memory addresses (they live in uniform registers); cuda::ptx
 // takes generic pointers and converts them back, a round trip the compiler folds away (the SASS
 // is the same as with direct inline PTX).
@@ -60,6 +61,14 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
   const int32_t coords[4] = {c0, c1, c2, c3};
   ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, smem_pointer<void>(dst), map,
                                   coords, mbarrier_pointer(bar));
+}
+// A box of a 4-D map brought into the L2 only (no shared memory, no barrier), so that a later
+// load of the same box reads the L2 rather than DRAM. Not in cuda::ptx.
+__device__ __forceinline__ void tma_prefetch_l2_4d(const CUtensorMap* map, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
 }
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3) {
   const int32_t coords[4] = {c0, c1, c2, c3};

@@ -535,6 +535,13 @@ std::vector<Case> cases() {
   c.layout = Layout::kHeadMajor, c.early_key_boost = 64.0f, v.push_back(c);
   c = make("q_released_seqused_rising_d128_bf16", bf, 128, 3, 700, 900, 4, 2), c.early_key_boost = 12.0f;
   c.used_q = {700, 37, 450}, c.used_k = {900, 600, 1}, v.push_back(c);
+  // The next tile's Q prefetched into the L2 (KernelConfig::kPrefetchNextQ; d256 from 4096 keys,
+  // the longest sequence's): more tiles than SMs over variable lengths, so the prefetch decodes
+  // tiles of every sequence, and of sequences shorter than the longest (tiles without rows, which
+  // it passes over), with padded strides.
+  c = make("q_prefetch_varlen_causal_padded_d256_bf16", bf, 256, 0, 0, 0, 4, 2);
+  c.lens_q = {4100, 700, 0, 1300, 2500}, c.lens_k = {4100, 900, 64, 1300, 2600};
+  c.causal = true, c.layout = Layout::kPadded, v.push_back(c);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
   c.window_left = 100, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
   // seqused: zero, full and ragged used lengths; masks align to the used lengths, and rows of
