@@ -248,6 +248,12 @@ struct QPrefetch : Base {
   static constexpr int kPrefetchNextQ = When;
   static constexpr int kQPrefetchMinKeys = 0, kQPrefetchMaxKeys = 1 << 30;
 };
+// The same kernel with each tile's last P V left in flight over the tile boundary, waited for
+// just before the next tile's first S (KernelConfig::kLastPvAcrossTiles).
+template <class Base>
+struct LastPvAcrossTiles : Base {
+  static constexpr bool kLastPvAcrossTiles = true;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -810,6 +816,14 @@ const Variant kVariants[] = {
     {64, "n128_s4_qpf", run_cfg<QPrefetch<TileCfg<64, 128, 4, false>, sm90::kQPrefetchAfterLoads>>},
     {64, "n64_s8_4wg_tall_qpf", run_cfg<QPrefetch<sm90::TallTilesConfig<64, __nv_bfloat16>, sm90::kQPrefetchAfterLoads>>},
     {128, "n64_s2_3wg_tall_qpf", run_cfg<QPrefetch<sm90::TallTilesConfig<128, __nv_bfloat16>, sm90::kQPrefetchAfterLoads>>},
+    // Session 34: each tile's last P V left in flight over the tile boundary, waited for just
+    // before the next tile's first S, O normalised under that S (KernelConfig::kLastPvAcrossTiles;
+    // -0.4..-3.6% at most rows in two calls).
+    {128, "n128_s2_pvacross", run_cfg<LastPvAcrossTiles<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_cluster_pvacross", run_cfg<LastPvAcrossTiles<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
+    {64, "n64_s8_4wg_tall_pvacross", run_cfg<LastPvAcrossTiles<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
+    {64, "n128_s4_dyn_pvacross", run_cfg<LastPvAcrossTiles<TileCfg<64, 128, 4, true>>>},
+    traced<LastPvAcrossTiles<TileCfg<128, 128, 2, false>>>(128, "n128_s2_pvacross_trace"),
 };
 
 }  // namespace

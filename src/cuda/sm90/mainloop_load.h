@@ -181,6 +181,13 @@ struct MainloopLoad {
         kv.advance();
       }
     };
+    // A static walk's tile of wave `wave`, with the next wave's Q prefetched before or after its
+    // loads (Cfg::kPrefetchNextQ).
+    auto load_tile_of_wave = [&](int index, int wave, int n_hi) {
+      if (prefetches_before_loads(wave)) prefetch_next_q(wave);
+      load_tiles_of(index, 0, n_hi);
+      if (prefetches_after_loads(wave)) prefetch_next_q(wave);
+    };
     if constexpr (Cfg::kDynamicSchedule) {
       TileRing ring;
       for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true); index < p.num_tiles;
@@ -191,9 +198,7 @@ struct MainloopLoad {
       for (int wave = 0;; ++wave) {
         const int index = pair_tile(wave);
         if (index >= p.num_tiles) break;
-        if (prefetches_before_loads(wave)) prefetch_next_q(wave);
-        load_tiles_of(index, 0, 0);
-        if (prefetches_after_loads(wave)) prefetch_next_q(wave);
+        load_tile_of_wave(index, wave, 0);
       }
       // The peer's consumers release this CTA's stages too: wait until every stage's last use has
       // been released by both CTAs, so no remote arrival reaches this CTA after it has exited.
@@ -214,11 +219,7 @@ struct MainloopLoad {
       } else {
         for (int wave = 0; wave * grid_size_reread() < p.num_tiles; ++wave) {
           const int index = snake_tile_reread(wave);
-          if (index < p.num_tiles) {
-            if (prefetches_before_loads(wave)) prefetch_next_q(wave);
-            load_tiles_of(index, 0, kWholeTile);
-            if (prefetches_after_loads(wave)) prefetch_next_q(wave);
-          }
+          if (index < p.num_tiles) load_tile_of_wave(index, wave, kWholeTile);
         }
       }
     }

@@ -535,6 +535,19 @@ std::vector<Case> cases() {
   c.layout = Layout::kHeadMajor, c.early_key_boost = 64.0f, v.push_back(c);
   c = make("q_released_seqused_rising_d128_bf16", bf, 128, 3, 700, 900, 4, 2), c.early_key_boost = 12.0f;
   c.used_q = {700, 37, 450}, c.used_k = {900, 600, 1}, v.push_back(c);
+  // Tile boundaries in d64's dynamic three warpgroups (unmasked past 512 keys: the mailbox's
+  // turns) and its static ones (causal 1025 to 4k keys), more tiles than SMs in both: tiles
+  // without rows or keys after tiles with keys, a sequence's only key block narrowed, the walk's
+  // end. Session 34 ran them, with the rest of this suite, with each tile's last P V left in
+  // flight over the boundary (KernelConfig::kLastPvAcrossTiles, harness only since).
+  c = make("boundary_varlen_empty_tiles_d64_fp16", fp, 64, 0, 0, 0, 16, 4);
+  c.lens_q = {600, 0, 193, 1, 900, 64, 0, 700};
+  c.lens_k = {1500, 40, 0, 600, 900, 1, 0, 1200};
+  c.layout = Layout::kPadded, v.push_back(c);
+  c = make("boundary_varlen_causal_d64_bf16", bf, 64, 0, 0, 0, 8, 8);
+  c.lens_q = {1300, 5, 0, 2000, 190};
+  c.lens_k = {1300, 5, 70, 2000, 190};
+  c.causal = true, c.early_key_boost = 12.0f, v.push_back(c);
   // The next tile's Q prefetched into the L2 (KernelConfig::kPrefetchNextQ; d256 from 4096 keys,
   // the longest sequence's): more tiles than SMs over variable lengths, so the prefetch decodes
   // tiles of every sequence, and of sequences shorter than the longest (tiles without rows, which
