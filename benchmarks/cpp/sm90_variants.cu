@@ -254,12 +254,6 @@ template <class Base>
 struct LastPvAcrossTiles : Base {
   static constexpr bool kLastPvAcrossTiles = true;
 };
-// The same kernel with the next tile's first K and Q issued at this tile's last block, before
-// its V (KernelConfig::kNextFirstKeysEarly).
-template <class Base>
-struct FirstKeysEarly : Base {
-  static constexpr bool kNextFirstKeysEarly = true;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -830,10 +824,6 @@ const Variant kVariants[] = {
     {64, "n64_s8_4wg_tall_pvacross", run_cfg<LastPvAcrossTiles<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
     {64, "n128_s4_dyn_pvacross", run_cfg<LastPvAcrossTiles<TileCfg<64, 128, 4, true>>>},
     traced<LastPvAcrossTiles<TileCfg<128, 128, 2, false>>>(128, "n128_s2_pvacross_trace"),
-    // Session 35: the next tile's first K and Q issued at this tile's last block, before its V
-    // (KernelConfig::kNextFirstKeysEarly), in the static d128 kernel (Q released at load).
-    {128, "n128_s2_kfirst", run_cfg<FirstKeysEarly<TileCfg<128, 128, 2, false>>>},
-    traced<FirstKeysEarly<TileCfg<128, 128, 2, false>>>(128, "n128_s2_kfirst_trace"),
 };
 
 }  // namespace

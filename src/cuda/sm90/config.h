@@ -452,13 +452,6 @@ struct KernelConfig {
   // (wgmma.wait_group 1) ptxas serialised every wgmma (C7514), and at the turn's start, before
   // Q's wait, too (C7515).
   static constexpr bool kLastPvAcrossTiles = false;
-  // The loading thread issues the next tile's first K block and its Q at this tile's last block,
-  // before that block's V (mainloop_load.h, issue_next_first_keys), rather than after it: they
-  // then wait for the release of the block before last's K (its S) instead of its V (its P V,
-  // about a GEMM later). In session 34's trace of the static d128 kernel at 2k the next tile's
-  // first K landed ~500 cycles after its Q and the first S waited for it. Static walks of whole
-  // tiles with an output tile of their own and Q released at load only (mainloop_load.h).
-  static constexpr bool kNextFirstKeysEarly = false;
   // The static schedule's last, partial wave cut by keys and shared out evenly over the CTAs
   // (split_tail.h), for problems whose tiles are all alike (unmasked, one length; the launch's
   // rule, launch.h): at the protocol's shapes 68 of 132 CTAs (d128) or 100 (d256) otherwise run
@@ -540,7 +533,6 @@ struct TailKernelConfig : Base {
   static constexpr bool kSplitTail = true;
   static constexpr bool kHasTailKernel = false;
   static constexpr int kPrefetchNextQ = kQPrefetchOff;  // a piece's next piece is found from its step (not timed)
-  static constexpr bool kNextFirstKeysEarly = false;     // pieces are not a static walk of whole tiles
 };
 
 // The static schedule for short rows where it differs from StaticScheduleConfig

@@ -38,13 +38,6 @@ struct MainloopLoad {
   // (launch.h refuses seqused_k and varlen there), and its code would cost the 24-register
   // loading thread a spill.
   static constexpr bool kZeroesKvTail = Cfg::kHeadDim <= kZeroKvTailMaxHeadDim && !Cfg::kClusterPairs;
-  // The next tile is known a tile ahead only in the static walk of whole tiles. The early Q waits
-  // for this tile's Q to be released: with O staged in Q that is after the epilogue, which waits
-  // for the V behind it (a deadlock); with Q held until the tile's last S it would hold back the
-  // last V until that S has retired, so only where Q is released at load.
-  static_assert(!Cfg::kNextFirstKeysEarly || (!Cfg::kDynamicSchedule && !Cfg::kClusterPairs && !Cfg::kSplitTail &&
-                                              Cfg::kStagedOutput && Cfg::kQReleasedAtLoad),
-                "the next tile's first K early: static walk of whole tiles, an output tile, Q released at load");
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
   SharedBarriers<Cfg> bars;
@@ -102,9 +95,7 @@ struct MainloopLoad {
   }
   __device__ __forceinline__ void prefetch_next_q(int wave) const {
     if (p.seqlen_k < Cfg::kQPrefetchMinKeys || p.seqlen_k > Cfg::kQPrefetchMaxKeys) return;
-    // With the next tile's first K and Q loaded early (Cfg::kNextFirstKeysEarly) the tile after it.
-    const int ahead = Cfg::kNextFirstKeysEarly ? 2 : 1;
-    int index = Cfg::kClusterPairs ? pair_tile(wave + ahead) : snake_tile_reread(wave + ahead);
+    int index = Cfg::kClusterPairs ? pair_tile(wave + 1) : snake_tile_reread(wave + 1);
     if (index >= p.num_tiles) {
       if (!Cfg::kHasTailKernel || p.tail_units == 0) return;
       index = p.tail_first + cta_index_reread();
@@ -120,81 +111,6 @@ struct MainloopLoad {
     }
   }
 
-  // K of ring position `kv` (key rows from k_row), once the consumers have released its stage.
-  __device__ __forceinline__ void issue_keys(const PipelineState<Cfg::kStages>& kv, int n, int k_row, int head_kv,
-                                             int batch) const {
-    trace_event<Cfg>(kTraceLoad, kEvKEmptyWait, kv.stage, n);
-    mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
-    if constexpr (Cfg::kClusterPairs) {
-      load_half_block(tiles.k_column(kv.stage, 0), &p.tma_k, bars.k_full(kv.stage), k_row, head_kv, batch);
-    } else {
-      load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage), k_row,
-                              head_kv, batch);
-    }
-    trace_event<Cfg>(kTraceLoad, kEvKLoad, kv.stage, n);
-  }
-  // The tile's Q; it waits for the previous tile's Q to be released (its last S = Q K^T, or its
-  // first where Q is released at load), while the tile's first K block is on its way.
-  __device__ __forceinline__ void issue_queries(uint32_t& phases, const SequenceInfo& s, const TileCoord& t,
-                                                int batch) const {
-    trace_event<Cfg>(kTraceLoad, kEvQEmptyWait, t.m_block);
-    mbarrier_wait(bars.q_empty(), (phases & 1) ^ 1);
-    phases ^= 1;
-    if constexpr (Cfg::kPackGqa) {
-      load_packed_q(s.q_row0 + t.m_block * tile_query_rows<Cfg>(p), t.head, batch);
-    } else {
-      load_tile<Cfg::kBlockM>(tiles.q_column(0), Cfg::kQColumnBytes, &p.tma_q, bars.q_full(),
-                              s.q_row0 + t.m_block * Cfg::kBlockM, t.head, batch);
-    }
-    trace_event<Cfg>(kTraceLoad, kEvQLoad, t.m_block);
-  }
-  // V of key block n into ring position `kv`, once the consumers have released its stage; a
-  // partial last block with unused rows goes through the zeroing job (top of the file).
-  __device__ __forceinline__ void issue_values(const PipelineState<Cfg::kStages>& kv, int n, int k_row,
-                                               const SequenceInfo& s, int head_kv, int batch, uint32_t& phases) const {
-    trace_event<Cfg>(kTraceLoad, kEvVEmptyWait, kv.stage, n);
-    mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);
-    const int valid = s.len_k - n * Cfg::kBlockN;
-    uint32_t v_bar = bars.v_full(kv.stage);
-    if (kZeroesKvTail && p.zero_kv_tail && valid < Cfg::kBlockN) {
-      // Partial last block: warp 2 zeroes its rows past the length (see the top of the file).
-      mbarrier_wait(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
-      phases ^= 2;
-      __stcg(zero_job_entry(p), (kv.stage << 16) | valid);
-      v_bar = bars.zero_job();
-    }
-    if constexpr (Cfg::kClusterPairs) {
-      load_half_block(tiles.v_column(kv.stage, 0), &p.tma_v, v_bar, k_row, head_kv, batch);
-    } else {
-      load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, v_bar, k_row, head_kv,
-                              batch);
-    }
-    trace_event<Cfg>(kTraceLoad, kEvVLoad, kv.stage, n);
-  }
-  // Cfg::kNextFirstKeysEarly, at a tile's last key block, before its V: the first K block and the
-  // Q of this CTA's tile in static wave `wave` + 1 (the ring position after `kv`), where that tile
-  // has rows and keys; sets phases bit 2 so that its own walk skips them. They wait for the
-  // release of the block before last's K (its S) rather than of its V (its P V, ~a GEMM later),
-  // as the first S of the next tile waits for them.
-  __device__ __forceinline__ void issue_next_first_keys(int wave, const PipelineState<Cfg::kStages>& kv,
-                                                        uint32_t& phases) const {
-    const int index = snake_tile_reread(wave + 1);
-    if (index >= p.num_tiles) return;
-    const TileCoord t = tile_coord_of<Cfg>(p, index);
-    const SequenceInfo s = sequence_info(p, t.batch);
-    if (t.m_block * tile_query_rows<Cfg>(p) >= s.len_q) return;
-    const BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, s, t.m_block);
-    if (range.empty()) return;
-    const int batch = p.cu_seqlens_q != nullptr ? 0 : t.batch;
-    PipelineState<Cfg::kStages> next = kv;
-    next.advance();
-    trace_event<Cfg>(kTraceLoad, kEvLoadTile, t.m_block, index);
-    const int n = range.n_end - 1;
-    issue_keys(next, n, s.k_row0 + n * Cfg::kBlockN, tile_kv_head<Cfg>(p, t), batch);
-    issue_queries(phases, s, t, batch);
-    phases |= 4;
-  }
-
   // The producer runs on 24 registers: the loop keeps only what the loads need live.
   __device__ void run() const {
     const bool varlen = p.cu_seqlens_q != nullptr;
@@ -202,13 +118,11 @@ struct MainloopLoad {
     prefetch_tensor_map(&p.tma_k);
     prefetch_tensor_map(&p.tma_v);
     PipelineState<Cfg::kStages> kv;
-    // Bit 0: Q's phase; bit 1: the zeroing job's (p.zero_kv_tail only); bit 2: the next tile's
-    // first K and Q are out (Cfg::kNextFirstKeysEarly). One register for all: a second one made
-    // the 24-register loop spill.
+    // Bit 0: Q's phase; bit 1: the zeroing job's (p.zero_kv_tail only). One register for both: a
+    // second one made the 24-register loop spill.
     uint32_t phases = 0;
     // Key blocks [n_lo, n_hi) of the tile only: a piece of the split tail (Cfg::kSplitTail).
-    // `wave`: the static walk's wave of the tile (Cfg::kNextFirstKeysEarly), else unused.
-    auto load_tiles_of = [&](int index, int n_lo, int n_hi, int wave) {
+    auto load_tiles_of = [&](int index, int n_lo, int n_hi) {
       const TileCoord t = tile_coord_of<Cfg>(p, index);
       const SequenceInfo s = sequence_info(p, t.batch);
       if (t.m_block * tile_query_rows<Cfg>(p) >= s.len_q) return;
@@ -223,32 +137,47 @@ struct MainloopLoad {
       bool q_pending = true;
       for (int n = range.n_end - 1; n >= range.n_begin; --n) {
         const int k_row = s.k_row0 + n * Cfg::kBlockN;
-        // Cfg::kNextFirstKeysEarly: the previous tile's last block issued this tile's first K and
-        // its Q already (phases bit 2).
-        const bool first_keys_out = Cfg::kNextFirstKeysEarly && n == range.n_end - 1 && (phases & 4) != 0;
-        if (first_keys_out) {
-          phases &= ~4u;
+        trace_event<Cfg>(kTraceLoad, kEvKEmptyWait, kv.stage, n);
+        mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
+        if constexpr (Cfg::kClusterPairs) {
+          load_half_block(tiles.k_column(kv.stage, 0), &p.tma_k, bars.k_full(kv.stage), k_row, head_kv, batch);
         } else {
-          issue_keys(kv, n, k_row, head_kv, batch);
+          load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage),
+                                  k_row, head_kv, batch);
         }
-        if (!first_keys_out && (Cfg::kSplitTail ? q_pending : n == range.n_end - 1)) {
+        trace_event<Cfg>(kTraceLoad, kEvKLoad, kv.stage, n);
+        if (Cfg::kSplitTail ? q_pending : n == range.n_end - 1) {
           q_pending = false;
-          issue_queries(phases, s, t, batch);
+          // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
+          trace_event<Cfg>(kTraceLoad, kEvQEmptyWait, t.m_block);
+          mbarrier_wait(bars.q_empty(), (phases & 1) ^ 1);
+          phases ^= 1;
+          if constexpr (Cfg::kPackGqa) {
+            load_packed_q(s.q_row0 + t.m_block * tile_query_rows<Cfg>(p), t.head, batch);
+          } else {
+            load_tile<Cfg::kBlockM>(tiles.q_column(0), Cfg::kQColumnBytes, &p.tma_q, bars.q_full(),
+                                    s.q_row0 + t.m_block * Cfg::kBlockM, t.head, batch);
+          }
+          trace_event<Cfg>(kTraceLoad, kEvQLoad, t.m_block);
         }
-        // Cfg::kNextFirstKeysEarly: the last block's V after the next tile's first K (below).
-        if (Cfg::kNextFirstKeysEarly && n == range.n_begin) break;
-        issue_values(kv, n, k_row, s, head_kv, batch, phases);
-        kv.advance();
-      }
-      if constexpr (Cfg::kNextFirstKeysEarly) {
-        issue_next_first_keys(wave, kv, phases);
-        // This tile's last V, its coordinates found again from the index: kept across the next
-        // tile's they made the 24-register loading thread spill.
-        const TileCoord t1 = tile_coord_of<Cfg>(p, index);
-        const SequenceInfo s1 = sequence_info(p, t1.batch);
-        const int n_last = tile_key_block_range<Cfg>(p, s1, t1.m_block).n_begin;
-        issue_values(kv, n_last, s1.k_row0 + n_last * Cfg::kBlockN, s1, tile_kv_head<Cfg>(p, t1), varlen ? 0 : t1.batch,
-                     phases);
+        trace_event<Cfg>(kTraceLoad, kEvVEmptyWait, kv.stage, n);
+        mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);
+        const int valid = s.len_k - n * Cfg::kBlockN;
+        uint32_t v_bar = bars.v_full(kv.stage);
+        if (kZeroesKvTail && p.zero_kv_tail && valid < Cfg::kBlockN) {
+          // Partial last block: warp 2 zeroes its rows past the length (see the top of the file).
+          mbarrier_wait(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
+          phases ^= 2;
+          __stcg(zero_job_entry(p), (kv.stage << 16) | valid);
+          v_bar = bars.zero_job();
+        }
+        if constexpr (Cfg::kClusterPairs) {
+          load_half_block(tiles.v_column(kv.stage, 0), &p.tma_v, v_bar, k_row, head_kv, batch);
+        } else {
+          load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, v_bar, k_row, head_kv,
+                                  batch);
+        }
+        trace_event<Cfg>(kTraceLoad, kEvVLoad, kv.stage, n);
         kv.advance();
       }
     };
@@ -256,14 +185,14 @@ struct MainloopLoad {
     // loads (Cfg::kPrefetchNextQ).
     auto load_tile_of_wave = [&](int index, int wave, int n_hi) {
       if (prefetches_before_loads(wave)) prefetch_next_q(wave);
-      load_tiles_of(index, 0, n_hi, wave);
+      load_tiles_of(index, 0, n_hi);
       if (prefetches_after_loads(wave)) prefetch_next_q(wave);
     };
     if constexpr (Cfg::kDynamicSchedule) {
       TileRing ring;
       for (int index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true); index < p.num_tiles;
            index = ring.receive(bars.tile_mailbox(), tile_mailbox_entry(p), true)) {
-        load_tiles_of(index, 0, 0, 0);
+        load_tiles_of(index, 0, 0);
       }
     } else if constexpr (Cfg::kClusterPairs) {
       for (int wave = 0;; ++wave) {
@@ -285,7 +214,7 @@ struct MainloopLoad {
           const int u = nth_tail_unit(p, step);
           if (u < 0) break;
           const TailPiece piece = tail_piece_at(p, u, tail_unit(p, cta_index_reread() + 1, grid_size_reread()));
-          load_tiles_of(piece.index, piece.n_lo, piece.n_hi, 0);
+          load_tiles_of(piece.index, piece.n_lo, piece.n_hi);
         }
       } else {
         for (int wave = 0; wave * grid_size_reread() < p.num_tiles; ++wave) {
