@@ -254,12 +254,6 @@ template <class Base>
 struct LastPvAcrossTiles : Base {
   static constexpr bool kLastPvAcrossTiles = true;
 };
-// The same kernel with a tile's first S from Q in shared memory and Q's fragments loaded under it
-// (KernelConfig::kFirstScoresFromSharedQ).
-template <class Base>
-struct FirstScoresFromSharedQ : Base {
-  static constexpr bool kFirstScoresFromSharedQ = true;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -830,13 +824,6 @@ const Variant kVariants[] = {
     {64, "n64_s8_4wg_tall_pvacross", run_cfg<LastPvAcrossTiles<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
     {64, "n128_s4_dyn_pvacross", run_cfg<LastPvAcrossTiles<TileCfg<64, 128, 4, true>>>},
     traced<LastPvAcrossTiles<TileCfg<128, 128, 2, false>>>(128, "n128_s2_pvacross_trace"),
-    // Session 35: a tile's first S from Q in shared memory, Q's fragments loaded under it
-    // (KernelConfig::kFirstScoresFromSharedQ), in d128's kernels with Q in registers. Derived
-    // configurations run no tail kernel: `n128_s2_notail` is the static one's twin from 8k.
-    {128, "n128_s2_sq", run_cfg<FirstScoresFromSharedQ<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_dyn_sq", run_cfg<FirstScoresFromSharedQ<TileCfg<128, 128, 2, true>>>},
-    {128, "n128_s2_cluster_sq", run_cfg<FirstScoresFromSharedQ<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    traced<FirstScoresFromSharedQ<TileCfg<128, 128, 2, false>>>(128, "n128_s2_sq_trace"),
 };
 
 }  // namespace

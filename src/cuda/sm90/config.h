@@ -452,16 +452,6 @@ struct KernelConfig {
   // (wgmma.wait_group 1) ptxas serialised every wgmma (C7514), and at the turn's start, before
   // Q's wait, too (C7515).
   static constexpr bool kLastPvAcrossTiles = false;
-  // A tile's first S takes Q from shared memory (every step SS) and Q's fragments are loaded
-  // under it (kernel.h, overlapped_tiles), where session 35's trace of the static d128 kernel at
-  // 2k had Q's fragments (~320 cycles) between Q's wait and K's in the consumers' chain at a tile
-  // boundary: the last P V retired, ~1300 cycles to the next tile's start (O normalised, the tile
-  // classified), Q's wait, Q's fragments, K's wait, the first S ~1090 cycles after the start.
-  // Q's tile (where it is released at load) is then released once that S has retired rather
-  // than once it has been issued. Where Q's fragments are used at all. (O normalised under that S
-  // as well, kept in registers unnormalised across its issue, made ptxas spill 96-116 bytes, and
-  // serialise every wgmma (C7518) when under a test of the previous tile's kind.)
-  static constexpr bool kFirstScoresFromSharedQ = false;
   // The static schedule's last, partial wave cut by keys and shared out evenly over the CTAs
   // (split_tail.h), for problems whose tiles are all alike (unmasked, one length; the launch's
   // rule, launch.h): at the protocol's shapes 68 of 132 CTAs (d128) or 100 (d256) otherwise run

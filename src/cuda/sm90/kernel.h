@@ -178,7 +178,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         }
       }
       if constexpr (Cfg::kSkipMaskedLastBlock) mma.pass_over_masked_last_block(cur.seq, cur.t, cur.range, kv_state);
-      if constexpr (!MainloopMma<Cfg>::kFirstScoresShared) mma.load_q_fragments(q);
+      mma.load_q_fragments(q);
       if constexpr (kLastPvWithNextScores) {
         if (prev.kind == kScores) {
           mma.issue_last_pv_and_first_scores(last_prob, o, last_accumulate, last_v, s, kv_state, q);
@@ -193,7 +193,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         if (prev.kind == kScores) softmax.finalize(o, p.score_log2, lse);
       } else {
         mma.issue_first_scores(s, kv_state, q);
-        if constexpr (MainloopMma<Cfg>::kFirstScoresShared) mma.load_q_fragments(q);
       }
       store_previous();
       next = take_next();

@@ -196,11 +196,6 @@ struct MainloopMma {
   static constexpr bool kLastPvAcrossTiles =
       Cfg::kLastPvAcrossTiles && Cfg::kOverlapEpilogue && !Cfg::kSplitTail && !kLastPvWithNextScores;
   static_assert(!Cfg::kSplitTail || !kRowSumByTensor, "the split tail merges O without the ones column");
-  // A tile's first S from Q in shared memory, Q's fragments loaded under it (Cfg::
-  // kFirstScoresFromSharedQ; kernel.h overlapped_tiles).
-  static constexpr bool kFirstScoresShared =
-      Cfg::kFirstScoresFromSharedQ && kQRegisterSteps > 0 && Cfg::kOverlapEpilogue && !kLastPvWithNextScores &&
-      !kLastPvAcrossTiles;
   // Once Q has arrived, before the tile's first S (ldmatrix x4 as warp_scores.h loads them). Q's
   // tile stays until the first S has been issued (kQReleasedAtLoad), else until the tile's last
   // S has retired: the checked max's fallback reads it.
@@ -213,8 +208,6 @@ struct MainloopMma {
     }
   }
 
-  // kAllShared: every step from Q's tile in shared memory (a tile's first S, kFirstScoresShared).
-  template <bool kAllShared = false>
   __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage, const QFragments& qf) const {
     const uint64_t q = k_major_descriptor(tiles.q_column(0) + wg * kRowsPerConsumer * kLineBytes);
     const uint64_t k = k_major_descriptor(tiles.k_column(stage, 0));
@@ -223,7 +216,7 @@ struct MainloopMma {
       const int column = kk / 4, step_bytes = (kk % 4) * 32;
       const uint64_t k_step = advance_descriptor(k, column * Cfg::kKVColumnBytes + step_bytes);
       const uint64_t q_step = advance_descriptor(q, column * Cfg::kQColumnBytes + step_bytes);
-      if constexpr (kQRegisterSteps > 0 && !kAllShared) {
+      if constexpr (kQRegisterSteps > 0) {
         if (kk < kQRegisterSteps) {
           WgmmaRSKMajorB<Element, Cfg::kBlockN>::run(s, qf.a[kk < kQRegisterSteps ? kk : 0], k_step, kk > 0);
         } else {
@@ -446,12 +439,11 @@ struct MainloopMma {
     wait_turn();
     pin_registers(s);
     wgmma_fence();
-    issue_qk<kFirstScoresShared>(s, k_state.stage, q);
+    issue_qk(s, k_state.stage, q);
     wgmma_commit_group();
     pass_turn();
-    // The wgmma has read Q's fragments' registers, so their ldmatrix has read the tile (from
-    // shared memory, finish_blocks releases it once S has retired).
-    if constexpr (kQReleasedAtLoad && !kFirstScoresShared) release(bars.q_empty());
+    // The wgmma has read Q's fragments' registers, so their ldmatrix has read the tile.
+    if constexpr (kQReleasedAtLoad) release(bars.q_empty());
     trace(kEvSIssued, k_state.stage);
   }
 
@@ -776,8 +768,6 @@ struct MainloopMma {
     wgmma_wait_group<0>();
     pin_registers(s);
     release_scores_operands(k_state, n == range.n_begin);
-    // The first S read Q's tile (kFirstScoresShared); Q's fragments were loaded under it.
-    if constexpr (kQReleasedAtLoad && kFirstScoresShared) release(bars.q_empty());
     trace(kEvSReady);
     if (kNarrow && narrow) {
       first_probabilities<kNarrowN>(s, prob, softmax, seq, t, n);
