@@ -53,6 +53,9 @@ EVENTS = [
     ("Vw", "waits for V"),
     ("tw", "waits for the GEMM turn"),
     ("fin", "O normalised"),
+    ("es", "epilogue: previous store read, first barrier passed"),
+    ("est", "epilogue: O staged (stmatrix)"),
+    ("ef", "epilogue: fenced, second barrier passed"),
 ]
 LABEL = {i + 1: e[0] for i, e in enumerate(EVENTS)}
 MEANING = {i + 1: e[1] for i, e in enumerate(EVENTS)}

@@ -68,6 +68,12 @@ enum TraceEvent : uint16_t {
   // kEvFinalized in overlapped_tiles.
   kEvTurnWait,
   kEvFinalized,
+  // Session 35: inside the staged epilogue (epilogue.h store_staged), to split its time: after
+  // the wait for the previous store's read and the first barrier, after O's stmatrix, after the
+  // fence and the second barrier.
+  kEvEpilogueSynced,
+  kEvEpilogueStaged,
+  kEvEpilogueFenced,
 };
 
 struct TraceRecord {
