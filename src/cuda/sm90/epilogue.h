@@ -114,11 +114,7 @@ struct Epilogue {
   }
 
   // The traced kernels' steps inside the epilogue (Cfg::kTrace; by the warpgroup's thread 0).
-  __device__ __forceinline__ void trace(TraceEvent event) const {
-    if constexpr (Cfg::kTrace) {
-      if (thread == 0) trace_event<Cfg>(kTraceConsumer0 + wg, event);
-    }
-  }
+  __device__ __forceinline__ void trace(TraceEvent event) const { consumer_trace_event<Cfg>(wg, thread, event); }
 
   __device__ void store_staged(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t,
                                int kv_stage) const {
@@ -130,7 +126,7 @@ struct Epilogue {
       // this warpgroup's own and its wgmmas reading them have all retired.)
       if (thread == 0) bulk_wait_read_all();
       named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
-      if constexpr (Cfg::kTrace) trace(kEvEpilogueSynced);
+      trace(kEvEpilogueSynced);
     } else if constexpr (Cfg::kOutputInKV) {
       // The other warpgroup's wgmmas reading the stage have retired (its arrival, mainloop_mma.h);
       // this warpgroup's own have been waited for.
@@ -159,11 +155,11 @@ struct Epilogue {
         }
       }
     }
-    if constexpr (Cfg::kTrace) trace(kEvEpilogueStaged);
+    trace(kEvEpilogueStaged);
     // The TMA unit reads what ordinary stores wrote: fence before the barrier.
     fence_proxy_async_smem();
     named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
-    if constexpr (Cfg::kTrace) trace(kEvEpilogueFenced);
+    trace(kEvEpilogueFenced);
     const int tile_row = t.m_block * Cfg::kBlockM + warpgroup_row0;
     if (!p.clip_rows) {
       if (thread == 0) {

@@ -59,9 +59,7 @@ struct MainloopMma {
 
   // An event of this warpgroup's trace (trace.h; nothing without Cfg::kTrace), by its thread 0.
   __device__ __forceinline__ void trace(TraceEvent event, int arg0 = 0, int arg1 = 0) const {
-    if constexpr (Cfg::kTrace) {
-      if (thread == 0) trace_event<Cfg>(kTraceConsumer0 + wg, event, arg0, arg1);
-    }
+    consumer_trace_event<Cfg>(wg, thread, event, arg0, arg1);
   }
 
   // The turns of one ring of named barriers (ring0 + wg).

@@ -132,6 +132,15 @@ __device__ __forceinline__ void trace_event(int role, TraceEvent event, int arg0
   }
 }
 
+// An event of consumer warpgroup wg's trace, recorded by its thread 0 (`thread`: the index within
+// the warpgroup); MainloopMma and Epilogue trace through it.
+template <class Cfg>
+__device__ __forceinline__ void consumer_trace_event(int wg, int thread, TraceEvent event, int arg0 = 0, int arg1 = 0) {
+  if constexpr (Cfg::kTrace) {
+    if (thread == 0) trace_event<Cfg>(kTraceConsumer0 + wg, event, arg0, arg1);
+  }
+}
+
 // The split tail's timeline (KernelConfig::kTailTimeline, harness only; split_tail.h): per CTA of
 // the whole-wave kernel (row 0) and of the tail kernel (row 1), %globaltimer in ns (one clock for
 // every SM, unlike clock64) where its first consumer warpgroup starts and ends, and in the tail
