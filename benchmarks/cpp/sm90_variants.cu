@@ -254,12 +254,6 @@ template <class Base>
 struct LastPvAcrossTiles : Base {
   static constexpr bool kLastPvAcrossTiles = true;
 };
-// The same kernel with each warp staging and storing its own rows of O, without the warpgroup's
-// barriers in the epilogue (KernelConfig::kWarpOutputStores).
-template <class Base>
-struct WarpOutputStores : Base {
-  static constexpr bool kWarpOutputStores = true;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -830,15 +824,6 @@ const Variant kVariants[] = {
     {64, "n64_s8_4wg_tall_pvacross", run_cfg<LastPvAcrossTiles<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
     {64, "n128_s4_dyn_pvacross", run_cfg<LastPvAcrossTiles<TileCfg<64, 128, 4, true>>>},
     traced<LastPvAcrossTiles<TileCfg<128, 128, 2, false>>>(128, "n128_s2_pvacross_trace"),
-    // Session 36: each warp stages and stores its own 16 rows of O, the LSE stored after the TMA
-    // stores (KernelConfig::kWarpOutputStores), in every kernel of the output tile the API runs.
-    {128, "n128_s2_wstore", run_cfg<WarpOutputStores<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_cluster_wstore", run_cfg<WarpOutputStores<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    {128, "n128_s2_short_wstore", run_cfg<WarpOutputStores<sm90::ShortRowsConfig<128, __nv_bfloat16>>>},
-    {64, "n64_s8_4wg_tall_wstore", run_cfg<WarpOutputStores<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
-    {64, "n128_s4_wstore", run_cfg<WarpOutputStores<TileCfg<64, 128, 4, false>>>},
-    {64, "n128_s4_dyn_wstore", run_cfg<WarpOutputStores<TileCfg<64, 128, 4, true>>>},
-    traced<WarpOutputStores<TileCfg<128, 128, 2, false>>>(128, "n128_s2_wstore_trace"),
 };
 
 }  // namespace

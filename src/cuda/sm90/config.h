@@ -197,10 +197,6 @@ struct KernelConfig {
   // up to 1k rows, +1-2.6% at head dim 128 unmasked 4k-16k, within +-1% elsewhere, outputs
   // bit-identical (false: the stores, for the harness).
   static constexpr bool kStmatrixEpilogue = true;
-  // Each warp stages and stores its own 16 rows of O, without the warpgroup's barriers
-  // (epilogue.h, kWarpStores; the output tile without GQA packing only). false: the warpgroup's
-  // 64 rows at once, after a barrier, with the LSE stored first.
-  static constexpr bool kWarpOutputStores = false;
   // The mask tests each score against one bit of a per-row word of kept columns (softmax.h
   // mask_row, cuda/common/mask_bits.h) instead of comparing its column with the row's bound:
   // ptxas moves seven bits at a time into predicates (R2P), where the compares took one ISETP a

@@ -10,11 +10,6 @@
 // finished reading it (mainloop_mma.h release_k / release_last_v); the stage is released after
 // the store has read it. Via Q (Cfg::kOutputInQ, where that does not apply): the same through the
 // warpgroup's rows of the Q tile, which is released after the store has read them.
-// Warp by warp (KernelConfig::kWarpOutputStores, the output tile without GQA packing): each warp
-// stages and stores the 16 rows of O it holds (one TMA store per 16 x 64 box, issued and waited
-// for by its lane 0), so the epilogue has no barrier of the warpgroup's: the previous store's
-// read, the fence before the TMA unit reads, and the predicated path's reads all stay within the
-// warp (__syncwarp).
 // Direct (forced through KernelConfig's Output_): each thread stores its pairs of O.
 // GQA packing (Cfg::kPackGqa, pack_gqa.h): tile row r is query row r >> log2 G of head
 // kv * G + (r & (G - 1)); lse and the predicated paths address each row that way, and the TMA
@@ -37,10 +32,6 @@ struct Epilogue {
   using Element = typename Cfg::Element;
   static constexpr int kOAccum = Cfg::kHeadDim / 2;
   static constexpr int kChunksPerRow = Cfg::kHeadDim / 8;  // 16-byte chunks
-  static constexpr bool kWarpStores = Cfg::kWarpOutputStores && Cfg::kStagedOutput && !Cfg::kPackGqa;
-  static constexpr int kRowsPerWarp = kRowsPerConsumer / 4;
-  // The rows of the output map's box (launch.h): a warpgroup's or, with kWarpStores, a warp's.
-  static constexpr int kStoreBoxRows = kWarpStores ? kRowsPerWarp : kRowsPerConsumer;
 
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
@@ -114,12 +105,6 @@ struct Epilogue {
   // kv_stage: the stage of the tile's last key block (read with Cfg::kOutputInKV only).
   __device__ void store(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
                         const TileCoord& t, int kv_stage = 0) const {
-    if constexpr (kWarpStores) {
-      // The LSE's global stores after the TMA stores are out (they are not waited for).
-      store_staged_by_warp(o, seq, t);
-      store_lse(seq, t, lse);
-      return;
-    }
     store_lse(seq, t, lse);
     if constexpr (Cfg::kStagedOutput || Cfg::kOutputInQ || Cfg::kOutputInKV) {
       store_staged(o, seq, t, kv_stage);
@@ -128,19 +113,25 @@ struct Epilogue {
     }
   }
 
-  // Every bulk store this thread issued has completed (before the CTA's shared memory goes).
-  __device__ __forceinline__ void wait_for_stores() const {
-    if (kWarpStores ? thread % 32 == 0 : thread == 0) bulk_wait_all();
-  }
-
   // The traced kernels' steps inside the epilogue (Cfg::kTrace; by the warpgroup's thread 0).
   __device__ __forceinline__ void trace(TraceEvent event) const { consumer_trace_event<Cfg>(wg, thread, event); }
 
-  // O's rows into the staging buffer, as bf16 / fp16 pairs; warp w writes the rows it holds,
-  // 16 w..16 w + 15 of the warpgroup's.
-  __device__ __forceinline__ void stage(const float (&o)[kOAccum], int kv_stage) const {
+  __device__ void store_staged(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t,
+                               int kv_stage) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
+    const int warpgroup_row0 = wg * kRowsPerConsumer;
     const int row0 = staged_row0();
+    if constexpr (Cfg::kStagedOutput) {
+      // The previous tile's TMA store must have read the output tile. (Staged in Q, the rows are
+      // this warpgroup's own and its wgmmas reading them have all retired.)
+      if (thread == 0) bulk_wait_read_all();
+      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
+      trace(kEvEpilogueSynced);
+    } else if constexpr (Cfg::kOutputInKV) {
+      // The other warpgroup's wgmmas reading the stage have retired (its arrival, mainloop_mma.h);
+      // this warpgroup's own have been waited for.
+      named_barrier_sync(Cfg::kStageHandoverBarrier0 + wg, 2 * kWarpgroupThreads);
+    }
     if constexpr (Cfg::kStmatrixEpilogue) {
       // Matrices (row half 0, group i), (1, i), (0, i + 1), (1, i + 1) per instruction; lane l
       // addresses row l % 8 of matrix l / 8, and each matrix row is one 16-byte chunk.
@@ -164,24 +155,6 @@ struct Epilogue {
         }
       }
     }
-  }
-
-  __device__ void store_staged(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t,
-                               int kv_stage) const {
-    const int warpgroup_row0 = wg * kRowsPerConsumer;
-    const int row0 = staged_row0();
-    if constexpr (Cfg::kStagedOutput) {
-      // The previous tile's TMA store must have read the output tile. (Staged in Q, the rows are
-      // this warpgroup's own and its wgmmas reading them have all retired.)
-      if (thread == 0) bulk_wait_read_all();
-      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
-      trace(kEvEpilogueSynced);
-    } else if constexpr (Cfg::kOutputInKV) {
-      // The other warpgroup's wgmmas reading the stage have retired (its arrival, mainloop_mma.h);
-      // this warpgroup's own have been waited for.
-      named_barrier_sync(Cfg::kStageHandoverBarrier0 + wg, 2 * kWarpgroupThreads);
-    }
-    stage(o, kv_stage);
     trace(kEvEpilogueStaged);
     // The TMA unit reads what ordinary stores wrote: fence before the barrier.
     fence_proxy_async_smem();
@@ -234,43 +207,6 @@ struct Epilogue {
       fence_proxy_async_smem();
       named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
       release_staging(kv_stage);
-    }
-  }
-
-  // kWarpStores: the warp's 16 rows, staged and stored by the warp alone (the file's comment).
-  __device__ void store_staged_by_warp(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t) const {
-    const int lane = thread % 32;
-    const int warp_row = wg * kRowsPerConsumer + (thread / 32) * kRowsPerWarp;  // in the output tile
-    // This warp's previous TMA store has read its rows.
-    if (lane == 0) bulk_wait_read_all();
-    __syncwarp();
-    trace(kEvEpilogueSynced);
-    stage(o, 0);
-    trace(kEvEpilogueStaged);
-    fence_proxy_async_smem();
-    __syncwarp();
-    trace(kEvEpilogueFenced);
-    const int tile_row = t.m_block * Cfg::kBlockM + warp_row;
-    if (!p.clip_rows) {
-      if (lane == 0) {
-#pragma unroll
-        for (int c = 0; c < Cfg::kColumns; ++c) {
-          tma_store_4d(&p.tma_o, tiles.o_column(c) + warp_row * kLineBytes, c * kColumnElems, tile_row, t.head,
-                       t.batch);
-        }
-        bulk_commit_group();
-      }
-      return;
-    }
-    char* out = static_cast<char*>(p.out);
-    for (int idx = lane; idx < kRowsPerWarp * kChunksPerRow; idx += 32) {
-      const int r = idx / kChunksPerRow, chunk = idx % kChunksPerRow;
-      if (tile_row + r >= seq.len_q) break;
-      uint4 v;
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                   : "r"(staged_chunk(warp_row + r, chunk, 0)));
-      *reinterpret_cast<uint4*>(out + (out_offset(seq, t, tile_row + r) + chunk * 8) * sizeof(Element)) = v;
     }
   }
 

@@ -337,7 +337,7 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   for_each_turn_ring<Cfg>([&](int ring0) {
     if (wg == 0) named_barrier_sync(ring0, 2 * kWarpgroupThreads);
   });
-  epilogue.wait_for_stores();
+  if (thread == 0) bulk_wait_all();
 }
 
 template <class Cfg>

@@ -155,8 +155,7 @@ Status launch_forward(const AttentionProblem& pb) {
                                     varlen, kRowsPerConsumer >> pack_log2);
     }
   } else {
-    if (s.ok()) s = encode_operand_map(&kp.tma_o, pb.out, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen,
-                                          Epilogue<Cfg>::kStoreBoxRows);
+    if (s.ok()) s = encode_operand_map(&kp.tma_o, pb.out, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, kRowsPerConsumer);
   }
   if (!s.ok()) return s;
 
