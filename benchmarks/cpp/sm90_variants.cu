@@ -254,12 +254,24 @@ template <class Base>
 struct LastPvAcrossTiles : Base {
   static constexpr bool kLastPvAcrossTiles = true;
 };
+// The same kernel with the LSE's addresses computed at the turn's start (KernelConfig::kLseAddressEarly).
+template <class Base>
+struct LseAddressEarly : Base {
+  static constexpr bool kLseAddressEarly = true;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
 template <class Cfg>
 Status run_cfg(const AttentionProblem& p) {
   return sm90::launch_forward<Cfg>(p);
+}
+// The same launch without the LSE (an output the API may omit): what the LSE's stores cost.
+template <class Cfg>
+Status run_without_lse(const AttentionProblem& p) {
+  AttentionProblem q = p;
+  q.lse = nullptr;
+  return sm90::launch_forward<Cfg>(q);
 }
 
 // The same kernel with its causal tiles in the given groups of heads (launch.h,
@@ -824,6 +836,20 @@ const Variant kVariants[] = {
     {64, "n64_s8_4wg_tall_pvacross", run_cfg<LastPvAcrossTiles<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
     {64, "n128_s4_dyn_pvacross", run_cfg<LastPvAcrossTiles<TileCfg<64, 128, 4, true>>>},
     traced<LastPvAcrossTiles<TileCfg<128, 128, 2, false>>>(128, "n128_s2_pvacross_trace"),
+    // Session 36: `_nolse` the kernel launched without the LSE (what its stores cost, an upper
+    // bound); `_lsearly` the LSE's addresses computed at the turn's start
+    // (KernelConfig::kLseAddressEarly).
+    {128, "n128_s2_nolse", run_without_lse<TileCfg<128, 128, 2, false>>},
+    {128, "n128_s2_short_nolse", run_without_lse<sm90::ShortRowsConfig<128, __nv_bfloat16>>},
+    {64, "n64_s8_4wg_tall_nolse", run_without_lse<sm90::TallTilesConfig<64, __nv_bfloat16>>},
+    {64, "n128_s4_nolse", run_without_lse<TileCfg<64, 128, 4, false>>},
+    {128, "n128_s2_lsearly", run_cfg<LseAddressEarly<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_short_lsearly", run_cfg<LseAddressEarly<sm90::ShortRowsConfig<128, __nv_bfloat16>>>},
+    {64, "n64_s8_4wg_tall_lsearly", run_cfg<LseAddressEarly<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
+    {64, "n128_s4_lsearly", run_cfg<LseAddressEarly<TileCfg<64, 128, 4, false>>>},
+    {128, "n128_s2_nolse_trace", run_without_lse<Traced<TileCfg<128, 128, 2, false>>>, -1, false, false,
+     write_trace<Traced<TileCfg<128, 128, 2, false>>>},
+    traced<LseAddressEarly<TileCfg<128, 128, 2, false>>>(128, "n128_s2_lsearly_trace"),
 };
 
 }  // namespace
