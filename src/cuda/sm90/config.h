@@ -197,10 +197,6 @@ struct KernelConfig {
   // up to 1k rows, +1-2.6% at head dim 128 unmasked 4k-16k, within +-1% elsewhere, outputs
   // bit-identical (false: the stores, for the harness).
   static constexpr bool kStmatrixEpilogue = true;
-  // The LSE's global addresses for the previous tile computed at the turn's start, before the
-  // waits, rather than in the epilogue (kernel.h overlapped_tiles, epilogue.h lse_rows; harness
-  // only).
-  static constexpr bool kLseAddressEarly = false;
   // The mask tests each score against one bit of a per-row word of kept columns (softmax.h
   // mask_row, cuda/common/mask_bits.h) instead of comparing its column with the row's bound:
   // ptxas moves seven bits at a time into predicates (R2P), where the compares took one ISETP a

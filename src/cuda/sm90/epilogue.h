@@ -69,39 +69,6 @@ struct Epilogue {
     }
   }
 
-  // The global addresses of a thread's two LSE rows (nullptr: not stored, as store_lse decides).
-  // Cfg::kLseAddressEarly: computed at the turn's start, before the waits, and held until the
-  // epilogue, so that its loads of the LSE's strides (kernel parameters) are off the epilogue's
-  // chain.
-  struct LseRows {
-    float* row[2];
-  };
-  __device__ __forceinline__ LseRows lse_rows(const SequenceInfo& seq, const TileCoord& t) const {
-    const FragmentPosition pos = FragmentPosition::of_thread(thread);
-    LseRows r{{nullptr, nullptr}};
-    if (p.lse == nullptr || pos.col0 != 0) return r;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if constexpr (Cfg::kPackGqa) {
-        const int tr = wg * kRowsPerConsumer + pos.row0 + 8 * h;
-        const int row = tile_row_query<Cfg>(p, t, tr), head = tile_row_head<Cfg>(p, t, tr);
-        if (row < seq.len_q) {
-          r.row[h] = p.lse + t.batch * p.lse_batch_stride + head * p.lse_head_stride +
-                     int64_t(seq.q_row0 + row) * p.lse_row_stride;
-        }
-      } else {
-        const int row = t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
-        if (row < seq.len_q) {
-          r.row[h] = p.lse + t.batch * p.lse_batch_stride + t.head * p.lse_head_stride +
-                     int64_t(seq.q_row0 + row) * p.lse_row_stride;
-        }
-      }
-    }
-    // Computed here, not moved next to its use.
-    asm volatile("" : "+l"(r.row[0]), "+l"(r.row[1])::"memory");
-    return r;
-  }
-
   // Column c of the buffer O is staged in: the output tile, Q, or (kOutputInKV) this warpgroup's
   // K or V stage `kv_stage`, whose rows start at 0 rather than at the warpgroup's first row.
   __device__ __forceinline__ uint32_t staged_column(int c, int kv_stage) const {
@@ -144,16 +111,6 @@ struct Epilogue {
     } else {
       store_direct(o, seq, t);
     }
-  }
-
-  // store with the LSE's addresses computed earlier (Cfg::kLseAddressEarly, lse_rows).
-  __device__ void store_at(const float (&o)[kOAccum], const LseRows& rows, const float (&lse)[2],
-                           const SequenceInfo& seq, const TileCoord& t) const {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (rows.row[h] != nullptr) *rows.row[h] = lse[h];
-    }
-    store_staged(o, seq, t, 0);
   }
 
   // The traced kernels' steps inside the epilogue (Cfg::kTrace; by the warpgroup's thread 0).

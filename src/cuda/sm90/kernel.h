@@ -89,15 +89,10 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   // The tile-start and epilogue trace calls sit under an `if constexpr (Cfg::kTrace)` of their own
   // although trace() is empty without it: their unused arguments reordered the static d64 / d128
   // kernels' PTX registers, and so ptxas's allocation (session 18).
-  typename Epilogue<Cfg>::LseRows lse_rows;  // Cfg::kLseAddressEarly: the previous tile's
   auto store_previous = [&]() {
     if (prev.kind == kScores) {
       if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, prev.t.m_block);
-      if constexpr (Cfg::kLseAddressEarly && Cfg::kStagedOutput) {
-        epilogue.store_at(leading<MainloopMma<Cfg>::kOutAccum>(o), lse_rows, lse, prev.seq, prev.t);
-      } else {
-        epilogue.store(leading<MainloopMma<Cfg>::kOutAccum>(o), lse, prev.seq, prev.t);
-      }
+      epilogue.store(leading<MainloopMma<Cfg>::kOutAccum>(o), lse, prev.seq, prev.t);
       if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueEnd, prev.t.m_block);
     } else if (prev.kind == kEmpty) {
       epilogue.store_empty(prev.seq, prev.t);
@@ -163,9 +158,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       cur = classify(index, Cfg::kSplitTail ? nth_tail_unit(p, wave) : -1);
     }
     int next;
-    if constexpr (Cfg::kLseAddressEarly && Cfg::kStagedOutput) {
-      if (prev.kind == kScores) lse_rows = epilogue.lse_rows(prev.seq, prev.t);
-    }
     if (cur.kind == kScores) {
       // Written under its own test: even unused, the arguments' reads reordered the static
       // kernels' PTX registers (and ptxas's allocation).
