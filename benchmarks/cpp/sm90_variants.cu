@@ -254,10 +254,11 @@ template <class Base>
 struct LastPvAcrossTiles : Base {
   static constexpr bool kLastPvAcrossTiles = true;
 };
-// The same kernel with the LSE's addresses computed at the turn's start (KernelConfig::kLseAddressEarly).
+// The same kernel with the LSE stored by each row's thread rather than through shared memory and
+// the TMA unit (KernelConfig::kLseThroughTma; the layout keeps the LSE's rows, unused).
 template <class Base>
-struct LseAddressEarly : Base {
-  static constexpr bool kLseAddressEarly = true;
+struct LseDirect : Base {
+  static constexpr bool kLseThroughTma = false;
 };
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
@@ -837,19 +838,21 @@ const Variant kVariants[] = {
     {64, "n128_s4_dyn_pvacross", run_cfg<LastPvAcrossTiles<TileCfg<64, 128, 4, true>>>},
     traced<LastPvAcrossTiles<TileCfg<128, 128, 2, false>>>(128, "n128_s2_pvacross_trace"),
     // Session 36: `_nolse` the kernel launched without the LSE (what its stores cost, an upper
-    // bound); `_lsearly` the LSE's addresses computed at the turn's start
-    // (KernelConfig::kLseAddressEarly).
+    // bound; call 2 also timed the LSE's addresses computed at each turn's start, removed).
     {128, "n128_s2_nolse", run_without_lse<TileCfg<128, 128, 2, false>>},
     {128, "n128_s2_short_nolse", run_without_lse<sm90::ShortRowsConfig<128, __nv_bfloat16>>},
     {64, "n64_s8_4wg_tall_nolse", run_without_lse<sm90::TallTilesConfig<64, __nv_bfloat16>>},
     {64, "n128_s4_nolse", run_without_lse<TileCfg<64, 128, 4, false>>},
-    {128, "n128_s2_lsearly", run_cfg<LseAddressEarly<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_short_lsearly", run_cfg<LseAddressEarly<sm90::ShortRowsConfig<128, __nv_bfloat16>>>},
-    {64, "n64_s8_4wg_tall_lsearly", run_cfg<LseAddressEarly<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
-    {64, "n128_s4_lsearly", run_cfg<LseAddressEarly<TileCfg<64, 128, 4, false>>>},
+    // `_lsedirect`: each row's thread stores the LSE, as before session 36 (the library's kernels
+    // send it through shared memory and the TMA unit with O, KernelConfig::kLseThroughTma).
+    {128, "n128_s2_lsedirect", run_cfg<LseDirect<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_cluster_lsedirect", run_cfg<LseDirect<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
+    {64, "n64_s8_4wg_tall_lsedirect", run_cfg<LseDirect<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
+    {64, "n128_s4_lsedirect", run_cfg<LseDirect<TileCfg<64, 128, 4, false>>>},
+    {64, "n128_s4_dyn_lsedirect", run_cfg<LseDirect<TileCfg<64, 128, 4, true>>>},
     {128, "n128_s2_nolse_trace", run_without_lse<Traced<TileCfg<128, 128, 2, false>>>, -1, false, false,
      write_trace<Traced<TileCfg<128, 128, 2, false>>>},
-    traced<LseAddressEarly<TileCfg<128, 128, 2, false>>>(128, "n128_s2_lsearly_trace"),
+    traced<LseDirect<TileCfg<128, 128, 2, false>>>(128, "n128_s2_lsedirect_trace"),
 };
 
 }  // namespace

@@ -197,6 +197,13 @@ struct KernelConfig {
   // up to 1k rows, +1-2.6% at head dim 128 unmasked 4k-16k, within +-1% elsewhere, outputs
   // bit-identical (false: the stores, for the harness).
   static constexpr bool kStmatrixEpilogue = true;
+  // The LSE goes through shared memory and leaves with O's TMA stores (epilogue.h; where the
+  // launch allows it, KernelParams::lse_by_tma) instead of 4-byte global stores whose addresses
+  // take the LSE's three 64-bit strides from the kernel's parameters in the epilogue, on the tile
+  // boundary's chain (session 36: the traced epilogue ~250 cycles shorter; harness against the
+  // stores, 3 rounds: static d128 +1.0..+2.4% up to 2k, d64's static / dynamic / tall kernels
+  // +1..+4% at 512 and 1k, level from 4k, cluster pairs level). false: the stores, as before.
+  static constexpr bool kLseThroughTma = true;
   // The mask tests each score against one bit of a per-row word of kept columns (softmax.h
   // mask_row, cuda/common/mask_bits.h) instead of comparing its column with the row's bound:
   // ptxas moves seven bits at a time into predicates (R2P), where the compares took one ISETP a
@@ -496,14 +503,18 @@ struct KernelConfig {
   static constexpr int kQPrefetchMinKeys = HeadDim_ == 256 ? 4096 : 0;
   static constexpr int kQPrefetchMaxKeys = HeadDim_ == 128 ? 1024 : 1 << 30;
 
-  // Layout: Q | K ring | V ring | O (when staged) | ones (kRowSumByTensor) | mbarriers. Every tile
+  // Layout: Q | K ring | V ring | O (when staged) | ones (kRowSumByTensor) | LSE (kLseTile) |
+  // mbarriers. Every tile
   // starts on a swizzle atom; the ones lie past every V stage, as kRowSumInPv's LBO needs.
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVStageBytes;
   static constexpr int kOOffset = kVOffset + kStages * kKVStageBytes;
   static constexpr int kOnesOffset = kOOffset + (kStagedOutput ? kQBytes : 0);
-  static constexpr int kBarrierOffset = kOnesOffset + kOnesBytes;
+  // The LSE's rows of the tile (kLseThroughTma with the output tile), one float each.
+  static constexpr bool kLseTile = kLseThroughTma && kStagedOutput && !PackGqa_;
+  static constexpr int kLseOffset = kOnesOffset + kOnesBytes;
+  static constexpr int kBarrierOffset = kLseOffset + (kLseTile ? kBlockM * 4 : 0);
   static constexpr int kSmemBytes = kBarrierOffset + kFixedBytes;
   static_assert(kSmemBytes <= kSmemLimit, "shared memory over the sm90 limit");
   static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");

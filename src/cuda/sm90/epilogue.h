@@ -10,6 +10,9 @@
 // finished reading it (mainloop_mma.h release_k / release_last_v); the stage is released after
 // the store has read it. Via Q (Cfg::kOutputInQ, where that does not apply): the same through the
 // warpgroup's rows of the Q tile, which is released after the store has read them.
+// The LSE (kLseByTma, where the launch sets KernelParams::lse_by_tma): written into the tile's
+// LSE rows in shared memory beside O and stored by one more TMA store of 64 rows a warpgroup
+// (the map clips rows past the sequence); otherwise each row's thread stores it (store_lse).
 // Direct (forced through KernelConfig's Output_): each thread stores its pairs of O.
 // GQA packing (Cfg::kPackGqa, pack_gqa.h): tile row r is query row r >> log2 G of head
 // kv * G + (r & (G - 1)); lse and the predicated paths address each row that way, and the TMA
@@ -32,6 +35,7 @@ struct Epilogue {
   using Element = typename Cfg::Element;
   static constexpr int kOAccum = Cfg::kHeadDim / 2;
   static constexpr int kChunksPerRow = Cfg::kHeadDim / 8;  // 16-byte chunks
+  static constexpr bool kLseByTma = Cfg::kLseThroughTma && Cfg::kLseTile;
 
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
@@ -105,9 +109,13 @@ struct Epilogue {
   // kv_stage: the stage of the tile's last key block (read with Cfg::kOutputInKV only).
   __device__ void store(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
                         const TileCoord& t, int kv_stage = 0) const {
-    store_lse(seq, t, lse);
+    if constexpr (kLseByTma) {
+      if (!p.lse_by_tma) store_lse(seq, t, lse);
+    } else {
+      store_lse(seq, t, lse);
+    }
     if constexpr (Cfg::kStagedOutput || Cfg::kOutputInQ || Cfg::kOutputInKV) {
-      store_staged(o, seq, t, kv_stage);
+      store_staged(o, lse, seq, t, kv_stage);
     } else {
       store_direct(o, seq, t);
     }
@@ -116,8 +124,8 @@ struct Epilogue {
   // The traced kernels' steps inside the epilogue (Cfg::kTrace; by the warpgroup's thread 0).
   __device__ __forceinline__ void trace(TraceEvent event) const { consumer_trace_event<Cfg>(wg, thread, event); }
 
-  __device__ void store_staged(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t,
-                               int kv_stage) const {
+  __device__ void store_staged(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
+                               const TileCoord& t, int kv_stage) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const int warpgroup_row0 = wg * kRowsPerConsumer;
     const int row0 = staged_row0();
@@ -127,6 +135,17 @@ struct Epilogue {
       if (thread == 0) bulk_wait_read_all();
       named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
       trace(kEvEpilogueSynced);
+      if constexpr (kLseByTma) {
+        // The previous store has read these rows too (one bulk group with O's).
+        if (p.lse_by_tma && pos.col0 == 0) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            asm volatile("st.shared.f32 [%0], %1;" ::"r"(tiles.lse_row(warpgroup_row0 + pos.row0 + 8 * h)),
+                         "f"(lse[h])
+                         : "memory");
+          }
+        }
+      }
     } else if constexpr (Cfg::kOutputInKV) {
       // The other warpgroup's wgmmas reading the stage have retired (its arrival, mainloop_mma.h);
       // this warpgroup's own have been waited for.
@@ -173,6 +192,9 @@ struct Epilogue {
             tma_store_4d(&p.tma_o, staged_column(c, kv_stage) + row0 * kLineBytes, c * kColumnElems, tile_row,
                          t.head, t.batch);
           }
+        }
+        if constexpr (kLseByTma) {
+          if (p.lse_by_tma) tma_store_3d(&p.tma_lse, tiles.lse_row(warpgroup_row0), tile_row, t.head, t.batch);
         }
         bulk_commit_group();
         if constexpr (Cfg::kOutputInQ || Cfg::kOutputInKV) bulk_wait_read_all();

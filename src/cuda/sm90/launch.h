@@ -180,6 +180,17 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.seqused_q = pb.seqused_q;
   kp.seqused_k = pb.seqused_k;
   kp.clip_rows = varlen || pb.seqused_q != nullptr;
+  // The LSE through TMA (epilogue.h): with the output's TMA store, rows contiguous, and strides
+  // the map takes (multiples of 16 bytes); else each row's thread stores it.
+  if constexpr (Epilogue<Cfg>::kLseByTma) {
+    const auto aligned = [](int64_t elements) { return (elements * 4) % 16 == 0; };
+    if (pb.lse != nullptr && !kp.clip_rows && pb.lse_row_stride == 1 && aligned(pb.lse_head_stride) &&
+        aligned(pb.lse_batch_stride) && reinterpret_cast<uintptr_t>(pb.lse) % 16 == 0) {
+      kp.lse_by_tma = encode_lse_map(&kp.tma_lse, pb.lse, pb.seqlen_q, pb.nheads_q, pb.batch, pb.lse_head_stride,
+                                     pb.lse_batch_stride, kRowsPerConsumer)
+                          .ok();
+    }
+  }
   kp.batch = pb.batch;
   kp.nheads_q = pb.nheads_q;
   kp.heads_per_kv = pb.heads_per_kv();

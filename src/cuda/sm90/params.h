@@ -15,6 +15,8 @@ struct KernelParams {
   // 4-D maps (dim, row, head, batch). Variable length: batch extent 1 over the packed rows,
   // addressed at cu_seqlens[b] + row.
   CUtensorMap tma_q, tma_k, tma_v, tma_o;
+  // 3-D map (row, head, batch) over the LSE, read where lse_by_tma is set (launch.h).
+  CUtensorMap tma_lse;
 
   void* out = nullptr;  // the predicated (variable-length) epilogue writes through this
   int64_t out_batch_stride = 0, out_row_stride = 0, out_head_stride = 0;
@@ -30,6 +32,9 @@ struct KernelParams {
   // The output leaves through row-predicated stores (variable length, or seqused_q: a TMA box
   // would spill into the next sequence or past the used rows), else through TMA stores.
   int clip_rows = 0;
+  // The LSE leaves through shared memory and a TMA store with O (Cfg::kLseThroughTma, where the
+  // output is a TMA store and the LSE's rows are contiguous with 16-byte aligned strides).
+  int lse_by_tma = 0;
   int batch = 0, nheads_q = 0, heads_per_kv = 1;
   int seqlen_q = 0, seqlen_k = 0;  // fixed: the lengths; varlen: the longest
 

@@ -76,6 +76,8 @@ struct SharedTiles {
   }
   // All ones (Cfg::kRowSumByTensor): B of P V's ones column.
   __device__ __forceinline__ uint32_t ones() const { return base + Cfg::kOnesOffset; }
+  // The LSE of tile row r (Cfg::kLseTile).
+  __device__ __forceinline__ uint32_t lse_row(int r) const { return base + Cfg::kLseOffset + 4 * r; }
 };
 
 }  // namespace sm90

@@ -75,6 +75,12 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t sr
   ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_global, ::cuda::ptx::space_shared, map, coords,
                                   smem_pointer<const void>(src));
 }
+// 3-D form: the LSE's map (row, head, batch).
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2) {
+  const int32_t coords[3] = {c0, c1, c2};
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_global, ::cuda::ptx::space_shared, map, coords,
+                                  smem_pointer<const void>(src));
+}
 // 5-D forms: the GQA-packed Q / O maps (dim, head in group, row, kv head, batch); see pack_gqa.h.
 __device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                             int c2, int c3, int c4) {

@@ -42,23 +42,29 @@ cuuint64_t byte_stride(int64_t elements, int64_t extent, int elem_bytes) {
   return extent <= 1 ? cuuint64_t(16) : cuuint64_t(bytes);
 }
 
-// The encode call both maps share: bf16/fp16 elements, 128-byte swizzle, no OOB fill (rows past
-// the extent read as zero), unit element strides. `what` names the map in the error.
-Status encode_map(CUtensorMap* map, DType dtype, void* data, cuuint32_t rank, const cuuint64_t* dims,
-                  const cuuint64_t* strides, const cuuint32_t* box, const std::string& what) {
+// The encode call every map shares: unit element strides, no OOB fill (rows past the extent read
+// as zero and are not written). `what` names the map in the error.
+Status encode_map_of(CUtensorMap* map, CUtensorMapDataType type, CUtensorMapSwizzle swizzle, void* data,
+                     cuuint32_t rank, const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                     const std::string& what) {
   EncodeTiled encode = nullptr;
   Status s = encoder(&encode);
   if (!s.ok()) return s;
-  const CUtensorMapDataType type =
-      dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
-  const CUresult r = encode(map, type, rank, data, dims, strides, box, element_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(map, type, rank, data, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     return Status::Runtime("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(int(r)) + " " + what);
   }
   return Status::Ok();
+}
+
+// The operands' maps: bf16/fp16 elements, 128-byte swizzle.
+Status encode_map(CUtensorMap* map, DType dtype, void* data, cuuint32_t rank, const cuuint64_t* dims,
+                  const cuuint64_t* strides, const cuuint32_t* box, const std::string& what) {
+  const CUtensorMapDataType type =
+      dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return encode_map_of(map, type, CU_TENSOR_MAP_SWIZZLE_128B, data, rank, dims, strides, box, what);
 }
 
 }  // namespace
@@ -88,6 +94,15 @@ Status encode_packed_operand_map(CUtensorMap* map, const Operand& op, DType dtyp
   return encode_map(map, dtype, op.data, 5, dims, strides, box,
                     "(GQA-packed map, headdim " + std::to_string(headdim) + ", group " + std::to_string(group) +
                         ", rows " + std::to_string(rows) + ")");
+}
+
+Status encode_lse_map(CUtensorMap* map, float* lse, int64_t rows, int heads, int batch, int64_t head_stride,
+                      int64_t batch_stride, int box_rows) {
+  const cuuint64_t dims[3] = {cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
+  const cuuint64_t strides[2] = {byte_stride(head_stride, heads, 4), byte_stride(batch_stride, batch, 4)};
+  const cuuint32_t box[3] = {cuuint32_t(box_rows), 1, 1};
+  return encode_map_of(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE, lse, 3, dims, strides, box,
+                       "(LSE, rows " + std::to_string(rows) + ")");
 }
 
 }  // namespace sm90

@@ -23,5 +23,9 @@ Status encode_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int 
 Status encode_packed_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows,
                                  int nheads_kv, int group, int batch, bool varlen, int box_rows);
 
+// A map over the LSE (float32, rows contiguous): dims (rows, heads, batch), boxes of `box_rows`
+// rows of one head, no swizzle. Fails where the strides are not multiples of 16 bytes.
+Status encode_lse_map(CUtensorMap* map, float* lse, int64_t rows, int heads, int batch, int64_t head_stride,
+                      int64_t batch_stride, int box_rows);
 }  // namespace sm90
 }  // namespace flashattn
