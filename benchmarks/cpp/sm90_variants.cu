@@ -198,7 +198,8 @@ struct Exp2OnKeptMax : Base {
   static constexpr bool kKeptMaxUnitRescale = false;
 };
 // Base with its row sums from where Mode says (KernelConfig::kRowSumByTensor): a 2 KB tile of
-// ones behind the barriers' offset where Base has none.
+// ones behind the barriers' offset where Base has none (rounded up to a swizzle atom: the LSE's
+// rows, KernelConfig::kLseTile, may end off one).
 template <class Base, int Mode>
 struct RowSum : Base {
   static_assert(Mode != sm90::kRowSumInPv || Base::kColumns == 1, "the ones column needs V's LBO free: one column");
@@ -206,8 +207,10 @@ struct RowSum : Base {
   static constexpr bool kCheckedMax = Base::kCheckedMax && Mode == sm90::kRowSumByAdds;  // it reads the adds
   static constexpr bool kAddsOnes = Mode != sm90::kRowSumByAdds && Base::kOnesBytes == 0;
   static constexpr int kOnesBytes = kAddsOnes ? 2 * sm90::kSwizzleAtomBytes : Base::kOnesBytes;
-  static constexpr int kOnesOffset = kAddsOnes ? Base::kBarrierOffset : Base::kOnesOffset;
-  static constexpr int kBarrierOffset = kAddsOnes ? Base::kBarrierOffset + kOnesBytes : Base::kBarrierOffset;
+  static constexpr int kOnesOffset =
+      kAddsOnes ? (Base::kBarrierOffset + sm90::kSwizzleAtomBytes - 1) / sm90::kSwizzleAtomBytes * sm90::kSwizzleAtomBytes
+                : Base::kOnesOffset;
+  static constexpr int kBarrierOffset = kAddsOnes ? kOnesOffset + kOnesBytes : Base::kBarrierOffset;
   static constexpr int kSmemBytes = kBarrierOffset + Base::kFixedBytes;
   static_assert(kSmemBytes <= Base::kSmemLimit, "shared memory over the sm90 limit");
 };
@@ -247,12 +250,6 @@ template <class Base, int When = sm90::kQPrefetchOff>
 struct QPrefetch : Base {
   static constexpr int kPrefetchNextQ = When;
   static constexpr int kQPrefetchMinKeys = 0, kQPrefetchMaxKeys = 1 << 30;
-};
-// The same kernel with each tile's last P V left in flight over the tile boundary, waited for
-// just before the next tile's first S (KernelConfig::kLastPvAcrossTiles).
-template <class Base>
-struct LastPvAcrossTiles : Base {
-  static constexpr bool kLastPvAcrossTiles = true;
 };
 // The same kernel with the LSE stored by each row's thread rather than through shared memory and
 // the TMA unit (KernelConfig::kLseThroughTma; the layout keeps the LSE's rows, unused).
@@ -829,14 +826,6 @@ const Variant kVariants[] = {
     {64, "n128_s4_qpf", run_cfg<QPrefetch<TileCfg<64, 128, 4, false>, sm90::kQPrefetchAfterLoads>>},
     {64, "n64_s8_4wg_tall_qpf", run_cfg<QPrefetch<sm90::TallTilesConfig<64, __nv_bfloat16>, sm90::kQPrefetchAfterLoads>>},
     {128, "n64_s2_3wg_tall_qpf", run_cfg<QPrefetch<sm90::TallTilesConfig<128, __nv_bfloat16>, sm90::kQPrefetchAfterLoads>>},
-    // Session 34: each tile's last P V left in flight over the tile boundary, waited for just
-    // before the next tile's first S, O normalised under that S (KernelConfig::kLastPvAcrossTiles;
-    // -0.4..-3.6% at most rows in two calls).
-    {128, "n128_s2_pvacross", run_cfg<LastPvAcrossTiles<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_cluster_pvacross", run_cfg<LastPvAcrossTiles<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    {64, "n64_s8_4wg_tall_pvacross", run_cfg<LastPvAcrossTiles<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
-    {64, "n128_s4_dyn_pvacross", run_cfg<LastPvAcrossTiles<TileCfg<64, 128, 4, true>>>},
-    traced<LastPvAcrossTiles<TileCfg<128, 128, 2, false>>>(128, "n128_s2_pvacross_trace"),
     // Session 36: `_nolse` the kernel launched without the LSE (what its stores cost, an upper
     // bound; call 2 also timed the LSE's addresses computed at each turn's start, removed).
     {128, "n128_s2_nolse", run_without_lse<TileCfg<128, 128, 2, false>>},

@@ -446,19 +446,6 @@ struct KernelConfig {
   // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
   // before it can go out, which lengthens the serial chain it was meant to shorten.
   static constexpr bool kLastPvWithNextScores = false;
-  // The tile's last P V (issued as in the tile) left in flight over the tile boundary and waited
-  // for once the next tile's Q and K have landed and Q's fragments are in registers, just before
-  // its first S; O normalised while that S runs (kernel.h, overlapped_tiles). Session 30's trace
-  // of the static d128 kernel put the boundary at ~0.9 key blocks a tile, serially: the last P V
-  // waited for (807 cycles), O normalised and the next tile classified (~900), Q's and K's waits
-  // and Q's fragments (1104), then the first S. Harness only (`_pvacross`): correct (session 34,
-  // every sm90 test with it on in every kernel that has the overlapped epilogue), but -0.4..-3.6%
-  // at most rows in two harness calls (static d128, its cluster pairs, d64's tall tiles and
-  // dynamic kernel); in the trace the P V issued alone had not retired when K landed, and the
-  // steady key blocks ran ~8% slower (docs/perf.md, session 34). Waited for under the next S
-  // (wgmma.wait_group 1) ptxas serialised every wgmma (C7514), and at the turn's start, before
-  // Q's wait, too (C7515).
-  static constexpr bool kLastPvAcrossTiles = false;
   // The static schedule's last, partial wave cut by keys and shared out evenly over the CTAs
   // (split_tail.h), for problems whose tiles are all alike (unmasked, one length; the launch's
   // rule, launch.h): at the protocol's shapes 68 of 132 CTAs (d128) or 100 (d256) otherwise run

@@ -20,8 +20,6 @@ namespace sm90 {
 // share its key blocks), so in the plain loop the tensor cores waited for both epilogues at every
 // tile boundary: 5-20% of a tile's time at 512-2k keys. Needs Q free before the epilogue (an
 // output tile of its own, not O staged through Q) and S's registers beside O's in the epilogue.
-// With MainloopMma::kLastPvAcrossTiles (harness only) a tile's last P V is issued at the tile's
-// end and waited for just before the next tile's first S, and O is normalised while that S runs.
 // With MainloopMma::kLastPvWithNextScores (harness only) the last P V instead waits for the next
 // tile's first S and goes out with it.
 template <class Cfg>
@@ -71,14 +69,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   PipelineState<Cfg::kStages> last_v;
   int last_accumulate = 1;
   // The pending last P V alone, and the previous tile's O normalised (before store_previous).
-  // With kLastPvAcrossTiles the previous tile's last P V is in flight at the turn's start (exactly
-  // when prev.kind == kScores, in V stage last_v), O and the softmax still the previous tile's.
-  constexpr bool kLastPvAcrossTiles = MainloopMma<Cfg>::kLastPvAcrossTiles;
   auto finish_previous_alone = [&]() {
-    if constexpr (kLastPvAcrossTiles) {
-      mma.retire_last_pv(o, last_v, prev.kind == kScores);
-      if (prev.kind == kScores) softmax.finalize(o, p.score_log2, lse);
-    }
     if constexpr (kLastPvWithNextScores) {
       if (prev.kind == kScores) {
         mma.template last_pv<Cfg::kBlockN>(last_prob, o, last_accumulate, last_v);
@@ -138,8 +129,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   // accumulators could be written before its wait (it does not correlate two separate tests of
   // the same flag). With kLastPvWithNextScores the previous tile's last P V goes out with the
   // first S and is waited for in the same branch, so that every path leaves only S in flight;
-  // where no tile with keys follows it goes alone (last_pv). With kLastPvAcrossTiles the P V in
-  // flight from the previous turn is waited for on every path before O is read (retire_last_pv).
+  // where no tile with keys follows it goes alone (last_pv).
   while (true) {
     if constexpr (Cfg::kSplitTail) {
       // The previous work a piece: merged with its tile's other pieces before anything is issued
@@ -186,11 +176,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         } else {
           mma.issue_first_scores(s, kv_state, q);
         }
-      } else if constexpr (kLastPvAcrossTiles) {
-        // The last P V has run under the waits and Q's fragments (waited for under S, with
-        // wgmma.wait_group 1, it made ptxas serialise every wgmma: C7514).
-        mma.issue_first_scores(s, kv_state, q, [&]() { mma.retire_last_pv(o, last_v, prev.kind == kScores); });
-        if (prev.kind == kScores) softmax.finalize(o, p.score_log2, lse);
       } else {
         mma.issue_first_scores(s, kv_state, q);
       }
@@ -200,8 +185,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       if constexpr (kLastPvWithNextScores) {
         last_accumulate = mma.template finish_tile_but_last_pv<true>(s, cur.seq, cur.t, cur.range, o, softmax,
                                                                      kv_state, q, last_prob, last_v);
-      } else if constexpr (kLastPvAcrossTiles) {
-        last_v = mma.template finish_tile<true, true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
       } else {
         mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
         softmax.finalize(o, p.score_log2, lse);

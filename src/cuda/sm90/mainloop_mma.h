@@ -188,11 +188,6 @@ struct MainloopMma {
   // A piece of the split tail is merged (split_tail.h) before the next work's first S, where a
   // pending last P V would not have reached O yet.
   static_assert(!(kLastPvWithNextScores && Cfg::kSplitTail), "the split tail needs each piece's O whole");
-  // The tile's last P V left in flight over the tile boundary (Cfg::kLastPvAcrossTiles; kernel.h
-  // overlapped_tiles retires it). Not in the split tail, which merges a piece's O before the next
-  // work's first S.
-  static constexpr bool kLastPvAcrossTiles =
-      Cfg::kLastPvAcrossTiles && Cfg::kOverlapEpilogue && !Cfg::kSplitTail && !kLastPvWithNextScores;
   static_assert(!Cfg::kSplitTail || !kRowSumByTensor, "the split tail merges O without the ones column");
   // Once Q has arrived, before the tile's first S (ldmatrix x4 as warp_scores.h loads them). Q's
   // tile stays until the first S has been issued (kQReleasedAtLoad), else until the tile's last
@@ -422,18 +417,11 @@ struct MainloopMma {
   // the block is narrowed: with a narrower S in one path ptxas serialised every wgmma of the
   // kernel (C7515, then C7511 with the rest of S written by a wgmma of its own), as the first S
   // stays in flight under the previous tile's epilogue.
-  // before_issue runs once K has landed (kernel.h: the previous tile's last P V retired there).
   __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state,
                                                      const QFragments& q) const {
-    issue_first_scores(s, k_state, q, []() {});
-  }
-  template <class BeforeIssue>
-  __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state,
-                                                     const QFragments& q, BeforeIssue before_issue) const {
     trace(kEvKWait, k_state.stage, -1);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, -1);
-    before_issue();
     wait_turn();
     pin_registers(s);
     wgmma_fence();
@@ -669,9 +657,8 @@ struct MainloopMma {
     trace(kEvVFull, v_state.stage, -1);
   }
 
-  // The tile's last P V: of the block the loop visited last (kPvN of its keys). kInFlight: issued
-  // only (kLastPvAcrossTiles), retire_last_pv waits for it and frees its V stage.
-  template <int kPvN, bool kInFlight = false>
+  // The tile's last P V: of the block the loop visited last (kPvN of its keys).
+  template <int kPvN>
   __device__ __forceinline__ void last_pv(uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum], int accumulate,
                                           PipelineState<Cfg::kStages>& v_state) const {
     wait_last_v(v_state);
@@ -683,55 +670,32 @@ struct MainloopMma {
     wgmma_commit_group();
     pass_turn();
     trace(kEvPvIssued, v_state.stage);
-    if constexpr (!kInFlight) {
-      wgmma_wait_group<0>();
-      pin_registers(o);
-      release_last_v(bars.v_empty(v_state.stage));
-      v_state.advance();
-      trace(kEvLastPvDone);
-    }
-  }
-
-  // The previous tile's last P V left in flight (kLastPvAcrossTiles) waited for, its V stage freed
-  // where there was one (`pending`: the previous work was a tile with keys). The wait is
-  // unconditional: ptxas serialises every wgmma where a path could write O with its P V in
-  // flight, and it does not correlate the flag's tests.
-  __device__ __forceinline__ void retire_last_pv(float (&o)[kOAccum], const PipelineState<Cfg::kStages>& v_state,
-                                                 bool pending) const {
-    static_assert(kLastPvAcrossTiles, "only a P V left in flight");
     wgmma_wait_group<0>();
     pin_registers(o);
-    if (pending) {
-      release_last_v(bars.v_empty(v_state.stage));
-      trace(kEvLastPvDone);
-    }
+    release_last_v(bars.v_empty(v_state.stage));
+    v_state.advance();
+    trace(kEvLastPvDone);
   }
 
   // The rest of the tile once issue_first_scores has issued S of its last key block; the softmax
   // must be reset, and O zeroed unless kFirstPvOverwrites (then the tile's first P V overwrites
   // it). Leaves O (unnormalised) and the softmax state. Where narrow_last_block holds, the
   // softmax and P V of that first block take only its first kNarrowN keys.
-  // kLastPvInFlight: the last P V is only issued (Cfg::kLastPvAcrossTiles); the returned state
-  // is its V stage's, for retire_last_pv.
-  template <bool kFirstPvOverwrites, bool kLastPvInFlight = false>
-  __device__ __forceinline__ PipelineState<Cfg::kStages> finish_tile(float (&s)[kSAccum], const SequenceInfo& seq,
-                                                                     const TileCoord& t,
-                                                                     const BlockRange<Cfg::kBlockN>& range,
-                                                                     float (&o)[kOAccum], Softmax& softmax,
-                                                                     PipelineState<Cfg::kStages>& k_state,
-                                                                     const QFragments& q) const {
+  template <bool kFirstPvOverwrites>
+  __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
+                                              const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
+                                              Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
+                                              const QFragments& q) const {
     // K and V of a block share a stage; V trails K by one block inside the tile and catches up
     // at its end, so only the K position lives across tiles.
     PipelineState<Cfg::kStages> v_state = k_state;
     uint32_t prob[kSAccum / 2];
     const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
-    const PipelineState<Cfg::kStages> last_v = v_state;
     if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
-      last_pv<kNarrowN, kLastPvInFlight>(prob, o, accumulate, v_state);
+      last_pv<kNarrowN>(prob, o, accumulate, v_state);
     } else {
-      last_pv<Cfg::kBlockN, kLastPvInFlight>(prob, o, accumulate, v_state);
+      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
     }
-    return last_v;
   }
 
   // finish_tile up to its last P V (kLastPvWithNextScores), which is left in prob, v_state (its V

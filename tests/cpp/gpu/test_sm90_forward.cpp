@@ -56,6 +56,10 @@ struct Case {
   float early_key_boost = 0.0f;
   Layout layout = Layout::kPacked;
   bool with_lse = true;
+  // Fixed length: each head's LSE rows followed by this many floats that must keep their poison
+  // (0: contiguous). The kernels store the LSE through a TMA map where the strides allow it
+  // (multiples of 16 bytes), else row by row.
+  int lse_pad = 0;
   bool varlen() const { return !lens_q.empty(); }
 };
 
@@ -215,6 +219,11 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
     }
   }
   const int64_t lse_count = int64_t(q.entries()) * c.heads_q * rows_q;
+  // The device's LSE: rows_q + lse_pad floats a head (the logical element i at lse_index(i)).
+  ASSERT_TRUE(c.lse_pad == 0 || !varlen) << "lse_pad is for fixed length";
+  const int64_t lse_head_stride = rows_q + c.lse_pad;
+  const int64_t lse_alloc = int64_t(q.entries()) * c.heads_q * lse_head_stride;
+  auto lse_index = [&](int64_t i) { return (i / rows_q) * lse_head_stride + i % rows_q; };
 
   // Reference: the fp64 oracle on exact fp32 copies of the inputs.
   std::vector<float> ref_o(o.packed.size()), ref_lse(lse_count);
@@ -246,8 +255,8 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
   CUDA_OK(upload(k));
   CUDA_OK(upload(v));
   CUDA_OK(upload(o));  // all 0xFFFF: NaN poison, padding included
-  float* d_lse = static_cast<float*>(mem.alloc(lse_count * 4));
-  CUDA_OK(cudaMemset(d_lse, 0xFF, lse_count * 4));
+  float* d_lse = static_cast<float*>(mem.alloc(lse_alloc * 4));
+  CUDA_OK(cudaMemset(d_lse, 0xFF, lse_alloc * 4));
   int32_t* d_cu_q = nullptr;
   int32_t* d_cu_k = nullptr;
   int32_t* d_used_q = nullptr;
@@ -275,6 +284,7 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
   if (c.with_lse) {
     dev.lse = varlen ? make_tensor(d_lse, DType::kFloat32, {c.heads_q, rows_q}, Device::kCUDA)
                      : make_tensor(d_lse, DType::kFloat32, {cc.batch, c.heads_q, rows_q}, Device::kCUDA);
+    if (!varlen) dev.lse.stride[0] = c.heads_q * lse_head_stride, dev.lse.stride[1] = lse_head_stride;
   }
   if (varlen) {
     prm.cu_seqlens_q = make_tensor(d_cu_q, DType::kInt32, {int64_t(cu_q.size())}, Device::kCUDA);
@@ -294,7 +304,8 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
     };
     p.q = operand(q), p.k = operand(k), p.v = operand(v), p.out = operand(o);
     p.lse = c.with_lse ? d_lse : nullptr;
-    p.lse_batch_stride = varlen ? 0 : int64_t(c.heads_q) * rows_q, p.lse_head_stride = rows_q, p.lse_row_stride = 1;
+    p.lse_batch_stride = varlen ? 0 : int64_t(c.heads_q) * lse_head_stride, p.lse_head_stride = lse_head_stride;
+    p.lse_row_stride = 1;
     if (varlen) p.cu_seqlens_q = d_cu_q, p.cu_seqlens_k = d_cu_k;
     p.kv_rows_past_last_sequence = varlen && c.extra_k > 0;
     p.score.scale = 1.0f / std::sqrt(float(c.headdim)), p.score.softcap = c.softcap;
@@ -310,9 +321,16 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
   ASSERT_TRUE(s.ok()) << s.message;
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint16_t> out_bits(o.host.size());
-  std::vector<float> lse(lse_count);
+  std::vector<float> lse_stored(lse_alloc), lse(lse_count);
   CUDA_OK(cudaMemcpy(out_bits.data(), o.device, out_bits.size() * 2, cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(lse.data(), d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(lse_stored.data(), d_lse, lse_stored.size() * 4, cudaMemcpyDeviceToHost));
+  for (int64_t i = 0; i < lse_count; ++i) lse[size_t(i)] = lse_stored[size_t(lse_index(i))];
+  int64_t lse_clobbered = 0;  // padding between heads' rows written
+  for (int64_t i = 0; i < lse_alloc; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &lse_stored[size_t(i)], 4);
+    lse_clobbered += i % lse_head_stride >= rows_q && bits != 0xFFFFFFFFu;
+  }
 
   // Query row r of the tensors (entry b): is it a used row of some sequence? Rows past a
   // sequence's seqused_q must keep their poison in out and lse.
@@ -374,6 +392,7 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
     EXPECT_EQ(lse_err, 0.0) << "logsumexp off by up to " << lse_err;
     EXPECT_EQ(bad_masked, 0) << "rows that see no key must have lse -inf";
     EXPECT_EQ(lse_written_unused, 0) << "lse of rows past seqused_q was written";
+    EXPECT_EQ(lse_clobbered, 0) << "lse padding between heads was written";
   }
 }
 
@@ -431,6 +450,13 @@ std::vector<Case> cases() {
   c = make("padded_strides_bf16", bf, 128, 2, 200, 300, 4, 2), c.layout = Layout::kPadded, v.push_back(c);
   c = make("head_major_fp16", fp, 64, 2, 300, 200, 2, 2), c.layout = Layout::kHeadMajor, c.causal = true, v.push_back(c);
   c = make("no_lse_bf16", bf, 128, 1, 256, 256, 2, 2), c.with_lse = false, v.push_back(c);
+  // The LSE with padding between heads: 4 floats keep its TMA map (strides of 16 bytes; the
+  // map must clip each head's partial last tile, not spill into the padding), 1 float does not
+  // (row stores). Partial tiles (300 rows), both head dims of the output tile.
+  c = make("lse_padded_tma_d128_bf16", bf, 128, 2, 300, 300, 3, 3), c.lse_pad = 4, v.push_back(c);
+  c = make("lse_padded_rows_d128_fp16", fp, 128, 2, 300, 257, 3, 3), c.lse_pad = 1, v.push_back(c);
+  c = make("lse_padded_tma_causal_d64_bf16", bf, 64, 2, 200, 200, 2, 2), c.lse_pad = 12, c.causal = true;
+  v.push_back(c);
   c = make("varlen_bf16", bf, 128, 0, 0, 0, 4, 2);
   c.lens_q = {100, 1, 257, 130, 64}, c.lens_k = {200, 50, 257, 5, 128}, v.push_back(c);
   c = make("varlen_causal_gqa_fp16", fp, 64, 0, 0, 0, 4, 1);
