@@ -35,6 +35,7 @@ struct Epilogue {
   using Element = typename Cfg::Element;
   static constexpr int kOAccum = Cfg::kHeadDim / 2;
   static constexpr int kChunksPerRow = Cfg::kHeadDim / 8;  // 16-byte chunks
+  // Both: a derived config that turns kLseThroughTma off keeps its base's kLseTile (and layout).
   static constexpr bool kLseByTma = Cfg::kLseThroughTma && Cfg::kLseTile;
 
   const KernelParams& p;
@@ -109,11 +110,7 @@ struct Epilogue {
   // kv_stage: the stage of the tile's last key block (read with Cfg::kOutputInKV only).
   __device__ void store(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
                         const TileCoord& t, int kv_stage = 0) const {
-    if constexpr (kLseByTma) {
-      if (!p.lse_by_tma) store_lse(seq, t, lse);
-    } else {
-      store_lse(seq, t, lse);
-    }
+    if (!kLseByTma || !p.lse_by_tma) store_lse(seq, t, lse);
     if constexpr (Cfg::kStagedOutput || Cfg::kOutputInQ || Cfg::kOutputInKV) {
       store_staged(o, lse, seq, t, kv_stage);
     } else {
