@@ -257,12 +257,6 @@ template <class Base>
 struct LseDirect : Base {
   static constexpr bool kLseThroughTma = false;
 };
-// The same kernel with the previous tile's output tile sent after the next tile's first P V or
-// under its first S with the rest of the epilogue (KernelConfig::kSendAfterFirstPv).
-template <class Base, bool kAfter>
-struct SendAfterFirstPv : Base {
-  static constexpr bool kSendAfterFirstPv = kAfter;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -848,16 +842,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_nolse_trace", run_without_lse<Traced<TileCfg<128, 128, 2, false>>>, -1, false, false,
      write_trace<Traced<TileCfg<128, 128, 2, false>>>},
     traced<LseDirect<TileCfg<128, 128, 2, false>>>(128, "n128_s2_lsedirect_trace"),
-    // Session 37: the library's kernels with the output tile stage their O under the next
-    // tile's first S and send it after that tile's first P V (KernelConfig::kSendAfterFirstPv);
-    // `_sendwiths`: all of the epilogue under the first S, as before.
-    {128, "n128_s2_sendwiths", run_cfg<SendAfterFirstPv<TileCfg<128, 128, 2, false>, false>>},
-    {128, "n128_s2_dyn_sendwiths", run_cfg<SendAfterFirstPv<TileCfg<128, 128, 2, true>, false>>},
-    {128, "n128_s2_cluster_sendwiths", run_cfg<SendAfterFirstPv<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false>>, 0},
-    {128, "n128_s2_short_sendwiths", run_cfg<SendAfterFirstPv<sm90::ShortRowsConfig<128, __nv_bfloat16>, false>>},
-    {128, "n64_s2_3wg_tall_sendwiths", run_cfg<SendAfterFirstPv<sm90::TallTilesConfig<128, __nv_bfloat16>, false>>},
-    {64, "n128_s4_2wg_short_sendwiths", run_cfg<SendAfterFirstPv<sm90::ShortRowsConfig<64, __nv_bfloat16>, false>>},
-    traced<SendAfterFirstPv<TileCfg<128, 128, 2, false>, false>>(128, "n128_s2_sendwiths_trace"),
 };
 
 }  // namespace

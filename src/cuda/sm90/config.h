@@ -412,7 +412,11 @@ struct KernelConfig {
   // epilogue instead of after the last S = Q K^T. Output_ may force either.
   static constexpr bool kOutputInQ = !kStagedOutput && Output_ != kOutputDirect && !kOutputInKV;
   // The next tile's first S = Q K^T issued before this tile's epilogue (kernel.h,
-  // overlapped_tiles): needs Q free by then, i.e. the output in a tile of its own.
+  // overlapped_tiles): needs Q free by then, i.e. the output in a tile of its own. (Session 37
+  // sent the staged tile, its fence, barrier and TMA stores, only once the next tile's first
+  // P V was out, from a copy of the first step or from the loop's step: every kernel lost 1-17%,
+  // the key loop's code rescheduled for a boundary that gained ~100-250 traced cycles;
+  // docs/perf.md.)
   static constexpr bool kOverlapEpilogue = kStagedOutput;
   static_assert(!(kStagedOutput && Output_ != kOutputAuto), "the output tile fits: no other output path");
   // A consumer warpgroup whose rows see none of the last key block's keys past its first half
@@ -446,16 +450,6 @@ struct KernelConfig {
   // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
   // before it can go out, which lengthens the serial chain it was meant to shorten.
   static constexpr bool kLastPvWithNextScores = false;
-  // The previous tile's epilogue in two halves (kernel.h, overlapped_tiles): O and the LSE staged
-  // in the output tile under the next tile's first S, and the tile sent (the proxy fence, a
-  // barrier, the TMA stores) once that tile's first P V has been issued, instead of all of it
-  // under the first S. Session 36's traces of the static d128 kernel had the epilogue (~1000-1350
-  // traced cycles) under the first S (~500), so a tile's first softmax waited for it while the
-  // tensor cores, both warpgroups being at the boundary, idled; the send (~500) has S of the
-  // tile's second block to hide under. Not in d64's kernels of three and four warpgroups (160 and
-  // 112 registers a consumer), where with the first step's copy ptxas serialised every wgmma
-  // (C7512).
-  static constexpr bool kSendAfterFirstPv = kOverlapEpilogue && !(HeadDim_ <= 64 && Consumers_ >= 3);
   // The static schedule's last, partial wave cut by keys and shared out evenly over the CTAs
   // (split_tail.h), for problems whose tiles are all alike (unmasked, one length; the launch's
   // rule, launch.h): at the protocol's shapes 68 of 132 CTAs (d128) or 100 (d256) otherwise run

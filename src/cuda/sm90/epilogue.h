@@ -99,7 +99,7 @@ struct Epilogue {
   }
 
   // A piece of the split tail that another CTA's merge stores (split_tail.h): with O staged in
-  // K / V the stage is handed over and released as store would, unwritten.
+  // K / V the stage is handed over and released as store_staged would, unwritten.
   __device__ void pass_over_store(int kv_stage) const {
     if constexpr (Cfg::kOutputInKV) {
       named_barrier_sync(Cfg::kStageHandoverBarrier0 + wg, 2 * kWarpgroupThreads);
@@ -112,29 +112,17 @@ struct Epilogue {
                         const TileCoord& t, int kv_stage = 0) const {
     if (!kLseByTma || !p.lse_by_tma) store_lse(seq, t, lse);
     if constexpr (Cfg::kStagedOutput || Cfg::kOutputInQ || Cfg::kOutputInKV) {
-      stage(o, lse, kv_stage);
-      send(seq, t, kv_stage);
+      store_staged(o, lse, seq, t, kv_stage);
     } else {
       store_direct(o, seq, t);
     }
   }
 
-  // The two halves of store() for the output tile (KernelConfig::kSendAfterFirstPv, kernel.h):
-  // stage_output writes O and the LSE into the tile, send_output stores the tile; between them
-  // the warpgroup may issue GEMMs and run its softmax (nothing else writes its rows of the tile).
-  __device__ void stage_output(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
-                               const TileCoord& t) const {
-    static_assert(Cfg::kStagedOutput, "the output tile of its own");
-    if (!kLseByTma || !p.lse_by_tma) store_lse(seq, t, lse);
-    stage(o, lse, 0);
-  }
-  __device__ void send_output(const SequenceInfo& seq, const TileCoord& t) const { send(seq, t, 0); }
-
   // The traced kernels' steps inside the epilogue (Cfg::kTrace; by the warpgroup's thread 0).
   __device__ __forceinline__ void trace(TraceEvent event) const { consumer_trace_event<Cfg>(wg, thread, event); }
 
-  // O (and with kLseByTma the LSE) written into the buffer it is staged in, once that is free.
-  __device__ __forceinline__ void stage(const float (&o)[kOAccum], const float (&lse)[2], int kv_stage) const {
+  __device__ void store_staged(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
+                               const TileCoord& t, int kv_stage) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const int warpgroup_row0 = wg * kRowsPerConsumer;
     const int row0 = staged_row0();
@@ -184,13 +172,6 @@ struct Epilogue {
       }
     }
     trace(kEvEpilogueStaged);
-  }
-
-  // The staged rows stored (TMA, or 16-byte stores where rows must be clipped) and, staged in Q
-  // or K / V, the buffer released once read.
-  __device__ __forceinline__ void send(const SequenceInfo& seq, const TileCoord& t, int kv_stage) const {
-    const int warpgroup_row0 = wg * kRowsPerConsumer;
-    const int row0 = staged_row0();
     // The TMA unit reads what ordinary stores wrote: fence before the barrier.
     fence_proxy_async_smem();
     named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);

@@ -65,9 +65,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   // first S (or for the loop's next turn): its P, V stage and accumulate flag. Pending exactly
   // when prev.kind == kScores, and O and the softmax are then still the previous tile's.
   constexpr bool kLastPvWithNextScores = MainloopMma<Cfg>::kLastPvWithNextScores;
-  // Cfg::kSendAfterFirstPv: the previous tile's output tile leaves under this tile's first P V
-  // (one of its own: not with the last P V issued with the first S).
-  constexpr bool kSendAfterFirstPv = Cfg::kSendAfterFirstPv && !kLastPvWithNextScores;
   uint32_t last_prob[MainloopMma<Cfg>::kSAccum / 2];
   PipelineState<Cfg::kStages> last_v;
   int last_accumulate = 1;
@@ -181,28 +178,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         }
       } else {
         mma.issue_first_scores(s, kv_state, q);
-      }
-      if constexpr (kSendAfterFirstPv) {
-        // O and the LSE into the output tile while S runs; the tile sent once this tile's first
-        // P V is out.
-        if (prev.kind == kScores) {
-          if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, prev.t.m_block);
-          epilogue.stage_output(leading<MainloopMma<Cfg>::kOutAccum>(o), lse, prev.seq, prev.t);
-        } else if (prev.kind == kEmpty) {
-          epilogue.store_empty(prev.seq, prev.t);
-        }
-        next = take_next();
-        softmax.reset();
-        mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q, [&]() {
-          if (prev.kind == kScores) {
-            epilogue.send_output(prev.seq, prev.t);
-            if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueEnd, prev.t.m_block);
-          }
-        });
-        softmax.finalize(o, p.score_log2, lse);
-        prev = cur;
-        index = next;
-        continue;
       }
       store_previous();
       next = take_next();

@@ -473,15 +473,12 @@ struct MainloopMma {
   // else after it where some row's max moved. The products are those of the overlapped step in
   // the same order (O times a block's rescale once the P V before it has landed): the output is
   // bit-identical.
-  // after_issue runs once both GEMMs are out (the previous tile's store, KernelConfig::
-  // kSendAfterFirstPv).
-  template <int kPvN, class AfterIssue = NothingInTurn>
+  template <int kPvN>
   __device__ __forceinline__ void block_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
                                              Softmax& softmax, const SequenceInfo& seq,
                                              const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
-                                             PipelineState<Cfg::kStages>& v_state, const QFragments& q,
-                                             AfterIssue after_issue = {}) const {
+                                             PipelineState<Cfg::kStages>& v_state, const QFragments& q) const {
     trace(kEvKWait, k_state.stage, n);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, n);
@@ -499,7 +496,6 @@ struct MainloopMma {
     wgmma_commit_group();
     pass_turn();
     trace(kEvSPvIssued, k_state.stage, n);
-    after_issue();
     if constexpr (Cfg::kSerialSteps) {
       wgmma_wait_group<0>();
       pin_registers(s);
@@ -662,9 +658,9 @@ struct MainloopMma {
   }
 
   // The tile's last P V: of the block the loop visited last (kPvN of its keys).
-  template <int kPvN, class AfterIssue = NothingInTurn>
+  template <int kPvN>
   __device__ __forceinline__ void last_pv(uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum], int accumulate,
-                                          PipelineState<Cfg::kStages>& v_state, AfterIssue after_issue = {}) const {
+                                          PipelineState<Cfg::kStages>& v_state) const {
     wait_last_v(v_state);
     wait_turn();
     pin_registers(o);
@@ -674,7 +670,6 @@ struct MainloopMma {
     wgmma_commit_group();
     pass_turn();
     trace(kEvPvIssued, v_state.stage);
-    after_issue();
     wgmma_wait_group<0>();
     pin_registers(o);
     release_last_v(bars.v_empty(v_state.stage));
@@ -686,48 +681,23 @@ struct MainloopMma {
   // must be reset, and O zeroed unless kFirstPvOverwrites (then the tile's first P V overwrites
   // it). Leaves O (unnormalised) and the softmax state. Where narrow_last_block holds, the
   // softmax and P V of that first block take only its first kNarrowN keys.
-  // With first_pv_issued (KernelConfig::kSendAfterFirstPv; kFirstPvOverwrites) that runs once
-  // the tile's first P V is out: in the step whose P V overwrites O, or in the last P V's issue
-  // where the tile has one key block. (The first step as a copy of its own lost the loop's
-  // uniform registers: ptxas computed its stage addresses in vector registers, R2UR before every
-  // wgmma, -10% a key block.)
-  template <bool kFirstPvOverwrites, class FirstPvIssued = NothingInTurn>
+  template <bool kFirstPvOverwrites>
   __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                               Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
-                                              const QFragments& q, FirstPvIssued first_pv_issued = {}) const {
+                                              const QFragments& q) const {
     // K and V of a block share a stage; V trails K by one block inside the tile and catches up
     // at its end, so only the K position lives across tiles.
     PipelineState<Cfg::kStages> v_state = k_state;
     uint32_t prob[kSAccum / 2];
-    const int accumulate =
-        finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q, first_pv_issued);
-    const auto last_hook = first_pv_hook(first_pv_issued, accumulate);
+    const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
     if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
-      last_pv<kNarrowN>(prob, o, accumulate, v_state, last_hook);
+      last_pv<kNarrowN>(prob, o, accumulate, v_state);
     } else {
-      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state, last_hook);
+      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
     }
   }
 
-  // A step's after_issue: first_pv_issued where the step's P V overwrites O (accumulate 0).
-  template <class Hook>
-  struct FirstPvHook {
-    const Hook& hook;
-    int accumulate;
-    __device__ __forceinline__ void operator()() const {
-      if (accumulate == 0) hook();
-    }
-  };
-  // NothingInTurn as itself (the kernels without the hook keep their machine code).
-  template <class Hook>
-  static __device__ __forceinline__ auto first_pv_hook(const Hook& hook, int accumulate) {
-    if constexpr (std::is_same<Hook, NothingInTurn>::value) {
-      return NothingInTurn{};
-    } else {
-      return FirstPvHook<Hook>{hook, accumulate};
-    }
-  }
   // finish_tile up to its last P V (kLastPvWithNextScores), which is left in prob, v_state (its V
   // stage) and the returned accumulate flag for issue_last_pv_and_first_scores or last_pv. It
   // takes the whole block: where that block was narrowed (the tile's only one), P's later keys
@@ -749,44 +719,13 @@ struct MainloopMma {
   }
 
   // finish_tile's key blocks: every S, softmax and P V but the last P V. Returns its accumulate.
-  template <bool kFirstPvOverwrites, class FirstPvIssued = NothingInTurn>
+  template <bool kFirstPvOverwrites>
   __device__ __forceinline__ int finish_blocks(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                                Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
                                                PipelineState<Cfg::kStages>& v_state, uint32_t (&prob)[kSAccum / 2],
-                                               const QFragments& q, FirstPvIssued first_pv_issued = {}) const {
+                                               const QFragments& q) const {
     int n = range.n_end - 1;
-    const bool narrow = first_block_probabilities(s, prob, softmax, seq, t, range, k_state);
-
-    // A narrowed block's P V takes only its first kNarrowN keys: in the first step, or at the end
-    // when it is the tile's only block. That is found again after the loop rather than kept in
-    // a flag across it: the flag was spilled in d64's three warpgroups with the checked max
-    // (session 27), and a branch before the loop spilled 32 bytes there. (Session 12 had chosen
-    // the flag because the block count spilled 16 bytes at head dim 256 then; check_sass finds
-    // no spill in any kernel now.)
-    int accumulate = kFirstPvOverwrites ? 0 : 1;
-    --n;
-    if (kNarrow && narrow && n >= range.n_begin) {
-      block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q,
-                           first_pv_hook(first_pv_issued, accumulate));
-      accumulate = 1;
-      --n;
-    }
-    for (; n >= range.n_begin; --n) {
-      block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q,
-                               first_pv_hook(first_pv_issued, accumulate));
-      accumulate = 1;
-    }
-    return accumulate;
-  }
-
-  // The tile's first S (its last key block) waited for, its K released and its softmax packed
-  // into P; returns whether the block is narrowed (narrow_last_block).
-  __device__ __forceinline__ bool first_block_probabilities(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2],
-                                                            Softmax& softmax, const SequenceInfo& seq,
-                                                            const TileCoord& t, const BlockRange<Cfg::kBlockN>& range,
-                                                            PipelineState<Cfg::kStages>& k_state) const {
-    const int n = range.n_end - 1;
     const bool narrow = narrow_last_block(seq, t, range);
     wgmma_wait_group<0>();
     pin_registers(s);
@@ -798,7 +737,25 @@ struct MainloopMma {
       first_probabilities<Cfg::kBlockN>(s, prob, softmax, seq, t, n);
     }
     trace(kEvProbsReady);
-    return narrow;
+
+    // A narrowed block's P V takes only its first kNarrowN keys: in the first step, or at the end
+    // when it is the tile's only block. That is found again after the loop rather than kept in
+    // a flag across it: the flag was spilled in d64's three warpgroups with the checked max
+    // (session 27), and a branch before the loop spilled 32 bytes there. (Session 12 had chosen
+    // the flag because the block count spilled 16 bytes at head dim 256 then; check_sass finds
+    // no spill in any kernel now.)
+    int accumulate = kFirstPvOverwrites ? 0 : 1;
+    --n;
+    if (kNarrow && narrow && n >= range.n_begin) {
+      block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q);
+      accumulate = 1;
+      --n;
+    }
+    for (; n >= range.n_begin; --n) {
+      block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q);
+      accumulate = 1;
+    }
+    return accumulate;
   }
 
   // The softmax of the tile's first block (its last key block, kN of its keys), packed into P.
