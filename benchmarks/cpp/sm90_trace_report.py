@@ -56,7 +56,6 @@ EVENTS = [
     ("es", "epilogue: previous store read, first barrier passed"),
     ("est", "epilogue: O staged (stmatrix)"),
     ("ef", "epilogue: fenced, second barrier passed"),
-    ("u<", "work under the last P V done"),
 ]
 LABEL = {i + 1: e[0] for i, e in enumerate(EVENTS)}
 MEANING = {i + 1: e[1] for i, e in enumerate(EVENTS)}

@@ -257,12 +257,6 @@ template <class Base>
 struct LseDirect : Base {
   static constexpr bool kLseThroughTma = false;
 };
-// The same kernel normalising O and classifying the next tile after its last P V has retired
-// rather than while it runs (KernelConfig::kWorkUnderLastPv).
-template <class Base>
-struct WorkAfterLastPv : Base {
-  static constexpr bool kWorkUnderLastPv = false;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -848,17 +842,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_nolse_trace", run_without_lse<Traced<TileCfg<128, 128, 2, false>>>, -1, false, false,
      write_trace<Traced<TileCfg<128, 128, 2, false>>>},
     traced<LseDirect<TileCfg<128, 128, 2, false>>>(128, "n128_s2_lsedirect_trace"),
-    // Session 37: the library's kernels compute the rows' 1 / l and LSE and classify the next
-    // tile while the tile's last P V runs (KernelConfig::kWorkUnderLastPv); `_afterpv`: after its
-    // wait, as before.
-    {128, "n128_s2_afterpv", run_cfg<WorkAfterLastPv<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_dyn_afterpv", run_cfg<WorkAfterLastPv<TileCfg<128, 128, 2, true>>>},
-    {128, "n128_s2_cluster_afterpv", run_cfg<WorkAfterLastPv<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    {128, "n64_s2_3wg_tall_afterpv", run_cfg<WorkAfterLastPv<sm90::TallTilesConfig<128, __nv_bfloat16>>>},
-    {64, "n64_s8_4wg_tall_afterpv", run_cfg<WorkAfterLastPv<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
-    {64, "n128_s4_afterpv", run_cfg<WorkAfterLastPv<TileCfg<64, 128, 4, false>>>},
-    {64, "n128_s4_dyn_afterpv", run_cfg<WorkAfterLastPv<TileCfg<64, 128, 4, true>>>},
-    traced<WorkAfterLastPv<TileCfg<128, 128, 2, false>>>(128, "n128_s2_afterpv_trace"),
 };
 
 }  // namespace

@@ -450,13 +450,10 @@ struct KernelConfig {
   // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
   // before it can go out, which lengthens the serial chain it was meant to shorten.
   static constexpr bool kLastPvWithNextScores = false;
-  // While a tile's last P V runs (kernel.h, overlapped_tiles): each row's 1 / l and LSE, and the
-  // next tile's coordinates, sequence and key blocks (classify), instead of after the P V's wait.
-  // Session 37's traces of the static d128 kernel had ~1200-1600 traced cycles from the last
-  // P V's retire to the next tile's start, half in the normalisation, half in the next tile's
-  // classification (its parameters' loads), with the tensor cores idle for this warpgroup; the
-  // key loop's code is not touched. Not where the row sums come from O's ones column.
-  static constexpr bool kWorkUnderLastPv = kOverlapEpilogue && kRowSumByTensor == kRowSumByAdds;
+  // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
+  // classification placed between the last P V's issue and its wait. Every kernel within
+  // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V's wait grow by
+  // the ~870 cycles the work left after it, so nothing overlapped.
   // The static schedule's last, partial wave cut by keys and shared out evenly over the CTAs
   // (split_tail.h), for problems whose tiles are all alike (unmasked, one length; the launch's
   // rule, launch.h): at the protocol's shapes 68 of 132 CTAs (d128) or 100 (d256) otherwise run

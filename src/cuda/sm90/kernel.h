@@ -65,13 +65,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   // first S (or for the loop's next turn): its P, V stage and accumulate flag. Pending exactly
   // when prev.kind == kScores, and O and the softmax are then still the previous tile's.
   constexpr bool kLastPvWithNextScores = MainloopMma<Cfg>::kLastPvWithNextScores;
-  // Cfg::kWorkUnderLastPv: the next tile classified while this tile's last P V runs. Tested here
-  // again against the row sums' source: a derived config that moves them into O's ones column
-  // keeps its base's flag, and finalize_rows would then read O before the P V's wait.
-  constexpr bool kWorkUnderLastPv =
-      Cfg::kWorkUnderLastPv && !kLastPvWithNextScores && Cfg::kRowSumByTensor == kRowSumByAdds;
-  Work upcoming;
-  bool upcoming_ready = false;
   uint32_t last_prob[MainloopMma<Cfg>::kSAccum / 2];
   PipelineState<Cfg::kStages> last_v;
   int last_accumulate = 1;
@@ -150,11 +143,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
     }
     Work cur;
     cur.kind = kNone;
-    if (kWorkUnderLastPv && upcoming_ready) {
-      cur = upcoming;
-      upcoming_ready = false;
-    } else if (index < p.num_tiles) {
-      // A piece of the split tail is found again from the step count (no state of its own).
+    // A piece of the split tail is found again from the step count (no state of its own).
+    if (index < p.num_tiles) {
       cur = classify(index, Cfg::kSplitTail ? nth_tail_unit(p, wave) : -1);
     }
     int next;
@@ -195,21 +185,11 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       if constexpr (kLastPvWithNextScores) {
         last_accumulate = mma.template finish_tile_but_last_pv<true>(s, cur.seq, cur.t, cur.range, o, softmax,
                                                                      kv_state, q, last_prob, last_v);
-      } else if constexpr (kWorkUnderLastPv) {
-        // The rows' 1 / l and LSE, and the next tile's classification, while the last P V runs.
-        mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q, [&]() {
-          softmax.finalize_rows(o, p.score_log2, lse);
-          upcoming.kind = kNone;
-          if (next < p.num_tiles) upcoming = classify(next, Cfg::kSplitTail ? nth_tail_unit(p, wave) : -1);
-          upcoming_ready = true;
-        });
-        softmax.rescale_output(o);
-        // Harness traces only (session 37: what of the ~1200 traced cycles from a tile's last
-        // P V to the next tile's start is the normalisation).
-        if constexpr (Cfg::kTrace) mma.trace(kEvFinalized);
       } else {
         mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
         softmax.finalize(o, p.score_log2, lse);
+        // Harness traces only: the normalisation's end, to split the time from a tile's last P V
+        // to the next tile's start (sessions 37-38).
         if constexpr (Cfg::kTrace) mma.trace(kEvFinalized);
       }
     } else {

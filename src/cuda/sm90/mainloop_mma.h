@@ -658,10 +658,9 @@ struct MainloopMma {
   }
 
   // The tile's last P V: of the block the loop visited last (kPvN of its keys).
-  // under_pv runs while the P V does (KernelConfig::kWorkUnderLastPv).
-  template <int kPvN, class UnderPv = NothingInTurn>
+  template <int kPvN>
   __device__ __forceinline__ void last_pv(uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum], int accumulate,
-                                          PipelineState<Cfg::kStages>& v_state, UnderPv under_pv = {}) const {
+                                          PipelineState<Cfg::kStages>& v_state) const {
     wait_last_v(v_state);
     wait_turn();
     pin_registers(o);
@@ -671,8 +670,6 @@ struct MainloopMma {
     wgmma_commit_group();
     pass_turn();
     trace(kEvPvIssued, v_state.stage);
-    under_pv();
-    if constexpr (!std::is_same_v<UnderPv, NothingInTurn>) trace(kEvUnderPvDone);
     wgmma_wait_group<0>();
     pin_registers(o);
     release_last_v(bars.v_empty(v_state.stage));
@@ -684,21 +681,20 @@ struct MainloopMma {
   // must be reset, and O zeroed unless kFirstPvOverwrites (then the tile's first P V overwrites
   // it). Leaves O (unnormalised) and the softmax state. Where narrow_last_block holds, the
   // softmax and P V of that first block take only its first kNarrowN keys.
-  // under_last_pv: work for the time the tile's last P V runs (KernelConfig::kWorkUnderLastPv).
-  template <bool kFirstPvOverwrites, class UnderLastPv = NothingInTurn>
+  template <bool kFirstPvOverwrites>
   __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                               Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
-                                              const QFragments& q, UnderLastPv under_last_pv = {}) const {
+                                              const QFragments& q) const {
     // K and V of a block share a stage; V trails K by one block inside the tile and catches up
     // at its end, so only the K position lives across tiles.
     PipelineState<Cfg::kStages> v_state = k_state;
     uint32_t prob[kSAccum / 2];
     const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
     if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
-      last_pv<kNarrowN>(prob, o, accumulate, v_state, under_last_pv);
+      last_pv<kNarrowN>(prob, o, accumulate, v_state);
     } else {
-      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state, under_last_pv);
+      last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
     }
   }
 

@@ -329,13 +329,6 @@ struct OnlineSoftmax {
   // (O's last four accumulators: rows h = 0, 1, two columns each) is the row's sum.
   template <int kOAccum>
   __device__ __forceinline__ void finalize(float (&o)[kOAccum], float score_log2, float (&lse)[2]) {
-    finalize_rows(o, score_log2, lse);
-    rescale_output(o);
-  }
-  // finalize's per-row part: 1 / l into rescale and the LSE. Without the row sums in O's ones
-  // column (kRowSumByTensor) o is not read, so this may run while the tile's last P V does.
-  template <int kOAccum>
-  __device__ __forceinline__ void finalize_rows(const float (&o)[kOAccum], float score_log2, float (&lse)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float l;
@@ -350,6 +343,7 @@ struct OnlineSoftmax {
       rescale[h] = seen ? 1.0f / l : 0.0f;
       lse[h] = seen ? (row_max[h] * score_log2 + __log2f(l)) * 0.6931471805599453f : -INFINITY;
     }
+    rescale_output(o);
   }
 };
 

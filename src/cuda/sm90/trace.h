@@ -74,9 +74,6 @@ enum TraceEvent : uint16_t {
   kEvEpilogueSynced,
   kEvEpilogueStaged,
   kEvEpilogueFenced,
-  // Session 38: the work given to the tile's last P V (KernelConfig::kWorkUnderLastPv) done,
-  // before the P V's wait.
-  kEvUnderPvDone,
 };
 
 struct TraceRecord {
