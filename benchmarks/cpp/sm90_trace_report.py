@@ -223,6 +223,43 @@ def aggregates(meta, traces):
         print(f" scheduler: publish to the next claim's atomic returning {mean(claims):.0f} (mean)")
 
 
+def boundary_windows(recs):
+    """A consumer's windows from a tile's last P V retired to the next tile's first S issued: the
+    stretch in which it gives the tensor cores nothing (normalisation, the loop's top, Q and K)."""
+    windows, last_end = [], None
+    for clock, event, _, _ in recs:
+        if event == C_END:
+            last_end = clock
+        elif event == C_S_ISSUED and last_end is not None:
+            windows.append((last_end, clock))
+            last_end = None
+    return windows
+
+
+def boundaries(meta, traces):
+    """(c) How much of a CTA's time every consumer warpgroup spends in such a window at once."""
+    span = together = alone = count = 0
+    for roles in traces:
+        per_wg = [boundary_windows(roles[2 + w]) for w in range(meta["consumers"])]
+        if not all(per_wg):
+            continue
+        recs = [r for w in range(meta["consumers"]) for r in roles[2 + w]]
+        starts = [r[0] for r in recs if r[1] == C_START]
+        ends = [r[0] for r in recs if r[1] == C_END]
+        span += max(ends) - min(starts)
+        alone += sum(b - a for a, b in per_wg[0])
+        count += len(per_wg[0])
+        # Intersect the warpgroups' windows pairwise down the list (few windows per CTA).
+        common = per_wg[0]
+        for other in per_wg[1:]:
+            common = [(max(a, c), min(b, d)) for a, b in common for c, d in other if min(b, d) > max(a, c)]
+        together += sum(b - a for a, b in common)
+    if span:
+        print(f"(c) tile boundaries (a tile's last P V retired to the next first S issued): warpgroup 0 "
+              f"{alone / count:.0f} cycles each, {alone / span:.1%} of the CTAs' time; every warpgroup at once "
+              f"{together / count:.0f} cycles a boundary, {together / span:.1%}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+")
@@ -237,6 +274,7 @@ def main():
               + (f"; {dropped} roles hit the capacity, later records dropped" if dropped else ""))
         timeline(meta, traces, args.cta, args.tiles)
         aggregates(meta, traces)
+        boundaries(meta, traces)
         print()
     print(textwrap.fill("Labels: " + ", ".join(f"{LABEL[e]} {MEANING[e]}" for e in sorted(LABEL)), 100))
 
