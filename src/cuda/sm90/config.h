@@ -452,8 +452,8 @@ struct KernelConfig {
   static constexpr bool kLastPvWithNextScores = false;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
-  // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V's wait grow by
-  // the ~870 cycles the work left after it, so nothing overlapped.
+  // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V hidden but the
+  // work itself ~1120-1280 cycles under it against ~880 after the wait, so the boundary kept its length.
   // The static schedule's last, partial wave cut by keys and shared out evenly over the CTAs
   // (split_tail.h), for problems whose tiles are all alike (unmasked, one length; the launch's
   // rule, launch.h): at the protocol's shapes 68 of 132 CTAs (d128) or 100 (d256) otherwise run

@@ -188,9 +188,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       } else {
         mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
         softmax.finalize(o, p.score_log2, lse);
-        // Harness traces only: the normalisation's end, to split the time from a tile's last P V
-        // to the next tile's start (sessions 37-38).
-        if constexpr (Cfg::kTrace) mma.trace(kEvFinalized);
+        // The normalisation's end in the harness's traces (as in plain_tiles; sessions 37-38).
+        mma.trace(kEvFinalized);
       }
     } else {
       finish_previous_alone();
