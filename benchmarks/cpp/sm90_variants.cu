@@ -257,18 +257,6 @@ template <class Base>
 struct LseDirect : Base {
   static constexpr bool kLseThroughTma = false;
 };
-// The same kernel with the staged output tile sent by the consumer warpgroup's thread 0 after
-// two named barriers, as before session 39 (KernelConfig::kStoreByProducerWarp).
-template <class Base>
-struct StoreByConsumers : Base {
-  static constexpr bool kStoreByProducerWarp = false;
-};
-// The same kernel with the storing thread sleeping kNs between two empty polls (session 39 call
-// 2: whether the polling costs the long rows their 1-2%).
-template <class Base, unsigned kNs>
-struct StorerSleep : Base {
-  static constexpr unsigned kStorerIdleNanoseconds = kNs;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -854,20 +842,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_nolse_trace", run_without_lse<Traced<TileCfg<128, 128, 2, false>>>, -1, false, false,
      write_trace<Traced<TileCfg<128, 128, 2, false>>>},
     traced<LseDirect<TileCfg<128, 128, 2, false>>>(128, "n128_s2_lsedirect_trace"),
-    // Session 39: the library's kernels send the staged output tile from a thread of the
-    // producer warpgroup (KernelConfig::kStoreByProducerWarp, output_storer.h); `_constore`: the
-    // consumer warpgroup's thread 0 sends it, as before.
-    {128, "n128_s2_short_constore", run_cfg<StoreByConsumers<sm90::ShortRowsConfig<128, __nv_bfloat16>>>},
-    {128, "n128_s2_constore", run_cfg<StoreByConsumers<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_cluster_constore", run_cfg<StoreByConsumers<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    {64, "n128_s4_constore", run_cfg<StoreByConsumers<TileCfg<64, 128, 4, false>>>},
-    {64, "n128_s4_dyn_constore", run_cfg<StoreByConsumers<TileCfg<64, 128, 4, true>>>},
-    {64, "n64_s8_4wg_tall_constore", run_cfg<StoreByConsumers<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
-    traced<StoreByConsumers<TileCfg<128, 128, 2, false>>>(128, "n128_s2_constore_trace"),
-    {128, "n128_s2_sleep1us", run_cfg<StorerSleep<TileCfg<128, 128, 2, false>, 1000>>},
-    {128, "n128_s2_sleep4us", run_cfg<StorerSleep<TileCfg<128, 128, 2, false>, 4000>>},
-    {64, "n128_s4_sleep1us", run_cfg<StorerSleep<TileCfg<64, 128, 4, false>, 1000>>},
-    {64, "n128_s4_sleep4us", run_cfg<StorerSleep<TileCfg<64, 128, 4, false>, 4000>>},
 };
 
 }  // namespace

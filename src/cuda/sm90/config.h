@@ -204,14 +204,10 @@ struct KernelConfig {
   // stores, 3 rounds: static d128 +1.0..+2.4% up to 2k, d64's static / dynamic / tall kernels
   // +1..+4% at 512 and 1k, level from 4k, cluster pairs level). false: the stores, as before.
   static constexpr bool kLseThroughTma = true;
-  // The staged output tile leaves through a thread of the producer warpgroup (output_storer.h,
-  // OutputStorer): each consumer warp fences its rows and arrives on its warpgroup's mbarrier,
-  // and that thread issues the TMA stores and waits for them to have read the tile, where the
-  // consumer warpgroup's thread 0 did both and its warps met twice on a named barrier, on the
-  // tile boundary's chain (session 39). false: the consumers store, as before.
-  static constexpr bool kStoreByProducerWarp = true;
-  // The storing thread's sleep between two polls that found no message (output_storer.h).
-  static constexpr unsigned kStorerIdleNanoseconds = 256;
+  // Session 39 (kStoreByProducerWarp, removed): the staged tile handed over through mbarriers to
+  // a thread of the producer warpgroup, which issued the TMA stores, so the consumers' epilogue
+  // had no named barrier and no TMA issue. No kernel gained at 512 / 1k keys; the long rows lost
+  // 1-2.6%, about half of it the thread's polls (docs/perf.md).
   // The mask tests each score against one bit of a per-row word of kept columns (softmax.h
   // mask_row, cuda/common/mask_bits.h) instead of comparing its column with the row's bound:
   // ptxas moves seven bits at a time into predicates (R2P), where the compares took one ISETP a
@@ -394,11 +390,9 @@ struct KernelConfig {
 
   static constexpr int kSmemLimit = 227 * 1024;
   // Q full/empty, K and V full/empty per stage, full/empty per tile mailbox slot, the V-tail
-  // zeroing job's full/empty (mainloop_load.h), the output tile's full/free per consumer
-  // warpgroup (output_storer.h), then that hand-over's messages (+ 8 spare bytes).
-  static constexpr int kBarrierCount = 2 + 4 * kStages + 2 * kMailboxSlots + 2 + 2 * (kMaxBlockM / kRowsPerConsumer);
-  static constexpr int kStoreMessageBytes = 16 * (kMaxBlockM / kRowsPerConsumer);
-  static constexpr int kFixedBytes = 8 * kBarrierCount + kStoreMessageBytes + 8 + kSwizzleAtomBytes;  // + alignment slack
+  // zeroing job's full/empty (mainloop_load.h) (+ 8 spare bytes).
+  static constexpr int kBarrierCount = 2 + 4 * kStages + 2 * kMailboxSlots + 2;
+  static constexpr int kFixedBytes = 8 * kBarrierCount + 8 + kSwizzleAtomBytes;  // + alignment slack
   // The output goes through its own shared-memory tile and a TMA store when that tile fits
   // beside Q and the K/V ring (head dims up to 128); larger head dims store O from registers.
   // Either way Q is free once the tile's last S = Q K^T has retired, so the producer loads the
@@ -521,7 +515,6 @@ struct KernelConfig {
   static constexpr int kLseOffset = kOnesOffset + kOnesBytes;
   static constexpr int kBarrierOffset = kLseOffset + (kLseTile ? kBlockM * 4 : 0);
   static constexpr int kSmemBytes = kBarrierOffset + kFixedBytes;
-  static_assert((kBarrierOffset + 8 * kBarrierCount) % 16 == 0, "the store messages are 16-byte words");
   static_assert(kSmemBytes <= kSmemLimit, "shared memory over the sm90 limit");
   static_assert(kKVColumnBytes % kSwizzleAtomBytes == 0 && kQColumnBytes % kSwizzleAtomBytes == 0, "");
 };

@@ -23,7 +23,6 @@
 
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/fragment.h"
-#include "cuda/sm90/output_storer.h"
 #include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/pipeline.h"
 #include "cuda/sm90/tile_scheduler.h"
@@ -38,15 +37,11 @@ struct Epilogue {
   static constexpr int kChunksPerRow = Cfg::kHeadDim / 8;  // 16-byte chunks
   // Both: a derived config that turns kLseThroughTma off keeps its base's kLseTile (and layout).
   static constexpr bool kLseByTma = Cfg::kLseThroughTma && Cfg::kLseTile;
-  // The staged tile sent by the producer warpgroup's storing thread (output_storer.h).
-  static constexpr bool kStoreByWarp = Cfg::kStoreByProducerWarp && Cfg::kStagedOutput;
 
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
   SharedBarriers<Cfg> bars;
   int wg, thread;
-  // kStoreByWarp: the parity of output_free the next store waits for (a fresh barrier's 1 passes).
-  uint32_t free_parity = 1;
 
   __device__ __forceinline__ int64_t out_offset(const SequenceInfo& seq, const TileCoord& t, int row) const {
     return t.batch * p.out_batch_stride + int64_t(seq.q_row0 + row) * p.out_row_stride + t.head * p.out_head_stride;
@@ -114,7 +109,7 @@ struct Epilogue {
 
   // kv_stage: the stage of the tile's last key block (read with Cfg::kOutputInKV only).
   __device__ void store(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
-                        const TileCoord& t, int kv_stage = 0) {
+                        const TileCoord& t, int kv_stage = 0) const {
     if (!kLseByTma || !p.lse_by_tma) store_lse(seq, t, lse);
     if constexpr (Cfg::kStagedOutput || Cfg::kOutputInQ || Cfg::kOutputInKV) {
       store_staged(o, lse, seq, t, kv_stage);
@@ -126,30 +121,16 @@ struct Epilogue {
   // The traced kernels' steps inside the epilogue (Cfg::kTrace; by the warpgroup's thread 0).
   __device__ __forceinline__ void trace(TraceEvent event) const { consumer_trace_event<Cfg>(wg, thread, event); }
 
-  // After the warpgroup's last store (kStoreByWarp): the storing thread stops once every
-  // warpgroup has said so. The message's word waits until the last store's message is read.
-  __device__ void finish_stores() {
-    if constexpr (kStoreByWarp) {
-      mbarrier_wait(bars.output_free(wg), free_parity);
-      hand_over_output(bars, wg, thread, kStoreEnd, 0, 0, 0);
-    }
-  }
-
   __device__ void store_staged(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
-                               const TileCoord& t, int kv_stage) {
+                               const TileCoord& t, int kv_stage) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const int warpgroup_row0 = wg * kRowsPerConsumer;
     const int row0 = staged_row0();
     if constexpr (Cfg::kStagedOutput) {
       // The previous tile's TMA store must have read the output tile. (Staged in Q, the rows are
       // this warpgroup's own and its wgmmas reading them have all retired.)
-      if constexpr (kStoreByWarp) {
-        mbarrier_wait(bars.output_free(wg), free_parity);
-        free_parity ^= 1;
-      } else {
-        if (thread == 0) bulk_wait_read_all();
-        named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
-      }
+      if (thread == 0) bulk_wait_read_all();
+      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
       trace(kEvEpilogueSynced);
       if constexpr (kLseByTma) {
         // The previous store has read these rows too (one bulk group with O's).
@@ -191,26 +172,12 @@ struct Epilogue {
       }
     }
     trace(kEvEpilogueStaged);
+    // The TMA unit reads what ordinary stores wrote: fence before the barrier.
+    fence_proxy_async_smem();
+    named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
+    trace(kEvEpilogueFenced);
     const int tile_row = t.m_block * Cfg::kBlockM + warpgroup_row0;
-    if constexpr (kStoreByWarp) {
-      if (!p.clip_rows) {
-        // The TMA unit reads what ordinary stores wrote: each thread fences before its warp's
-        // arrival, which the storing thread's wait orders before its TMA stores.
-        fence_proxy_async_smem();
-        const int row = Cfg::kPackGqa ? tile_row_query<Cfg>(p, t, warpgroup_row0) : tile_row;
-        hand_over_output(bars, wg, thread, kStoreRows, row, t.head, t.batch);
-        trace(kEvEpilogueFenced);
-        return;
-      }
-      // Clipped rows: every warp's rows staged before any thread reads them out below.
-      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
-    } else {
-      // The TMA unit reads what ordinary stores wrote: fence before the barrier.
-      fence_proxy_async_smem();
-      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
-      trace(kEvEpilogueFenced);
-    }
-    if (!kStoreByWarp && !p.clip_rows) {
+    if (!p.clip_rows) {
       if (thread == 0) {
 #pragma unroll
         for (int c = 0; c < Cfg::kColumns; ++c) {
@@ -260,9 +227,6 @@ struct Epilogue {
       named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
       release_staging(kv_stage);
     }
-    // The tile free again once every warp has read its rows out (the storing thread's arrival on
-    // output_free follows all four warps').
-    if constexpr (kStoreByWarp) hand_over_output(bars, wg, thread, kStoreNothing, 0, 0, 0);
   }
 
   __device__ void store_direct(const float (&o)[kOAccum], const SequenceInfo& seq, const TileCoord& t) const {

@@ -24,7 +24,7 @@ namespace sm90 {
 // tile's first S and goes out with it.
 template <class Cfg>
 __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const MainloopMma<Cfg>& mma,
-                                                 Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
+                                                 const Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
                                                  uint32_t& q_phase) {
   struct Work {
     TileCoord t;
@@ -207,7 +207,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
 // S = Q K^T.
 template <class Cfg>
 __device__ __forceinline__ void plain_tiles(const KernelParams& p, const MainloopMma<Cfg>& mma,
-                                            Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
+                                            const Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
                                             uint32_t& q_phase) {
   // Key blocks [n_lo, n_hi) of the tile only, the CTA's piece `step` of the split tail (the
   // tail kernel, Cfg::kSplitTail).
@@ -304,7 +304,7 @@ template <class Cfg>
 __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, SharedBarriers<Cfg> bars, int wg) {
   const int thread = threadIdx.x % kWarpgroupThreads;
   const MainloopMma<Cfg> mma{p, tiles, bars, wg, thread};
-  Epilogue<Cfg> epilogue{p, tiles, bars, wg, thread};
+  const Epilogue<Cfg> epilogue{p, tiles, bars, wg, thread};
   // Warpgroup 0 takes the first turn of each ring; from then on the turns go round (see mainloop_mma.h).
   for_each_turn_ring<Cfg>([&](int ring0) {
     if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(ring0, 2 * kWarpgroupThreads);
@@ -317,7 +317,6 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
   } else {
     plain_tiles<Cfg>(p, mma, epilogue, kv_state, q_phase);
   }
-  epilogue.finish_stores();
   // Takes the last turn the last warpgroup handed over on each ring, so no named-barrier arrival
   // outlives the CTA.
   for_each_turn_ring<Cfg>([&](int ring0) {
@@ -357,10 +356,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
     if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();
     if constexpr (Cfg::kDynamicSchedule) {
       if (threadIdx.x == 32) schedule_tiles<Cfg>(p, bars.tile_mailbox());
-    }
-    // Warp 3 (otherwise idle): the staged output tile's TMA stores (output_storer.h).
-    if constexpr (Epilogue<Cfg>::kStoreByWarp) {
-      if (threadIdx.x == 96) OutputStorer<Cfg>{p, tiles, bars}.run();
     }
     if constexpr (MainloopLoad<Cfg>::kZeroesKvTail) {
       if (threadIdx.x / 32 == 2 && p.zero_kv_tail) MainloopLoad<Cfg>{p, tiles, bars}.zero_unused_rows();

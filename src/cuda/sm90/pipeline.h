@@ -41,21 +41,7 @@ struct SharedBarriers {
     return base + 16 + 8 * (4 * Cfg::kStages + 2 * kMailboxSlots);
   }
 
-  // The output tile's hand-over from consumer warpgroup wg to the storing thread
-  // (Cfg::kStoreByProducerWarp, output_storer.h): full (one arrival per warp of wg once its rows
-  // and the message are written), then free (the storing thread's, once the TMA store has read
-  // them); and the message itself, four words.
-  __device__ __forceinline__ uint32_t output_full(int wg) const {
-    return base + 16 + 8 * (4 * Cfg::kStages + 2 * kMailboxSlots + 2) + 16 * wg;
-  }
-  __device__ __forceinline__ uint32_t output_free(int wg) const { return output_full(wg) + 8; }
-  __device__ __forceinline__ uint32_t store_message(int wg) const { return base + 8 * Cfg::kBarrierCount + 16 * wg; }
-
   __device__ __forceinline__ void init() const {
-    for (int wg = 0; wg < Cfg::kConsumerWarpgroups; ++wg) {
-      mbarrier_init(output_full(wg), kWarpgroupThreads / 32);
-      mbarrier_init(output_free(wg), 1);
-    }
     for (int slot = 0; slot < kMailboxSlots; ++slot) {
       mbarrier_init(tile_mailbox() + 16 * slot, 1);
       mbarrier_init(tile_mailbox() + 16 * slot + 8, Cfg::kConsumerWarps + 1);
