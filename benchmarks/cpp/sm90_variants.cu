@@ -257,6 +257,14 @@ template <class Base>
 struct LseDirect : Base {
   static constexpr bool kLseThroughTma = false;
 };
+// Wrong output on purpose (KernelConfig::kTimingWithoutStore, kTimingWithoutStaging,
+// kTimingWithoutSend): what the tile boundary's epilogue costs in time (session 39).
+template <class Base, bool kNoStore, bool kNoStaging = false, bool kNoSend = false>
+struct BoundaryTiming : Base {
+  static constexpr bool kTimingWithoutStore = kNoStore;
+  static constexpr bool kTimingWithoutStaging = kNoStaging;
+  static constexpr bool kTimingWithoutSend = kNoSend;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -842,6 +850,17 @@ const Variant kVariants[] = {
     {128, "n128_s2_nolse_trace", run_without_lse<Traced<TileCfg<128, 128, 2, false>>>, -1, false, false,
      write_trace<Traced<TileCfg<128, 128, 2, false>>>},
     traced<LseDirect<TileCfg<128, 128, 2, false>>>(128, "n128_s2_lsedirect_trace"),
+    // Session 39: the tile boundary without its epilogue (`_nostore`), without O's conversion and
+    // staging (`_nostage`), without the TMA stores (`_nosend`); wrong output, timing only. (Without
+    // the normalisation ptxas serialised the wgmmas, C7518: not built.)
+    {128, "n128_s2_nostore", run_cfg<BoundaryTiming<TileCfg<128, 128, 2, false>, true>>},
+    {128, "n128_s2_nostage", run_cfg<BoundaryTiming<TileCfg<128, 128, 2, false>, false, true>>},
+    {128, "n128_s2_nosend", run_cfg<BoundaryTiming<TileCfg<128, 128, 2, false>, false, false, true>>},
+    {64, "n64_s8_4wg_tall_nostore", run_cfg<BoundaryTiming<sm90::TallTilesConfig<64, __nv_bfloat16>, true>>},
+    {64, "n64_s8_4wg_tall_nostage",
+     run_cfg<BoundaryTiming<sm90::TallTilesConfig<64, __nv_bfloat16>, false, true>>},
+    {64, "n64_s8_4wg_tall_nosend",
+     run_cfg<BoundaryTiming<sm90::TallTilesConfig<64, __nv_bfloat16>, false, false, true>>},
 };
 
 }  // namespace
