@@ -375,7 +375,8 @@ struct KernelConfig {
   static constexpr bool kTailTimeline = false;
   // Harness only, wrong output on purpose: what a tile boundary's epilogue costs in time
   // (session 39). kTimingWithoutStore: the epilogue is never run (kernel.h, overlapped_tiles;
-  // skipped by a run-time test, so the normalisation it would read is still computed).
+  // skipped by a run-time test, params.h harness_leaves_out, so the normalisation it would read
+  // is still computed).
   static constexpr bool kTimingWithoutStore = false;
   // Inside the epilogue (epilogue.h): O not converted and staged (the fence, barriers and TMA
   // stores kept, of whatever the tile holds), or staged but not sent (no TMA store issued).

@@ -121,6 +121,34 @@ struct Epilogue {
   // The traced kernels' steps inside the epilogue (Cfg::kTrace; by the warpgroup's thread 0).
   __device__ __forceinline__ void trace(TraceEvent event) const { consumer_trace_event<Cfg>(wg, thread, event); }
 
+  // O converted to 16 bits and written into the warpgroup's rows of the staging buffer.
+  __device__ __forceinline__ void stage_rows(const float (&o)[kOAccum], const FragmentPosition& pos, int row0,
+                                             int kv_stage) const {
+    if constexpr (Cfg::kStmatrixEpilogue) {
+      // Matrices (row half 0, group i), (1, i), (0, i + 1), (1, i + 1) per instruction; lane l
+      // addresses row l % 8 of matrix l / 8, and each matrix row is one 16-byte chunk.
+      const int lane = thread % 32, matrix = lane / 8;
+      const int row = row0 + (thread / 32) * 16 + 8 * (matrix % 2) + lane % 8;
+#pragma unroll
+      for (int i = 0; i < kOAccum / 4; i += 2) {
+        stmatrix_x4(staged_chunk(row, i + matrix / 2, kv_stage), pack_pair<Element>(o[4 * i], o[4 * i + 1]),
+                    pack_pair<Element>(o[4 * i + 2], o[4 * i + 3]), pack_pair<Element>(o[4 * i + 4], o[4 * i + 5]),
+                    pack_pair<Element>(o[4 * i + 6], o[4 * i + 7]));
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kOAccum / 4; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + pos.row0 + 8 * h;
+          const uint32_t addr = staged_chunk(row, i, kv_stage) + pos.col0 * 2;
+          const uint32_t pair = pack_pair<Element>(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
+          asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(pair) : "memory");
+        }
+      }
+    }
+  }
+
   __device__ void store_staged(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
                                const TileCoord& t, int kv_stage) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
@@ -148,32 +176,7 @@ struct Epilogue {
       // this warpgroup's own have been waited for.
       named_barrier_sync(Cfg::kStageHandoverBarrier0 + wg, 2 * kWarpgroupThreads);
     }
-    // (The harness's boundary timing without the staging, Cfg::kTimingWithoutStaging: a test the
-    // compiler cannot decide, so that O stays computed.)
-    if (Cfg::kTimingWithoutStaging && p.num_tiles > 0) {
-    } else if constexpr (Cfg::kStmatrixEpilogue) {
-      // Matrices (row half 0, group i), (1, i), (0, i + 1), (1, i + 1) per instruction; lane l
-      // addresses row l % 8 of matrix l / 8, and each matrix row is one 16-byte chunk.
-      const int lane = thread % 32, matrix = lane / 8;
-      const int row = row0 + (thread / 32) * 16 + 8 * (matrix % 2) + lane % 8;
-#pragma unroll
-      for (int i = 0; i < kOAccum / 4; i += 2) {
-        stmatrix_x4(staged_chunk(row, i + matrix / 2, kv_stage), pack_pair<Element>(o[4 * i], o[4 * i + 1]),
-                    pack_pair<Element>(o[4 * i + 2], o[4 * i + 3]), pack_pair<Element>(o[4 * i + 4], o[4 * i + 5]),
-                    pack_pair<Element>(o[4 * i + 6], o[4 * i + 7]));
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kOAccum / 4; ++i) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = row0 + pos.row0 + 8 * h;
-          const uint32_t addr = staged_chunk(row, i, kv_stage) + pos.col0 * 2;
-          const uint32_t pair = pack_pair<Element>(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
-          asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(pair) : "memory");
-        }
-      }
-    }
+    if (!harness_leaves_out(Cfg::kTimingWithoutStaging, p)) stage_rows(o, pos, row0, kv_stage);
     trace(kEvEpilogueStaged);
     // The TMA unit reads what ordinary stores wrote: fence before the barrier.
     fence_proxy_async_smem();
@@ -181,8 +184,7 @@ struct Epilogue {
     trace(kEvEpilogueFenced);
     const int tile_row = t.m_block * Cfg::kBlockM + warpgroup_row0;
     if (!p.clip_rows) {
-      // (Cfg::kTimingWithoutSend: the harness's boundary timing without the TMA stores.)
-      if (thread == 0 && !(Cfg::kTimingWithoutSend && p.num_tiles > 0)) {
+      if (thread == 0 && !harness_leaves_out(Cfg::kTimingWithoutSend, p)) {
 #pragma unroll
         for (int c = 0; c < Cfg::kColumns; ++c) {
           if constexpr (Cfg::kPackGqa) {

@@ -93,5 +93,13 @@ struct KernelParams {
 // of stack, no LDL/STL, in the default, packed and static-schedule hdim 256 instantiations).
 constexpr int kZeroKvTailMaxHeadDim = 256;
 
+// The harness's boundary timings (KernelConfig::kTimingWithoutStore / Staging / Send): whether
+// the part `left_out` names is left out. Where it is set the answer is always true (a launch has
+// tiles), but the compiler cannot tell, so what the part would have read (O, its normalisation)
+// stays computed; where it is not, a constant false.
+__device__ __forceinline__ bool harness_leaves_out(bool left_out, const KernelParams& p) {
+  return left_out && p.num_tiles > 0;
+}
+
 }  // namespace sm90
 }  // namespace flashattn
