@@ -463,6 +463,13 @@ struct KernelConfig {
   // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
   // before it can go out, which lengthens the serial chain it was meant to shorten.
   static constexpr bool kLastPvWithNextScores = false;
+  // The previous tile's epilogue (kernel.h, overlapped_tiles) run inside this tile's first step,
+  // after its first softmax and between the issue of its second S and of its first P V (which
+  // overwrites O), instead of under its first S: the first softmax no longer waits behind it
+  // (session 39: without the epilogue +7% at 512 keys, d128) and the second S runs under it.
+  // Turns around the exp2s only (the epilogue would hold a GEMM turn). Harness only
+  // (`_epistep`, session 40).
+  static constexpr bool kEpilogueInFirstStep = false;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
   // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V hidden but the
