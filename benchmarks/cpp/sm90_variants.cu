@@ -265,12 +265,6 @@ struct BoundaryTiming : Base {
   static constexpr bool kTimingWithoutStaging = kNoStaging;
   static constexpr bool kTimingWithoutSend = kNoSend;
 };
-// The previous tile's epilogue inside the next tile's first step, between its second S and its
-// first P V (KernelConfig::kEpilogueInFirstStep, session 40).
-template <class Base>
-struct EpilogueInFirstStep : Base {
-  static constexpr bool kEpilogueInFirstStep = true;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -867,10 +861,6 @@ const Variant kVariants[] = {
      run_cfg<BoundaryTiming<sm90::TallTilesConfig<64, __nv_bfloat16>, false, true>>},
     {64, "n64_s8_4wg_tall_nosend",
      run_cfg<BoundaryTiming<sm90::TallTilesConfig<64, __nv_bfloat16>, false, false, true>>},
-    // Session 40: the previous tile's epilogue between the next tile's second S and first P V.
-    {128, "n128_s2_epistep", run_cfg<EpilogueInFirstStep<TileCfg<128, 128, 2, false>>>},
-    {64, "n64_s8_4wg_tall_epistep", run_cfg<EpilogueInFirstStep<sm90::TallTilesConfig<64, __nv_bfloat16>>>},
-    traced<EpilogueInFirstStep<TileCfg<128, 128, 2, false>>>(128, "n128_s2_epistep_trace"),
 };
 
 }  // namespace

@@ -429,7 +429,10 @@ struct KernelConfig {
   // sent the staged tile, its fence, barrier and TMA stores, only once the next tile's first
   // P V was out, from a copy of the first step or from the loop's step: every kernel lost 1-17%,
   // the key loop's code rescheduled for a boundary that gained ~100-250 traced cycles;
-  // docs/perf.md.)
+  // docs/perf.md.) Session 40 ran the whole epilogue later still, between the next tile's second
+  // S and its first P V (O kept across the first softmax): d64's tall tiles -0.4..-4.4%, and the
+  // static d128 kernel's descriptors left the uniform registers (-8..-26%); the epilogue costs its
+  // length on a warpgroup's chain wherever it sits there.
   static constexpr bool kOverlapEpilogue = kStagedOutput;
   static_assert(!(kStagedOutput && Output_ != kOutputAuto), "the output tile fits: no other output path");
   // A consumer warpgroup whose rows see none of the last key block's keys past its first half
@@ -463,13 +466,6 @@ struct KernelConfig {
   // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
   // before it can go out, which lengthens the serial chain it was meant to shorten.
   static constexpr bool kLastPvWithNextScores = false;
-  // The previous tile's epilogue (kernel.h, overlapped_tiles) run inside this tile's first step,
-  // after its first softmax and between the issue of its second S and of its first P V (which
-  // overwrites O), instead of under its first S: the first softmax no longer waits behind it
-  // (session 39: without the epilogue +7% at 512 keys, d128) and the second S runs under it.
-  // Turns around the exp2s only (the epilogue would hold a GEMM turn). Harness only
-  // (`_epistep`, session 40).
-  static constexpr bool kEpilogueInFirstStep = false;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
   // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V hidden but the

@@ -65,8 +65,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   // first S (or for the loop's next turn): its P, V stage and accumulate flag. Pending exactly
   // when prev.kind == kScores, and O and the softmax are then still the previous tile's.
   constexpr bool kLastPvWithNextScores = MainloopMma<Cfg>::kLastPvWithNextScores;
-  // The previous tile's epilogue inside this tile's first step instead (Cfg::kEpilogueInFirstStep).
-  constexpr bool kEpilogueInFirstStep = Cfg::kEpilogueInFirstStep && !kLastPvWithNextScores;
   uint32_t last_prob[MainloopMma<Cfg>::kSAccum / 2];
   PipelineState<Cfg::kStages> last_v;
   int last_accumulate = 1;
@@ -182,18 +180,14 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       } else {
         mma.issue_first_scores(s, kv_state, q);
       }
-      if constexpr (!kEpilogueInFirstStep) store_previous();
+      store_previous();
       next = take_next();
       softmax.reset();
       if constexpr (kLastPvWithNextScores) {
         last_accumulate = mma.template finish_tile_but_last_pv<true>(s, cur.seq, cur.t, cur.range, o, softmax,
                                                                      kv_state, q, last_prob, last_v);
       } else {
-        if constexpr (kEpilogueInFirstStep) {
-          mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q, store_previous);
-        } else {
-          mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
-        }
+        mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
         softmax.finalize(o, p.score_log2, lse);
         // The normalisation's end in the harness's traces (as in plain_tiles; sessions 37-38).
         mma.trace(kEvFinalized);

@@ -473,15 +473,12 @@ struct MainloopMma {
   // else after it where some row's max moved. The products are those of the overlapped step in
   // the same order (O times a block's rescale once the P V before it has landed): the output is
   // bit-identical.
-  // before_pv (Cfg::kEpilogueInFirstStep, a tile's first step only) runs between the issue of S
-  // and that of P V: the previous tile's epilogue, which reads O before this P V overwrites it.
-  template <int kPvN, class BeforePv = NothingInTurn>
+  template <int kPvN>
   __device__ __forceinline__ void block_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
                                              Softmax& softmax, const SequenceInfo& seq,
                                              const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
-                                             PipelineState<Cfg::kStages>& v_state, const QFragments& q,
-                                             BeforePv before_pv = {}) const {
+                                             PipelineState<Cfg::kStages>& v_state, const QFragments& q) const {
     trace(kEvKWait, k_state.stage, n);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, n);
@@ -495,13 +492,6 @@ struct MainloopMma {
     wgmma_fence();
     issue_qk(s, k_state.stage, q);
     wgmma_commit_group();
-    if constexpr (!std::is_same<BeforePv, NothingInTurn>::value) {
-      static_assert(Cfg::kTurns == kTurnsAtExp, "the epilogue would hold the GEMM turn");
-      before_pv();
-      pin_registers(o);
-      pin_registers(prob);
-      wgmma_fence();
-    }
     issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
     wgmma_commit_group();
     pass_turn();
@@ -691,18 +681,16 @@ struct MainloopMma {
   // must be reset, and O zeroed unless kFirstPvOverwrites (then the tile's first P V overwrites
   // it). Leaves O (unnormalised) and the softmax state. Where narrow_last_block holds, the
   // softmax and P V of that first block take only its first kNarrowN keys.
-  // first_step_hook: see finish_blocks.
-  template <bool kFirstPvOverwrites, class FirstStepHook = NothingInTurn>
+  template <bool kFirstPvOverwrites>
   __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                               Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
-                                              const QFragments& q, FirstStepHook first_step_hook = {}) const {
+                                              const QFragments& q) const {
     // K and V of a block share a stage; V trails K by one block inside the tile and catches up
     // at its end, so only the K position lives across tiles.
     PipelineState<Cfg::kStages> v_state = k_state;
     uint32_t prob[kSAccum / 2];
-    const int accumulate =
-        finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q, first_step_hook);
+    const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
     if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
       last_pv<kNarrowN>(prob, o, accumulate, v_state);
     } else {
@@ -731,15 +719,12 @@ struct MainloopMma {
   }
 
   // finish_tile's key blocks: every S, softmax and P V but the last P V. Returns its accumulate.
-  // first_step_hook (Cfg::kEpilogueInFirstStep) runs once, before the tile's first P V: in the
-  // first step between its S and its P V (block_step's before_pv), or before the last P V where
-  // the tile has one block.
-  template <bool kFirstPvOverwrites, class FirstStepHook = NothingInTurn>
+  template <bool kFirstPvOverwrites>
   __device__ __forceinline__ int finish_blocks(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                                Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
                                                PipelineState<Cfg::kStages>& v_state, uint32_t (&prob)[kSAccum / 2],
-                                               const QFragments& q, FirstStepHook first_step_hook = {}) const {
+                                               const QFragments& q) const {
     int n = range.n_end - 1;
     const bool narrow = narrow_last_block(seq, t, range);
     wgmma_wait_group<0>();
@@ -761,21 +746,7 @@ struct MainloopMma {
     // no spill in any kernel now.)
     int accumulate = kFirstPvOverwrites ? 0 : 1;
     --n;
-    if constexpr (!std::is_same<FirstStepHook, NothingInTurn>::value) {
-      if (n >= range.n_begin) {
-        if (kNarrow && narrow) {
-          block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q,
-                               first_step_hook);
-        } else {
-          block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q,
-                                   first_step_hook);
-        }
-        accumulate = 1;
-        --n;
-      } else {
-        first_step_hook();
-      }
-    } else if (kNarrow && narrow && n >= range.n_begin) {
+    if (kNarrow && narrow && n >= range.n_begin) {
       block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q);
       accumulate = 1;
       --n;
