@@ -142,56 +142,76 @@ struct TailMerge {
       }
     }
     if (thread == 0) *counter = 0;  // every piece has arrived: clean for the next launch
-    // Merged in the order of the CTAs, each with the running largest L as reference.
-    float ref[2], sum[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      ref[h] = lse[h];
-      sum[h] = lse[h] == -INFINITY ? 0.0f : 1.0f;
-    }
+    // Merged in the order of the CTAs, this CTA's piece (in registers) at its own place among
+    // them, so that the bits do not depend on which piece arrived last (merged from the last
+    // arrival, as until session 40, the output changed with the timing). Three passes over the
+    // pieces: the rows' largest L, the sum of exp(L_i - largest) in order, then O as a sum in
+    // order, weight exp(L_i - largest) / sum; each other piece's L is read again in each pass
+    // (one load, from L2) rather than kept, as a tile has as many pieces as the split gives it.
+    const float own_lse[2] = {lse[0], lse[1]};  // lse is the merged tile's by the third pass
+    auto piece_lse = [&](int c, float (&l)[2]) {
+      if (c == cta) {
+        l[0] = own_lse[0], l[1] = own_lse[1];
+      } else {
+        const float4* other = slot(c, tail_unit(p, c, grid) < first_unit ? 1 : 0);
+        const float4 other_lse = __ldcg(other + kOAccum / 4 * kWarpgroupThreads);
+        l[0] = other_lse.x, l[1] = other_lse.y;
+      }
+    };
+    float top[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
     for (int c = first_cta; c <= last_cta; ++c) {
-      if (c == cta) continue;
-      const float4* other = slot(c, tail_unit(p, c, grid) < first_unit ? 1 : 0);
-      const float4 other_lse = __ldcg(other + kOAccum / 4 * kWarpgroupThreads);
-      float keep[2], add[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float l = h == 0 ? other_lse.x : other_lse.y;
-        const float top = fmaxf(ref[h], l);
-        keep[h] = ref[h] == -INFINITY ? 0.0f : __expf(ref[h] - top);
-        add[h] = l == -INFINITY ? 0.0f : __expf(l - top);
-        sum[h] = sum[h] * keep[h] + add[h];
-        ref[h] = top;
-      }
-      // kLoadsInFlight float4 loads at a time: all of them at once took registers the kernel
-      // does not have; 8 (session 32, 4 before) halves the L2 round trips without a spill.
-#pragma unroll
-      for (int i0 = 0; i0 < kOAccum / 4; i0 += kLoadsInFlight) {
-        float4 v[kLoadsInFlight];
-#pragma unroll
-        for (int i = 0; i < kLoadsInFlight; ++i) v[i] = __ldcg(other + (i0 + i) * kWarpgroupThreads);
-#pragma unroll
-        for (int i = 0; i < kLoadsInFlight; ++i) {
-          o[4 * (i0 + i)] = o[4 * (i0 + i)] * keep[0] + v[i].x * add[0];
-          o[4 * (i0 + i) + 1] = o[4 * (i0 + i) + 1] * keep[0] + v[i].y * add[0];
-          o[4 * (i0 + i) + 2] = o[4 * (i0 + i) + 2] * keep[1] + v[i].z * add[1];
-          o[4 * (i0 + i) + 3] = o[4 * (i0 + i) + 3] * keep[1] + v[i].w * add[1];
-        }
-        asm volatile("" ::: "memory");
-      }
+      float l[2];
+      piece_lse(c, l);
+      top[0] = fmaxf(top[0], l[0]), top[1] = fmaxf(top[1], l[1]);
+    }
+    // A row's pieces all without a visible key (L = -inf, their O 0) give it weight 0.
+    auto weight = [&](float l, float largest) { return l == -INFINITY ? 0.0f : __expf(l - largest); };
+    for (int c = first_cta; c <= last_cta; ++c) {
+      float l[2];
+      piece_lse(c, l);
+      sum[0] += weight(l[0], top[0]), sum[1] += weight(l[1], top[1]);
     }
     float scale[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       scale[h] = sum[h] > 0.0f ? __frcp_rn(sum[h]) : 0.0f;  // no division's slow-path call
-      lse[h] = sum[h] > 0.0f ? ref[h] + __logf(sum[h]) : -INFINITY;
+      lse[h] = sum[h] > 0.0f ? top[h] + __logf(sum[h]) : -INFINITY;
     }
+    // kLoadsInFlight float4s of O at a time: all of them at once took registers the kernel does
+    // not have; 8 (session 32, 4 before) halves the L2 round trips without a spill.
 #pragma unroll
-    for (int i = 0; i < kOAccum / 4; ++i) {
-      o[4 * i] *= scale[0];
-      o[4 * i + 1] *= scale[0];
-      o[4 * i + 2] *= scale[1];
-      o[4 * i + 3] *= scale[1];
+    for (int i0 = 0; i0 < kOAccum / 4; i0 += kLoadsInFlight) {
+      float4 merged[kLoadsInFlight];
+#pragma unroll
+      for (int i = 0; i < kLoadsInFlight; ++i) merged[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int c = first_cta; c <= last_cta; ++c) {
+        float l[2];
+        piece_lse(c, l);
+        const float w0 = weight(l[0], top[0]) * scale[0], w1 = weight(l[1], top[1]) * scale[1];
+        float4 v[kLoadsInFlight];
+        if (c == cta) {
+#pragma unroll
+          for (int i = 0; i < kLoadsInFlight; ++i) {
+            const int e = 4 * (i0 + i);
+            v[i] = make_float4(o[e], o[e + 1], o[e + 2], o[e + 3]);
+          }
+        } else {
+          const float4* other = slot(c, tail_unit(p, c, grid) < first_unit ? 1 : 0);
+#pragma unroll
+          for (int i = 0; i < kLoadsInFlight; ++i) v[i] = __ldcg(other + (i0 + i) * kWarpgroupThreads);
+        }
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) {
+          merged[i].x += v[i].x * w0, merged[i].y += v[i].y * w0;
+          merged[i].z += v[i].z * w1, merged[i].w += v[i].w * w1;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kLoadsInFlight; ++i) {
+        const int e = 4 * (i0 + i);
+        o[e] = merged[i].x, o[e + 1] = merged[i].y, o[e + 2] = merged[i].z, o[e + 3] = merged[i].w;
+      }
+      asm volatile("" ::: "memory");
     }
     return true;
   }
