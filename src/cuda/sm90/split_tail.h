@@ -149,12 +149,13 @@ struct TailMerge {
     // order, weight exp(L_i - largest) / sum; each other piece's L is read again in each pass
     // (one load, from L2) rather than kept, as a tile has as many pieces as the split gives it.
     const float own_lse[2] = {lse[0], lse[1]};  // lse is the merged tile's by the third pass
+    // Another CTA's piece of this tile: its second slot where its share began in an earlier tile.
+    auto piece_slot = [&](int c) { return slot(c, tail_unit(p, c, grid) < first_unit ? 1 : 0); };
     auto piece_lse = [&](int c, float (&l)[2]) {
       if (c == cta) {
         l[0] = own_lse[0], l[1] = own_lse[1];
       } else {
-        const float4* other = slot(c, tail_unit(p, c, grid) < first_unit ? 1 : 0);
-        const float4 other_lse = __ldcg(other + kOAccum / 4 * kWarpgroupThreads);
+        const float4 other_lse = __ldcg(piece_slot(c) + kOAccum / 4 * kWarpgroupThreads);
         l[0] = other_lse.x, l[1] = other_lse.y;
       }
     };
@@ -196,7 +197,7 @@ struct TailMerge {
             v[i] = make_float4(o[e], o[e + 1], o[e + 2], o[e + 3]);
           }
         } else {
-          const float4* other = slot(c, tail_unit(p, c, grid) < first_unit ? 1 : 0);
+          const float4* other = piece_slot(c);
 #pragma unroll
           for (int i = 0; i < kLoadsInFlight; ++i) v[i] = __ldcg(other + (i0 + i) * kWarpgroupThreads);
         }
