@@ -810,6 +810,11 @@ const Variant kVariants[] = {
     // whole tiles as before.
     {128, "n128_s2_notail", run_cfg<NoTailKernel<TileCfg<128, 128, 2, false>>>},
     {256, "n64_s2_notail", run_cfg<NoTailKernel<TileCfg<256, 64, 2, false>>>},
+    // `_again`: the same kernels once more, so the first launch's bits are compared with a second
+    // launch's (the split tail's merge in a fixed order since session 41; before it a handful of
+    // words, 7 / 14 at d128 8k / 16k in session 36, changed with the pieces' arrival order).
+    {128, "n128_s2_again", run<128, 128, 2, false>},
+    {256, "n64_s2_again", run<256, 64, 2, false>},
     // `_timeline`: the same with the timeline of the last launch's CTAs (write_timeline); the
     // tail kernel's pieces are marked at d256 only (plain_tiles). `_notail_timeline`: without the
     // tail kernel (where the last wave's CTAs end).
