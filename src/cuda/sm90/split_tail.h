@@ -144,7 +144,7 @@ struct TailMerge {
     if (thread == 0) *counter = 0;  // every piece has arrived: clean for the next launch
     // Merged in the order of the CTAs, this CTA's piece (in registers) at its own place among
     // them, so that the bits do not depend on which piece arrived last (merged from the last
-    // arrival, as until session 40, the output changed with the timing). Three passes over the
+    // arrival, as until session 41, the output changed with the timing). Three passes over the
     // pieces: the rows' largest L, the sum of exp(L_i - largest) in order, then O as a sum in
     // order, weight exp(L_i - largest) / sum; each other piece's L is read again in each pass
     // (one load, from L2) rather than kept, as a tile has as many pieces as the split gives it.
