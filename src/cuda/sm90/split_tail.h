@@ -144,13 +144,17 @@ struct TailMerge {
     if (thread == 0) *counter = 0;  // every piece has arrived: clean for the next launch
     // Merged in the order of the CTAs, this CTA's piece (in registers) at its own place among
     // them, so that the bits do not depend on which piece arrived last (merged from the last
-    // arrival, as until session 41, the output changed with the timing). Three passes over the
-    // pieces: the rows' largest L, the sum of exp(L_i - largest) in order, then O as a sum in
-    // order, weight exp(L_i - largest) / sum; each other piece's L is read again in each pass
-    // (one load, from L2) rather than kept, as a tile has as many pieces as the split gives it.
-    const float own_lse[2] = {lse[0], lse[1]};  // lse is the merged tile's by the third pass
-    // Another CTA's piece of this tile: its second slot where its share began in an earlier tile.
-    auto piece_slot = [&](int c) { return slot(c, tail_unit(p, c, grid) < first_unit ? 1 : 0); };
+    // arrival, as until session 41, the output changed with the timing). Two passes over the
+    // pieces: the rows' largest L with the sum of exp(L_i - largest) kept against it as it grows,
+    // then O as a sum in order, weight exp(L_i - largest) / sum; each other piece's L is read
+    // again in each pass (one load, from L2) rather than kept, as a tile has as many pieces as the
+    // split gives it.
+    const float own_lse[2] = {lse[0], lse[1]};  // lse is the merged tile's by the second pass
+    // Another CTA's piece of this tile: only the first CTA's share can have begun in an earlier
+    // tile (shares are contiguous), and then the piece is in its second slot. Found once here,
+    // not by a division per piece and pass.
+    const int first_cta_slot = tail_unit(p, first_cta, grid) < first_unit ? 1 : 0;
+    auto piece_slot = [&](int c) { return slot(c, c == first_cta ? first_cta_slot : 0); };
     auto piece_lse = [&](int c, float (&l)[2]) {
       if (c == cta) {
         l[0] = own_lse[0], l[1] = own_lse[1];
@@ -159,19 +163,20 @@ struct TailMerge {
         l[0] = other_lse.x, l[1] = other_lse.y;
       }
     };
+    // A row's pieces all without a visible key (L = -inf, their O 0) give it weight 0.
     float top[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
     for (int c = first_cta; c <= last_cta; ++c) {
       float l[2];
       piece_lse(c, l);
-      top[0] = fmaxf(top[0], l[0]), top[1] = fmaxf(top[1], l[1]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (l[h] == -INFINITY) continue;
+        const float grown = fmaxf(top[h], l[h]);
+        sum[h] = sum[h] * __expf(top[h] - grown) + __expf(l[h] - grown);  // exp(-inf) = 0 at first
+        top[h] = grown;
+      }
     }
-    // A row's pieces all without a visible key (L = -inf, their O 0) give it weight 0.
     auto weight = [&](float l, float largest) { return l == -INFINITY ? 0.0f : __expf(l - largest); };
-    for (int c = first_cta; c <= last_cta; ++c) {
-      float l[2];
-      piece_lse(c, l);
-      sum[0] += weight(l[0], top[0]), sum[1] += weight(l[1], top[1]);
-    }
     float scale[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
