@@ -109,16 +109,27 @@ def env_set(name, value):
 
 
 # The library's overrides read at every call (the rest, such as FLASHATTN_CUDA_KERNELS, once).
-PER_CALL_ENV = ("FLASHATTN_SM90_VARIANT", "FLASHATTN_SM90_CAUSAL_GROUPS", "FLASHATTN_SM90_BACKWARD")
+PER_CALL_ENV = ("FLASHATTN_SM90_VARIANT", "FLASHATTN_SM90_CAUSAL_GROUPS", "FLASHATTN_SM90_BACKWARD",
+                "FLASHATTN_SM90_SPLIT_TAIL")
 
 
-def ours_with_env(name, value):
-    """Ours with one environment variable set around each call (one of PER_CALL_ENV, which the
-    library reads at every call): an A/B in one run. time_impl also sets it around the backward (run.env)."""
+@contextlib.contextmanager
+def envs_set(settings):
+    """Every (name, value) of settings in the environment inside the block (env_set each)."""
+    with contextlib.ExitStack() as stack:
+        for name, value in settings:
+            stack.enter_context(env_set(name, value))
+        yield
+
+
+def ours_with_env(settings):
+    """Ours with environment variables set around each call (each one of PER_CALL_ENV, which the
+    library reads at every call): an A/B in one run. time_impl also sets them around the backward
+    (run.env)."""
     def run(q, k, v, causal):
-        with env_set(name, value):
+        with envs_set(settings):
             return ours_fwd(q, k, v, causal)
-    run.env = (name, value)
+    run.env = settings
     return run
 
 
@@ -134,7 +145,7 @@ def time_impl(fn, q, k, v, causal, do):
     qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
 
     def fwd_bwd():
-        with env_set(*getattr(fn, "env", (None, None))):
+        with envs_set(getattr(fn, "env", ())):
             out = fn(qg, kg, vg, causal)
             out.backward(do)
         qg.grad = kg.grad = vg.grad = None
@@ -145,16 +156,17 @@ def time_impl(fn, q, k, v, causal, do):
         return fwd, None, f"backward: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
 
 
-def shapes(quick, only_seqlens=None):
+def shapes(quick, only_seqlens=None, masks="both"):
     seqlens = only_seqlens or ([512, 2048, 8192] if quick else SEQLENS)
+    causals = {"both": (False, True), "unmasked": (False,), "causal": (True,)}[masks]
     for headdim in HEADDIMS:
         for seqlen in seqlens:
-            for causal in (False, True):
+            for causal in causals:
                 nheads = WIDTH // headdim
                 yield dict(batch=TOKENS // seqlen, nheads=nheads, nheads_kv=nheads, seqlen=seqlen,
                            headdim=headdim, causal=causal)
     for seqlen in (2048, 8192):  # GQA rows of the protocol
-        if 128 not in HEADDIMS or seqlen not in seqlens:
+        if 128 not in HEADDIMS or seqlen not in seqlens or True not in causals:
             continue
         yield dict(batch=TOKENS // seqlen, nheads=32, nheads_kv=8, seqlen=seqlen, headdim=128, causal=True)
 
@@ -182,21 +194,24 @@ def main():
                     help="rounds per shape, the implementations' order rotated by one each round")
     ap.add_argument("--warmup-ms", type=float, default=WARMUP_MS,
                     help="untimed run of an implementation right before it is timed")
-    ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE",
-                    help="also time ours with this environment variable set (repeatable); rows get "
+    ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]",
+                    help="also time ours with these environment variables set (repeatable); rows get "
                          "'flashattn[NAME=VALUE]_fwd_tflops' and the like, the log a line each")
+    ap.add_argument("--masks", default="both", choices=["both", "unmasked", "causal"],
+                    help="which of the protocol's non-causal and causal rows to time (GQA rows are causal)")
     args = ap.parse_args()
     WARMUP_MS = args.warmup_ms
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     for setting in args.ours_env:
-        name, _, value = setting.partition("=")
-        if name not in PER_CALL_ENV:
-            # FLASHATTN_CUDA_KERNELS is read once per process: set around a call it changes nothing
-            # (session 9 timed the sm90 forward twice that way, thinking one was the sm80 one).
-            ap.error(f"--ours-env {name}: the library reads only {', '.join(PER_CALL_ENV)} at every "
-                     f"call; set {name} for the whole run instead")
-        IMPLS[f"flashattn[{setting}]"] = ours_with_env(name, value)
+        pairs = [part.partition("=") for part in setting.split(";")]
+        for name, _, _ in pairs:
+            if name not in PER_CALL_ENV:
+                # FLASHATTN_CUDA_KERNELS is read once per process: set around a call it changes nothing
+                # (session 9 timed the sm90 forward twice that way, thinking one was the sm80 one).
+                ap.error(f"--ours-env {name}: the library reads only {', '.join(PER_CALL_ENV)} at every "
+                         f"call; set {name} for the whole run instead")
+        IMPLS[f"flashattn[{setting}]"] = ours_with_env([(name, value) for name, _, value in pairs])
     HEADDIMS[:] = [int(d) for d in args.headdims.split(",")]
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     torch.manual_seed(0)
@@ -208,7 +223,7 @@ def main():
         "ceilings": ceilings(), "rounds": args.rounds, "warmup_ms": args.warmup_ms,
     }
     rows = []
-    for s in shapes(args.quick, [int(n) for n in args.seqlens.split(",")] if args.seqlens else None):
+    for s in shapes(args.quick, [int(n) for n in args.seqlens.split(",")] if args.seqlens else None, args.masks):
         b, h, hk, n, d, causal = s["batch"], s["nheads"], s["nheads_kv"], s["seqlen"], s["headdim"], s["causal"]
         q = torch.randn(b, n, h, d, device="cuda", dtype=dtype)
         k = torch.randn(b, n, hk, d, device="cuda", dtype=dtype)

@@ -50,8 +50,8 @@ def sdpa(backend):
 
 IMPLS = {
     "flashattn": lambda q, k, v, causal: flashattn.flash_attn_func(q, k, v, causal=causal),
-    **{f"flashattn_{v}": ours_with_env("FLASHATTN_SM90_VARIANT", v) for v in ("default", "static", "short_rows", "cluster", "tall")},
-    **{f"flashattn_groups_{g}": ours_with_env("FLASHATTN_SM90_CAUSAL_GROUPS", g) for g in ("all", "l2", "one")},
+    **{f"flashattn_{v}": ours_with_env([("FLASHATTN_SM90_VARIANT", v)]) for v in ("default", "static", "short_rows", "cluster", "tall")},
+    **{f"flashattn_groups_{g}": ours_with_env([("FLASHATTN_SM90_CAUSAL_GROUPS", g)]) for g in ("all", "l2", "one")},
     "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
     "fa2": sdpa(SDPBackend.FLASH_ATTENTION),
 }
