@@ -272,29 +272,6 @@ template <class Cfg>
 Status run_cfg(const AttentionProblem& p) {
   return sm90::launch_forward<Cfg>(p);
 }
-// run_cfg, and the first time how many of Cfg's clusters fit on the card at once (the launch
-// sizes its grid by the same query): a GPC whose SMs are not a multiple of the cluster's CTAs
-// leaves some idle.
-template <class Cfg>
-Status run_cluster_cfg(const AttentionProblem& p) {
-  static bool reported = false;
-  if (!reported) {
-    reported = true;
-    cudaLaunchConfig_t config{};
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = Cfg::kClusterCtas, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster, config.numAttrs = 1;
-    config.blockDim = dim3(Cfg::kThreads), config.dynamicSmemBytes = Cfg::kSmemBytes;
-    config.gridDim = dim3(Cfg::kClusterCtas * 32);
-    int clusters = 0;
-    cudaFuncSetAttribute(sm90::forward_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-    const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, sm90::forward_kernel<Cfg>, &config);
-    std::fprintf(stderr, "clusters of %d CTAs (head dim %d): %d at once (%s)\n", Cfg::kClusterCtas, Cfg::kHeadDim,
-                 clusters, cudaGetErrorString(err));
-  }
-  return sm90::launch_forward<Cfg>(p);
-}
 // The same launch without the LSE (an output the API may omit): what the LSE's stores cost.
 template <class Cfg>
 Status run_without_lse(const AttentionProblem& p) {
@@ -838,12 +815,6 @@ const Variant kVariants[] = {
     // words, 7 / 14 at d128 8k / 16k in session 36, changed with the pieces' arrival order).
     {128, "n128_s2_again", run<128, 128, 2, false>},
     {256, "n64_s2_again", run<256, 64, 2, false>},
-    // Session 42: clusters of four CTAs (ClusterPairsConfig's ClusterCtas_ = 4), each loading a
-    // quarter of every K / V block into all four, so a block leaves the L2 once per four query
-    // tiles; beside the pairs the API runs at d128 from 4k keys (and d256's, which lost to the
-    // static kernel in session 20). The first launch of each prints how many clusters fit at once.
-    {128, "n128_s2_cluster4", run_cluster_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16, 128, 4>>, 0},
-    {256, "n64_s2_cluster4", run_cluster_cfg<sm90::ClusterPairsConfig<256, __nv_bfloat16, 64, 4>>, 0},
     // `_timeline`: the same with the timeline of the last launch's CTAs (write_timeline); the
     // tail kernel's pieces are marked at d256 only (plain_tiles). `_notail_timeline`: without the
     // tail kernel (where the last wave's CTAs end).

@@ -188,8 +188,6 @@ struct KernelConfig {
   // Clusters of two CTAs on neighbouring query tiles of one head, each loading half of every K/V
   // block into both (ClusterPairsConfig below).
   static constexpr bool kClusterPairs = false;
-  // CTAs a cluster of ClusterPairsConfig (2, or 4 in the harness's quads); 1 without clusters.
-  static constexpr int kClusterCtas = 1;
   // The tile index is decoded (tile_scheduler.h, tile_coord_fast) by FastDivisor's multiply-high
   // instead of integer divisions by run-time values: at every tile start, between the last product
   // of one tile and the first of the next (session 11; false: the divisions, for the harness).
@@ -620,13 +618,9 @@ using TallTilesConfig = KernelConfig<HeadDim_, Element_, TallTileShape<HeadDim_>
 // FLASHATTN_SM90_VARIANT=cluster reaches it; the harness times head dim 256 too (it lost to the
 // static kernel there from session 20). The running max's slack comes from
 // KernelConfig (session 19 at d256: +2.0..+6.2%; session 20 at d128: +0.2..+7.3%).
-// ClusterCtas_ = 4 (harness only): quads, four neighbouring query tiles of one head, each CTA
-// loading a quarter of every block into all four, so a block leaves the L2 once per four tiles.
-template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN, int ClusterCtas_ = 2>
+template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN>
 struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false> {
   static constexpr bool kClusterPairs = true;
-  static constexpr int kClusterCtas = ClusterCtas_;
-  static_assert(ClusterCtas_ == 2 || ClusterCtas_ == 4, "clusters of two or four CTAs");
   // A stage held for the output would hold the peer's loads too: O goes out through Q.
   static constexpr bool kOutputInKV = false;
   // Turns around both the GEMMs and the exp2s at head dim 256 (session 17's harness: +2.6% at 4k,
@@ -640,8 +634,7 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   static constexpr int kPrefetchNextQ = kQPrefetchOff;  // -0.6..+1.6% (KernelConfig::kPrefetchNextQ)
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
-  static_assert(BlockN_ % (8 * ClusterCtas_) == 0,
-                "each CTA loads its share of a key block, a whole number of 8-row swizzle atoms");
+  static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");
 };
 
 // The default tile shape and schedule with GQA head packing on (sm90_forward_pack_gqa only).

@@ -99,7 +99,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       return ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
     } else if constexpr (Cfg::kClusterPairs) {
       ++wave;
-      return min(pair_tile<Cfg::kClusterCtas>(wave), p.num_tiles);
+      return min(pair_tile(wave), p.num_tiles);
     } else {
       // A CTA's first index past the last tile ends its walk (later waves lie further beyond).
       ++wave;
@@ -118,7 +118,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   if constexpr (Cfg::kDynamicSchedule) {
     index = ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
   } else if constexpr (Cfg::kClusterPairs) {
-    index = min(pair_tile<Cfg::kClusterCtas>(0), p.num_tiles);
+    index = min(pair_tile(0), p.num_tiles);
   } else if constexpr (Cfg::kSplitTail) {
     index = tail_tile_of_step(p, 0);
   } else {
@@ -269,7 +269,7 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     }
   } else if constexpr (Cfg::kClusterPairs) {
     for (int wave = 0;; ++wave) {
-      const int index = pair_tile<Cfg::kClusterCtas>(wave);
+      const int index = pair_tile(wave);
       if (index >= p.num_tiles) break;
       run_tile(index, 0, kWholeTile, 0);
     }

@@ -145,16 +145,14 @@ bool sm90_picks_cluster_pairs(const AttentionProblem& p);
 // Why the cluster-pair kernel cannot run p with query tiles of tile_rows rows (launch.h refuses it
 // with this reason; the rule picks the kernel only where it is null): both CTAs of a pair must
 // read the same key blocks, so no mask, one length for every sequence (no varlen, no seqused, no
-// k/v rows past the last sequence), and whole pairs of query tiles in every head (whole quads
-// with the harness's clusters of four, cluster_ctas).
-inline const char* sm90_cluster_pairs_refusal(const AttentionProblem& p, int tile_rows, int cluster_ctas = 2) {
+// k/v rows past the last sequence), and whole pairs of query tiles in every head.
+inline const char* sm90_cluster_pairs_refusal(const AttentionProblem& p, int tile_rows) {
   if (p.varlen() || p.seqused_q != nullptr || p.seqused_k != nullptr || p.kv_rows_past_last_sequence ||
       p.mask.has_mask()) {
     return "the sm90 cluster-pair kernel takes unmasked fixed-length problems without seqused only";
   }
-  if ((p.seqlen_q + tile_rows - 1) / tile_rows % cluster_ctas != 0) {
-    return cluster_ctas == 2 ? "the sm90 cluster-pair kernel needs an even number of query tiles"
-                             : "the sm90 cluster kernel needs a multiple of its cluster's CTAs in query tiles";
+  if ((p.seqlen_q + tile_rows - 1) / tile_rows % 2 != 0) {
+    return "the sm90 cluster-pair kernel needs an even number of query tiles";
   }
   return nullptr;
 }

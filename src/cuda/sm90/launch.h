@@ -133,13 +133,13 @@ Status launch_forward(const AttentionProblem& pb) {
   if constexpr (Cfg::kClusterPairs) {
     // Both CTAs of a pair must read the same key blocks (kernel_choice.h: the rule that picks
     // this kernel asks the same question).
-    if (const char* why = sm90_cluster_pairs_refusal(pb, tile_rows_q, Cfg::kClusterCtas)) {
+    if (const char* why = sm90_cluster_pairs_refusal(pb, tile_rows_q)) {
       return Status::Unsupported(std::string(why) + " (" + std::to_string(tile_rows_q) + "-row query tiles, seqlen_q " +
                                  std::to_string(pb.seqlen_q) + ")");
     }
   }
-  // Cluster pairs load their share of a key block per CTA (mainloop_load.h, load_half_block).
-  constexpr int kKvBoxRows = Cfg::kBlockN / Cfg::kClusterCtas;
+  // Cluster pairs load half a key block per CTA (mainloop_load.h, load_half_block).
+  constexpr int kKvBoxRows = Cfg::kClusterPairs ? Cfg::kBlockN / 2 : Cfg::kBlockN;
   Status s;
   if constexpr (Cfg::kPackGqa) {
     s = encode_packed_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_kv, group, pb.batch,
@@ -253,21 +253,20 @@ Status launch_forward(const AttentionProblem& pb) {
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
   if constexpr (Cfg::kClusterPairs) {
-    // As many clusters as fit at once (a GPC may leave SMs without a cluster), at most one per
-    // cluster's worth of tiles.
-    constexpr int kCtas = Cfg::kClusterCtas;
+    // As many pairs as fit at once (a GPC may leave an SM without a partner), at most one per
+    // pair of tiles.
     cudaLaunchConfig_t config{};
     cudaLaunchAttribute cluster{};
     cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kCtas, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
     config.attrs = &cluster, config.numAttrs = 1;
     config.blockDim = dim3(Cfg::kThreads), config.dynamicSmemBytes = Cfg::kSmemBytes;
     config.stream = static_cast<cudaStream_t>(pb.stream);
-    config.gridDim = dim3(kCtas * std::max(1, sms / kCtas));
+    config.gridDim = dim3(2 * std::max(1, sms / 2));
     int clusters = 0;
     err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
     if (err != cudaSuccess) return Status::Runtime(std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(err));
-    config.gridDim = dim3(kCtas * std::max(1, std::min(clusters, kp.num_tiles / kCtas)));
+    config.gridDim = dim3(2 * std::max(1, std::min(clusters, kp.num_tiles / 2)));
     err = cudaLaunchKernelEx(&config, kernel, kp);
   } else if (!split) {
     const int grid = std::min({kp.num_tiles, sms, Cfg::kDynamicSchedule ? kMailboxCtas : sms});

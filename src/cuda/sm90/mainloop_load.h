@@ -54,20 +54,19 @@ struct MainloopLoad {
     }
   }
 
-  // Cluster pairs: this CTA's share (1 / kClusterCtas) of a key block's rows, multicast into the
-  // same place of every CTA's stage; each CTA's full barrier expects the whole block (its share
-  // and the others'). A share is a whole number of 8-row swizzle atoms (config.h), so its
-  // shared-memory offset keeps the 128-byte swizzle pattern.
+  // Cluster pairs: this CTA's half of a key block's rows, multicast into the same place of both
+  // CTAs' stage; each CTA's full barrier expects the whole block (its half and the peer's). The
+  // half is a whole number of 8-row swizzle atoms (config.h), so its shared-memory offset keeps
+  // the 128-byte swizzle pattern.
   __device__ __forceinline__ static void load_half_block(uint32_t dst, const CUtensorMap* map, uint32_t bar, int row,
                                                          int head, int batch) {
-    constexpr int kShare = Cfg::kBlockN / Cfg::kClusterCtas;
-    constexpr uint16_t kEveryCta = uint16_t((1u << Cfg::kClusterCtas) - 1);
+    constexpr int kHalf = Cfg::kBlockN / 2;
     const int rank = int(cluster_cta_rank());
     mbarrier_arrive_expect_tx(bar, Cfg::kBlockN * kLineBytes * Cfg::kColumns);
 #pragma unroll
     for (int c = 0; c < Cfg::kColumns; ++c) {
-      tma_load_4d_multicast(dst + c * Cfg::kKVColumnBytes + rank * kShare * kLineBytes, map, bar, c * kColumnElems,
-                            row + rank * kShare, head, batch, kEveryCta);
+      tma_load_4d_multicast(dst + c * Cfg::kKVColumnBytes + rank * kHalf * kLineBytes, map, bar, c * kColumnElems,
+                            row + rank * kHalf, head, batch, uint16_t(0x3));
     }
   }
 
@@ -96,7 +95,7 @@ struct MainloopLoad {
   }
   __device__ __forceinline__ void prefetch_next_q(int wave) const {
     if (p.seqlen_k < Cfg::kQPrefetchMinKeys || p.seqlen_k > Cfg::kQPrefetchMaxKeys) return;
-    int index = Cfg::kClusterPairs ? pair_tile<Cfg::kClusterCtas>(wave + 1) : snake_tile_reread(wave + 1);
+    int index = Cfg::kClusterPairs ? pair_tile(wave + 1) : snake_tile_reread(wave + 1);
     if (index >= p.num_tiles) {
       if (!Cfg::kHasTailKernel || p.tail_units == 0) return;
       index = p.tail_first + cta_index_reread();
@@ -197,12 +196,12 @@ struct MainloopLoad {
       }
     } else if constexpr (Cfg::kClusterPairs) {
       for (int wave = 0;; ++wave) {
-        const int index = pair_tile<Cfg::kClusterCtas>(wave);
+        const int index = pair_tile(wave);
         if (index >= p.num_tiles) break;
         load_tile_of_wave(index, wave, 0);
       }
-      // The other CTAs' consumers release this CTA's stages too: wait until every stage's last use
-      // has been released by all of them, so no remote arrival reaches this CTA after it has exited.
+      // The peer's consumers release this CTA's stages too: wait until every stage's last use has
+      // been released by both CTAs, so no remote arrival reaches this CTA after it has exited.
       for (int i = 0; i < Cfg::kStages; ++i) {
         mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
         mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);

@@ -114,16 +114,13 @@ struct MainloopMma {
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
     if (thread % 32 == 0) mbarrier_arrive(empty_bar);
   }
-  // A K or V stage: with cluster pairs every CTA's producer refills its share of this stage in
-  // all the cluster's CTAs, so the release goes to every CTA's empty barrier.
+  // A K or V stage: with cluster pairs the peer CTA's producer refills its half of this stage in
+  // both CTAs, so the release goes to both CTAs' empty barriers.
   __device__ __forceinline__ void release_kv(uint32_t empty_bar) const {
     if constexpr (Cfg::kClusterPairs) {
       if (thread % 32 == 0) {
         mbarrier_arrive(empty_bar);
-#pragma unroll
-        for (uint32_t other = 1; other < uint32_t(Cfg::kClusterCtas); ++other) {
-          mbarrier_arrive_cluster(empty_bar, cluster_cta_rank() ^ other);
-        }
+        mbarrier_arrive_cluster(empty_bar, cluster_cta_rank() ^ 1);
       }
     } else {
       release(empty_bar);

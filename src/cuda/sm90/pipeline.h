@@ -50,8 +50,8 @@ struct SharedBarriers {
     mbarrier_init(zero_job() + 8, 1);
     mbarrier_init(q_full(), 1);
     mbarrier_init(q_empty(), Cfg::kConsumerWarps);
-    // Cluster pairs: the consumer warps of every CTA of the cluster release each K/V stage.
-    constexpr uint32_t kKvReleases = Cfg::kConsumerWarps * Cfg::kClusterCtas;
+    // Cluster pairs: the consumer warps of both CTAs release each K/V stage.
+    constexpr uint32_t kKvReleases = Cfg::kConsumerWarps * (Cfg::kClusterPairs ? 2 : 1);
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(k_full(s), 1);
       mbarrier_init(k_empty(s), kKvReleases);

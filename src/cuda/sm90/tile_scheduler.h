@@ -51,18 +51,14 @@ __device__ __forceinline__ int snake_tile_reread(int wave) {
   return wave * grid + ((wave & 1) ? grid - 1 - cta : cta);
 }
 
-// Cluster pairs (ClusterPairsConfig, static; kCtas CTAs a cluster): CTA rank r of cluster c
-// takes tile kCtas (wave * clusters + c) + r, so the CTAs of a cluster hold neighbouring query
-// tiles of one head (unmasked order, num_m_blocks a multiple of kCtas: launch.h checks) and read
-// the same K/V blocks. All CTAs of a cluster walk the same number of waves. Read afresh like
-// snake_tile_reread.
-template <int kCtas>
+// Cluster pairs (ClusterPairsConfig, static): CTA rank r of cluster c takes tile
+// 2 (wave * clusters + c) + r, so the two CTAs of a cluster hold query tiles 2i and 2i + 1 of one
+// head (unmasked order, num_m_blocks even: launch.h checks) and read the same K/V blocks. Both
+// CTAs of a cluster walk the same number of waves. Read afresh like snake_tile_reread.
 __device__ __forceinline__ int pair_tile(int wave) {
-  static_assert(kCtas == 1 || kCtas == 2 || kCtas == 4, "clusters of one, two or four CTAs");
-  constexpr int kLog2 = kCtas == 1 ? 0 : kCtas == 2 ? 1 : 2;
   const int cta = cta_index_reread();
-  const int clusters = grid_size_reread() >> kLog2;
-  return kCtas * (wave * clusters + (cta >> kLog2)) + (cta & (kCtas - 1));
+  const int clusters = grid_size_reread() >> 1;
+  return 2 * (wave * clusters + (cta >> 1)) + (cta & 1);
 }
 
 // Causal order. The last query blocks see the most keys; running them first keeps the tail
