@@ -12,9 +12,11 @@ next one was timed at (the same kernel read 534-603 TFLOP/s within one shape in 
 each implementation runs WARMUP_MS untimed right before it is timed, and the shape is timed in
 ROUNDS rounds with the order of the implementations rotated by one each round, so that each
 comes first (after the shape's setup, when the card has had a short rest) as often as the others
-when ROUNDS is a multiple of their number; a figure is the median over the rounds of the
-per-round medians. (With the order only reversed, a peer timed last follows itself into the
-next round and never gets the rested slot: session 8's sweep.)
+when ROUNDS is a multiple of their number, and reversed in every other cycle of rotations, so
+that each also follows more than one other (round_order); a figure is the median over the
+rounds of the per-round medians. (With the order only reversed, a peer timed last follows itself
+into the next round and never gets the rested slot: session 8's sweep. With the rotation alone,
+each follows the same one every time, which read ~1% apart: session 42.)
 """
 import argparse
 import contextlib
@@ -110,7 +112,7 @@ def env_set(name, value):
 
 # The library's overrides read at every call (the rest, such as FLASHATTN_CUDA_KERNELS, once).
 PER_CALL_ENV = ("FLASHATTN_SM90_VARIANT", "FLASHATTN_SM90_CAUSAL_GROUPS", "FLASHATTN_SM90_BACKWARD",
-                "FLASHATTN_SM90_SPLIT_TAIL", "FLASHATTN_SM90_GRID")
+                "FLASHATTN_SM90_SPLIT_TAIL")
 
 
 @contextlib.contextmanager
@@ -131,6 +133,20 @@ def ours_with_env(settings):
             return ours_fwd(q, k, v, causal)
     run.env = settings
     return run
+
+
+def round_order(names, r):
+    """The implementations' order in round r: rotated by one each round, so each comes first as
+    often as the others over len(names) rounds, and reversed in every other cycle of len(names)
+    rounds, so each follows a different implementation too. With the cyclic order alone an
+    implementation always ran after the same one, and that slot read ~1% high: session 42 timed
+    one setting against another with each in turn in the `--ours-env` slot (right after cuDNN in
+    most rounds) and the plain one, and the `--ours-env` slot led by 1.1% on average over 26 rows
+    (21 ahead) whichever setting it held."""
+    if (r // len(names)) % 2 == 1:
+        names = names[::-1]
+    shift = r % len(names)
+    return names[shift:] + names[:shift]
 
 
 def time_impl(fn, q, k, v, causal, do):
@@ -233,8 +249,7 @@ def main():
         row = dict(s, dtype=args.dtype, rel_error=check_close(q[:1], k[:1], v[:1], causal))
         times = {name: ([], []) for name in IMPLS}
         for r in range(args.rounds):
-            names = list(IMPLS)
-            names = names[r % len(names):] + names[:r % len(names)]
+            names = round_order(list(IMPLS), r)
             for name in names:
                 fwd, bwd, err = time_impl(IMPLS[name], q, k, v, causal, None if args.fwd_only else do)
                 if fwd:

@@ -183,16 +183,6 @@ constexpr bool sm90_has_tall_tiles(int head_dim) { return head_dim == 64 || head
 bool sm90_picks_tall_tiles(const AttentionProblem& p);
 // Launches of the tall-tile instantiation through sm90_forward so far in this process.
 int64_t sm90_tall_tiles_launches();
-// The persistent launches above head dim 64 take the fewest CTAs that need no more waves than
-// one a SM (launch.h, grid_ctas): 128 of the H200's 132 at every d128 / d256 protocol length
-// (2048 / 1024 tiles: 16 / 8 full waves instead of 15.5 / 7.8), unless the launch splits its
-// tail by keys. Under the card's power cap an SM left idle for the last half-empty wave is not
-// free (docs/perf.md, session 42 call 3: 9% fewer SMs bought 7% more clock and lost 8%), and four
-// SMs idle throughout cost less. Session 42 call 4, the whole forward sweep through the package
-// (4 rounds) against one CTA a SM: d128 and d256 +0.9% on average over 26 rows (21 ahead, 5
-// behind, each within the package's +-2%), e.g. d128 causal 8k +3.7%, d256 unmasked 4k +2.2%;
-// d64 -0.4% on average (8 of 12 behind), so not there.
-constexpr bool sm90_balances_grid(int head_dim) { return head_dim > 64; }
 // FLASHATTN_SM90_VARIANT=default|static|short_rows|cluster|tall in the environment overrides the
 // rules above (not GQA packing) for benchmarks; read at every call. "cluster" and "tall" run
 // their kernel wherever it is built (head dim 128; tall tiles also 64) and where it takes the

@@ -61,24 +61,6 @@ int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
   return l2 ? l2_group_heads(pb, Cfg::kPackGqa, l2_bytes) : all;
 }
 
-// The CTAs a persistent launch uses: by sm90_balances_grid (kernel_choice.h, head dims above 64),
-// the fewest that still finish num_tiles in as many waves as `sms` CTAs would (2048 tiles on 132
-// SMs: 128 CTAs, 16 full waves instead of 15 and a half), in units of `unit` CTAs (a cluster);
-// else `sms`. A launch that splits its tail by keys keeps `sms` (the tail kernel fills its last
-// wave). FLASHATTN_SM90_GRID=full|balanced|<number> overrides the rule (a number caps the CTAs
-// at it), read at every launch for benchmarks.
-inline int grid_ctas(int head_dim, int sms, int num_tiles, int unit) {
-  const char* forced = std::getenv("FLASHATTN_SM90_GRID");
-  bool balanced = sm90_balances_grid(head_dim);
-  if (forced != nullptr && std::strcmp(forced, "full") == 0) balanced = false;
-  if (forced != nullptr && std::strcmp(forced, "balanced") == 0) balanced = true;
-  if (forced != nullptr && std::atoi(forced) > 0) return std::min(sms, std::atoi(forced));
-  if (!balanced || num_tiles <= 0) return sms;
-  const int units = std::max(1, sms / unit), tile_units = (num_tiles + unit - 1) / unit;
-  const int waves = (tile_units + units - 1) / units;
-  return unit * std::min(units, (tile_units + waves - 1) / waves);
-}
-
 // Whether Cfg's launch runs the tail kernel (KernelConfig::kHasTailKernel): the library's static
 // configurations only, and the harness's timeline of them (kTailTimeline). The harness's other
 // forms of them (derived configurations) run whole tiles, so that each does not build a second
@@ -267,9 +249,6 @@ Status launch_forward(const AttentionProblem& pb) {
       }
     }
   }
-  if constexpr (!Cfg::kClusterPairs) {
-    if (!split) sms = grid_ctas(Cfg::kHeadDim, sms, kp.num_tiles, 1);
-  }
   auto kernel = forward_kernel<Cfg>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
@@ -287,7 +266,6 @@ Status launch_forward(const AttentionProblem& pb) {
     int clusters = 0;
     err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
     if (err != cudaSuccess) return Status::Runtime(std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(err));
-    clusters = grid_ctas(Cfg::kHeadDim, 2 * clusters, kp.num_tiles, 2) / 2;
     config.gridDim = dim3(2 * std::max(1, std::min(clusters, kp.num_tiles / 2)));
     err = cudaLaunchKernelEx(&config, kernel, kp);
   } else if (!split) {
