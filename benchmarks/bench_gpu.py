@@ -138,11 +138,13 @@ def ours_with_env(settings):
 def round_order(names, r):
     """The implementations' order in round r: rotated by one each round, so each comes first as
     often as the others over len(names) rounds, and reversed in every other cycle of len(names)
-    rounds, so each follows a different implementation too. With the cyclic order alone an
-    implementation always ran after the same one, and that slot read ~1% high: session 42 timed
-    one setting against another with each in turn in the `--ours-env` slot (right after cuDNN in
-    most rounds) and the plain one, and the `--ours-env` slot led by 1.1% on average over 26 rows
-    (21 ahead) whichever setting it held."""
+    rounds, so each follows a different implementation too (from 2 x len(names) rounds on; the
+    default 3 rounds of 3 implementations keep the plain rotation). With the rotation alone an
+    implementation always runs after the same one, and session 42 found a slot's reading
+    depending on it: timing one setting against another with each in turn in the `--ours-env`
+    slot (right after cuDNN in most rounds) and in the plain one, the `--ours-env` slot led by 1.1%
+    on average over 26 rows (21 ahead) whichever setting it held. That the predecessor is the
+    cause is a reading, not isolated; swap the settings between slots before deciding."""
     if (r // len(names)) % 2 == 1:
         names = names[::-1]
     shift = r % len(names)
@@ -207,7 +209,8 @@ def main():
     ap.add_argument("--seqlens", default=None, help="comma-separated; default: the protocol's (--quick: 512,2k,8k)")
     ap.add_argument("--fwd-only", action="store_true", help="time the forward only")
     ap.add_argument("--rounds", type=int, default=ROUNDS,
-                    help="rounds per shape, the implementations' order rotated by one each round")
+                    help="rounds per shape, the implementations' order rotated by one each round and "
+                         "reversed every other cycle of rotations (round_order)")
     ap.add_argument("--warmup-ms", type=float, default=WARMUP_MS,
                     help="untimed run of an implementation right before it is timed")
     ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]",
