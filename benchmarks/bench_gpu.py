@@ -94,11 +94,8 @@ IMPLS = {
 
 @contextlib.contextmanager
 def env_set(name, value):
-    """name=value in the environment inside the block (nothing when name is None); the previous
-    value (or its absence) comes back after it, so the blocks nest."""
-    if name is None:
-        yield
-        return
+    """name=value in the environment inside the block; the previous value (or its absence) comes
+    back after it, so the blocks nest."""
     previous = os.environ.get(name)
     os.environ[name] = value
     try:

@@ -147,8 +147,9 @@ struct TailMerge {
     // arrival, as until session 41, the output changed with the timing). Two passes over the
     // pieces: the rows' largest L with the sum of exp(L_i - largest) kept against it as it grows,
     // then O as a sum in order, weight exp(L_i - largest) / sum; each other piece's L is read
-    // again in each pass (one load, from L2) rather than kept, as a tile has as many pieces as the
-    // split gives it.
+    // again where it is needed (one load from L2: once in the first pass, once per
+    // kLoadsInFlight float4s of O in the second, with its weight) rather than kept, as a tile has
+    // as many pieces as the split gives it.
     const float own_lse[2] = {lse[0], lse[1]};  // lse is the merged tile's by the second pass
     // Another CTA's piece of this tile: only the first CTA's share can have begun in an earlier
     // tile (shares are contiguous), and then the piece is in its second slot. Found once here,
