@@ -265,6 +265,12 @@ struct BoundaryTiming : Base {
   static constexpr bool kTimingWithoutStaging = kNoStaging;
   static constexpr bool kTimingWithoutSend = kNoSend;
 };
+// Wrong output on purpose (KernelConfig::kTimingWithoutSoftmax): the key loop without its
+// softmax, the ceiling of the GEMMs and the pipeline around them (session 43).
+template <class Base>
+struct SoftmaxTiming : Base {
+  static constexpr bool kTimingWithoutSoftmax = true;
+};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -866,6 +872,15 @@ const Variant kVariants[] = {
      run_cfg<BoundaryTiming<sm90::TallTilesConfig<64, __nv_bfloat16>, false, true>>},
     {64, "n64_s8_4wg_tall_nosend",
      run_cfg<BoundaryTiming<sm90::TallTilesConfig<64, __nv_bfloat16>, false, false, true>>},
+    // Session 43: the key loop without its softmax (`_nosoftmax`; wrong output, timing only), in
+    // the kernels the API runs for unmasked rows: d128's static kernel (to 2k) and cluster pairs
+    // (from 4k), d256's static kernel; the pairs also with the exp2 ring in place of the GEMM
+    // turns (with no softmax: no ring at all between the two warpgroups' GEMMs).
+    {128, "n128_s2_nosoftmax", run_cfg<SoftmaxTiming<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_cluster_nosoftmax", run_cfg<SoftmaxTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>},
+    {128, "n128_s2_cluster_noturns_nosoftmax",
+     run_cfg<SoftmaxTiming<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>>>},
+    {256, "n64_s2_nosoftmax", run_cfg<SoftmaxTiming<TileCfg<256, 64, 2, false>>>},
 };
 
 }  // namespace

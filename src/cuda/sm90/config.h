@@ -382,6 +382,10 @@ struct KernelConfig {
   // stores kept, of whatever the tile holds), or staged but not sent (no TMA store issued).
   static constexpr bool kTimingWithoutStaging = false;
   static constexpr bool kTimingWithoutSend = false;
+  // Harness only, wrong output on purpose: every key block's softmax left out (S goes into P as it
+  // is; no max, exp2, row sum or rescale), its waits, turns and releases kept (mainloop_mma.h,
+  // block_step): what the GEMMs and the pipeline around them reach without it (session 43).
+  static constexpr bool kTimingWithoutSoftmax = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

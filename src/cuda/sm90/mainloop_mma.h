@@ -496,7 +496,14 @@ struct MainloopMma {
     wgmma_commit_group();
     pass_turn();
     trace(kEvSPvIssued, k_state.stage, n);
-    if constexpr (Cfg::kSerialSteps) {
+    if constexpr (Cfg::kTimingWithoutSoftmax) {
+      wgmma_wait_group<1>();
+      pin_registers(s);
+      release_scores_operands(k_state, n == range.n_begin);
+      wait_exp_turn();
+      pass_exp_turn();
+      retire_previous_pv(o, prob, v_state);
+    } else if constexpr (Cfg::kSerialSteps) {
       wgmma_wait_group<0>();
       pin_registers(s);
       pin_registers(o);
@@ -765,7 +772,12 @@ struct MainloopMma {
   __device__ __forceinline__ void first_probabilities(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2],
                                                       Softmax& softmax, const SequenceInfo& seq, const TileCoord& t,
                                                       int n) const {
-    scores_to_probabilities<kN>(s, softmax, seq, t, n);
+    if constexpr (Cfg::kTimingWithoutSoftmax) {
+      wait_exp_turn();
+      pass_exp_turn();
+    } else {
+      scores_to_probabilities<kN>(s, softmax, seq, t, n);
+    }
     accumulator_to_operand<Element>(leading<kN / 2>(s), leading<kN / 4>(prob));
   }
 };
