@@ -7,7 +7,7 @@
 
 #include "cuda/common/mask_bits.h"
 #include "cuda/sm90/block_range.h"
-#include "cuda/sm90/exp2_polynomial.h"
+#include "cuda/common/exp2_polynomial.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/ptx.h"
 
