@@ -387,11 +387,10 @@ struct KernelConfig {
   // block_step): what the GEMMs and the pipeline around them reach without it (session 43).
   static constexpr bool kTimingWithoutSoftmax = false;
   // Harness only, wrong output on purpose: every exp2 of the key loop left out (the value it would
-  // take stays), the rest of the softmax kept: what the MUFU pipe's share of it costs.
+  // take stays), the rest of the softmax kept: what the MUFU pipe's share of it costs. (Session 43
+  // computed some exp2s by a polynomial on the FMA pipe instead, FlashAttention-4's move: -6..-22%,
+  // the exp2 pass being bound by issue; removed, docs/perf.md.)
   static constexpr bool kTimingWithoutExp2 = false;
-  // Every kExp2OnFmaEvery-th exp2 of a row of a block computed by a polynomial on the FMA pipe
-  // (exp2_polynomial.h) instead of on the MUFU pipe; 0: none (session 43, harness only so far).
-  static constexpr int kExp2OnFmaEvery = 0;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

@@ -38,8 +38,7 @@ struct MainloopMma {
                 "P V's ones column sits one LBO past V's start: V must have one column");
   static constexpr int kPairThreads = 2 * kWarpgroupThreads;
   using Softmax = OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax, Cfg::kMaxSlack, Cfg::kMaxByVote,
-                                Cfg::kKeptMaxUnitRescale, kRowSumByTensor,
-                                Cfg::kTimingWithoutExp2 ? -1 : Cfg::kExp2OnFmaEvery>;
+                                Cfg::kKeptMaxUnitRescale, kRowSumByTensor, Cfg::kTimingWithoutExp2>;
   // The checked max (Cfg::kCheckedMax) reads each row's sum before P V, and has no row max for a
   // hook after it; serial steps keep their own order.
   static_assert(!Cfg::kCheckedMax || (!kRowSumByTensor && !Cfg::kReleaseVAfterMax && !Cfg::kSerialSteps),

@@ -7,7 +7,6 @@
 
 #include "cuda/common/mask_bits.h"
 #include "cuda/sm90/block_range.h"
-#include "cuda/common/exp2_polynomial.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/ptx.h"
 
@@ -26,11 +25,10 @@ namespace sm90 {
 // (KernelConfig::kRowSumByTensor), which the rescales of O scale alike.
 // Checked max (keep_row_maxes, exponentiate_block, kept_max_held; KernelConfig::kCheckedMax): after a tile's first block the
 // exp2s subtract the kept max without a look at the block's scores, and the sums check them after.
-// kExp2Form: where a block's exp2s are computed (KernelConfig::kExp2OnFmaEvery): 0 all on the
-// MUFU pipe; n >= 2 every n-th of a row's on the FMA pipe (exp2_polynomial.h); -1 none at all,
-// the harness's timing without them (KernelConfig::kTimingWithoutExp2, wrong output on purpose).
+// kWithoutExp2: the harness's timing without the key loop's exp2s (KernelConfig::kTimingWithoutExp2,
+// wrong output on purpose): each keeps the value it would have exponentiated.
 template <int kBlockN, bool kTreeRowMax = false, int kMaxSlack = 0, bool kMaxByVote = false,
-          bool kKeptMaxUnitRescale = false, bool kRowSumByTensor = false, int kExp2Form = 0>
+          bool kKeptMaxUnitRescale = false, bool kRowSumByTensor = false, bool kWithoutExp2 = false>
 struct OnlineSoftmax {
   static constexpr bool kVote = kMaxSlack > 0 && kMaxByVote;
   static constexpr int kAccum = kBlockN / 2;
@@ -244,8 +242,8 @@ struct OnlineSoftmax {
     return row_max[h] == -INFINITY ? 0.0f : row_max[h] * score_log2;
   }
 
-  // The exp2s of fragment row h (the SM's MUFU pipe, or some on the FMA pipe: kExp2Form);
-  // returns their sum (dead code where kRowSumByTensor takes the sums from P V).
+  // The exp2s of fragment row h (the SM's MUFU pipe); returns their sum (dead code where
+  // kRowSumByTensor takes the sums from P V).
   template <int kChunks>
   __device__ __forceinline__ static float exp2_row(float (&s)[kAccum], int h, float score_log2, float m_scaled) {
     float sum = 0.0f;
@@ -255,13 +253,7 @@ struct OnlineSoftmax {
       for (int e = 0; e < 2; ++e) {
         float& x = s[4 * i + 2 * h + e];
         const float y = fmaf(x, score_log2, -m_scaled);
-        if constexpr (kExp2Form < 0) {
-          x = y;
-        } else if (kExp2Form >= 2 && (2 * i + e) % (kExp2Form >= 2 ? kExp2Form : 1) == 0) {
-          x = exp2_by_polynomial(y);
-        } else {
-          x = fast_exp2(y);
-        }
+        x = kWithoutExp2 ? y : fast_exp2(y);
         sum += x;
       }
     }
