@@ -265,16 +265,12 @@ struct BoundaryTiming : Base {
   static constexpr bool kTimingWithoutStaging = kNoStaging;
   static constexpr bool kTimingWithoutSend = kNoSend;
 };
-// Wrong output on purpose (KernelConfig::kTimingWithoutSoftmax): the key loop without its
-// softmax, the ceiling of the GEMMs and the pipeline around them (session 43).
-template <class Base>
-struct SoftmaxTiming : Base {
-  static constexpr bool kTimingWithoutSoftmax = true;
-};
-// The key loop without its exp2s (KernelConfig::kTimingWithoutExp2: wrong output on purpose).
-template <class Base>
-struct Exp2Timing : Base {
-  static constexpr bool kTimingWithoutExp2 = true;
+// Wrong output on purpose: the key loop without its softmax (KernelConfig::kTimingWithoutSoftmax),
+// or without its exp2s (kTimingWithoutExp2), for its ceiling (session 43).
+template <class Base, bool kNoSoftmax, bool kNoExp2 = false>
+struct LoopTiming : Base {
+  static constexpr bool kTimingWithoutSoftmax = kNoSoftmax;
+  static constexpr bool kTimingWithoutExp2 = kNoExp2;
 };
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
@@ -881,16 +877,16 @@ const Variant kVariants[] = {
     // the kernels the API runs for unmasked rows: d128's static kernel (to 2k) and cluster pairs
     // (from 4k), d256's static kernel; the pairs also with the exp2 ring in place of the GEMM
     // turns (with no softmax: no ring at all between the two warpgroups' GEMMs).
-    {128, "n128_s2_nosoftmax", run_cfg<SoftmaxTiming<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_cluster_nosoftmax", run_cfg<SoftmaxTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>},
+    {128, "n128_s2_nosoftmax", run_cfg<LoopTiming<TileCfg<128, 128, 2, false>, true>>},
+    {128, "n128_s2_cluster_nosoftmax", run_cfg<LoopTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true>>},
     {128, "n128_s2_cluster_noturns_nosoftmax",
-     run_cfg<SoftmaxTiming<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>>>},
-    {256, "n64_s2_nosoftmax", run_cfg<SoftmaxTiming<TileCfg<256, 64, 2, false>>>},
+     run_cfg<LoopTiming<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>, true>>},
+    {256, "n64_s2_nosoftmax", run_cfg<LoopTiming<TileCfg<256, 64, 2, false>, true>>},
     // Session 43, call 2: the exp2s left out (`_noexp2`; wrong output, timing only). (The same
     // call's `_fma<n>`, every n-th exp2 on the FMA pipe, are removed: docs/perf.md.)
-    {128, "n128_s2_noexp2", run_cfg<Exp2Timing<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_cluster_noexp2", run_cfg<Exp2Timing<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>},
-    {64, "n128_s4_dyn_noexp2", run_cfg<Exp2Timing<TileCfg<64, 128, 4, true>>>},
+    {128, "n128_s2_noexp2", run_cfg<LoopTiming<TileCfg<128, 128, 2, false>, false, true>>},
+    {128, "n128_s2_cluster_noexp2", run_cfg<LoopTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false, true>>},
+    {64, "n128_s4_dyn_noexp2", run_cfg<LoopTiming<TileCfg<64, 128, 4, true>, false, true>>},
 };
 
 }  // namespace
