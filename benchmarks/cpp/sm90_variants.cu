@@ -882,6 +882,7 @@ const Variant kVariants[] = {
     {128, "n128_s2_cluster_noturns_nosoftmax",
      run_cfg<LoopTiming<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>, true>>},
     {256, "n64_s2_nosoftmax", run_cfg<LoopTiming<TileCfg<256, 64, 2, false>, true>>},
+    traced<LoopTiming<TileCfg<128, 128, 2, false>, true>>(128, "n128_s2_nosoftmax_trace"),
     // Session 43, call 2: the exp2s left out (`_noexp2`; wrong output, timing only). (The same
     // call's `_fma<n>`, every n-th exp2 on the FMA pipe, are removed: docs/perf.md.)
     {128, "n128_s2_noexp2", run_cfg<LoopTiming<TileCfg<128, 128, 2, false>, false, true>>},

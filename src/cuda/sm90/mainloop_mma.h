@@ -500,9 +500,11 @@ struct MainloopMma {
       wgmma_wait_group<1>();
       pin_registers(s);
       release_scores_operands(k_state, n == range.n_begin);
+      trace(kEvSReady);
       wait_exp_turn();
       pass_exp_turn();
       retire_previous_pv(o, prob, v_state);
+      trace(kEvProbsReady);
     } else if constexpr (Cfg::kSerialSteps) {
       wgmma_wait_group<0>();
       pin_registers(s);
