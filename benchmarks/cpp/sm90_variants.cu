@@ -146,11 +146,6 @@ template <class Base, int kWhere>
 struct TurnsAt : Base {
   static constexpr int kTurns = kWhere;
 };
-// The same kernel passing its GEMM turn once its step's S has retired (KernelConfig::kPassTurnAfterScores).
-template <class Base>
-struct PassTurnAfterScores : Base {
-  static constexpr bool kPassTurnAfterScores = true;
-};
 // The same kernel with serial steps (KernelConfig::kSerialSteps), O rescaled inside the exp2 turn
 // or not (KernelConfig::kRescaleInExpTurn).
 template <class Base, bool kRescaleIn = false>
@@ -899,16 +894,6 @@ const Variant kVariants[] = {
     {128, "n128_s3_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16, 128, 3>>, 0},
     {128, "n176_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16, 176>>, 0},
     {128, "n128_s3_cluster_nosoftmax", run_cfg<LoopTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16, 128, 3>, true>>, 0},
-    // Session 44, call 3: the GEMM turn passed once the step's S has retired (`_lateturn`): the
-    // pairs and the dynamic kernel (GEMM turns), the static d128 kernel with both rings against
-    // `n128_s2_bothturns`, d256's static kernel (both rings), and the pairs' `_nosoftmax` twin.
-    {128, "n128_s2_cluster_lateturn", run_cfg<PassTurnAfterScores<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    {128, "n128_s2_dyn_lateturn", run_cfg<PassTurnAfterScores<TileCfg<128, 128, 2, true>>>},
-    {128, "n128_s2_bothturns_lateturn",
-     run_cfg<PassTurnAfterScores<TurnsAt<TileCfg<128, 128, 2, false>, sm90::kTurnsAtBoth>>>},
-    {256, "n64_s2_lateturn", run_cfg<PassTurnAfterScores<TileCfg<256, 64, 2, false>>>},
-    {128, "n128_s2_cluster_lateturn_nosoftmax",
-     run_cfg<LoopTiming<PassTurnAfterScores<sm90::ClusterPairsConfig<128, __nv_bfloat16>>, true>>, 0},
 };
 
 }  // namespace

@@ -391,11 +391,6 @@ struct KernelConfig {
   // computed some exp2s by a polynomial on the FMA pipe instead, FlashAttention-4's move: -6..-22%,
   // the exp2 pass being bound by issue; removed, docs/perf.md.)
   static constexpr bool kTimingWithoutExp2 = false;
-  // With turns around the GEMMs: a warpgroup passes its GEMM turn once the S it issued in a key
-  // step has retired, rather than as soon as S and P V are issued (mainloop_mma.h, block_step), so
-  // that the other warpgroup's S and P V enter the tensor pipe behind this one's S. Harness only
-  // (session 44): whether the two warpgroups' products interleave in the pipe.
-  static constexpr bool kPassTurnAfterScores = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

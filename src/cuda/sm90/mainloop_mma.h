@@ -109,9 +109,6 @@ struct MainloopMma {
   // The bound of skips_last_block assumes consecutive query rows.
   static_assert(!(Cfg::kSkipMaskedLastBlock && Cfg::kPackGqa), "skipping the masked last block needs no GQA packing");
   static_assert(!(Cfg::kReleaseVAfterMax && Cfg::kSerialSteps), "serial steps release V before the softmax already");
-  // Cfg::kPassTurnAfterScores: only where there are GEMM turns to pass, and an S waited for alone.
-  static constexpr bool kPassTurnAfterScores = Cfg::kPassTurnAfterScores && Cfg::kTurns != kTurnsAtExp;
-  static_assert(!(kPassTurnAfterScores && Cfg::kSerialSteps), "serial steps wait for S and P V together");
   static_assert(!Cfg::kRescaleAfterMax || Cfg::kReleaseVAfterMax, "O is rescaled after the max once its P V retired");
   // One arrival per warp, after the warp's wait on the wgmma that read the stage.
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
@@ -497,12 +494,11 @@ struct MainloopMma {
     wgmma_commit_group();
     issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
     wgmma_commit_group();
-    if constexpr (!kPassTurnAfterScores) pass_turn();
+    pass_turn();
     trace(kEvSPvIssued, k_state.stage, n);
     if constexpr (Cfg::kTimingWithoutSoftmax) {
       wgmma_wait_group<1>();
       pin_registers(s);
-      if constexpr (kPassTurnAfterScores) pass_turn();
       release_scores_operands(k_state, n == range.n_begin);
       trace(kEvSReady);
       wait_exp_turn();
@@ -528,7 +524,6 @@ struct MainloopMma {
     } else if constexpr (Cfg::kCheckedMax) {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
-      if constexpr (kPassTurnAfterScores) pass_turn();
       // The kept max where the warp's rows all have one. On the tile's last block only where Q
       // was released at load (the fallback reads it from global memory): elsewhere that block's
       // Q is released as soon as S has retired (the next tile's Q loads under the rest of this
@@ -543,7 +538,6 @@ struct MainloopMma {
     } else {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
-      if constexpr (kPassTurnAfterScores) pass_turn();
       release_scores_operands(k_state, n == range.n_begin);
       trace(kEvSReady);
       if constexpr (Cfg::kReleaseVAfterMax) {
