@@ -888,12 +888,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_noexp2", run_cfg<LoopTiming<TileCfg<128, 128, 2, false>, false, true>>},
     {128, "n128_s2_cluster_noexp2", run_cfg<LoopTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false, true>>},
     {64, "n128_s4_dyn_noexp2", run_cfg<LoopTiming<TileCfg<64, 128, 4, true>, false, true>>},
-    // Session 44: the cluster pairs with a third K / V stage (O then through Q, without the
-    // overlapped epilogue), and with 176-key blocks (two stages, O through Q); the third stage's
-    // loop ceiling without the softmax.
-    {128, "n128_s3_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16, 128, 3>>, 0},
-    {128, "n176_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16, 176>>, 0},
-    {128, "n128_s3_cluster_nosoftmax", run_cfg<LoopTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16, 128, 3>, true>>, 0},
 };
 
 }  // namespace

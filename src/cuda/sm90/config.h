@@ -627,11 +627,8 @@ using TallTilesConfig = KernelConfig<HeadDim_, Element_, TallTileShape<HeadDim_>
 // FLASHATTN_SM90_VARIANT=cluster reaches it; the harness times head dim 256 too (it lost to the
 // static kernel there from session 20). The running max's slack comes from
 // KernelConfig (session 19 at d256: +2.0..+6.2%; session 20 at d128: +0.2..+7.3%).
-// Stages_: the K / V ring's depth (the harness times a third stage at d128, which leaves no room
-// for an output tile: O then goes out through Q, without the overlapped epilogue).
-template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
-          int Stages_ = TileShape<HeadDim_>::kStages>
-struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, Stages_, false> {
+template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN>
+struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false> {
   static constexpr bool kClusterPairs = true;
   // A stage held for the output would hold the peer's loads too: O goes out through Q.
   static constexpr bool kOutputInKV = false;
@@ -645,7 +642,7 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, Stages_, f
   static constexpr bool kHasTailKernel = false;  // pairs walk their own waves
   static constexpr int kPrefetchNextQ = kQPrefetchOff;  // -0.6..+1.6% (KernelConfig::kPrefetchNextQ)
   static constexpr bool kOutputInQ =
-      !KernelConfig<HeadDim_, Element_, BlockN_, Stages_, false>::kStagedOutput;
+      !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;
   static_assert(BlockN_ % 16 == 0, "each CTA loads half a key block, a whole number of 8-row swizzle atoms");
 };
 
