@@ -272,17 +272,6 @@ struct LoopTiming : Base {
   static constexpr bool kTimingWithoutSoftmax = kNoSoftmax;
   static constexpr bool kTimingWithoutExp2 = kNoExp2;
 };
-// P V before S in each key step, P in S's registers, the plain softmax (KernelConfig::kPvBeforeScores).
-// At three consumer warpgroups (160 registers) neither the narrowed last block nor the next
-// tile's first S under the epilogue fits beside O and S: with either, ptxas serialises every
-// wgmma (C7511).
-template <class Base>
-struct PvBeforeScores : Base {
-  static constexpr bool kPvBeforeScores = true;
-  static constexpr bool kCheckedMax = false;
-  static constexpr bool kNarrowLastBlock = false;
-  static constexpr bool kOverlapEpilogue = false;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -899,13 +888,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_noexp2", run_cfg<LoopTiming<TileCfg<128, 128, 2, false>, false, true>>},
     {128, "n128_s2_cluster_noexp2", run_cfg<LoopTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false, true>>},
     {64, "n128_s4_dyn_noexp2", run_cfg<LoopTiming<TileCfg<64, 128, 4, true>, false, true>>},
-    // Session 44: three consumer warpgroups at d128 with 128-key blocks, each step's P V waited
-    // for before its S (`_pvfirst`, P in S's registers: O 64 + S 64 fit 160 registers): the
-    // exp2 ring by rule (static d128), the GEMM ring, the dynamic schedule (GEMM ring by rule).
-    {128, "n128_s2_3wg_pvfirst", run_cfg<PvBeforeScores<TileCfg<128, 128, 2, false, 3>>>},
-    {128, "n128_s2_3wg_pvfirst_gemmturns",
-     run_cfg<PvBeforeScores<TurnsAt<TileCfg<128, 128, 2, false, 3>, sm90::kTurnsAtGemms>>>},
-    {128, "n128_s2_3wg_pvfirst_dyn", run_cfg<PvBeforeScores<TileCfg<128, 128, 2, true, 3>>>},
 };
 
 }  // namespace

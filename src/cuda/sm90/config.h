@@ -391,11 +391,6 @@ struct KernelConfig {
   // computed some exp2s by a polynomial on the FMA pipe instead, FlashAttention-4's move: -6..-22%,
   // the exp2 pass being bound by issue; removed, docs/perf.md.)
   static constexpr bool kTimingWithoutExp2 = false;
-  // Harness only (session 44): each key step issues the previous block's P V, waits for it, and
-  // only then issues this block's S, so P is packed into S's own registers (no overlap inside a
-  // warpgroup; the other warpgroups' GEMMs cover its softmax). What lets three consumer
-  // warpgroups run 128-key blocks at d128 in their 160 registers (O 64 + S 64).
-  static constexpr bool kPvBeforeScores = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

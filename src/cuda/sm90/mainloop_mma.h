@@ -109,13 +109,6 @@ struct MainloopMma {
   // The bound of skips_last_block assumes consecutive query rows.
   static_assert(!(Cfg::kSkipMaskedLastBlock && Cfg::kPackGqa), "skipping the masked last block needs no GQA packing");
   static_assert(!(Cfg::kReleaseVAfterMax && Cfg::kSerialSteps), "serial steps release V before the softmax already");
-  // Cfg::kPvBeforeScores: P lives in S's registers, so nothing may hold P apart from S or wait
-  // for a P V after the softmax.
-  static constexpr bool kPvBeforeScores = Cfg::kPvBeforeScores;
-  static_assert(!kPvBeforeScores || (!Cfg::kCheckedMax && !Cfg::kSerialSteps && !Cfg::kReleaseVAfterMax &&
-                                     !Cfg::kTimingWithoutSoftmax && !Cfg::kLastPvWithNextScores &&
-                                     Cfg::kRowSumByTensor == kRowSumByAdds),
-                "P V before S: plain softmax, P in S's registers");
   static_assert(!Cfg::kRescaleAfterMax || Cfg::kReleaseVAfterMax, "O is rescaled after the max once its P V retired");
   // One arrival per warp, after the warp's wait on the wgmma that read the stage.
   __device__ __forceinline__ void release(uint32_t empty_bar) const {
@@ -260,20 +253,6 @@ struct MainloopMma {
         }
       }
     }
-  }
-
-  // kPvBeforeScores: a block's P packed into the first kN / 4 registers of its own S (register i
-  // from S's 2i and 2i + 1, so each is read before it is written), and those registers seen as
-  // P V's A operand (bit casts: the same registers).
-  template <int kN = Cfg::kBlockN>
-  __device__ __forceinline__ static void pack_probabilities_in_place(float (&s)[kSAccum]) {
-#pragma unroll
-    for (int i = 0; i < kN / 4; ++i) s[i] = __uint_as_float(pack_pair<Element>(s[2 * i], s[2 * i + 1]));
-  }
-  __device__ __forceinline__ static void probabilities_in_scores(const float (&s)[kSAccum],
-                                                                 uint32_t (&prob)[kSAccum / 2]) {
-#pragma unroll
-    for (int i = 0; i < kSAccum / 2; ++i) prob[i] = __float_as_uint(s[i]);
   }
 
   struct NothingInTurn {
@@ -500,10 +479,6 @@ struct MainloopMma {
                                              const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
                                              PipelineState<Cfg::kStages>& v_state, const QFragments& q) const {
-    if constexpr (kPvBeforeScores) {
-      pv_then_scores_step<kPvN>(s, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q);
-      return;
-    }
     trace(kEvKWait, k_state.stage, n);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, n);
@@ -586,49 +561,6 @@ struct MainloopMma {
       }
     }
     accumulator_to_operand<Element>(s, prob);
-  }
-
-  // block_step with Cfg::kPvBeforeScores: P V of the block before n (its P in S's registers, kPvN
-  // of its keys), waited for, then S of block n; its softmax with nothing of this warpgroup's in
-  // the pipe, and P packed back into S. Each GEMM is issued on a turn of its own.
-  template <int kPvN>
-  __device__ __forceinline__ void pv_then_scores_step(float (&s)[kSAccum], float (&o)[kOAccum], Softmax& softmax,
-                                                      const SequenceInfo& seq, const TileCoord& t,
-                                                      const BlockRange<Cfg::kBlockN>& range, int n, int accumulate,
-                                                      PipelineState<Cfg::kStages>& k_state,
-                                                      PipelineState<Cfg::kStages>& v_state,
-                                                      const QFragments& q) const {
-    uint32_t prob[kSAccum / 2];
-    probabilities_in_scores(s, prob);
-    trace(kEvVWait, v_state.stage, n + 1);
-    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
-    trace(kEvVFull, v_state.stage, n + 1);
-    wait_turn();
-    pin_registers(o);
-    pin_registers(prob);
-    wgmma_fence();
-    issue_pv<kPvN>(o, prob, v_state.stage, accumulate);
-    wgmma_commit_group();
-    pass_turn();
-    retire_previous_pv(o, prob, v_state);
-    trace(kEvKWait, k_state.stage, n);
-    mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
-    trace(kEvKFull, k_state.stage, n);
-    wait_turn();
-    pin_registers(s);
-    wgmma_fence();
-    issue_qk(s, k_state.stage, q);
-    wgmma_commit_group();
-    pass_turn();
-    trace(kEvSPvIssued, k_state.stage, n);
-    wgmma_wait_group<0>();
-    pin_registers(s);
-    release_scores_operands(k_state, n == range.n_begin);
-    trace(kEvSReady);
-    scores_to_probabilities(s, softmax, seq, t, n);
-    softmax.rescale_output_where_moved(o);
-    trace(kEvProbsReady);
-    pack_probabilities_in_place(s);
   }
 
   // Waits for the previous block's P V (issued with this block's S) and releases its V stage.
@@ -768,7 +700,6 @@ struct MainloopMma {
     PipelineState<Cfg::kStages> v_state = k_state;
     uint32_t prob[kSAccum / 2];
     const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
-    if constexpr (kPvBeforeScores) probabilities_in_scores(s, prob);
     if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
       last_pv<kNarrowN>(prob, o, accumulate, v_state);
     } else {
@@ -849,11 +780,7 @@ struct MainloopMma {
     } else {
       scores_to_probabilities<kN>(s, softmax, seq, t, n);
     }
-    if constexpr (kPvBeforeScores) {
-      pack_probabilities_in_place<kN>(s);
-    } else {
-      accumulator_to_operand<Element>(leading<kN / 2>(s), leading<kN / 4>(prob));
-    }
+    accumulator_to_operand<Element>(leading<kN / 2>(s), leading<kN / 4>(prob));
   }
 };
 
