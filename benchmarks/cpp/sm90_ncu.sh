@@ -2,6 +2,7 @@
 # ncu on the GPU machine: our sm90 kernel (the variant harness, one shape, one variant) and, when
 # ncu catches it, cuDNN's kernel for the same shape (PyTorch SDPA). Writes a summary (details page)
 # and the per-SASS-line source view with stall reasons, as CSV, for each, into $OUT/ncu.tgz.
+# benchmarks/cpp/sm90_ncu_stalls.py sums the source views by stall reason and opcode.
 # Usage: benchmarks/cpp/sm90_ncu.sh [hdim=128] [seqlen=8192] [causal=0] [variant...]
 # Binaries as for scripts/device_sm90.sh (.sm90-device/flashattn_sm90_variants), or the harness
 # SM90_VARIANTS_BIN names (scripts/device_session.sh measure: the build's).

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Where a kernel's warps wait, from the per-SASS-line CSV that benchmarks/cpp/sm90_ncu.sh writes.
+
+    python3 benchmarks/cpp/sm90_ncu_stalls.py SOURCE.csv [SOURCE.csv ...] [--lines N]
+
+SOURCE.csv: `ncu -i REP --page source --csv --print-source sass` (sm90_ncu.sh's *_source.csv).
+Prints per file the stall samples by reason, then by opcode (the mnemonic before its first dot)
+with each opcode's executed warp instructions and its three largest reasons, and with --lines the
+N SASS lines holding the most samples. Shares are of all the file's samples: every resident warp
+is sampled alike, so a share is also the share of warp time (the producer warp's included).
+Session 44 read the d128 pairs this way (docs/perf.md).
+"""
+import argparse
+import collections
+import csv
+
+SAMPLES = "Warp Stall Sampling (All Samples)"
+EXECUTED = "Instructions Executed"
+
+
+def read_lines(path):
+    """The header and the rows of the per-line table (ncu prints a kernel-name line above it)."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    for i, row in enumerate(rows):
+        if "Address" in row and "Source" in row:
+            header = row
+            return header, [r for r in rows[i + 1:] if len(r) >= len(header)]
+    raise SystemExit(f"{path}: no per-line table (Address, Source columns)")
+
+
+def as_int(text):
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
+
+
+def opcode(source):
+    words = source.split()
+    if not words:
+        return "?"
+    word = words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
+    return word.split(".")[0]
+
+
+def report(path, top_lines):
+    header, rows = read_lines(path)
+    col = {name: i for i, name in enumerate(header)}
+    reasons = [h for h in header if h.startswith("stall_") and not h.endswith("(Not Issued)")]
+    total = sum(as_int(r[col[SAMPLES]]) for r in rows) or 1
+    by_reason = collections.Counter()
+    by_op = collections.Counter()
+    op_reasons = collections.defaultdict(collections.Counter)
+    op_executed = collections.Counter()
+    for r in rows:
+        op = opcode(r[col["Source"]].strip())
+        by_op[op] += as_int(r[col[SAMPLES]])
+        op_executed[op] += as_int(r[col[EXECUTED]])
+        for name in reasons:
+            n = as_int(r[col[name]])
+            by_reason[name] += n
+            op_reasons[op][name] += n
+    print(f"== {path}: {total} samples, {sum(op_executed.values()) / 1e6:.1f} M warp instructions")
+    print("   reasons: " + ", ".join(f"{k[6:]} {v / total * 100:.1f}%" for k, v in by_reason.most_common(10)))
+    for op, n in by_op.most_common(16):
+        top = ", ".join(f"{k[6:]} {v / total * 100:.1f}" for k, v in op_reasons[op].most_common(3))
+        print(f"   {op:12s} {n / total * 100:5.1f}%  {op_executed[op] / 1e6:8.2f} M  [{top}]")
+    if top_lines:
+        print(f"   the {top_lines} lines with the most samples:")
+        ranked = sorted(rows, key=lambda r: -as_int(r[col[SAMPLES]]))[:top_lines]
+        for r in ranked:
+            top = sorted(((as_int(r[col[k]]), k[6:]) for k in reasons), reverse=True)[:2]
+            print(f"   {r[col['Address']][-6:]} {as_int(r[col[SAMPLES]]) / total * 100:5.2f}% "
+                  f"x{as_int(r[col[EXECUTED]]) / 1e3:8.0f}k  {r[col['Source']].strip()[:60]:60s} "
+                  + ", ".join(f"{name} {n}" for n, name in top))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--lines", type=int, default=0, help="also list the N lines with the most samples")
+    args = ap.parse_args()
+    for path in args.files:
+        report(path, args.lines)
+
+
+if __name__ == "__main__":
+    main()
