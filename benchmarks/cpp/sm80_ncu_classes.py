@@ -23,7 +23,9 @@ CTRL = {"BRA", "BSSY", "BSYNC", "EXIT", "CALL", "RET", "WARPSYNC", "BMOV"}
 def load(path):
     opener = gzip.open if path.endswith(".gz") else open
     lines = opener(path, "rt", errors="replace").read().splitlines()
-    start = next(i for i, line in enumerate(lines) if "Source" in line and "Address" in line)
+    start = next((i for i, line in enumerate(lines) if "Source" in line and "Address" in line), None)
+    if start is None:
+        raise SystemExit(f"{path}: no per-line table (Address, Source columns)")
     rows = list(csv.reader(lines[start:]))
     return rows[0], [r for r in rows[1:] if len(r) >= len(rows[0])]
 

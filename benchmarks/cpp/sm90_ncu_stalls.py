@@ -12,68 +12,56 @@ Session 44 read the d128 pairs this way (docs/perf.md).
 """
 import argparse
 import collections
-import csv
+import pathlib
+import sys
+
+# The source page's reader and number parser are sm80_ncu_classes.py's (same CSV, .gz too).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from sm80_ncu_classes import load, num  # noqa: E402
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
 
 
-def read_lines(path):
-    """The header and the rows of the per-line table (ncu prints a kernel-name line above it)."""
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    for i, row in enumerate(rows):
-        if "Address" in row and "Source" in row:
-            header = row
-            return header, [r for r in rows[i + 1:] if len(r) >= len(header)]
-    raise SystemExit(f"{path}: no per-line table (Address, Source columns)")
-
-
-def as_int(text):
-    try:
-        return int(text or 0)
-    except ValueError:
-        return 0
-
-
 def opcode(source):
+    """The mnemonic before its first dot, past a predicate."""
     words = source.split()
-    if not words:
-        return "?"
-    word = words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
-    return word.split(".")[0]
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0].split(".")[0] if words else "?"
 
 
 def report(path, top_lines):
-    header, rows = read_lines(path)
+    header, rows = load(path)
     col = {name: i for i, name in enumerate(header)}
     reasons = [h for h in header if h.startswith("stall_") and not h.endswith("(Not Issued)")]
-    total = sum(as_int(r[col[SAMPLES]]) for r in rows) or 1
+    samples = [num(r[col[SAMPLES]]) for r in rows]
+    total = sum(samples) or 1
     by_reason = collections.Counter()
     by_op = collections.Counter()
     op_reasons = collections.defaultdict(collections.Counter)
     op_executed = collections.Counter()
-    for r in rows:
-        op = opcode(r[col["Source"]].strip())
-        by_op[op] += as_int(r[col[SAMPLES]])
-        op_executed[op] += as_int(r[col[EXECUTED]])
+    for r, n_samples in zip(rows, samples):
+        op = opcode(r[col["Source"]])
+        by_op[op] += n_samples
+        op_executed[op] += num(r[col[EXECUTED]])
         for name in reasons:
-            n = as_int(r[col[name]])
+            n = num(r[col[name]])
             by_reason[name] += n
             op_reasons[op][name] += n
-    print(f"== {path}: {total} samples, {sum(op_executed.values()) / 1e6:.1f} M warp instructions")
+    print(f"== {path}: {total:.0f} samples, {sum(op_executed.values()) / 1e6:.1f} M warp instructions")
     print("   reasons: " + ", ".join(f"{k[6:]} {v / total * 100:.1f}%" for k, v in by_reason.most_common(10)))
     for op, n in by_op.most_common(16):
         top = ", ".join(f"{k[6:]} {v / total * 100:.1f}" for k, v in op_reasons[op].most_common(3))
         print(f"   {op:12s} {n / total * 100:5.1f}%  {op_executed[op] / 1e6:8.2f} M  [{top}]")
     if top_lines:
         print(f"   the {top_lines} lines with the most samples:")
-        ranked = sorted(rows, key=lambda r: -as_int(r[col[SAMPLES]]))[:top_lines]
-        for r in ranked:
-            top = sorted(((as_int(r[col[k]]), k[6:]) for k in reasons), reverse=True)[:2]
-            print(f"   {r[col['Address']][-6:]} {as_int(r[col[SAMPLES]]) / total * 100:5.2f}% "
-                  f"x{as_int(r[col[EXECUTED]]) / 1e3:8.0f}k  {r[col['Source']].strip()[:60]:60s} "
-                  + ", ".join(f"{name} {n}" for n, name in top))
+        ranked = sorted(zip(rows, samples), key=lambda rs: -rs[1])[:top_lines]
+        for r, n_samples in ranked:
+            top = sorted(((num(r[col[k]]), k[6:]) for k in reasons), reverse=True)[:2]
+            print(f"   {r[col['Address']][-6:]} {n_samples / total * 100:5.2f}% "
+                  f"x{num(r[col[EXECUTED]]) / 1e3:8.0f}k  {r[col['Source']].strip()[:60]:60s} "
+                  + ", ".join(f"{name} {n:.0f}" for n, name in top))
 
 
 def main():
