@@ -272,12 +272,6 @@ struct LoopTiming : Base {
   static constexpr bool kTimingWithoutSoftmax = kNoSoftmax;
   static constexpr bool kTimingWithoutExp2 = kNoExp2;
 };
-// The checked max's P V wait gated on the block's exp2 sums (KernelConfig::kPvWaitAfterExp2s),
-// so that ptxas issues it after the exp2s instead of among them (session 45).
-template <class Base>
-struct PvWaitAfterExp2s : Base {
-  static constexpr bool kPvWaitAfterExp2s = true;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -894,14 +888,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_noexp2", run_cfg<LoopTiming<TileCfg<128, 128, 2, false>, false, true>>},
     {128, "n128_s2_cluster_noexp2", run_cfg<LoopTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false, true>>},
     {64, "n128_s4_dyn_noexp2", run_cfg<LoopTiming<TileCfg<64, 128, 4, true>, false, true>>},
-    // Session 45: the checked max's P V wait after the exp2s (`_pvlate`), in the kernels the API
-    // runs with the checked max: d128's static, dynamic and cluster-pair kernels, d64's three
-    // warpgroups (static and dynamic).
-    {128, "n128_s2_pvlate", run_cfg<PvWaitAfterExp2s<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_dyn_pvlate", run_cfg<PvWaitAfterExp2s<TileCfg<128, 128, 2, true>>>},
-    {128, "n128_s2_cluster_pvlate", run_cfg<PvWaitAfterExp2s<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    {64, "n128_s4_pvlate", run_cfg<PvWaitAfterExp2s<TileCfg<64, 128, 4, false>>>},
-    {64, "n128_s4_dyn_pvlate", run_cfg<PvWaitAfterExp2s<TileCfg<64, 128, 4, true>>>},
 };
 
 }  // namespace

@@ -344,10 +344,6 @@ struct KernelConfig {
   // (ShortRowsConfig below); d256 stays off.
   // ClusterPairsConfig takes the static d128 kernel's (it derives from the static schedule).
   static constexpr bool kCheckedMax = HeadDim_ == 128 || (HeadDim_ == 64 && Consumers_ == 3);
-  // With the checked max, the wait for the previous block's P V is gated on the block's exp2 sums
-  // (MainloopMma::retire_previous_pv, ptx.h wgmma_wait_group_after), so that ptxas issues it
-  // after the exp2s: left to itself it put it after the first 12 of a block's 66 MUFU.EX2 (session 45).
-  static constexpr bool kPvWaitAfterExp2s = false;
   static constexpr int kRowSumByTensor =
       HeadDim_ == 64 && !PackGqa_ && Consumers_ != 4 && !kCheckedMax ? kRowSumInPv : kRowSumByAdds;
   // The checked max's fallback reads the block's K from global memory (warp_scores.h), so the

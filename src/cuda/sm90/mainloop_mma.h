@@ -564,16 +564,9 @@ struct MainloopMma {
   }
 
   // Waits for the previous block's P V (issued with this block's S) and releases its V stage.
-  // kAfterGate: the wait is issued only once `gate` (a sum of the block's exp2s) exists
-  // (wgmma_wait_group_after), not wherever ptxas would put it among the exp2s.
-  template <bool kAfterGate = false>
   __device__ __forceinline__ void retire_previous_pv(float (&o)[kOAccum], uint32_t (&prob)[kSAccum / 2],
-                                                     PipelineState<Cfg::kStages>& v_state, float gate = 0.0f) const {
-    if constexpr (kAfterGate) {
-      wgmma_wait_group_after<0>(gate);
-    } else {
-      wgmma_wait_group<0>();
-    }
+                                                     PipelineState<Cfg::kStages>& v_state) const {
+    wgmma_wait_group<0>();
     pin_registers(o);
     pin_registers(prob);
     release_kv(bars.v_empty(v_state.stage));
@@ -589,8 +582,7 @@ struct MainloopMma {
   // scores), and the warp computes S again (recompute_scores) for a round with the block's own
   // max, outside the exp2 turn it has passed.
   __device__ __forceinline__ bool checked_round(float (&s)[kSAccum], Softmax& softmax, const SequenceInfo& seq,
-                                                const TileCoord& t, int n, bool kept_max, bool in_turn,
-                                                float& exp2_sum) const {
+                                                const TileCoord& t, int n, bool kept_max, bool in_turn) const {
     transform_scores(s, seq, t, n);
     float m_scaled[2], block_sum[2];
     if (kept_max) {
@@ -603,7 +595,6 @@ struct MainloopMma {
     if (in_turn) pass_exp_turn();
     const bool done = !kept_max || softmax.kept_max_held(block_sum, kKeptSumBound);
     if (done) softmax.add_block_sums(block_sum);
-    exp2_sum = block_sum[0] + block_sum[1];
     return done;
   }
 
@@ -657,13 +648,12 @@ struct MainloopMma {
                                                         PipelineState<Cfg::kStages>& v_state) const {
     constexpr bool kHeld = !Cfg::kFallbackKeysFromGlobal;  // K stays in its stage until here
     const int stage = k_state.stage;
-    float exp2_sum;
-    const bool done = checked_round(s, softmax, seq, t, n, kept_max, true, exp2_sum);
+    const bool done = checked_round(s, softmax, seq, t, n, kept_max, true);
     if (kHeld && done && kept_max) release_scores_operands(k_state, false);
-    retire_previous_pv<Cfg::kPvWaitAfterExp2s>(o, prob, v_state, exp2_sum);
+    retire_previous_pv(o, prob, v_state);
     if (!done) {
       recompute_scores(s, seq, t, n, stage);
-      checked_round(s, softmax, seq, t, n, false, false, exp2_sum);
+      checked_round(s, softmax, seq, t, n, false, false);
       if (kHeld) release_scores_operands(k_state, false);
     }
     trace(kEvProbsReady);

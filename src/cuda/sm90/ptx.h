@@ -190,19 +190,6 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait_group() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
-// The same wait behind a predicate that holds in every thread: gate >= 0 or NaN, which a sum of
-// exp2s always is. ptxas cannot issue the wait before the gate's last input exists, so the wait
-// stays behind the exp2s that feed it; an unconditional one it is free to hoist among them
-// (session 45: in the checked max's step it sat after 12 of the 66 MUFU.EX2, and the warp's
-// other 54 waited there for the previous block's P V).
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait_group_after(float gate) {
-  asm volatile(
-      "{\n\t.reg .pred q, p;\n\tsetp.geu.f32 q, %0, 0f00000000;\n\tvote.sync.all.pred p, q, 0xffffffff;\n\t"
-      "@p wgmma.wait_group.sync.aligned %1;\n\twgmma.wait_group.sync.aligned %1;\n\t}" ::"f"(gate),
-      "n"(kPending)
-      : "memory");
-}
 // Keeps the compiler from moving reads or writes of accumulator registers across an in-flight
 // wgmma: the hardware owns them between issue and wait.
 template <int N>
