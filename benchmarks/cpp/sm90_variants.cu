@@ -272,11 +272,6 @@ struct LoopTiming : Base {
   static constexpr bool kTimingWithoutSoftmax = kNoSoftmax;
   static constexpr bool kTimingWithoutExp2 = kNoExp2;
 };
-// The checked max's exp2 turn holding the exp2s (KernelConfig::kExp2sHeldInTurn, session 45).
-template <class Base>
-struct Exp2sHeldInTurn : Base {
-  static constexpr bool kExp2sHeldInTurn = true;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -893,13 +888,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_noexp2", run_cfg<LoopTiming<TileCfg<128, 128, 2, false>, false, true>>},
     {128, "n128_s2_cluster_noexp2", run_cfg<LoopTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false, true>>},
     {64, "n128_s4_dyn_noexp2", run_cfg<LoopTiming<TileCfg<64, 128, 4, true>, false, true>>},
-    // Session 45: the exp2 ring holding the exp2s (`_ringheld`): the static d128 kernel (exp2
-    // turns), the cluster pairs with the exp2 ring alone and with both rings.
-    {128, "n128_s2_ringheld", run_cfg<Exp2sHeldInTurn<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_cluster_exp_ringheld",
-     run_cfg<Exp2sHeldInTurn<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>>>, 0},
-    {128, "n128_s2_cluster_both_ringheld",
-     run_cfg<Exp2sHeldInTurn<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtBoth>>>, 0},
 };
 
 }  // namespace

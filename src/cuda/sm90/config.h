@@ -344,9 +344,6 @@ struct KernelConfig {
   // (ShortRowsConfig below); d256 stays off.
   // ClusterPairsConfig takes the static d128 kernel's (it derives from the static schedule).
   static constexpr bool kCheckedMax = HeadDim_ == 128 || (HeadDim_ == 64 && Consumers_ == 3);
-  // Harness only: the checked max's exp2 turn holds the exp2s (MainloopMma::hold_exp2s_after_turn,
-  // pass_exp_turn_after); as written, ptxas moves most of them out of it (session 45).
-  static constexpr bool kExp2sHeldInTurn = false;
   static constexpr int kRowSumByTensor =
       HeadDim_ == 64 && !PackGqa_ && Consumers_ != 4 && !kCheckedMax ? kRowSumInPv : kRowSumByAdds;
   // The checked max's fallback reads the block's K from global memory (warp_scores.h), so the

@@ -100,22 +100,6 @@ struct MainloopMma {
   __device__ __forceinline__ void pass_exp_turn() const {
     if constexpr (Cfg::kTurns != kTurnsAtGemms) pass_turn_on<kExpRing0>();
   }
-  // The exp2 turn holding the exp2s themselves (Cfg::kExp2sHeldInTurn): their maxes are tied to a
-  // shared-memory read after the turn's bar.sync, and the pass is gated on their sums. Without
-  // this ptxas issued 53-65 of a step's 66 MUFU.EX2 before the turn's wait (session 45).
-  __device__ __forceinline__ void hold_exp2s_after_turn(float (&m_scaled)[2]) const {
-    if constexpr (Cfg::kTurns != kTurnsAtGemms) {
-      const float zero = zero_read_after_barrier(tiles.q_column(0));
-      m_scaled[0] += zero;
-      m_scaled[1] += zero;
-    }
-  }
-  __device__ __forceinline__ void pass_exp_turn_after(float exp2_sum) const {
-    if constexpr (Cfg::kTurns != kTurnsAtGemms) {
-      static_assert(Cfg::kConsumerWarpgroups == 2, "the held exp2 ring is built for two warpgroups");
-      named_barrier_arrive_after(kExpRing0 + (1 - wg), kPairThreads, exp2_sum);
-    }
-  }
   // With O staged in K / V the GEMM turns also order the stage hand-over (release_k): without them
   // warpgroup 1 could reach the next tile's last block, and arrive on the hand-over barrier again,
   // before warpgroup 0's epilogue has synced on it for this tile (session 16's review; the
@@ -607,17 +591,8 @@ struct MainloopMma {
       softmax.settle_max(s, p.score_log2, m_scaled);
     }
     if (in_turn) wait_exp_turn();
-    if constexpr (Cfg::kExp2sHeldInTurn) {
-      if (in_turn) hold_exp2s_after_turn(m_scaled);
-    }
     softmax.exponentiate_block(s, p.score_log2, m_scaled, block_sum);
-    if (in_turn) {
-      if constexpr (Cfg::kExp2sHeldInTurn) {
-        pass_exp_turn_after(block_sum[0] + block_sum[1]);
-      } else {
-        pass_exp_turn();
-      }
-    }
+    if (in_turn) pass_exp_turn();
     const bool done = !kept_max || softmax.kept_max_held(block_sum, kKeptSumBound);
     if (done) softmax.add_block_sums(block_sum);
     return done;

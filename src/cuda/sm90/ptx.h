@@ -121,25 +121,6 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
-// bar.arrive behind a predicate that holds in every thread (gate >= 0 or NaN, which a sum of
-// exp2s always is; voted so that ptxas sees it warp-uniform): ptxas cannot issue the arrive
-// before the gate's last input exists. An arrive that depends on no register it may hoist above
-// work that the turn it passes was meant to hold (session 45).
-__device__ __forceinline__ void named_barrier_arrive_after(int id, int threads, float gate) {
-  asm volatile(
-      "{\n\t.reg .pred q, p;\n\tsetp.geu.f32 q, %0, 0f00000000;\n\tvote.sync.all.pred p, q, 0xffffffff;\n\t"
-      "@p bar.arrive %1, %2;\n\t}" ::"f"(gate),
-      "r"(id), "r"(threads)
-      : "memory");
-}
-// A shared-memory word read after a barrier, reduced to a signed zero (its sign bit): adding it to
-// a value changes nothing, but ptxas cannot move the add, nor what reads its result, above the
-// barrier that precedes the load (session 45).
-__device__ __forceinline__ float zero_read_after_barrier(uint32_t address) {
-  uint32_t word;
-  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(word) : "r"(address) : "memory");
-  return __uint_as_float(word & 0x80000000u);
-}
 // bar.sync that also returns whether any of its threads passed true.
 __device__ __forceinline__ bool named_barrier_any(int id, int threads, bool value) {
   uint32_t any;
