@@ -1,19 +1,14 @@
 """benchmarks/cpp/sm90_ncu_stalls.py: the per-line stall report's sums (a tool for the GPU
 machine's ncu output, tested here on a small table written in ncu's source-page CSV form)."""
 import csv
-import importlib.util
-import pathlib
 
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "cpp" / "sm90_ncu_stalls.py"
+import benchmark_tools
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location("sm90_ncu_stalls", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_tools.load("sm90_ncu_stalls")
 
 
 def write_table(path, lines):

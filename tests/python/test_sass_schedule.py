@@ -1,19 +1,13 @@
 """benchmarks/cpp/sass_schedule.py: control words, sums and placements read from a small listing
 written in cuobjdump's -sass form (the tool is run on real listings by hand; see docs/perf.md,
 session 45)."""
-import importlib.util
-import pathlib
-
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "cpp" / "sass_schedule.py"
+import benchmark_tools
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location("sass_schedule", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_tools.load("sass_schedule")
 
 
 def upper_word(stall, yield_bit=1, wb=7, rb=7, wait=0, reuse=0, low=0x800):
