@@ -18,9 +18,14 @@ register-only work across a `bar.sync`, a `bar.arrive` or a `wgmma.wait_group` t
 not depend on (session 45: 53-65 of a step's 66 MUFU.EX2 outside the exp2 turn meant to hold them).
 """
 import argparse
+import pathlib
 import re
 import sys
 from typing import List, NamedTuple
+
+# A SASS line's instruction name is read as sm80_ncu_classes.py reads ncu's source view.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from sm80_ncu_classes import instruction_name  # noqa: E402
 
 CONTROL_SHIFT = 41
 NO_SCOREBOARD = 7
@@ -47,10 +52,7 @@ class Instruction(NamedTuple):
 
     @property
     def opcode(self) -> str:
-        words = self.text.split()
-        if words and words[0].startswith("@"):  # a guard predicate
-            words = words[1:]
-        return words[0] if words else ""
+        return instruction_name(self.text)
 
 
 def decode_control(upper: int) -> Control:

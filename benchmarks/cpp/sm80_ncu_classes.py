@@ -37,13 +37,20 @@ def num(x):
         return 0.0
 
 
-def opclass(source):
+def instruction_name(source):
+    """A SASS line's instruction name with its modifiers (MUFU.EX2), past a guard predicate; "?"
+    for a line without one."""
     tokens = source.split()
     if tokens and tokens[0].startswith("@"):
         tokens = tokens[1:]
-    if not tokens:
+    return tokens[0] if tokens else "?"
+
+
+def opclass(source):
+    name = instruction_name(source)
+    if name == "?":
         return "?"
-    base = tokens[0].split(".")[0]
+    base = name.split(".")[0]
     if base in CLASSES:
         return CLASSES[base]
     return "FP32" if base in FP32 else "CTRL" if base in CTRL else "INT/other"

@@ -17,7 +17,7 @@ import sys
 
 # The source page's reader and number parser are sm80_ncu_classes.py's (same CSV, .gz too).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from sm80_ncu_classes import load, num  # noqa: E402
+from sm80_ncu_classes import instruction_name, load, num  # noqa: E402
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
@@ -25,10 +25,7 @@ EXECUTED = "Instructions Executed"
 
 def opcode(source):
     """The mnemonic before its first dot, past a predicate."""
-    words = source.split()
-    if words and words[0].startswith("@"):
-        words = words[1:]
-    return words[0].split(".")[0] if words else "?"
+    return instruction_name(source).split(".")[0]
 
 
 def report(path, top_lines):
