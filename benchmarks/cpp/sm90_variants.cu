@@ -299,6 +299,17 @@ Status run_groups(const AttentionProblem& p) {
   return s;
 }
 
+// The same kernel with its last partial wave split by keys whatever the launch's rule says, or
+// never split (launch.h, FLASHATTN_SM90_SPLIT_TAIL=always|never).
+constexpr char kSplitAlways[] = "always", kSplitNever[] = "never";
+template <class Cfg, const char* When>
+Status run_split(const AttentionProblem& p) {
+  setenv("FLASHATTN_SM90_SPLIT_TAIL", When, 1);
+  const Status s = sm90::launch_forward<Cfg>(p);
+  unsetenv("FLASHATTN_SM90_SPLIT_TAIL");
+  return s;
+}
+
 // The trace buffer (shared by every traced kernel of this file) after the last launch, with a
 // header for sm90_trace_report.py, to $SM90_TRACE_OUT/<variant>_<hdim>_<seqlen>_<causal>.bin
 // (without SM90_TRACE_OUT: sm90_trace_<variant>_... in the working directory).
@@ -817,6 +828,13 @@ const Variant kVariants[] = {
     // whole tiles as before.
     {128, "n128_s2_notail", run_cfg<NoTailKernel<TileCfg<128, 128, 2, false>>>},
     {256, "n64_s2_notail", run_cfg<NoTailKernel<TileCfg<256, 64, 2, false>>>},
+    // Session 46: the cluster pairs (`n128_s2_cluster`) run their last partial wave split by keys
+    // in the static kernel's tail kernel from 8192 keys; `_notail`: whole tiles as before (main's
+    // kernel until then, without the dependent launch's PREEXIT); `_nosplit`: the same kernel as
+    // the library's, never split; `_splitall`: split at every length.
+    {128, "n128_s2_cluster_notail", run_cfg<NoTailKernel<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
+    {128, "n128_s2_cluster_nosplit", run_split<sm90::ClusterPairsConfig<128, __nv_bfloat16>, kSplitNever>, 0},
+    {128, "n128_s2_cluster_splitall", run_split<sm90::ClusterPairsConfig<128, __nv_bfloat16>, kSplitAlways>, 0},
     // `_again`: the same kernels once more, so the first launch's bits are compared with a second
     // launch's (the split tail's merge in a fixed order since session 41; before it a handful of
     // words, 7 / 14 at d128 8k / 16k in session 36, changed with the pieces' arrival order).

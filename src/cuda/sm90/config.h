@@ -639,7 +639,9 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
   // Q's tile held until the tile's last S, as in the base's kernels with turns around the GEMMs
   // (KernelConfig::kQReleasedAtLoad: -1.4..-3.0% from 2k keys here).
   static constexpr bool kQReleasedAtLoad = false;
-  static constexpr bool kHasTailKernel = false;  // pairs walk their own waves
+  // The last, partial wave of pairs split by keys in the static kernel's tail kernel (launch.h,
+  // TailBaseOf): its CTAs take the SMs as the pairs leave them.
+  static constexpr bool kHasTailKernel = StaticScheduleConfig<HeadDim_, Element_>::kHasTailKernel;
   static constexpr int kPrefetchNextQ = kQPrefetchOff;  // -0.6..+1.6% (KernelConfig::kPrefetchNextQ)
   static constexpr bool kOutputInQ =
       !KernelConfig<HeadDim_, Element_, BlockN_, TileShape<HeadDim_>::kStages, false>::kStagedOutput;

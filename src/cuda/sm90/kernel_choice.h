@@ -80,8 +80,9 @@ constexpr int kSm90L2GroupMaxKeys = 1024;
 constexpr int kSm90WideOneHeadGroupMaxKeys = 4096;
 bool sm90_picks_static_schedule(const AttentionProblem& p);
 // Launches so far in this process whose last partial wave was split by keys and run by the tail
-// kernel (sm90/split_tail.h; the static d128 / d256 kernels, by the rule in launch.h, splits_tail:
-// unmasked, one length, from KernelConfig::kSplitTailMinKeys = 8192 keys).
+// kernel (sm90/split_tail.h; the static d128 / d256 kernels and the d128 cluster pairs, by the
+// rule in launch.h, splits_tail: unmasked, one length, from KernelConfig::kSplitTailMinKeys = 8192
+// keys).
 int64_t sm90_split_tail_launches();
 // Launches of the static-schedule instantiation through sm90_forward so far in this process.
 int64_t sm90_static_schedule_launches();

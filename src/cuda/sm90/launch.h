@@ -62,34 +62,63 @@ int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
 }
 
 // Whether Cfg's launch runs the tail kernel (KernelConfig::kHasTailKernel): the library's static
-// configurations only, and the harness's timeline of them (kTailTimeline). The harness's other
-// forms of them (derived configurations) run whole tiles, so that each does not build a second
-// kernel (nor need the tail's assumptions: its O whole at each piece's end, rows summed by adds).
+// and cluster-pair configurations only, and the harness's timeline of them (kTailTimeline). The
+// harness's other forms of them (derived configurations) run whole tiles, so that each does not
+// build a second kernel (nor need the tail's assumptions: its O whole at each piece's end, rows
+// summed by adds).
 template <class Cfg>
 constexpr bool kLaunchesTailKernel =
     Cfg::kHasTailKernel &&
-    (std::is_same<Cfg, StaticScheduleConfig<Cfg::kHeadDim, typename Cfg::Element>>::value || Cfg::kTailTimeline);
+    (std::is_same<Cfg, StaticScheduleConfig<Cfg::kHeadDim, typename Cfg::Element>>::value ||
+     std::is_same<Cfg, ClusterPairsConfig<Cfg::kHeadDim, typename Cfg::Element>>::value || Cfg::kTailTimeline);
 
-// Whether a launch of Cfg on `sms` CTAs splits its last wave's tiles by keys (split_tail.h,
-// TailKernelConfig<Cfg> after Cfg's whole waves), which needs every tile alike: no mask, one
-// length (no varlen, no seqused), and no GQA packing (kHasTailKernel). Then where the tiles leave
-// a partial wave with at least one key block of it per CTA, fill at least one wave, and have at
-// least Cfg::kSplitTailMinKeys keys. FLASHATTN_SM90_SPLIT_TAIL=never|always overrides the last
-// two (read at every launch; tests split small problems with it, whose tiles then all lie in the
-// tail).
+// The configuration whose tail kernel (TailKernelConfig) runs Cfg's split tail: the static kernel
+// of the same head dim and type after cluster pairs (a piece is one CTA's, and the static kernel
+// numbers the tiles as the pairs do where they run: unmasked, one length), else Cfg itself.
 template <class Cfg>
-bool splits_tail(const AttentionProblem& pb, int num_tiles, int sms, int key_blocks) {
+using TailBaseOf = std::conditional_t<Cfg::kClusterPairs, StaticScheduleConfig<Cfg::kHeadDim, typename Cfg::Element>, Cfg>;
+
+// Whether a launch of Cfg whose whole waves are `wave_ctas` CTAs wide splits its last wave's
+// tiles by keys over the `tail_ctas` CTAs of the tail kernel (split_tail.h,
+// TailKernelConfig<TailBaseOf<Cfg>> after Cfg's whole waves), which needs every tile alike: no
+// mask, one length (no varlen, no seqused), and no GQA packing (kHasTailKernel). Then where the
+// tiles leave a partial wave with at least one key block of it per tail CTA, fill at least one
+// wave, and have at least Cfg::kSplitTailMinKeys keys. FLASHATTN_SM90_SPLIT_TAIL=never|always
+// overrides the last two (read at every launch; tests split small problems with it, whose tiles
+// then all lie in the tail).
+template <class Cfg>
+bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int tail_ctas, int key_blocks) {
   if (pb.mask.has_mask() || pb.varlen() || pb.seqused_q != nullptr || pb.seqused_k != nullptr) {
     return false;
   }
-  const int tail_tiles = num_tiles % sms;
+  const int tail_tiles = num_tiles % wave_ctas;
   const int64_t units = int64_t(tail_tiles) * key_blocks;
   // split_tail.h shares the units out in 32-bit arithmetic: units x CTAs must fit.
-  if (tail_tiles == 0 || units < sms || key_blocks < 2 || units * sms >= (int64_t(1) << 31)) return false;
+  if (tail_tiles == 0 || units < tail_ctas || key_blocks < 2 || units * tail_ctas >= (int64_t(1) << 31)) return false;
   const char* forced = std::getenv("FLASHATTN_SM90_SPLIT_TAIL");
   if (forced != nullptr && std::strcmp(forced, "never") == 0) return false;
   if (forced != nullptr && std::strcmp(forced, "always") == 0) return true;
-  return num_tiles >= sms && pb.seqlen_k >= Cfg::kSplitTailMinKeys;
+  return num_tiles >= wave_ctas && pb.seqlen_k >= Cfg::kSplitTailMinKeys;
+}
+
+// kp's split-tail fields for the tail kernel of Tail on `ctas` CTAs, which takes the last
+// `tail_tiles` of kp.num_tiles tiles, and its workspace. `split` stays false where there is no
+// workspace (a stream under graph capture): the launch then runs whole tiles.
+template <class Tail>
+Status arrange_split_tail(const AttentionProblem& pb, KernelParams& kp, int tail_tiles, int ctas, bool& split) {
+  int* counters = nullptr;
+  float* slots = nullptr;
+  Status w = split_tail_workspace(pb.device_index, pb.stream, split_tail_counter_bytes(tail_tiles, Tail::kConsumerWarpgroups),
+                                  split_tail_slot_bytes(ctas, Tail::kConsumerWarpgroups, Tail::kHeadDim), &counters, &slots);
+  if (!w.ok() || counters == nullptr) return w;
+  split = true;
+  const int key_blocks = (pb.seqlen_k + Tail::kBlockN - 1) / Tail::kBlockN;
+  kp.tail_first = kp.num_tiles - tail_tiles;
+  kp.tail_blocks = key_blocks;
+  kp.tail_units = tail_tiles * key_blocks;
+  kp.tail_counters = counters;
+  kp.tail_partials = slots;
+  return Status::Ok();
 }
 
 // TailKernelConfig<Cfg>'s launch on all `sms` SMs; `after_whole_waves`: dependent on the
@@ -113,10 +142,11 @@ cudaError_t launch_tail_kernel(const KernelParams& kp, int sms, void* stream, bo
 }
 }  // namespace
 
+// KernelParams of Cfg's kernels for pb, all but the split tail's (tail_first = num_tiles: no
+// tail), and the device's SM count in `sms`. Where pb has no tile, kp.num_tiles is 0 and `sms` unset.
 template <class Cfg>
-Status launch_forward(const AttentionProblem& pb) {
+Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   const bool varlen = pb.varlen();
-  KernelParams kp;
   const int64_t rows_q = pb.tensor_rows_q(), rows_k = pb.tensor_rows_k();
   // GQA packing (pack_gqa.h; the caller, sm90_forward_pack_gqa, has checked that the group is a
   // power of two in 2..64): a tile holds Cfg::kBlockM / G query rows of the G heads of one KV head.
@@ -213,7 +243,7 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.window_right = pb.mask.window_right;
   if (kp.num_tiles == 0) return Status::Ok();
 
-  int sms = 0, l2_bytes = 0;
+  int l2_bytes = 0;
   cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, pb.device_index);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, pb.device_index);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaDeviceGetAttribute: ") + cudaGetErrorString(err));
@@ -224,29 +254,26 @@ Status launch_forward(const AttentionProblem& pb) {
   kp.div_group_tiles = FastDivisor::make(kp.l2_group_heads * kp.num_m_blocks);
   kp.div_group = FastDivisor::make(kp.l2_group_heads);
   kp.div_last_group = FastDivisor::make(pairs % kp.l2_group_heads == 0 ? kp.l2_group_heads : pairs % kp.l2_group_heads);
-  // The split tail (split_tail.h): this kernel runs the whole waves (num_tiles = tail_first),
-  // then the tail kernel the rest by key blocks.
   kp.tail_first = kp.num_tiles;
+  return Status::Ok();
+}
+
+template <class Cfg>
+Status launch_forward(const AttentionProblem& pb) {
+  KernelParams kp;
+  int sms = 0;
+  Status filled = fill_params<Cfg>(pb, kp, sms);
+  if (!filled.ok() || kp.num_tiles == 0) return filled;
+  cudaError_t err = cudaSuccess;
+  // The split tail (split_tail.h): this kernel runs the whole waves (num_tiles = tail_first),
+  // then the tail kernel the rest by key blocks. The cluster pairs decide below, once they know
+  // how many pairs fit.
   bool split = false;
-  if constexpr (kLaunchesTailKernel<Cfg>) {
+  if constexpr (kLaunchesTailKernel<Cfg> && !Cfg::kClusterPairs) {
     const int key_blocks = (pb.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-    if (splits_tail<Cfg>(pb, kp.num_tiles, sms, key_blocks)) {
-      const int tail_tiles = kp.num_tiles % sms;
-      int* counters = nullptr;
-      float* slots = nullptr;
-      Status w = split_tail_workspace(pb.device_index, pb.stream,
-                                      split_tail_counter_bytes(tail_tiles, Cfg::kConsumerWarpgroups),
-                                      split_tail_slot_bytes(sms, Cfg::kConsumerWarpgroups, Cfg::kHeadDim), &counters,
-                                      &slots);
-      if (!w.ok()) return w;
-      if (counters != nullptr) {
-        split = true;
-        kp.tail_first = kp.num_tiles - tail_tiles;
-        kp.tail_blocks = key_blocks;
-        kp.tail_units = tail_tiles * key_blocks;
-        kp.tail_counters = counters;
-        kp.tail_partials = slots;
-      }
+    if (splits_tail<Cfg>(pb, kp.num_tiles, sms, sms, key_blocks)) {
+      Status t = arrange_split_tail<Cfg>(pb, kp, kp.num_tiles % sms, sms, split);
+      if (!t.ok()) return t;
     }
   }
   auto kernel = forward_kernel<Cfg>;
@@ -266,8 +293,32 @@ Status launch_forward(const AttentionProblem& pb) {
     int clusters = 0;
     err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
     if (err != cudaSuccess) return Status::Runtime(std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(err));
-    config.gridDim = dim3(2 * std::max(1, std::min(clusters, kp.num_tiles / 2)));
-    err = cudaLaunchKernelEx(&config, kernel, kp);
+    // The split tail after the whole waves of `clusters` pairs: the static kernel's tail kernel
+    // (TailBaseOf), its own parameters (tensor maps of whole key blocks) on every SM.
+    KernelParams tail;
+    if constexpr (kLaunchesTailKernel<Cfg>) {
+      using Tail = TailBaseOf<Cfg>;
+      const int wave_ctas = 2 * std::max(1, clusters);
+      const int key_blocks = (pb.seqlen_k + Tail::kBlockN - 1) / Tail::kBlockN;
+      if (splits_tail<Cfg>(pb, kp.num_tiles, wave_ctas, sms, key_blocks)) {
+        int tail_sms = 0;
+        Status t = fill_params<Tail>(pb, tail, tail_sms);
+        // A whole pair of tiles in every wave, so the whole waves end on a pair (both even).
+        if (t.ok()) t = arrange_split_tail<Tail>(pb, tail, kp.num_tiles % wave_ctas, sms, split);
+        if (!t.ok()) return t;
+        if (split) kp.num_tiles = tail.tail_first;
+      }
+    }
+    if (kp.num_tiles > 0) {
+      config.gridDim = dim3(2 * std::max(1, std::min(clusters, kp.num_tiles / 2)));
+      err = cudaLaunchKernelEx(&config, kernel, kp);
+    }
+    if constexpr (kLaunchesTailKernel<Cfg>) {
+      if (split && err == cudaSuccess) {
+        err = launch_tail_kernel<TailBaseOf<Cfg>>(tail, sms, pb.stream, kp.num_tiles > 0);
+        if (err == cudaSuccess) count_split_tail_launch();
+      }
+    }
   } else if (!split) {
     const int grid = std::min({kp.num_tiles, sms, Cfg::kDynamicSchedule ? kMailboxCtas : sms});
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(kp);

@@ -1491,12 +1491,12 @@ std::vector<Case> split_tail_cases() {
   return v;
 }
 
-class Sm90SplitTail : public ::testing::TestWithParam<Case> {};
-
-TEST_P(Sm90SplitTail, MatchesReference) {
+// One split-tail case through `variant`'s kernel: forced to split unless its name starts with
+// `split_rule_` or `cluster_split_rule_`.
+void run_split_tail_case(const Case& c, const char* variant, int64_t (*launches)(), uint32_t seed0,
+                         const char* kernel) {
   SKIP_UNLESS_SM90();
-  const Case& c = GetParam();
-  const bool by_rule = c.name.rfind("split_rule_", 0) == 0;
+  const bool by_rule = c.name.find("split_rule_") != std::string::npos;
   if (by_rule) unsetenv("FLASHATTN_SM90_SPLIT_TAIL");
   std::unique_ptr<ForcedSplitTail> forced(by_rule ? nullptr : new ForcedSplitTail);
   // The second seed's launch is repeated: the pieces of a tile arrive in another order when the
@@ -1506,13 +1506,47 @@ TEST_P(Sm90SplitTail, MatchesReference) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const int repeats = seed == 2u ? 3 : 0;
     const int64_t before = sm90_split_tail_launches();
-    run_forced_case(c, "static", sm90_static_schedule_launches, 89u * seed, "static kernel", repeats);
+    run_forced_case(c, variant, launches, seed0 * seed, kernel, repeats);
     if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
     EXPECT_EQ(sm90_split_tail_launches() - before, 1 + repeats) << "the launch did not split its tail";
   }
 }
 
+class Sm90SplitTail : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90SplitTail, MatchesReference) {
+  run_split_tail_case(GetParam(), "static", sm90_static_schedule_launches, 89u, "static kernel");
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90SplitTail, ::testing::ValuesIn(split_tail_cases()), case_name);
+
+// Cluster pairs with their last, partial wave of tiles split by keys in the static kernel's tail
+// kernel (launch.h, TailBaseOf). Forced: every tile in the tail (the pairs' kernel then does not
+// run at all), GQA with softcap in a strided layout without lse, fp16, scores that jump up mid-row,
+// and whole waves of pairs before a tail of 8 tiles (140 tiles: 66 pairs fit on an H100 / H200);
+// `cluster_split_rule_`: the launch's own rule (8192 keys, more tiles than a wave of pairs).
+std::vector<Case> cluster_split_tail_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  Case c;
+  v.push_back(make("cluster_split_d128_q512_k1000_bf16", bf, 128, 2, 512, 1000, 4, 4));
+  c = make("cluster_split_d128_gqa_softcap_head_major_no_lse_q256_k1100_fp16", fp, 128, 1, 256, 1100, 8, 2);
+  c.softcap = 20.0f, c.layout = Layout::kHeadMajor, c.with_lse = false, v.push_back(c);
+  c = make("cluster_split_d128_rising_q256_k1500_fp16", fp, 128, 2, 256, 1500, 4, 4), c.early_key_boost = 64.0f;
+  v.push_back(c);
+  c = make("cluster_split_d128_waves_padded_q200_k2300_bf16", bf, 128, 1, 200, 2300, 70, 14);
+  c.layout = Layout::kPadded, v.push_back(c);
+  v.push_back(make("cluster_split_rule_d128_q256_k8192_bf16", bf, 128, 1, 256, 8192, 70, 70));
+  return v;
+}
+
+class Sm90ClusterPairsSplitTail : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90ClusterPairsSplitTail, MatchesReference) {
+  run_split_tail_case(GetParam(), "cluster", sm90_cluster_pairs_launches, 97u, "cluster-pair kernel");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairsSplitTail, ::testing::ValuesIn(cluster_split_tail_cases()), case_name);
 
 // What the cluster-pair kernel refuses, host-side (the launch checks before touching memory).
 TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
