@@ -287,27 +287,31 @@ Status run_without_lse(const AttentionProblem& p) {
   return sm90::launch_forward<Cfg>(q);
 }
 
-// The same kernel with its causal tiles in the given groups of heads (launch.h,
-// FLASHATTN_SM90_CAUSAL_GROUPS): "l2" L2-sized groups at every length, "one" one head at a time,
-// "all" every head at once.
-constexpr char kGroupsL2[] = "l2", kGroupsOne[] = "one", kGroupsAll[] = "all";
-template <class Cfg, const char* Groups>
-Status run_groups(const AttentionProblem& p) {
-  setenv("FLASHATTN_SM90_CAUSAL_GROUPS", Groups, 1);
+// The same kernel with one of launch.h's per-launch overrides set in the environment around it.
+template <class Cfg, const char* Name, const char* Value>
+Status run_with_env(const AttentionProblem& p) {
+  setenv(Name, Value, 1);
   const Status s = sm90::launch_forward<Cfg>(p);
-  unsetenv("FLASHATTN_SM90_CAUSAL_GROUPS");
+  unsetenv(Name);
   return s;
 }
 
-// The same kernel with its last partial wave split by keys whatever the launch's rule says, or
-// never split (launch.h, FLASHATTN_SM90_SPLIT_TAIL=always|never).
+// Its causal tiles in the given groups of heads (FLASHATTN_SM90_CAUSAL_GROUPS): "l2" L2-sized
+// groups at every length, "one" one head at a time, "all" every head at once.
+constexpr char kCausalGroupsEnv[] = "FLASHATTN_SM90_CAUSAL_GROUPS";
+constexpr char kGroupsL2[] = "l2", kGroupsOne[] = "one", kGroupsAll[] = "all";
+template <class Cfg, const char* Groups>
+Status run_groups(const AttentionProblem& p) {
+  return run_with_env<Cfg, kCausalGroupsEnv, Groups>(p);
+}
+
+// Its last partial wave split by keys whatever the launch's rule says, or never split
+// (FLASHATTN_SM90_SPLIT_TAIL=always|never).
+constexpr char kSplitTailEnv[] = "FLASHATTN_SM90_SPLIT_TAIL";
 constexpr char kSplitAlways[] = "always", kSplitNever[] = "never";
 template <class Cfg, const char* When>
 Status run_split(const AttentionProblem& p) {
-  setenv("FLASHATTN_SM90_SPLIT_TAIL", When, 1);
-  const Status s = sm90::launch_forward<Cfg>(p);
-  unsetenv("FLASHATTN_SM90_SPLIT_TAIL");
-  return s;
+  return run_with_env<Cfg, kSplitTailEnv, When>(p);
 }
 
 // The trace buffer (shared by every traced kernel of this file) after the last launch, with a
