@@ -102,17 +102,17 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
 }
 
 // kp's split-tail fields for the tail kernel of Tail on `ctas` CTAs, which takes the last
-// `tail_tiles` of kp.num_tiles tiles, and its workspace. `split` stays false where there is no
+// `tail_tiles` of kp.num_tiles tiles of `key_blocks` blocks each, and its workspace. `split` stays false where there is no
 // workspace (a stream under graph capture): the launch then runs whole tiles.
 template <class Tail>
-Status arrange_split_tail(const AttentionProblem& pb, KernelParams& kp, int tail_tiles, int ctas, bool& split) {
+Status arrange_split_tail(const AttentionProblem& pb, KernelParams& kp, int tail_tiles, int key_blocks, int ctas,
+                          bool& split) {
   int* counters = nullptr;
   float* slots = nullptr;
   Status w = split_tail_workspace(pb.device_index, pb.stream, split_tail_counter_bytes(tail_tiles, Tail::kConsumerWarpgroups),
                                   split_tail_slot_bytes(ctas, Tail::kConsumerWarpgroups, Tail::kHeadDim), &counters, &slots);
   if (!w.ok() || counters == nullptr) return w;
   split = true;
-  const int key_blocks = (pb.seqlen_k + Tail::kBlockN - 1) / Tail::kBlockN;
   kp.tail_first = kp.num_tiles - tail_tiles;
   kp.tail_blocks = key_blocks;
   kp.tail_units = tail_tiles * key_blocks;
@@ -272,7 +272,7 @@ Status launch_forward(const AttentionProblem& pb) {
   if constexpr (kLaunchesTailKernel<Cfg> && !Cfg::kClusterPairs) {
     const int key_blocks = (pb.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
     if (splits_tail<Cfg>(pb, kp.num_tiles, sms, sms, key_blocks)) {
-      Status t = arrange_split_tail<Cfg>(pb, kp, kp.num_tiles % sms, sms, split);
+      Status t = arrange_split_tail<Cfg>(pb, kp, kp.num_tiles % sms, key_blocks, sms, split);
       if (!t.ok()) return t;
     }
   }
@@ -304,7 +304,7 @@ Status launch_forward(const AttentionProblem& pb) {
         int tail_sms = 0;
         Status t = fill_params<Tail>(pb, tail, tail_sms);
         // A whole pair of tiles in every wave, so the whole waves end on a pair (both even).
-        if (t.ok()) t = arrange_split_tail<Tail>(pb, tail, kp.num_tiles % wave_ctas, sms, split);
+        if (t.ok()) t = arrange_split_tail<Tail>(pb, tail, kp.num_tiles % wave_ctas, key_blocks, sms, split);
         if (!t.ok()) return t;
         if (split) kp.num_tiles = tail.tail_first;
       }
