@@ -247,9 +247,9 @@ struct NoTailKernel : Base {
 // The same kernel with each tile's first two S = Q K^T issued together at its start
 // (KernelConfig::kSecondScoresEarly), which takes no narrowed block; launched only where every
 // tile has two key blocks or more and no mask (run_two_blocks_unmasked).
-template <class Base>
+template <class Base, int Where = sm90::kSecondScoresBeforeSend>
 struct SecondScoresEarly : Base {
-  static constexpr bool kSecondScoresEarly = true;
+  static constexpr int kSecondScoresEarly = Where;
   static constexpr bool kNarrowLastBlock = false;
 };
 template <class Cfg>
@@ -859,6 +859,9 @@ const Variant kVariants[] = {
     // kernel without its tail kernel (`n128_s2_notail`, above; neither splits below 8192 keys).
     {128, "n128_s2_s2early",
      run_two_blocks_unmasked<NoTailKernel<SecondScoresEarly<TileCfg<128, 128, 2, false>>>>, 0},
+    {128, "n128_s2_stagefirst",
+     run_two_blocks_unmasked<NoTailKernel<SecondScoresEarly<TileCfg<128, 128, 2, false>, sm90::kStagedBeforeFirstScores>>>,
+     0},
     // `_again`: the same kernels once more, so the first launch's bits are compared with a second
     // launch's (the split tail's merge in a fixed order since session 41; before it a handful of
     // words, 7 / 14 at d128 8k / 16k in session 36, changed with the pieces' arrival order).

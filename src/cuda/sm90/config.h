@@ -48,6 +48,8 @@ constexpr int kSchedulerBarrier0 = 1;
 // of its d64 SASS: the MUFU pipe is the SM's and, at head dim 64, as busy as the tensor cores), or
 // both (the exp2 turns then on named barriers of their own, KernelConfig::kExpTurnBarrier0).
 constexpr int kTurnsAtGemms = 0, kTurnsAtExp = 1, kTurnsAtBoth = 2;
+// Where a tile's second S goes with KernelConfig::kSecondScoresEarly (harness only).
+constexpr int kSecondScoresBeforeSend = 1, kStagedBeforeFirstScores = 2;
 // KernelConfig's Turns_ when the rule in KernelConfig::kTurns decides.
 constexpr int kTurnsByRule = -1;
 
@@ -484,7 +486,10 @@ struct KernelConfig {
   // issued (the epilogue stores the packed form), so the second S's 64 accumulators fit. Harness
   // only (`n128_s2_s2early`): unmasked problems with at least two key blocks a tile, no split
   // tail, the checked max, no narrowed block.
-  static constexpr bool kSecondScoresEarly = false;
+  // 0: off; kSecondScoresBeforeSend: O staged, both S issued, O sent (session 47 call 1);
+  // kStagedBeforeFirstScores: O staged, the first S alone, O sent, then the tile as usual (the
+  // reordering without the second S, to tell the two apart).
+  static constexpr int kSecondScoresEarly = 0;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
   // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V hidden but the

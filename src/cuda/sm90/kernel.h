@@ -68,9 +68,11 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   uint32_t last_prob[MainloopMma<Cfg>::kSAccum / 2];
   PipelineState<Cfg::kStages> last_v;
   int last_accumulate = 1;
-  // Cfg::kSecondScoresEarly: the tile's second S, issued with its first once the previous tile's
-  // O is staged (stage_previous, then send_previous after the two S).
-  constexpr bool kSecondScoresEarly = Cfg::kSecondScoresEarly;
+  // Cfg::kSecondScoresEarly (harness): the previous tile's O staged (stage_previous) before the
+  // tile's first S, and sent (send_previous) after it; kSecondScoresBeforeSend also issues the
+  // tile's second S (into s2) right after the first.
+  constexpr bool kSecondScoresEarly = Cfg::kSecondScoresEarly == kSecondScoresBeforeSend;
+  constexpr bool kStageBeforeScores = Cfg::kSecondScoresEarly != 0;
   float s2[kSecondScoresEarly ? MainloopMma<Cfg>::kSAccum : 1];
   // The pending last P V alone, and the previous tile's O normalised (before store_previous).
   auto finish_previous_alone = [&]() {
@@ -183,13 +185,13 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         }
       }
       if constexpr (Cfg::kSkipMaskedLastBlock) mma.pass_over_masked_last_block(cur.seq, cur.t, cur.range, kv_state);
-      if constexpr (kSecondScoresEarly) {
-        // O's rows staged; its registers free until the tile's first P V overwrites them.
-        stage_previous();
-      }
+      // O's rows staged before the tile's S (its registers then free until the tile's first P V
+      // overwrites them).
+      if constexpr (kStageBeforeScores) stage_previous();
       mma.load_q_fragments(q);
       if constexpr (kSecondScoresEarly) {
-        mma.issue_first_two_scores(s, s2, kv_state, q);
+        mma.issue_fresh_scores(s, kv_state, q);
+        mma.issue_second_scores(s2, kv_state, q);
       } else if constexpr (kLastPvWithNextScores) {
         if (prev.kind == kScores) {
           mma.issue_last_pv_and_first_scores(last_prob, o, last_accumulate, last_v, s, kv_state, q);
@@ -200,7 +202,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       } else {
         mma.issue_first_scores(s, kv_state, q);
       }
-      if constexpr (kSecondScoresEarly) {
+      if constexpr (kStageBeforeScores) {
         send_previous();
       } else {
         store_previous();

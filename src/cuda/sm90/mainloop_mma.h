@@ -440,22 +440,25 @@ struct MainloopMma {
   }
 
   // Cfg::kSecondScoresEarly: the tile's first two S = Q K^T (its last two key blocks, in stage
-  // k_state and the one after it) into s and s2, one commit group each; the second goes out once
-  // its own K has landed. Turns around the exp2s only: a second GEMM turn would put the ring out
-  // of step.
+  // k_state and the one after it) into s and s2, one commit group each, each once its own K has
+  // landed: issue_fresh_scores for the first, issue_second_scores for the second (kSecondScoresEarly
+  // says where between them the previous tile's epilogue goes). No register pins here or before
+  // the first P V (finish_tile_from_two): a pin reads what the array held (the previous tile's
+  // first scores, its O), which then stays live up to it; the first k-step writes S without
+  // reading it. Turns around the exp2s only: a second GEMM turn would put the ring out of step.
   static_assert(!Cfg::kSecondScoresEarly || (Cfg::kTurns == kTurnsAtExp && Cfg::kCheckedMax && !kNarrow &&
                                              !kLastPvWithNextScores && !Cfg::kSplitTail),
                 "the second S early: exp2 turns, the checked max, no narrowed block, no split tail");
-  __device__ __forceinline__ void issue_first_two_scores(float (&s)[kSAccum], float (&s2)[kSAccum],
-                                                         const PipelineState<Cfg::kStages>& k_state,
-                                                         const QFragments& q) const {
-    // No register pins here or before the first P V (finish_tile_from_two): a pin reads what the
-    // array held (the previous tile's first scores, its O), which then stays live up to it.
+  __device__ __forceinline__ void issue_fresh_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state,
+                                                     const QFragments& q) const {
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     wgmma_fence();
     issue_qk<true>(s, k_state.stage, q);
     wgmma_commit_group();
     if constexpr (kQReleasedAtLoad) release(bars.q_empty());
+  }
+  __device__ __forceinline__ void issue_second_scores(float (&s2)[kSAccum], const PipelineState<Cfg::kStages>& k_state,
+                                                      const QFragments& q) const {
     PipelineState<Cfg::kStages> second = k_state;
     second.advance();
     mbarrier_wait(bars.k_full(second.stage), second.phase);
@@ -738,7 +741,7 @@ struct MainloopMma {
     }
   }
 
-  // finish_tile once issue_first_two_scores has issued the tile's first two S (at least two key
+  // finish_tile once issue_fresh_scores and issue_second_scores have issued the tile's first two S (at least two key
   // blocks): the first softmax, its P V alone, the second softmax (with the checked max, as a
   // step's), then the key loop's steps from the third block and the last P V. The same products
   // in the same order as finish_tile: the output is bit-identical.
