@@ -244,21 +244,6 @@ template <class Base>
 struct NoTailKernel : Base {
   static constexpr bool kHasTailKernel = false;
 };
-// The same kernel with each tile's first two S = Q K^T issued together at its start
-// (KernelConfig::kSecondScoresEarly), which takes no narrowed block; launched only where every
-// tile has two key blocks or more and no mask (run_two_blocks_unmasked).
-template <class Base, int Where = sm90::kSecondScoresBeforeSend>
-struct SecondScoresEarly : Base {
-  static constexpr int kSecondScoresEarly = Where;
-  static constexpr bool kNarrowLastBlock = false;
-};
-template <class Cfg>
-Status run_two_blocks_unmasked(const AttentionProblem& p) {
-  if (p.mask.has_mask() || p.varlen() || p.seqlen_k < 2 * Cfg::kBlockN) {
-    return Status::Unsupported("the second S early takes unmasked fixed-length rows of two key blocks or more");
-  }
-  return sm90::launch_forward<Cfg>(p);
-}
 // The same kernel with the next tile's Q prefetched into the L2 at another point and at every
 // length (KernelConfig::kPrefetchNextQ), or not at all as before session 33.
 template <class Base, int When = sm90::kQPrefetchOff>
@@ -854,14 +839,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_cluster_notail", run_cfg<NoTailKernel<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
     {128, "n128_s2_cluster_nosplit", run_split<sm90::ClusterPairsConfig<128, __nv_bfloat16>, kSplitNever>, 0},
     {128, "n128_s2_cluster_splitall", run_split<sm90::ClusterPairsConfig<128, __nv_bfloat16>, kSplitAlways>, 0},
-    // Session 47: the static d128 kernel with each tile's first two S issued together before the
-    // previous tile's epilogue (`_s2early`, KernelConfig::kSecondScoresEarly), against the same
-    // kernel without its tail kernel (`n128_s2_notail`, above; neither splits below 8192 keys).
-    {128, "n128_s2_s2early",
-     run_two_blocks_unmasked<NoTailKernel<SecondScoresEarly<TileCfg<128, 128, 2, false>>>>, 0},
-    {128, "n128_s2_stagefirst",
-     run_two_blocks_unmasked<NoTailKernel<SecondScoresEarly<TileCfg<128, 128, 2, false>, sm90::kStagedBeforeFirstScores>>>,
-     0},
     // `_again`: the same kernels once more, so the first launch's bits are compared with a second
     // launch's (the split tail's merge in a fixed order since session 41; before it a handful of
     // words, 7 / 14 at d128 8k / 16k in session 36, changed with the pieces' arrival order).

@@ -48,8 +48,6 @@ constexpr int kSchedulerBarrier0 = 1;
 // of its d64 SASS: the MUFU pipe is the SM's and, at head dim 64, as busy as the tensor cores), or
 // both (the exp2 turns then on named barriers of their own, KernelConfig::kExpTurnBarrier0).
 constexpr int kTurnsAtGemms = 0, kTurnsAtExp = 1, kTurnsAtBoth = 2;
-// Where a tile's second S goes with KernelConfig::kSecondScoresEarly (harness only).
-constexpr int kSecondScoresBeforeSend = 1, kStagedBeforeFirstScores = 2;
 // KernelConfig's Turns_ when the rule in KernelConfig::kTurns decides.
 constexpr int kTurnsByRule = -1;
 
@@ -477,19 +475,6 @@ struct KernelConfig {
   // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
   // before it can go out, which lengthens the serial chain it was meant to shorten.
   static constexpr bool kLastPvWithNextScores = false;
-  // A tile's first two S = Q K^T issued together at its start, before the previous tile's
-  // epilogue (kernel.h, overlapped_tiles; MainloopMma::finish_tile_from_two), and its first
-  // P V issued alone after the first softmax. At a tile boundary each warpgroup issues nothing
-  // but the first S for ~5000 traced cycles (normalisation, the loop's top, Q, the epilogue, the
-  // first softmax; session 37's traces), so the tensor cores idle there; the second S runs in
-  // that gap instead of after it. The previous tile's O is packed to 16 bits before the two S are
-  // issued (the epilogue stores the packed form), so the second S's 64 accumulators fit. Harness
-  // only (`n128_s2_s2early`): unmasked problems with at least two key blocks a tile, no split
-  // tail, the checked max, no narrowed block.
-  // 0: off; kSecondScoresBeforeSend: O staged, both S issued, O sent (session 47 call 1);
-  // kStagedBeforeFirstScores: O staged, the first S alone, O sent, then the tile as usual (the
-  // reordering without the second S, to tell the two apart).
-  static constexpr int kSecondScoresEarly = 0;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
   // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V hidden but the

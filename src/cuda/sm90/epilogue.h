@@ -118,17 +118,6 @@ struct Epilogue {
     }
   }
 
-  // store in two halves with work between them (Cfg::kSecondScoresEarly issues the next tile's
-  // first two S after O is staged, so O's registers are free for them): O's rows staged, then
-  // sent. The output tile of its own only.
-  __device__ void stage(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
-                        const TileCoord& t) const {
-    static_assert(Cfg::kStagedOutput, "staged and sent apart: the output tile of its own only");
-    if (!kLseByTma || !p.lse_by_tma) store_lse(seq, t, lse);
-    stage_staged(o, lse, seq, t, 0);
-  }
-  __device__ void send(const SequenceInfo& seq, const TileCoord& t) const { send_staged(seq, t, 0); }
-
   // The traced kernels' steps inside the epilogue (Cfg::kTrace; by the warpgroup's thread 0).
   __device__ __forceinline__ void trace(TraceEvent event) const { consumer_trace_event<Cfg>(wg, thread, event); }
 
@@ -162,14 +151,6 @@ struct Epilogue {
 
   __device__ void store_staged(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
                                const TileCoord& t, int kv_stage) const {
-    stage_staged(o, lse, seq, t, kv_stage);
-    send_staged(seq, t, kv_stage);
-  }
-
-  // store_staged's first half: the previous store's read of the tile waited for, the LSE's rows and
-  // O's rows written to the staged tile.
-  __device__ __forceinline__ void stage_staged(const float (&o)[kOAccum], const float (&lse)[2], const SequenceInfo& seq,
-                               const TileCoord& t, int kv_stage) const {
     const FragmentPosition pos = FragmentPosition::of_thread(thread);
     const int warpgroup_row0 = wg * kRowsPerConsumer;
     const int row0 = staged_row0();
@@ -197,13 +178,6 @@ struct Epilogue {
     }
     if (!harness_leaves_out(Cfg::kTimingWithoutStaging, p)) stage_rows(o, pos, row0, kv_stage);
     trace(kEvEpilogueStaged);
-  }
-
-  // store_staged's second half: the staged rows fenced for the TMA unit and sent (or read back
-  // and stored row by row where rows are clipped).
-  __device__ __forceinline__ void send_staged(const SequenceInfo& seq, const TileCoord& t, int kv_stage) const {
-    const int warpgroup_row0 = wg * kRowsPerConsumer;
-    const int row0 = staged_row0();
     // The TMA unit reads what ordinary stores wrote: fence before the barrier.
     fence_proxy_async_smem();
     named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);

@@ -68,12 +68,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   uint32_t last_prob[MainloopMma<Cfg>::kSAccum / 2];
   PipelineState<Cfg::kStages> last_v;
   int last_accumulate = 1;
-  // Cfg::kSecondScoresEarly (harness): the previous tile's O staged (stage_previous) before the
-  // tile's first S, and sent (send_previous) after it; kSecondScoresBeforeSend also issues the
-  // tile's second S (into s2) right after the first.
-  constexpr bool kSecondScoresEarly = Cfg::kSecondScoresEarly == kSecondScoresBeforeSend;
-  constexpr bool kStageBeforeScores = Cfg::kSecondScoresEarly != 0;
-  float s2[kSecondScoresEarly ? MainloopMma<Cfg>::kSAccum : 1];
   // The pending last P V alone, and the previous tile's O normalised (before store_previous).
   auto finish_previous_alone = [&]() {
     if constexpr (kLastPvWithNextScores) {
@@ -92,16 +86,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueStart, prev.t.m_block);
       epilogue.store(leading<MainloopMma<Cfg>::kOutAccum>(o), lse, prev.seq, prev.t);
       if constexpr (Cfg::kTrace) mma.trace(kEvEpilogueEnd, prev.t.m_block);
-    } else if (prev.kind == kEmpty) {
-      epilogue.store_empty(prev.seq, prev.t);
-    }
-  };
-  auto stage_previous = [&]() {
-    if (prev.kind == kScores) epilogue.stage(leading<MainloopMma<Cfg>::kOutAccum>(o), lse, prev.seq, prev.t);
-  };
-  auto send_previous = [&]() {
-    if (prev.kind == kScores) {
-      epilogue.send(prev.seq, prev.t);
     } else if (prev.kind == kEmpty) {
       epilogue.store_empty(prev.seq, prev.t);
     }
@@ -185,14 +169,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         }
       }
       if constexpr (Cfg::kSkipMaskedLastBlock) mma.pass_over_masked_last_block(cur.seq, cur.t, cur.range, kv_state);
-      // O's rows staged before the tile's S (its registers then free until the tile's first P V
-      // overwrites them).
-      if constexpr (kStageBeforeScores) stage_previous();
       mma.load_q_fragments(q);
-      if constexpr (kSecondScoresEarly) {
-        mma.issue_fresh_scores(s, kv_state, q);
-        mma.issue_second_scores(s2, kv_state, q);
-      } else if constexpr (kLastPvWithNextScores) {
+      if constexpr (kLastPvWithNextScores) {
         if (prev.kind == kScores) {
           mma.issue_last_pv_and_first_scores(last_prob, o, last_accumulate, last_v, s, kv_state, q);
           softmax.finalize(o, p.score_log2, lse);
@@ -202,19 +180,12 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       } else {
         mma.issue_first_scores(s, kv_state, q);
       }
-      if constexpr (kStageBeforeScores) {
-        send_previous();
-      } else {
-        store_previous();
-      }
+      store_previous();
       next = take_next();
       softmax.reset();
       if constexpr (kLastPvWithNextScores) {
         last_accumulate = mma.template finish_tile_but_last_pv<true>(s, cur.seq, cur.t, cur.range, o, softmax,
                                                                      kv_state, q, last_prob, last_v);
-      } else if constexpr (kSecondScoresEarly) {
-        mma.template finish_tile_from_two<true>(s, s2, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
-        softmax.finalize(o, p.score_log2, lse);
       } else {
         mma.template finish_tile<true>(s, cur.seq, cur.t, cur.range, o, softmax, kv_state, q);
         softmax.finalize(o, p.score_log2, lse);

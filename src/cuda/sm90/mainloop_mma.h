@@ -201,11 +201,7 @@ struct MainloopMma {
     }
   }
 
-  // kOverwrite: the first step writes S without reading it (WgmmaRSKMajorB::overwrite), so that
-  // the array's old values are not kept live up to here (Cfg::kSecondScoresEarly's two S).
-  template <bool kOverwrite = false>
   __device__ __forceinline__ void issue_qk(float (&s)[kSAccum], int stage, const QFragments& qf) const {
-    static_assert(!kOverwrite || kQRegisterSteps > 0, "the overwriting first step reads Q from registers");
     const uint64_t q = k_major_descriptor(tiles.q_column(0) + wg * kRowsPerConsumer * kLineBytes);
     const uint64_t k = k_major_descriptor(tiles.k_column(stage, 0));
 #pragma unroll
@@ -214,9 +210,7 @@ struct MainloopMma {
       const uint64_t k_step = advance_descriptor(k, column * Cfg::kKVColumnBytes + step_bytes);
       const uint64_t q_step = advance_descriptor(q, column * Cfg::kQColumnBytes + step_bytes);
       if constexpr (kQRegisterSteps > 0) {
-        if (kOverwrite && kk == 0) {
-          WgmmaRSKMajorB<Element, Cfg::kBlockN>::overwrite(s, qf.a[0], k_step);
-        } else if (kk < kQRegisterSteps) {
+        if (kk < kQRegisterSteps) {
           WgmmaRSKMajorB<Element, Cfg::kBlockN>::run(s, qf.a[kk < kQRegisterSteps ? kk : 0], k_step, kk > 0);
         } else {
           WgmmaSS<Element, Cfg::kBlockN>::run(s, q_step, k_step, kk > 0);
@@ -437,34 +431,6 @@ struct MainloopMma {
     // The wgmma has read Q's fragments' registers, so their ldmatrix has read the tile.
     if constexpr (kQReleasedAtLoad) release(bars.q_empty());
     trace(kEvSIssued, k_state.stage);
-  }
-
-  // Cfg::kSecondScoresEarly: the tile's first two S = Q K^T (its last two key blocks, in stage
-  // k_state and the one after it) into s and s2, one commit group each, each once its own K has
-  // landed: issue_fresh_scores for the first, issue_second_scores for the second (kSecondScoresEarly
-  // says where between them the previous tile's epilogue goes). No register pins here or before
-  // the first P V (finish_tile_from_two): a pin reads what the array held (the previous tile's
-  // first scores, its O), which then stays live up to it; the first k-step writes S without
-  // reading it. Turns around the exp2s only: a second GEMM turn would put the ring out of step.
-  static_assert(!Cfg::kSecondScoresEarly || (Cfg::kTurns == kTurnsAtExp && Cfg::kCheckedMax && !kNarrow &&
-                                             !kLastPvWithNextScores && !Cfg::kSplitTail),
-                "the second S early: exp2 turns, the checked max, no narrowed block, no split tail");
-  __device__ __forceinline__ void issue_fresh_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state,
-                                                     const QFragments& q) const {
-    mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
-    wgmma_fence();
-    issue_qk<true>(s, k_state.stage, q);
-    wgmma_commit_group();
-    if constexpr (kQReleasedAtLoad) release(bars.q_empty());
-  }
-  __device__ __forceinline__ void issue_second_scores(float (&s2)[kSAccum], const PipelineState<Cfg::kStages>& k_state,
-                                                      const QFragments& q) const {
-    PipelineState<Cfg::kStages> second = k_state;
-    second.advance();
-    mbarrier_wait(bars.k_full(second.stage), second.phase);
-    wgmma_fence();
-    issue_qk<true>(s2, second.stage, q);
-    wgmma_commit_group();
   }
 
   // The previous tile's last P V (its P in prob, its V in stage v_state), then this tile's first
@@ -739,44 +705,6 @@ struct MainloopMma {
     } else {
       last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
     }
-  }
-
-  // finish_tile once issue_fresh_scores and issue_second_scores have issued the tile's first two S (at least two key
-  // blocks): the first softmax, its P V alone, the second softmax (with the checked max, as a
-  // step's), then the key loop's steps from the third block and the last P V. The same products
-  // in the same order as finish_tile: the output is bit-identical.
-  template <bool kFirstPvOverwrites>
-  __device__ __forceinline__ void finish_tile_from_two(float (&s)[kSAccum], float (&s2)[kSAccum],
-                                                       const SequenceInfo& seq, const TileCoord& t,
-                                                       const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
-                                                       Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
-                                                       const QFragments& q) const {
-    PipelineState<Cfg::kStages> v_state = k_state;
-    uint32_t prob[kSAccum / 2];
-    int n = range.n_end - 1;
-    wgmma_wait_group<1>();  // the first S; the second still runs
-    pin_registers(s);
-    release_scores_operands(k_state, false);
-    first_probabilities<Cfg::kBlockN>(s, prob, softmax, seq, t, n);
-    --n;
-    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
-    pin_registers(prob);
-    wgmma_fence();
-    issue_pv<Cfg::kBlockN>(o, prob, v_state.stage, kFirstPvOverwrites ? 0 : 1);
-    wgmma_commit_group();
-    wgmma_wait_group<1>();  // the second S; the first P V still runs
-    pin_registers(s2);
-    const bool kept_max = (kQReleasedAtLoad || n != range.n_begin) && softmax.every_row_has_max();
-    if (!kept_max || Cfg::kFallbackKeysFromGlobal) release_scores_operands(k_state, n == range.n_begin);
-    checked_probabilities(s2, o, prob, softmax, seq, t, n, kept_max, k_state, v_state);
-    softmax.rescale_output_where_moved(o);
-    accumulator_to_operand<Element>(s2, prob);
-    // The steps from the third block take their S in s2 too: in s (pinned at every step's issue)
-    // the first block's scores would stay live beside s2's.
-    for (--n; n >= range.n_begin; --n) {
-      block_step<Cfg::kBlockN>(s2, prob, o, softmax, seq, t, range, n, 1, k_state, v_state, q);
-    }
-    last_pv<Cfg::kBlockN>(prob, o, 1, v_state);
   }
 
   // finish_tile up to its last P V (kLastPvWithNextScores), which is left in prob, v_state (its V
