@@ -102,8 +102,9 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
 }
 
 // kp's split-tail fields for the tail kernel of Tail on `ctas` CTAs, which takes the last
-// `tail_tiles` of kp.num_tiles tiles of `key_blocks` blocks each, and its workspace. `split` stays false where there is no
-// workspace (a stream under graph capture): the launch then runs whole tiles.
+// `tail_tiles` of kp.num_tiles tiles of `key_blocks` blocks each, and its workspace. `split`
+// stays false where there is no workspace (a stream under graph capture): the launch then runs
+// whole tiles.
 template <class Tail>
 Status arrange_split_tail(const AttentionProblem& pb, KernelParams& kp, int tail_tiles, int key_blocks, int ctas,
                           bool& split) {
@@ -143,7 +144,8 @@ cudaError_t launch_tail_kernel(const KernelParams& kp, int sms, void* stream, bo
 }  // namespace
 
 // KernelParams of Cfg's kernels for pb, all but the split tail's (tail_first = num_tiles: no
-// tail), and the device's SM count in `sms`. Where pb has no tile, kp.num_tiles is 0 and `sms` unset.
+// tail), and the device's SM count in `sms`. Where pb has no tile, kp.num_tiles is 0 and `sms`
+// unset.
 template <class Cfg>
 Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   const bool varlen = pb.varlen();

@@ -1491,8 +1491,8 @@ std::vector<Case> split_tail_cases() {
   return v;
 }
 
-// One split-tail case through `variant`'s kernel: forced to split unless its name starts with
-// `split_rule_` or `cluster_split_rule_`.
+// One split-tail case through `variant`'s kernel: forced to split unless its name contains
+// `split_rule_` (`split_rule_...`, `cluster_split_rule_...`), where the launch's own rule decides.
 void run_split_tail_case(const Case& c, const char* variant, int64_t (*launches)(), uint32_t seed0,
                          const char* kernel) {
   SKIP_UNLESS_SM90();
