@@ -233,11 +233,10 @@ struct QInRegisters : Base {
 };
 // The same kernel with Q's tile released at load or not (KernelConfig::kQReleasedAtLoad), and
 // each tile's last P V issued with the next tile's first S or not (kLastPvWithNextScores).
-template <class Base, bool kReleased, bool kLastPv, int kAhead = 0>
+template <class Base, bool kReleased, bool kLastPv>
 struct QReleaseAndLastPv : Base {
   static constexpr bool kQReleasedAtLoad = kReleased;
   static constexpr bool kLastPvWithNextScores = kLastPv;
-  static constexpr int kNextTileAhead = kAhead;  // KernelConfig::kNextTileAhead
 };
 // The same kernel without its tail kernel (KernelConfig::kHasTailKernel, sm90/split_tail.h): the
 // last partial wave runs whole tiles, as before session 32.
@@ -825,13 +824,6 @@ const Variant kVariants[] = {
     // (GEMM turns) keep Q until their last S in the library; `_qrel`: they release it at load.
     {128, "n128_s2_qheld", run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, false, false>>},
     {128, "n128_s2_lastpv", run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, true, true>>},
-    // Session 48: `_lastpv` with the next tile classified at the tile's start (`_cls`), and also
-    // its Q waited for and loaded once the tile's last S has retired (`_early`;
-    // KernelConfig::kNextTileAhead 1 / 2).
-    {128, "n128_s2_lastpv_cls",
-     run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, true, true, 1>>},
-    {128, "n128_s2_lastpv_early",
-     run_cfg<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, true, true, 2>>},
     {128, "n128_s2_dyn_qrel", run_cfg<QReleaseAndLastPv<TileCfg<128, 128, 2, true>, true, false>>},
     {128, "n128_s2_cluster_qrel",
      run_cfg<QReleaseAndLastPv<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, false>>, 0},

@@ -475,14 +475,6 @@ struct KernelConfig {
   // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
   // before it can go out, which lengthens the serial chain it was meant to shorten.
   static constexpr bool kLastPvWithNextScores = false;
-  // With kLastPvWithNextScores, what of the next tile is done before the tile's last P V goes out
-  // (kernel.h, overlapped_tiles): 0 (session 31's form) the next tile is classified, its Q waited
-  // for and Q's fragments loaded after the last softmax, so the P V waits for all three; 1 the
-  // next tile classified at this tile's start (kept across the tile); 2 as 1, and the next Q's
-  // fragments loaded once the tile's last S has retired (into the registers that S read) where Q
-  // has landed by then, so the P V and the next S go out as soon as the last softmax ends.
-  // Harness only.
-  static constexpr int kNextTileAhead = 0;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
   // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V hidden but the

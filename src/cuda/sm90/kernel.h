@@ -68,20 +68,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   uint32_t last_prob[MainloopMma<Cfg>::kSAccum / 2];
   PipelineState<Cfg::kStages> last_v;
   int last_accumulate = 1;
-  // kNextTileAhead >= 1: the next tile classified at this tile's start (`ahead`); 2: also its
-  // Q's fragments loaded once this tile's last S has retired where Q has landed by then
-  // (load_next_q; q_ready, per warp: the test is a warp's), else at the loop's top as before.
-  // q_phase moves at the loop's top either way.
-  constexpr int kNextTileAhead = MainloopMma<Cfg>::kNextTileAhead;
-  Work ahead;
-  ahead.kind = kNone;
-  bool q_ready = false;
-  auto load_next_q = [&]() {
-    if (ahead.kind == kScores) {
-      q_ready = __shfl_sync(0xffffffffu, int(mbarrier_ready(mma.bars.q_full(), q_phase)), 0) != 0;
-      if (q_ready) mma.load_q_fragments(q);
-    }
-  };
   // The pending last P V alone, and the previous tile's O normalised (before store_previous).
   auto finish_previous_alone = [&]() {
     if constexpr (kLastPvWithNextScores) {
@@ -138,9 +124,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   } else {
     index = snake_tile(0, 0);
   }
-  if constexpr (kNextTileAhead > 0) {
-    if (index < p.num_tiles) ahead = classify(index, -1);
-  }
   // Each turn opens tile `index`, stores the previous tile's output while the tile's first S runs,
   // then finishes the tile. The first S is issued and waited for under one condition: ptxas
   // serialises every wgmma of the kernel when its analysis finds a path on which an issued wgmma's
@@ -161,23 +144,16 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
     }
     Work cur;
     cur.kind = kNone;
-    if constexpr (kNextTileAhead > 0) {
-      cur = ahead;  // classified at the previous turn's take_next (before the loop for the first)
-    } else {
-      // A piece of the split tail is found again from the step count (no state of its own).
-      if (index < p.num_tiles) {
-        cur = classify(index, Cfg::kSplitTail ? nth_tail_unit(p, wave) : -1);
-      }
+    // A piece of the split tail is found again from the step count (no state of its own).
+    if (index < p.num_tiles) {
+      cur = classify(index, Cfg::kSplitTail ? nth_tail_unit(p, wave) : -1);
     }
-    // Q's fragments already in registers (kNextTileAhead == 2).
-    const bool q_loaded = kNextTileAhead == 2 && q_ready;
-    q_ready = false;
     int next;
     if (cur.kind == kScores) {
       // Written under its own test: even unused, the arguments' reads reordered the static
       // kernels' PTX registers (and ptxas's allocation).
       if constexpr (Cfg::kTrace) mma.trace(kEvTileStart, cur.t.m_block, index);
-      if (!q_loaded) mbarrier_wait(mma.bars.q_full(), q_phase);
+      mbarrier_wait(mma.bars.q_full(), q_phase);
       mma.trace(kEvQFull);
       q_phase ^= 1;
       if constexpr (Cfg::kSkipRowlessWarpgroups) {
@@ -189,15 +165,11 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
           store_previous();
           prev.kind = kNone;
           index = take_next();
-          if constexpr (kNextTileAhead > 0) {
-            ahead.kind = kNone;
-            if (index < p.num_tiles) ahead = classify(index, -1);
-          }
           continue;
         }
       }
       if constexpr (Cfg::kSkipMaskedLastBlock) mma.pass_over_masked_last_block(cur.seq, cur.t, cur.range, kv_state);
-      if (!q_loaded) mma.load_q_fragments(q);
+      mma.load_q_fragments(q);
       if constexpr (kLastPvWithNextScores) {
         if (prev.kind == kScores) {
           mma.issue_last_pv_and_first_scores(last_prob, o, last_accumulate, last_v, s, kv_state, q);
@@ -210,15 +182,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       }
       store_previous();
       next = take_next();
-      if constexpr (kNextTileAhead > 0) {
-        ahead.kind = kNone;
-        if (next < p.num_tiles) ahead = classify(next, -1);
-      }
       softmax.reset();
-      if constexpr (kNextTileAhead == 2) {
-        last_accumulate = mma.template finish_tile_but_last_pv<true>(s, cur.seq, cur.t, cur.range, o, softmax,
-                                                                     kv_state, q, last_prob, last_v, load_next_q);
-      } else if constexpr (kLastPvWithNextScores) {
+      if constexpr (kLastPvWithNextScores) {
         last_accumulate = mma.template finish_tile_but_last_pv<true>(s, cur.seq, cur.t, cur.range, o, softmax,
                                                                      kv_state, q, last_prob, last_v);
       } else {
@@ -232,10 +197,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       store_previous();
       if (index >= p.num_tiles) break;
       next = take_next();
-      if constexpr (kNextTileAhead > 0) {
-        ahead.kind = kNone;
-        if (next < p.num_tiles) ahead = classify(next, -1);
-      }
     }
     prev = cur;
     index = next;

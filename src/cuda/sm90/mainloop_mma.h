@@ -188,11 +188,6 @@ struct MainloopMma {
   // A piece of the split tail is merged (split_tail.h) before the next work's first S, where a
   // pending last P V would not have reached O yet.
   static_assert(!(kLastPvWithNextScores && Cfg::kSplitTail), "the split tail needs each piece's O whole");
-  // What of the next tile is done before the last P V (Cfg::kNextTileAhead): 0 with the plain
-  // loop.
-  static constexpr int kNextTileAhead = kLastPvWithNextScores ? Cfg::kNextTileAhead : 0;
-  static_assert(kNextTileAhead < 2 || (!Cfg::kSerialSteps && !Cfg::kTimingWithoutSoftmax),
-                "the next Q is loaded from the overlapped step's branches only");
   static_assert(!Cfg::kSplitTail || !kRowSumByTensor, "the split tail merges O without the ones column");
   // Once Q has arrived, before the tile's first S (ldmatrix x4 as warp_scores.h loads them). Q's
   // tile stays until the first S has been issued (kQReleasedAtLoad), else until the tile's last
@@ -478,15 +473,12 @@ struct MainloopMma {
   // else after it where some row's max moved. The products are those of the overlapped step in
   // the same order (O times a block's rescale once the P V before it has landed): the output is
   // bit-identical.
-  // after_last_scores runs on the tile's last block once its S has retired (kNextTileAhead).
-  template <int kPvN, class AfterLastScores = NothingInTurn>
+  template <int kPvN>
   __device__ __forceinline__ void block_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
                                              Softmax& softmax, const SequenceInfo& seq,
                                              const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
-                                             PipelineState<Cfg::kStages>& v_state, const QFragments& q,
-                                             AfterLastScores after_last_scores = {}) const {
-    constexpr bool kHookAfterLastScores = !std::is_same<AfterLastScores, NothingInTurn>::value;
+                                             PipelineState<Cfg::kStages>& v_state, const QFragments& q) const {
     trace(kEvKWait, k_state.stage, n);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, n);
@@ -532,9 +524,6 @@ struct MainloopMma {
     } else if constexpr (Cfg::kCheckedMax) {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
-      if constexpr (kHookAfterLastScores) {
-        if (n == range.n_begin) after_last_scores();
-      }
       // The kept max where the warp's rows all have one. On the tile's last block only where Q
       // was released at load (the fallback reads it from global memory): elsewhere that block's
       // Q is released as soon as S has retired (the next tile's Q loads under the rest of this
@@ -549,9 +538,6 @@ struct MainloopMma {
     } else {
       wgmma_wait_group<1>();  // S of this block is ready; P V of the previous one still runs
       pin_registers(s);
-      if constexpr (kHookAfterLastScores) {
-        if (n == range.n_begin) after_last_scores();
-      }
       release_scores_operands(k_state, n == range.n_begin);
       trace(kEvSReady);
       if constexpr (Cfg::kReleaseVAfterMax) {
@@ -725,18 +711,15 @@ struct MainloopMma {
   // stage) and the returned accumulate flag for issue_last_pv_and_first_scores or last_pv. It
   // takes the whole block: where that block was narrowed (the tile's only one), P's later keys
   // are zeroed (V's rows there are finite: keys of the block, or rows zeroed past the sequence).
-  // after_last_scores runs once the tile's last S has retired (kNextTileAhead == 2).
-  template <bool kFirstPvOverwrites, class AfterLastScores = NothingInTurn>
+  template <bool kFirstPvOverwrites>
   __device__ __forceinline__ int finish_tile_but_last_pv(float (&s)[kSAccum], const SequenceInfo& seq,
                                                           const TileCoord& t, const BlockRange<Cfg::kBlockN>& range,
                                                           float (&o)[kOAccum], Softmax& softmax,
                                                           PipelineState<Cfg::kStages>& k_state, const QFragments& q,
                                                           uint32_t (&prob)[kSAccum / 2],
-                                                          PipelineState<Cfg::kStages>& v_state,
-                                                          AfterLastScores after_last_scores = {}) const {
+                                                          PipelineState<Cfg::kStages>& v_state) const {
     v_state = k_state;
-    const int accumulate =
-        finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q, after_last_scores);
+    const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
     if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
 #pragma unroll
       for (int i = kNarrowN / 4; i < kSAccum / 2; ++i) prob[i] = 0u;
@@ -745,20 +728,16 @@ struct MainloopMma {
   }
 
   // finish_tile's key blocks: every S, softmax and P V but the last P V. Returns its accumulate.
-  // after_last_scores: see block_step; here for a tile of one block.
-  template <bool kFirstPvOverwrites, class AfterLastScores = NothingInTurn>
+  template <bool kFirstPvOverwrites>
   __device__ __forceinline__ int finish_blocks(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                                Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
                                                PipelineState<Cfg::kStages>& v_state, uint32_t (&prob)[kSAccum / 2],
-                                               const QFragments& q, AfterLastScores after_last_scores = {}) const {
+                                               const QFragments& q) const {
     int n = range.n_end - 1;
     const bool narrow = narrow_last_block(seq, t, range);
     wgmma_wait_group<0>();
     pin_registers(s);
-    if constexpr (!std::is_same<AfterLastScores, NothingInTurn>::value) {
-      if (n == range.n_begin) after_last_scores();
-    }
     release_scores_operands(k_state, n == range.n_begin);
     trace(kEvSReady);
     if (kNarrow && narrow) {
@@ -777,13 +756,12 @@ struct MainloopMma {
     int accumulate = kFirstPvOverwrites ? 0 : 1;
     --n;
     if (kNarrow && narrow && n >= range.n_begin) {
-      block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q, after_last_scores);
+      block_step<kNarrowN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q);
       accumulate = 1;
       --n;
     }
     for (; n >= range.n_begin; --n) {
-      block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q,
-                               after_last_scores);
+      block_step<Cfg::kBlockN>(s, prob, o, softmax, seq, t, range, n, accumulate, k_state, v_state, q);
       accumulate = 1;
     }
     return accumulate;

@@ -52,11 +52,6 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-// Whether the phase of `parity` has completed, without waiting (mbarrier.test_wait).
-__device__ __forceinline__ bool mbarrier_ready(uint32_t bar, uint32_t parity) {
-  return ::cuda::ptx::mbarrier_test_wait_parity(mbarrier_pointer(bar), parity);
-}
-
 // ---- TMA -----------------------------------------------------------------------------------
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
