@@ -569,6 +569,8 @@ const Variant kVariants[] = {
     traced<TileCfg<64, 128, 4, false, 2>>(64, "n128_s4_2wg_trace"),
     traced<TileCfg<128, 128, 2, true>>(128, "n128_s2_dyn_trace"),
     traced<TileCfg<128, 128, 2, false>>(128, "n128_s2_trace"),
+    // Session 48: the last P V issued with the next tile's first S (`n128_s2_lastpv`) traced.
+    traced<QReleaseAndLastPv<sm90::StaticScheduleConfig<128, __nv_bfloat16>, true, true>>(128, "n128_s2_lastpv_trace"),
     // Session 18: the previous P V waited for after the row max, its V stage released there
     // (_vmax), and O rescaled there too (_vmax_rs), on the kernels the API runs: d128 dynamic
     // (unmasked from 2k) and static (causal), d256 dynamic (causal up to 1k), static (causal from
