@@ -472,8 +472,10 @@ struct KernelConfig {
   // epilogue; MainloopMma::kLastPvWithNextScores checks the rest. Harness only (`n128_s2_lastpv`):
   // correct (session 31: every sm90 test and the sanitizers with it on in the library), but
   // slower where the boundary weighs most (-5.4% at 512 keys, -2.3% at 1k, -3.5..-3.9% causal
-  // 512 / 1k; +2..+3% only at 8k / 16k): the last P V now waits for the next tile's Q and K
-  // before it can go out, which lengthens the serial chain it was meant to shorten.
+  // 512 / 1k; +2..+3% only at 8k / 16k; session 48: -7.2% at 512). Not from the schedule: traced
+  // (session 48), it takes 7% / 5% fewer cycles a tile than the library's form at 512 / 2k, so
+  // the untraced loss is in ptxas's code for it; moving the next tile's classification and Q's
+  // fragments ahead of the last P V (session 48, kNextTileAhead, removed) lost more.
   static constexpr bool kLastPvWithNextScores = false;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
