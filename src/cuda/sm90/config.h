@@ -364,10 +364,10 @@ struct KernelConfig {
   // max (-2.3 / -3.7% at 512, the rows it runs), nor with GQA packing (not timed). With all of Q
   // d128's tall tiles, d64's three warpgroups and d256 spill (96-208 bytes) and serialise their
   // wgmmas; d64 spills with half of it, d256 does not with a quarter or a half but read level
-  // (-0.4..+0.8% with a half, -4.2..+0.3% with a quarter). Timed with 128-key blocks only (the
-  // harness's other widths have no RS wrapper).
+  // (-0.4..+0.8% with a half, -4.2..+0.3% with a quarter). Timed with 128-key blocks, and 96-key
+  // ones in the harness (session 49); the other widths have no RS wrapper.
   static constexpr int kQStepsInRegisters =
-      HeadDim_ == 128 && Consumers_ == 2 && !PackGqa_ && BlockN_ == 128 ? HeadDim_ / 16 : 0;
+      HeadDim_ == 128 && Consumers_ == 2 && !PackGqa_ && (BlockN_ == 128 || BlockN_ == 96) ? HeadDim_ / 16 : 0;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;
