@@ -1,5 +1,6 @@
 """Prints flashattn_sm90_variants' JSON lines as one table per head dim: a row per shape, a column
-per variant (TFLOP/s; decode-like shapes in ms; "!n<d": n output words unlike the first variant's, by at most d in O). Usage: python3 sm90_variants_table.py variants.jsonl"""
+per variant (TFLOP/s; decode-like shapes in ms; "!n<d": n output words unlike the first variant's, by at most d in O).
+The event-trace rows of `_trace` variants (no "seqlen") are left out. Usage: python3 sm90_variants_table.py variants.jsonl"""
 import collections
 import json
 import sys
@@ -7,7 +8,7 @@ import sys
 
 def main():
     lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
-    rows = [json.loads(l) for l in lines if "error" not in l]
+    rows = [r for r in (json.loads(l) for l in lines if "error" not in l) if "seqlen" in r]
     by_hdim = collections.OrderedDict()
     for r in rows:
         sq = r.get("seqlen_q", r["seqlen"])
