@@ -26,14 +26,14 @@ BACKWARD_HEAD_DIMS = [64, 128, 256]  # keep in step with bwd_config.h, sm90_back
 CLUSTER_HEAD_DIMS = [128]  # keep in step with kernel_choice.h sm90_has_cluster_pairs and cmake/sm90.cmake
 TALL_TILES_HEAD_DIMS = [64, 128]  # keep in step with kernel_choice.h sm90_has_tall_tiles and cmake/sm90.cmake
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.
-SS_WIDTHS = [64, 80, 96, 112, 128, 144, 160, 176, 192]
+SS_WIDTHS = [64, 80, 112, 128, 144, 160, 176, 192]
 RS_WIDTHS = [64, 128, 192, 256]
 # P V widened by 8 columns of ones whose accumulators are the row sums (config.h kRowSumByTensor):
 # the head dim + 8, or 8 alone in a wgmma of their own.
 RS_ROW_SUM_WIDTHS = [8, 72]
 # N of S = Q K^T with Q's fragments in registers (config.h kQStepsInRegisters): the key blocks of head
-# dims 256 (64) and 64 / 128 (128), and d128's 96-key blocks (harness).
-RS_K_MAJOR_WIDTHS = [64, 96, 128]
+# dims 256 (64) and 64 / 128 (128).
+RS_K_MAJOR_WIDTHS = [64, 128]
 # N of the backward's dQ = dS K (the head dim), both operands stored MN-major (bwd_kernel.h).
 SS_TRANSPOSED_WIDTHS = [32, 64]
 

@@ -834,11 +834,6 @@ const Variant kVariants[] = {
     // whole tiles as before.
     {128, "n128_s2_notail", run_cfg<NoTailKernel<TileCfg<128, 128, 2, false>>>},
     {256, "n64_s2_notail", run_cfg<NoTailKernel<TileCfg<256, 64, 2, false>>>},
-    // Session 49: 96-key blocks at d128 (Q in registers as with 128), with two stages and with
-    // the third stage they leave room for beside the output tile (208 KB): a shorter first
-    // softmax at each tile's start and the K / V loads one more block ahead.
-    {128, "n96_s2", run<128, 96, 2, false>},
-    {128, "n96_s3", run<128, 96, 3, false>},
     // Session 46: the cluster pairs (`n128_s2_cluster`) run their last partial wave split by keys
     // in the static kernel's tail kernel from 8192 keys; `_notail`: whole tiles as before (main's
     // kernel until then, without the dependent launch's PREEXIT); `_nosplit`: the same kernel as

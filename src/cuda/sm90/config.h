@@ -364,10 +364,10 @@ struct KernelConfig {
   // max (-2.3 / -3.7% at 512, the rows it runs), nor with GQA packing (not timed). With all of Q
   // d128's tall tiles, d64's three warpgroups and d256 spill (96-208 bytes) and serialise their
   // wgmmas; d64 spills with half of it, d256 does not with a quarter or a half but read level
-  // (-0.4..+0.8% with a half, -4.2..+0.3% with a quarter). Timed with 128-key blocks, and 96-key
-  // ones in the harness (session 49); the other widths have no RS wrapper.
+  // (-0.4..+0.8% with a half, -4.2..+0.3% with a quarter). Timed with 128-key blocks only (the
+  // harness's other widths have no RS wrapper).
   static constexpr int kQStepsInRegisters =
-      HeadDim_ == 128 && Consumers_ == 2 && !PackGqa_ && (BlockN_ == 128 || BlockN_ == 96) ? HeadDim_ / 16 : 0;
+      HeadDim_ == 128 && Consumers_ == 2 && !PackGqa_ && BlockN_ == 128 ? HeadDim_ / 16 : 0;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;
@@ -472,10 +472,11 @@ struct KernelConfig {
   // epilogue; MainloopMma::kLastPvWithNextScores checks the rest. Harness only (`n128_s2_lastpv`):
   // correct (session 31: every sm90 test and the sanitizers with it on in the library), but
   // slower where the boundary weighs most (-5.4% at 512 keys, -2.3% at 1k, -3.5..-3.9% causal
-  // 512 / 1k; +2..+3% only at 8k / 16k; session 48: -7.2% at 512). Not from the schedule: traced
-  // (session 48), it takes 7% / 5% fewer cycles a tile than the library's form at 512 / 2k, so
-  // the untraced loss is in ptxas's code for it; moving the next tile's classification and Q's
-  // fragments ahead of the last P V (session 48, kNextTileAhead, removed) lost more.
+  // 512 / 1k; +2..+3% only at 8k / 16k; session 48: -7.2% at 512; session 49: -8.9 / -4.1 /
+  // -2.4% at 512 / 1k / 2k). Traced it is the faster one (session 48: 7% fewer cycles a tile at
+  // 512), but the trace's records cost the library's form 23-26% and this one 12-22% (session 49),
+  // so traces cannot rank the two. Moving the next tile's classification and Q's fragments ahead
+  // of the last P V (session 48, kNextTileAhead, removed) lost more.
   static constexpr bool kLastPvWithNextScores = false;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
