@@ -478,6 +478,13 @@ struct KernelConfig {
   // so traces cannot rank the two. Moving the next tile's classification and Q's fragments ahead
   // of the last P V (session 48, kNextTileAhead, removed) lost more.
   static constexpr bool kLastPvWithNextScores = false;
+  // The static schedule's last, partial wave handed to the CTAs that reach it first (an atomic
+  // claim) rather than by the snake's order (tile_scheduler.h, claim_last_wave_tile). The whole
+  // waves end over a spread of ~5-12 us (session 32's timeline: d128 2k 426-438 us), and the
+  // snake gives the partial wave's tiles to a fixed half of the CTAs, so the kernel ends when the
+  // slowest of that half ends its extra tile. Static, not cluster pairs nor the tail kernel;
+  // harness only (`_claim`, session 49).
+  static constexpr bool kClaimedLastWave = false;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
   // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V hidden but the
