@@ -485,6 +485,9 @@ struct KernelConfig {
   // slowest of that half ends its extra tile. Static, not cluster pairs nor the tail kernel;
   // harness only (`_claim`, session 49).
   static constexpr bool kClaimedLastWave = false;
+  // With kClaimedLastWave: every step of the claim, but the snake's tile published (what the
+  // claim's machinery costs without its order; session 50 call 4, harness only).
+  static constexpr bool kClaimedLastWaveSnakeOrder = false;
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
   // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V hidden but the

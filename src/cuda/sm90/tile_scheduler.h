@@ -226,10 +226,11 @@ __device__ __forceinline__ bool is_claimed_wave(const KernelParams& p, int wave)
 // take it as the successor of that tile and the loading thread reads it back a tile later (a
 // register held across the tile's loads would spill). Every CTA claims once; the last to retire
 // resets the slot as the dynamic schedule's CTAs do.
-__device__ __forceinline__ void claim_last_wave_tile(const KernelParams& p, uint32_t mailbox, int wave) {
+// `snake_order` (kClaimedLastWaveSnakeOrder, a diagnosis): the claim made, the snake's tile published.
+__device__ __forceinline__ void claim_last_wave_tile(const KernelParams& p, uint32_t mailbox, int wave, bool snake_order) {
   const int claim = int(atomicAdd(&g_tile_counters[p.counter_slot][0], 1u));
   TileRing ring;
-  ring.publish(mailbox, tile_mailbox_entry(p), wave * grid_size_reread() + claim);
+  ring.publish(mailbox, tile_mailbox_entry(p), snake_order ? snake_tile_reread(wave) : wave * grid_size_reread() + claim);
   retire_tile_counter(p);
 }
 __device__ __forceinline__ int claimed_tile(const KernelParams& p) {
