@@ -244,17 +244,6 @@ template <class Base>
 struct NoTailKernel : Base {
   static constexpr bool kHasTailKernel = false;
 };
-// The same kernel with the static schedule's last, partial wave claimed by the CTAs that reach it
-// first (KernelConfig::kClaimedLastWave) instead of the snake's fixed half of the CTAs.
-template <class Base>
-struct ClaimedLastWave : Base {
-  static constexpr bool kClaimedLastWave = true;
-};
-// The claim's every step with the snake's tile published (KernelConfig::kClaimedLastWaveSnakeOrder).
-template <class Base>
-struct ClaimedLastWaveSnakeOrder : ClaimedLastWave<Base> {
-  static constexpr bool kClaimedLastWaveSnakeOrder = true;
-};
 // The same kernel with the next tile's Q prefetched into the L2 at another point and at every
 // length (KernelConfig::kPrefetchNextQ), or not at all as before session 33.
 template <class Base, int When = sm90::kQPrefetchOff>
@@ -845,14 +834,6 @@ const Variant kVariants[] = {
     // whole tiles as before.
     {128, "n128_s2_notail", run_cfg<NoTailKernel<TileCfg<128, 128, 2, false>>>},
     {256, "n64_s2_notail", run_cfg<NoTailKernel<TileCfg<256, 64, 2, false>>>},
-    // Session 49: the last, partial wave claimed (KernelConfig::kClaimedLastWave), against the
-    // same kernels with whole tiles in the snake's order (`_notail`, and d64's static `n128_s4`).
-    {128, "n128_s2_claim", run_cfg<ClaimedLastWave<NoTailKernel<TileCfg<128, 128, 2, false>>>>},
-    {256, "n64_s2_claim", run_cfg<ClaimedLastWave<NoTailKernel<TileCfg<256, 64, 2, false>>>>},
-    {64, "n128_s4_claim", run_cfg<ClaimedLastWave<TileCfg<64, 128, 4, false>>>},
-    // Session 50: the claim's cost without its order.
-    {128, "n128_s2_claimsnake", run_cfg<ClaimedLastWaveSnakeOrder<NoTailKernel<TileCfg<128, 128, 2, false>>>>},
-    {256, "n64_s2_claimsnake", run_cfg<ClaimedLastWaveSnakeOrder<NoTailKernel<TileCfg<256, 64, 2, false>>>>},
     // Session 46: the cluster pairs (`n128_s2_cluster`) run their last partial wave split by keys
     // in the static kernel's tail kernel from 8192 keys; `_notail`: whole tiles as before (main's
     // kernel until then, without the dependent launch's PREEXIT); `_nosplit`: the same kernel as

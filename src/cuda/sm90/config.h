@@ -478,16 +478,11 @@ struct KernelConfig {
   // so traces cannot rank the two. Moving the next tile's classification and Q's fragments ahead
   // of the last P V (session 48, kNextTileAhead, removed) lost more.
   static constexpr bool kLastPvWithNextScores = false;
-  // The static schedule's last, partial wave handed to the CTAs that reach it first (an atomic
-  // claim) rather than by the snake's order (tile_scheduler.h, claim_last_wave_tile). The whole
-  // waves end over a spread of ~5-12 us (session 32's timeline: d128 2k 426-438 us), and the
-  // snake gives the partial wave's tiles to a fixed half of the CTAs, so the kernel ends when the
-  // slowest of that half ends its extra tile. Static, not cluster pairs nor the tail kernel;
-  // harness only (`_claim`, session 49).
-  static constexpr bool kClaimedLastWave = false;
-  // With kClaimedLastWave: every step of the claim, but the snake's tile published (what the
-  // claim's machinery costs without its order; session 50 call 4, harness only).
-  static constexpr bool kClaimedLastWaveSnakeOrder = false;
+  // Sessions 49-50 (kClaimedLastWave, removed): the static schedule's last partial wave claimed
+  // on an atomic counter by the CTAs that begin their last whole tile first, instead of the
+  // snake's fixed half. The claim's own steps cost 1-3% up to 2k, and its order gained nothing
+  // net of them unmasked (the first to start are not the first to finish) and broke the snake's
+  // pairing of long and short tiles causal (-5..-11% at d256 causal).
   // Session 38 (kWorkUnderLastPv, removed): each row's 1 / l and LSE and the next tile's
   // classification placed between the last P V's issue and its wait. Every kernel within
   // -4..+1% (static d128 unmasked 512 / 1k -0.7 / -0.6%); the traces had the P V hidden but the

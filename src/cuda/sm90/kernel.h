@@ -108,11 +108,6 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         return tail_tile_of_step(p, wave);
       } else {
         const int first = wave * int(gridDim.x);
-        if constexpr (Cfg::kClaimedLastWave) {
-          // The partial wave's tile this CTA claimed (published as the loading thread began the
-          // tile before it, so it is there: this tile's first S needed that thread's K load).
-          if (is_claimed_wave(p, wave)) return ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
-        }
         return first < p.num_tiles ? snake_tile(wave, first) : p.num_tiles;
       }
     }
@@ -289,12 +284,8 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
         run_tile(piece.index, piece.n_lo, piece.n_hi, step);
       }
     } else {
-      TileRing ring;  // Cfg::kClaimedLastWave
       for (int wave = 0, first = 0; first < p.num_tiles; ++wave, first += gridDim.x) {
-        int index = snake_tile(wave, first);
-        if constexpr (Cfg::kClaimedLastWave) {
-          if (is_claimed_wave(p, wave)) index = ring.receive(mma.bars.tile_mailbox(), tile_mailbox_entry(p), false);
-        }
+        const int index = snake_tile(wave, first);
         if (index < p.num_tiles) run_tile(index, 0, kWholeTile, 0);
       }
     }
@@ -312,8 +303,6 @@ __device__ __forceinline__ void for_each_turn_ring(Visit visit) {
 
 template <class Cfg>
 __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, SharedBarriers<Cfg> bars, int wg) {
-  static_assert(!Cfg::kClaimedLastWave || (!Cfg::kDynamicSchedule && !Cfg::kClusterPairs && !Cfg::kSplitTail),
-                "the claimed last wave is the static schedule's");
   const int thread = threadIdx.x % kWarpgroupThreads;
   const MainloopMma<Cfg> mma{p, tiles, bars, wg, thread};
   const Epilogue<Cfg> epilogue{p, tiles, bars, wg, thread};

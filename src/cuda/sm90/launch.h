@@ -238,7 +238,7 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   // Key rows past a sequence's length that may hold anything (mainloop_load.h zeroes their V).
   kp.zero_kv_tail = MainloopLoad<Cfg>::kZeroesKvTail && (pb.seqused_k != nullptr || pb.kv_rows_past_last_sequence);
   // The zeroing job's global slot needs a slot of its own per launch, with either schedule.
-  kp.counter_slot = Cfg::kDynamicSchedule || kp.zero_kv_tail || Cfg::kClaimedLastWave ? next_counter_slot() : 0;
+  kp.counter_slot = Cfg::kDynamicSchedule || kp.zero_kv_tail ? next_counter_slot() : 0;
   kp.score_pre = pb.score.tanh_input_scale();
   kp.score_log2 = pb.score.log2_factor();
   kp.window_left = pb.mask.window_left;

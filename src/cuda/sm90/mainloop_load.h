@@ -218,11 +218,7 @@ struct MainloopLoad {
         }
       } else {
         for (int wave = 0; wave * grid_size_reread() < p.num_tiles; ++wave) {
-          int index = snake_tile_reread(wave);
-          if constexpr (Cfg::kClaimedLastWave) {
-            if (is_claimed_wave(p, wave + 1)) claim_last_wave_tile(p, bars.tile_mailbox(), wave + 1, Cfg::kClaimedLastWaveSnakeOrder);
-            if (is_claimed_wave(p, wave)) index = claimed_tile(p);
-          }
+          const int index = snake_tile_reread(wave);
           if (index < p.num_tiles) load_tile_of_wave(index, wave, kWholeTile);
         }
       }

@@ -214,31 +214,6 @@ struct TileRing {
   }
 };
 
-// Cfg::kClaimedLastWave (static schedule): whether wave `wave` is a last, partial one after at
-// least one whole wave. Read afresh like snake_tile_reread.
-__device__ __forceinline__ bool is_claimed_wave(const KernelParams& p, int wave) {
-  const int grid = grid_size_reread();
-  return wave > 0 && wave * grid < p.num_tiles && (wave + 1) * grid > p.num_tiles;
-}
-// The loading thread, as it begins its tile of the wave before the partial one: one claim on the
-// counter, turned into a tile of the partial wave (or the index past the last tile where the
-// claims outnumber its tiles) and published once through the mailbox, from which the consumers
-// take it as the successor of that tile and the loading thread reads it back a tile later (a
-// register held across the tile's loads would spill). Every CTA claims once; the last to retire
-// resets the slot as the dynamic schedule's CTAs do.
-// `snake_order` (kClaimedLastWaveSnakeOrder, a diagnosis): the claim made, the snake's tile published.
-__device__ __forceinline__ void claim_last_wave_tile(const KernelParams& p, uint32_t mailbox, int wave, bool snake_order) {
-  const int claim = int(atomicAdd(&g_tile_counters[p.counter_slot][0], 1u));
-  TileRing ring;
-  ring.publish(mailbox, tile_mailbox_entry(p), snake_order ? snake_tile_reread(wave) : wave * grid_size_reread() + claim);
-  retire_tile_counter(p);
-}
-__device__ __forceinline__ int claimed_tile(const KernelParams& p) {
-  int index;
-  asm volatile("ld.global.cg.b32 %0, [%1];" : "=r"(index) : "l"(tile_mailbox_entry(p)) : "memory");
-  return index;
-}
-
 // The scheduler thread's whole life (dynamic schedule): this CTA's first tile, then one claim from
 // the counter each time the mailbox has been emptied, and the index past the end to finish.
 template <class Cfg>
