@@ -244,22 +244,6 @@ template <class Base>
 struct NoTailKernel : Base {
   static constexpr bool kHasTailKernel = false;
 };
-// The same kernel with a K ring of KStages (KernelConfig::kKStages) beside V's Base::kStages: the
-// shared-memory layout (config.h) computed again for it.
-template <class Base, int KStages>
-struct DeeperKRing : Base {
-  static constexpr int kKStages = KStages;
-  static constexpr int kBarrierCount = 2 + 2 * KStages + 2 * Base::kStages + 2 * sm90::kMailboxSlots + 2;
-  static constexpr int kFixedBytes = 8 * kBarrierCount + 8 + sm90::kSwizzleAtomBytes;
-  static constexpr int kVOffset = Base::kKOffset + KStages * Base::kKVStageBytes;
-  static constexpr int kOOffset = kVOffset + Base::kStages * Base::kKVStageBytes;
-  static constexpr int kOnesOffset = kOOffset + (Base::kStagedOutput ? Base::kQBytes : 0);
-  static constexpr int kLseOffset = kOnesOffset + Base::kOnesBytes;
-  static constexpr int kBarrierOffset = kLseOffset + (Base::kLseTile ? Base::kBlockM * 4 : 0);
-  static constexpr int kSmemBytes = kBarrierOffset + kFixedBytes;
-  static_assert(KStages > Base::kStages && Base::kStagedOutput, "a deeper K ring beside the output tile");
-  static_assert(kSmemBytes <= Base::kSmemLimit, "shared memory over the sm90 limit");
-};
 // The same kernel with the next tile's Q prefetched into the L2 at another point and at every
 // length (KernelConfig::kPrefetchNextQ), or not at all as before session 33.
 template <class Base, int When = sm90::kQPrefetchOff>
@@ -849,8 +833,6 @@ const Variant kVariants[] = {
     // wave split by keys in a kernel of their own from 1024 keys (split_tail.h); `_notail`: the
     // whole tiles as before.
     {128, "n128_s2_notail", run_cfg<NoTailKernel<TileCfg<128, 128, 2, false>>>},
-    // Session 50: three K stages beside two V stages and the output tile (224 KB of tiles).
-    {128, "n128_s2_k3", run_cfg<DeeperKRing<NoTailKernel<TileCfg<128, 128, 2, false>>, 3>>},
     {256, "n64_s2_notail", run_cfg<NoTailKernel<TileCfg<256, 64, 2, false>>>},
     // Session 46: the cluster pairs (`n128_s2_cluster`) run their last partial wave split by keys
     // in the static kernel's tail kernel from 8192 keys; `_notail`: whole tiles as before (main's

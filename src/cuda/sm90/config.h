@@ -395,10 +395,9 @@ struct KernelConfig {
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
   static constexpr int kStages = Stages_;
-  // The K ring's depth; kStages is the V ring's. One depth in every library kernel (K and V of a
-  // block then share a stage index). Deeper K (harness, `_k3`, session 50): a tile's first K
-  // can load a block earlier, as K is released after S and V only after P V.
-  static constexpr int kKStages = Stages_;
+  // One depth for the K and V rings. Session 50 (kKStages, removed) gave d128's static kernel three
+  // K stages beside two V stages and the output tile (224 KB), with Q / K and V loaded by two
+  // threads: +1.8% at unmasked 512, a loss from 2k (medians -1..-2.6%) and -7.5% at causal 512.
   static constexpr int kColumns = kHeadDim / kColumnElems;
   static_assert(kHeadDim % kColumnElems == 0, "head dim must be a multiple of 64");
   static_assert(kBlockN % 16 == 0, "P V consumes keys 16 at a time");
@@ -413,7 +412,7 @@ struct KernelConfig {
   static constexpr int kSmemLimit = 227 * 1024;
   // Q full/empty, K and V full/empty per stage, full/empty per tile mailbox slot, the V-tail
   // zeroing job's full/empty (mainloop_load.h) (+ 8 spare bytes).
-  static constexpr int kBarrierCount = 2 + 2 * kKStages + 2 * kStages + 2 * kMailboxSlots + 2;
+  static constexpr int kBarrierCount = 2 + 4 * kStages + 2 * kMailboxSlots + 2;
   static constexpr int kFixedBytes = 8 * kBarrierCount + 8 + kSwizzleAtomBytes;  // + alignment slack
   // The output goes through its own shared-memory tile and a TMA store when that tile fits
   // beside Q and the K/V ring (head dims up to 128); larger head dims store O from registers.
@@ -422,7 +421,7 @@ struct KernelConfig {
   // The tile of ones P V's ones column reads (kRowSumByTensor): 16 keys of one swizzled column.
   static constexpr int kOnesBytes = kRowSumByTensor != kRowSumByAdds ? 2 * kSwizzleAtomBytes : 0;
   static constexpr bool kStagedOutput =
-      2 * kQBytes + (kKStages + kStages) * kKVStageBytes + kOnesBytes + kFixedBytes <= kSmemLimit;
+      2 * kQBytes + 2 * kStages * kKVStageBytes + kOnesBytes + kFixedBytes <= kSmemLimit;
   // Without room for an output tile, at head dims 192 / 256 with two consumer warpgroups, O is
   // staged in the K / V stage of the tile's last key block, warpgroup 0's rows in K and warpgroup
   // 1's in V (a stage has kBlockN rows of shared memory, so at least the 64 a warpgroup needs
@@ -540,7 +539,7 @@ struct KernelConfig {
   // starts on a swizzle atom; the ones lie past every V stage, as kRowSumInPv's LBO needs.
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
-  static constexpr int kVOffset = kKOffset + kKStages * kKVStageBytes;
+  static constexpr int kVOffset = kKOffset + kStages * kKVStageBytes;
   static constexpr int kOOffset = kVOffset + kStages * kKVStageBytes;
   static constexpr int kOnesOffset = kOOffset + (kStagedOutput ? kQBytes : 0);
   // The LSE's rows of the tile (kLseThroughTma with the output tile), one float each.

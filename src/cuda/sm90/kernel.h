@@ -24,7 +24,7 @@ namespace sm90 {
 // tile's first S and goes out with it.
 template <class Cfg>
 __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const MainloopMma<Cfg>& mma,
-                                                 const Epilogue<Cfg>& epilogue, RingPositions<Cfg>& kv_state,
+                                                 const Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
                                                  uint32_t& q_phase) {
   struct Work {
     TileCoord t;
@@ -208,7 +208,7 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
 // S = Q K^T.
 template <class Cfg>
 __device__ __forceinline__ void plain_tiles(const KernelParams& p, const MainloopMma<Cfg>& mma,
-                                            const Epilogue<Cfg>& epilogue, RingPositions<Cfg>& kv_state,
+                                            const Epilogue<Cfg>& epilogue, PipelineState<Cfg::kStages>& kv_state,
                                             uint32_t& q_phase) {
   // Key blocks [n_lo, n_hi) of the tile only, the CTA's piece `step` of the split tail (the
   // tail kernel, Cfg::kSplitTail).
@@ -311,10 +311,7 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
     if (wg == Cfg::kConsumerWarpgroups - 1) named_barrier_arrive(ring0, 2 * kWarpgroupThreads);
   });
 
-  static_assert(Cfg::kKStages == Cfg::kStages ||
-                    (Cfg::kOverlapEpilogue && !Cfg::kClusterPairs && !Cfg::kSplitTail && !Cfg::kDynamicSchedule),
-                "a deeper K ring: the static kernel with its output tile only");
-  RingPositions<Cfg> kv_state;
+  PipelineState<Cfg::kStages> kv_state;
   uint32_t q_phase = 0;
   if constexpr (Cfg::kOverlapEpilogue) {
     overlapped_tiles<Cfg>(p, mma, epilogue, kv_state, q_phase);
@@ -357,12 +354,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / kWarpgroupThreads), 0);
   if (warpgroup == 0) {
     setmaxnreg_decrease<kProducerRegisters>();
-    if constexpr (MainloopLoad<Cfg>::kSplitLoaders) {
-      if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.template run<MainloopLoad<Cfg>::kLoadsQK>();
-      if (threadIdx.x == 32) MainloopLoad<Cfg>{p, tiles, bars}.template run<MainloopLoad<Cfg>::kLoadsV>();
-    } else {
-      if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();
-    }
+    if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();
     if constexpr (Cfg::kDynamicSchedule) {
       if (threadIdx.x == 32) schedule_tiles<Cfg>(p, bars.tile_mailbox());
     }

@@ -111,21 +111,13 @@ struct MainloopLoad {
     }
   }
 
-  // Who loads what: one thread everything (every library kernel), or, with a K ring deeper than
-  // V's (Cfg::kKStages), one thread Q and K and another V, so that K's loads are not held behind
-  // V's stage in one thread's program order (which would leave the deeper ring unused).
-  static constexpr int kLoadsAll = 0, kLoadsQK = 1, kLoadsV = 2;
-  static constexpr bool kSplitLoaders = Cfg::kKStages != Cfg::kStages;
-
   // The producer runs on 24 registers: the loop keeps only what the loads need live.
-  template <int kRole = kLoadsAll>
   __device__ void run() const {
-    constexpr bool kLoadsK = kRole != kLoadsV, kLoadsVBlocks = kRole != kLoadsQK;
     const bool varlen = p.cu_seqlens_q != nullptr;
     prefetch_tensor_map(&p.tma_q);
     prefetch_tensor_map(&p.tma_k);
     prefetch_tensor_map(&p.tma_v);
-    RingPositions<Cfg> kv;
+    PipelineState<Cfg::kStages> kv;
     // Bit 0: Q's phase; bit 1: the zeroing job's (p.zero_kv_tail only). One register for both: a
     // second one made the 24-register loop spill.
     uint32_t phases = 0;
@@ -145,60 +137,56 @@ struct MainloopLoad {
       bool q_pending = true;
       for (int n = range.n_end - 1; n >= range.n_begin; --n) {
         const int k_row = s.k_row0 + n * Cfg::kBlockN;
-        if constexpr (kLoadsK) {
-          trace_event<Cfg>(kTraceLoad, kEvKEmptyWait, kv.stage, n);
-          mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
-          if constexpr (Cfg::kClusterPairs) {
-            load_half_block(tiles.k_column(kv.stage, 0), &p.tma_k, bars.k_full(kv.stage), k_row, head_kv, batch);
-          } else {
-            load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage),
-                                    k_row, head_kv, batch);
-          }
-          trace_event<Cfg>(kTraceLoad, kEvKLoad, kv.stage, n);
-          if (Cfg::kSplitTail ? q_pending : n == range.n_end - 1) {
-            q_pending = false;
-            // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
-            trace_event<Cfg>(kTraceLoad, kEvQEmptyWait, t.m_block);
-            mbarrier_wait(bars.q_empty(), (phases & 1) ^ 1);
-            phases ^= 1;
-            if constexpr (Cfg::kPackGqa) {
-              load_packed_q(s.q_row0 + t.m_block * tile_query_rows<Cfg>(p), t.head, batch);
-            } else {
-              load_tile<Cfg::kBlockM>(tiles.q_column(0), Cfg::kQColumnBytes, &p.tma_q, bars.q_full(),
-                                      s.q_row0 + t.m_block * Cfg::kBlockM, t.head, batch);
-            }
-            trace_event<Cfg>(kTraceLoad, kEvQLoad, t.m_block);
-          }
+        trace_event<Cfg>(kTraceLoad, kEvKEmptyWait, kv.stage, n);
+        mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
+        if constexpr (Cfg::kClusterPairs) {
+          load_half_block(tiles.k_column(kv.stage, 0), &p.tma_k, bars.k_full(kv.stage), k_row, head_kv, batch);
+        } else {
+          load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage),
+                                  k_row, head_kv, batch);
         }
-        if constexpr (kLoadsVBlocks) {
-          trace_event<Cfg>(kTraceLoad, kEvVEmptyWait, v_position(kv).stage, n);
-          mbarrier_wait(bars.v_empty(v_position(kv).stage), v_position(kv).phase ^ 1);
-          const int valid = s.len_k - n * Cfg::kBlockN;
-          uint32_t v_bar = bars.v_full(v_position(kv).stage);
-          if (kZeroesKvTail && p.zero_kv_tail && valid < Cfg::kBlockN) {
-            // Partial last block: warp 2 zeroes its rows past the length (see the top of the file).
-            mbarrier_wait(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
-            phases ^= 2;
-            __stcg(zero_job_entry(p), (v_position(kv).stage << 16) | valid);
-            v_bar = bars.zero_job();
-          }
-          if constexpr (Cfg::kClusterPairs) {
-            load_half_block(tiles.v_column(kv.stage, 0), &p.tma_v, v_bar, k_row, head_kv, batch);
+        trace_event<Cfg>(kTraceLoad, kEvKLoad, kv.stage, n);
+        if (Cfg::kSplitTail ? q_pending : n == range.n_end - 1) {
+          q_pending = false;
+          // Q waits for the previous tile's last S = Q K^T; the first K block is on its way meanwhile.
+          trace_event<Cfg>(kTraceLoad, kEvQEmptyWait, t.m_block);
+          mbarrier_wait(bars.q_empty(), (phases & 1) ^ 1);
+          phases ^= 1;
+          if constexpr (Cfg::kPackGqa) {
+            load_packed_q(s.q_row0 + t.m_block * tile_query_rows<Cfg>(p), t.head, batch);
           } else {
-            load_tile<Cfg::kBlockN>(tiles.v_column(v_position(kv).stage, 0), Cfg::kKVColumnBytes, &p.tma_v, v_bar,
-                                    k_row, head_kv, batch);
+            load_tile<Cfg::kBlockM>(tiles.q_column(0), Cfg::kQColumnBytes, &p.tma_q, bars.q_full(),
+                                    s.q_row0 + t.m_block * Cfg::kBlockM, t.head, batch);
           }
-          trace_event<Cfg>(kTraceLoad, kEvVLoad, v_position(kv).stage, n);
+          trace_event<Cfg>(kTraceLoad, kEvQLoad, t.m_block);
         }
-        advance_both(kv);
+        trace_event<Cfg>(kTraceLoad, kEvVEmptyWait, kv.stage, n);
+        mbarrier_wait(bars.v_empty(kv.stage), kv.phase ^ 1);
+        const int valid = s.len_k - n * Cfg::kBlockN;
+        uint32_t v_bar = bars.v_full(kv.stage);
+        if (kZeroesKvTail && p.zero_kv_tail && valid < Cfg::kBlockN) {
+          // Partial last block: warp 2 zeroes its rows past the length (see the top of the file).
+          mbarrier_wait(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
+          phases ^= 2;
+          __stcg(zero_job_entry(p), (kv.stage << 16) | valid);
+          v_bar = bars.zero_job();
+        }
+        if constexpr (Cfg::kClusterPairs) {
+          load_half_block(tiles.v_column(kv.stage, 0), &p.tma_v, v_bar, k_row, head_kv, batch);
+        } else {
+          load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, v_bar, k_row, head_kv,
+                                  batch);
+        }
+        trace_event<Cfg>(kTraceLoad, kEvVLoad, kv.stage, n);
+        kv.advance();
       }
     };
     // A static walk's tile of wave `wave`, with the next wave's Q prefetched before or after its
     // loads (Cfg::kPrefetchNextQ).
     auto load_tile_of_wave = [&](int index, int wave, int n_hi) {
-      if (kLoadsK && prefetches_before_loads(wave)) prefetch_next_q(wave);
+      if (prefetches_before_loads(wave)) prefetch_next_q(wave);
       load_tiles_of(index, 0, n_hi);
-      if (kLoadsK && prefetches_after_loads(wave)) prefetch_next_q(wave);
+      if (prefetches_after_loads(wave)) prefetch_next_q(wave);
     };
     if constexpr (Cfg::kDynamicSchedule) {
       TileRing ring;
@@ -235,7 +223,7 @@ struct MainloopLoad {
         }
       }
     }
-    if (kLoadsVBlocks && kZeroesKvTail && p.zero_kv_tail) {
+    if (kZeroesKvTail && p.zero_kv_tail) {
       // Ends the zeroing warp once it has finished the last job.
       mbarrier_wait(bars.zero_job() + 8, ((phases >> 1) & 1) ^ 1);
       __stcg(zero_job_entry(p), -1);

@@ -157,7 +157,7 @@ struct MainloopMma {
 
   // Once S of a block has retired: its K stage is free, and after the tile's last block (`last`)
   // so is Q (unless O is staged there, or Q was released at load).
-  __device__ __forceinline__ void release_scores_operands(PipelineState<Cfg::kKStages>& k_state, bool last) const {
+  __device__ __forceinline__ void release_scores_operands(PipelineState<Cfg::kStages>& k_state, bool last) const {
     release_k(bars.k_empty(k_state.stage), last);
     if (!Cfg::kOutputInQ && !kQReleasedAtLoad && last) release(bars.q_empty());
     k_state.advance();
@@ -339,17 +339,16 @@ struct MainloopMma {
   // would have taken, so that the rings stay in step, and the releases of its K and V after they
   // have landed (a later wait on the same stage must not find the parity of two phases back).
   // Its P would be 0 and the softmax would keep its reset state, so the output is unchanged.
-  __device__ __forceinline__ void pass_over_block(RingPositions<Cfg>& k_state) const {
-    const PipelineState<Cfg::kStages>& v_state = v_position(k_state);
+  __device__ __forceinline__ void pass_over_block(PipelineState<Cfg::kStages>& k_state) const {
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
-    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    mbarrier_wait(bars.v_full(k_state.stage), k_state.phase);
     wait_turn();
     pass_turn();
     wait_exp_turn();
     pass_exp_turn();
     release_kv(bars.k_empty(k_state.stage));
-    release_kv(bars.v_empty(v_state.stage));
-    advance_both(k_state);
+    release_kv(bars.v_empty(k_state.stage));
+    k_state.advance();
   }
 
   // Whether none of this warpgroup's rows is a row of the sequence (Cfg::kSkipRowlessWarpgroups).
@@ -361,7 +360,7 @@ struct MainloopMma {
   // the tile's last P V, and Q released (after its arrival: an early release would count towards
   // the previous tile's phase of the Q barrier).
   __device__ __forceinline__ void pass_over_tile(const BlockRange<Cfg::kBlockN>& range,
-                                                 RingPositions<Cfg>& k_state) const {
+                                                 PipelineState<Cfg::kStages>& k_state) const {
     static_assert(!Cfg::kOutputInQ && !Cfg::kOutputInKV, "Q and the K / V stages are released by the mainloop");
     static_assert(!Cfg::kPackGqa, "rowless assumes one query row per tile row");
     for (int n = range.n_end - 1; n >= range.n_begin; --n) pass_over_block(k_state);
@@ -379,7 +378,7 @@ struct MainloopMma {
   // Passes over the tile's last block while skips_last_block holds, and takes it off `range`.
   __device__ __forceinline__ void pass_over_masked_last_block(const SequenceInfo& seq, const TileCoord& t,
                                                               BlockRange<Cfg::kBlockN>& range,
-                                                              RingPositions<Cfg>& k_state) const {
+                                                              PipelineState<Cfg::kStages>& k_state) const {
 #pragma unroll
     for (int i = 0; i < kMaxPassedLastBlocks; ++i) {
       if (!skips_last_block(seq, t, range)) break;
@@ -392,7 +391,7 @@ struct MainloopMma {
   __device__ __forceinline__ void compute_tile(const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
                                                Softmax& softmax,
-                                               RingPositions<Cfg>& k_state) const {
+                                               PipelineState<Cfg::kStages>& k_state) const {
     float s[kSAccum];
     QFragments q;
     load_q_fragments(q);
@@ -418,7 +417,7 @@ struct MainloopMma {
   // the block is narrowed: with a narrower S in one path ptxas serialised every wgmma of the
   // kernel (C7515, then C7511 with the rest of S written by a wgmma of its own), as the first S
   // stays in flight under the previous tile's epilogue.
-  __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kKStages>& k_state,
+  __device__ __forceinline__ void issue_first_scores(float (&s)[kSAccum], const PipelineState<Cfg::kStages>& k_state,
                                                      const QFragments& q) const {
     trace(kEvKWait, k_state.stage, -1);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
@@ -441,7 +440,7 @@ struct MainloopMma {
                                                                  int accumulate,
                                                                  const PipelineState<Cfg::kStages>& v_state,
                                                                  float (&s)[kSAccum],
-                                                                 const PipelineState<Cfg::kKStages>& k_state,
+                                                                 const PipelineState<Cfg::kStages>& k_state,
                                                                  const QFragments& q) const {
     static_assert(kLastPvWithNextScores, "the next Q must have landed: released at load");
     trace(kEvKWait, k_state.stage, -1);
@@ -478,7 +477,7 @@ struct MainloopMma {
   __device__ __forceinline__ void block_step(float (&s)[kSAccum], uint32_t (&prob)[kSAccum / 2], float (&o)[kOAccum],
                                              Softmax& softmax, const SequenceInfo& seq,
                                              const TileCoord& t, const BlockRange<Cfg::kBlockN>& range, int n,
-                                             int accumulate, PipelineState<Cfg::kKStages>& k_state,
+                                             int accumulate, PipelineState<Cfg::kStages>& k_state,
                                              PipelineState<Cfg::kStages>& v_state, const QFragments& q) const {
     trace(kEvKWait, k_state.stage, n);
     mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
@@ -645,7 +644,7 @@ struct MainloopMma {
   __device__ __forceinline__ void checked_probabilities(float (&s)[kSAccum], float (&o)[kOAccum],
                                                         uint32_t (&prob)[kSAccum / 2], Softmax& softmax,
                                                         const SequenceInfo& seq, const TileCoord& t, int n,
-                                                        bool kept_max, PipelineState<Cfg::kKStages>& k_state,
+                                                        bool kept_max, PipelineState<Cfg::kStages>& k_state,
                                                         PipelineState<Cfg::kStages>& v_state) const {
     constexpr bool kHeld = !Cfg::kFallbackKeysFromGlobal;  // K stays in its stage until here
     const int stage = k_state.stage;
@@ -694,12 +693,11 @@ struct MainloopMma {
   template <bool kFirstPvOverwrites>
   __device__ __forceinline__ void finish_tile(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                               const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
-                                              Softmax& softmax, RingPositions<Cfg>& k_state,
+                                              Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
                                               const QFragments& q) const {
-    // With one ring depth K and V of a block share a stage; V trails K by one block inside the
-    // tile and catches up at its end, so only the K position lives across tiles. With a deeper
-    // K ring V's position is kept beside it (RingPositions).
-    PipelineState<Cfg::kStages> v_state = v_position(k_state);
+    // K and V of a block share a stage; V trails K by one block inside the tile and catches up
+    // at its end, so only the K position lives across tiles.
+    PipelineState<Cfg::kStages> v_state = k_state;
     uint32_t prob[kSAccum / 2];
     const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
     if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
@@ -707,7 +705,6 @@ struct MainloopMma {
     } else {
       last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
     }
-    if constexpr (Cfg::kKStages != Cfg::kStages) k_state.v = v_state;
   }
 
   // finish_tile up to its last P V (kLastPvWithNextScores), which is left in prob, v_state (its V
@@ -718,10 +715,9 @@ struct MainloopMma {
   __device__ __forceinline__ int finish_tile_but_last_pv(float (&s)[kSAccum], const SequenceInfo& seq,
                                                           const TileCoord& t, const BlockRange<Cfg::kBlockN>& range,
                                                           float (&o)[kOAccum], Softmax& softmax,
-                                                          RingPositions<Cfg>& k_state, const QFragments& q,
+                                                          PipelineState<Cfg::kStages>& k_state, const QFragments& q,
                                                           uint32_t (&prob)[kSAccum / 2],
                                                           PipelineState<Cfg::kStages>& v_state) const {
-    static_assert(Cfg::kKStages == Cfg::kStages, "the last P V with the next S: one ring depth");
     v_state = k_state;
     const int accumulate = finish_blocks<kFirstPvOverwrites>(s, seq, t, range, o, softmax, k_state, v_state, prob, q);
     if (kNarrow && range.n_end - 1 == range.n_begin && narrow_last_block(seq, t, range)) {
@@ -735,7 +731,7 @@ struct MainloopMma {
   template <bool kFirstPvOverwrites>
   __device__ __forceinline__ int finish_blocks(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                                const BlockRange<Cfg::kBlockN>& range, float (&o)[kOAccum],
-                                               Softmax& softmax, PipelineState<Cfg::kKStages>& k_state,
+                                               Softmax& softmax, PipelineState<Cfg::kStages>& k_state,
                                                PipelineState<Cfg::kStages>& v_state, uint32_t (&prob)[kSAccum / 2],
                                                const QFragments& q) const {
     int n = range.n_end - 1;

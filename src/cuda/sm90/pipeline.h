@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/sm90/config.h"
 #include "cuda/sm90/ptx.h"
@@ -23,54 +22,23 @@ struct PipelineState {
   }
 };
 
-// K's and V's positions where the K ring is deeper than V's (Cfg::kKStages > Cfg::kStages): V's
-// lives beside K's across tiles. With one depth (every library kernel) K's position is V's.
-template <int kKStages, int kVStages>
-struct SplitRingPositions : PipelineState<kKStages> {
-  PipelineState<kVStages> v;
-};
-template <class Cfg>
-using RingPositions = std::conditional_t<Cfg::kKStages == Cfg::kStages, PipelineState<Cfg::kStages>,
-                                         SplitRingPositions<Cfg::kKStages, Cfg::kStages>>;
-template <int kStages>
-__device__ __forceinline__ PipelineState<kStages>& v_position(PipelineState<kStages>& pos) {
-  return pos;
-}
-template <int kKStages, int kVStages>
-__device__ __forceinline__ PipelineState<kVStages>& v_position(SplitRingPositions<kKStages, kVStages>& pos) {
-  return pos.v;
-}
-template <int kStages>
-__device__ __forceinline__ void advance_both(PipelineState<kStages>& pos) {
-  pos.advance();
-}
-template <int kKStages, int kVStages>
-__device__ __forceinline__ void advance_both(SplitRingPositions<kKStages, kVStages>& pos) {
-  pos.advance();
-  pos.v.advance();
-}
-
 template <class Cfg>
 struct SharedBarriers {
   uint32_t base;  // shared address of the first mbarrier
   __device__ __forceinline__ uint32_t q_full() const { return base; }
   __device__ __forceinline__ uint32_t q_empty() const { return base + 8; }
   __device__ __forceinline__ uint32_t k_full(int s) const { return base + 16 + 8 * s; }
-  __device__ __forceinline__ uint32_t k_empty(int s) const { return base + 16 + 8 * (Cfg::kKStages + s); }
-  __device__ __forceinline__ uint32_t v_full(int s) const { return base + 16 + 8 * (2 * Cfg::kKStages + s); }
-  __device__ __forceinline__ uint32_t v_empty(int s) const {
-    return base + 16 + 8 * (2 * Cfg::kKStages + Cfg::kStages + s);
-  }
+  __device__ __forceinline__ uint32_t k_empty(int s) const { return base + 16 + 8 * (Cfg::kStages + s); }
+  __device__ __forceinline__ uint32_t v_full(int s) const { return base + 16 + 8 * (2 * Cfg::kStages + s); }
+  __device__ __forceinline__ uint32_t v_empty(int s) const { return base + 16 + 8 * (3 * Cfg::kStages + s); }
 
   // The tile mailbox's barriers (dynamic schedule): full, then empty, of each of its
   // kMailboxSlots slots (see TileRing).
-  __device__ __forceinline__ uint32_t tile_mailbox() const {
-    return base + 16 + 8 * (2 * Cfg::kKStages + 2 * Cfg::kStages);
-  }
+  __device__ __forceinline__ uint32_t tile_mailbox() const { return base + 16 + 8 * (4 * Cfg::kStages); }
   // The V-tail zeroing job (mainloop_load.h): full (the loading thread's arrival plus the staged
   // V block's TMA bytes), then empty (the zeroing warp's arrival once the job is done).
   __device__ __forceinline__ uint32_t zero_job() const {
-    return base + 16 + 8 * (2 * Cfg::kKStages + 2 * Cfg::kStages + 2 * kMailboxSlots);
+    return base + 16 + 8 * (4 * Cfg::kStages + 2 * kMailboxSlots);
   }
 
   __device__ __forceinline__ void init() const {
@@ -89,10 +57,6 @@ struct SharedBarriers {
       mbarrier_init(k_empty(s), kKvReleases);
       mbarrier_init(v_full(s), 1);
       mbarrier_init(v_empty(s), kKvReleases);
-    }
-    for (int s = Cfg::kStages; s < Cfg::kKStages; ++s) {
-      mbarrier_init(k_full(s), 1);
-      mbarrier_init(k_empty(s), kKvReleases);
     }
     fence_barrier_init();
   }
