@@ -1,0 +1,416 @@
+// The sm90 forward's key loop reduced to its GEMMs and its softmax, with no loads, no masks and
+// no tiles: two questions the full kernel cannot answer by itself (docs/perf.md, session 51).
+//
+//  isolate  Three warpgroups on one SM: up to two issue m64n128k16 wgmmas back to back, the third
+//           runs a stream of MUFU.EX2, FFMA or the softmax's FFMA + EX2 + FADD on registers of
+//           its own. Does the other warpgroups' arithmetic slow the tensor cores, and does a warp
+//           held at the issue of a wgmma (the tensor cores' queue full) slow another warp's
+//           exp2s on the same sub-partition?
+//  pingpong Two warpgroups, each a loop of the library's key step: S = Q K^T (8 wgmmas) and
+//           O += P V (8, P in registers) issued together, S waited for, its softmax (or a part of
+//           it), P V waited for, P packed. With or without the turns around the issue. How much
+//           of the tensor cores' time does the softmax cost with nothing else in the kernel?
+//
+// Timing: clock64 a warpgroup (cycles of its SM) and globaltimer (the wall), one CTA an SM.
+// Not a test: the operands are pseudo-random and the results are thrown away (summed into one
+// word so that nothing is dead code).
+//
+//   flashattn_sm90_pipe_probe [iterations]     prints one JSON line per configuration
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cuda/sm90/ptx.h"
+#include "cuda/sm90/smem_descriptor.h"
+#include "cuda/sm90/wgmma_ops.h"
+
+namespace probe {
+
+using namespace flashattn::sm90;
+using Element = __nv_bfloat16;
+
+// Shared memory: two Q tiles (64 rows x 128 dims, one a warpgroup), one K tile (128 keys x 128
+// dims) K-major and one V tile (128 keys x 128 dims) MN-major, 64-element columns of 128-byte
+// lines as TMA's 128B swizzle lays them out; what the bytes hold does not matter to the timing,
+// only that they are not zeros (the tensor cores' power depends on the bits).
+constexpr int kQColumnBytes = 64 * 128, kQBytes = 2 * kQColumnBytes;
+constexpr int kKVColumnBytes = 128 * 128, kKVBytes = 2 * kKVColumnBytes;
+constexpr int kQOffset = 0, kKOffset = 2 * kQBytes, kVOffset = kKOffset + kKVBytes;
+constexpr int kFlagOffset = kVOffset + kKVBytes;
+constexpr int kSmemBytes = kFlagOffset + 16;
+constexpr double kFlopsPerGemm = 2.0 * 64 * 128 * 128;  // 8 m64n128k16 wgmmas
+
+struct Record {
+  long long cycles;       // the warpgroup's loop, clock64
+  long long count;        // iterations (GEMM groups or ALU passes)
+  long long issue;        // cycles spent in the wgmma issue (fence to commit)
+  long long wall_ns;      // globaltimer over the loop
+};
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+__device__ void fill_tiles(uint8_t* smem, uint32_t seed) {
+  // bf16 values in about [-0.5, 0.5): S stays within a few units, exp2 of it finite.
+  uint16_t* h = reinterpret_cast<uint16_t*>(smem);
+  for (int i = threadIdx.x; i < kFlagOffset / 2; i += blockDim.x) {
+    uint32_t x = (uint32_t(i) + seed) * 2654435761u;
+    x ^= x >> 15;
+    const float v = float(x & 0xFFFF) / 65536.0f - 0.5f;
+    h[i] = __bfloat16_as_ushort(__float2bfloat16(v));
+  }
+  if (threadIdx.x == 0) *reinterpret_cast<volatile int*>(smem + kFlagOffset) = 0;
+  fence_proxy_async_smem();
+  __syncthreads();
+}
+
+__device__ __forceinline__ void issue_scores(float (&s)[64], uint32_t q_tile, uint32_t k_tile) {
+  const uint64_t q = k_major_descriptor(q_tile), k = k_major_descriptor(k_tile);
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t step = (kk / 4) * kKVColumnBytes + (kk % 4) * 32;
+    const uint32_t q_step = (kk / 4) * kQColumnBytes + (kk % 4) * 32;
+    WgmmaSS<Element, 128>::run(s, advance_descriptor(q, q_step), advance_descriptor(k, step), kk > 0);
+  }
+}
+
+__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32], uint32_t v_tile) {
+  const uint64_t v = mn_major_descriptor(v_tile, kKVColumnBytes);
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+    WgmmaRS<Element, 128>::run(o, a, advance_descriptor(v, kk * 16 * 128), 1);
+  }
+}
+
+// ---- isolate ----------------------------------------------------------------------------------
+// mode: gemm warpgroups (0-2) * 100 + depth (1: wait for each group before the next; 2: one
+// group queued behind the running one) * 10 + alu (0 none, 1 MUFU.EX2, 2 FFMA, 3 FFMA + EX2 +
+// FADD as the softmax's exp2 pass).
+constexpr int kAluNone = 0, kAluMufu = 1, kAluFfma = 2, kAluSoftmax = 3;
+
+template <int kAlu>
+__device__ __forceinline__ float alu_pass(float (&x)[64], float sum) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    if constexpr (kAlu == kAluMufu) {
+      x[i] = ex2(-x[i]);  // stays in (0.5, 1)
+    } else if constexpr (kAlu == kAluFfma) {
+      x[i] = fmaf(x[i], 0.999f, 0.0005f);
+    } else {
+      const float e = ex2(fmaf(x[i], -1.0f, 0.0f));
+      sum += e;
+      x[i] = e;
+    }
+  }
+  return sum;
+}
+
+template <int kAlu>
+__device__ void alu_loop(volatile int* done, long long fixed_passes, Record& r, float& out) {
+  float x[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) x[i] = 0.5f + float((threadIdx.x + i) % 7) * 0.05f;
+  float sum = 0.0f;
+  long long n = 0;
+  const uint64_t w0 = global_ns();
+  const long long c0 = clock64();
+  while (fixed_passes > 0 ? n < fixed_passes : *done == 0) {
+    sum = alu_pass<kAlu>(x, sum);
+    ++n;
+  }
+  r.cycles = clock64() - c0;
+  r.wall_ns = global_ns() - w0;
+  r.count = n;
+  r.issue = 0;
+  float acc = sum;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc += x[i];
+  out = acc;
+}
+
+template <int kDepth>
+__device__ void gemm_loop(uint32_t q_tile, uint32_t k_tile, long long groups, Record& r, float& out) {
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  long long issue = 0;
+  const uint64_t w0 = global_ns();
+  const long long c0 = clock64();
+  for (long long g = 0; g < groups; ++g) {
+    const long long t0 = clock64();
+    wgmma_fence();
+    pin_registers(o);
+    issue_scores(o, q_tile, k_tile);
+    wgmma_commit_group();
+    issue += clock64() - t0;
+    wgmma_wait_group<kDepth - 1>();
+  }
+  wgmma_wait_group<0>();
+  pin_registers(o);
+  r.cycles = clock64() - c0;
+  r.wall_ns = global_ns() - w0;
+  r.count = groups;
+  r.issue = issue;
+  float acc = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc += o[i];
+  out = acc;
+}
+
+template <int kDepth, int kAlu>
+__global__ void __launch_bounds__(384, 1) isolate_kernel(int gemm_wgs, long long groups, long long alu_passes,
+                                                         Record* records, float* sink) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const uint32_t base = (smem_address(smem_raw) + 1023) & ~1023u;
+  uint8_t* smem = smem_raw + (base - smem_address(smem_raw));
+  fill_tiles(smem, blockIdx.x);
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
+  volatile int* done = reinterpret_cast<volatile int*>(smem + kFlagOffset);
+  Record r{0, 0, 0, 0};
+  float out = 0.0f;
+  if (wg < 2) {
+    if (wg < gemm_wgs) {
+      gemm_loop<kDepth>(base + kQOffset + wg * kQBytes, base + kKOffset, groups, r, out);
+      // The first warpgroup's end stops the ALU stream (a second one ends about as late).
+      if (wg == 0 && threadIdx.x == 0) *done = 1;
+    }
+  } else if (kAlu != kAluNone) {
+    alu_loop<kAlu>(done, gemm_wgs == 0 ? alu_passes : 0, r, out);
+  }
+  if (threadIdx.x % 32 == 0) records[blockIdx.x * 12 + threadIdx.x / 32] = r;
+  if (out == 1234.5f) sink[0] = out;
+}
+
+// ---- pingpong ---------------------------------------------------------------------------------
+// kPass: what the softmax of a step does with S's 64 values a thread.
+constexpr int kPassNone = 0;     // P packed from S as it is
+constexpr int kPassFull = 1;     // FFMA, EX2, FADD each (the library's exp2 pass, kept max)
+constexpr int kPassNoExp2 = 2;   // FFMA and FADD, no EX2
+constexpr int kPassHalfExp2 = 3; // EX2 on every other value
+// kTurns: 0 none; 1 around the GEMM issue (the library's cluster pairs); 2 around the exp2 pass.
+template <int kPass, int kTurns>
+__global__ void __launch_bounds__(256, 1) pingpong_kernel(long long steps, Record* records, float* sink) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const uint32_t base = (smem_address(smem_raw) + 1023) & ~1023u;
+  uint8_t* smem = smem_raw + (base - smem_address(smem_raw));
+  fill_tiles(smem, blockIdx.x);
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
+  const uint32_t q_tile = base + kQOffset + wg * kQBytes, k_tile = base + kKOffset, v_tile = base + kVOffset;
+  constexpr int kRing = 1;  // named barriers kRing + wg
+  if (kTurns != 0 && wg == 1) named_barrier_arrive(kRing + 0, 256);
+  float s[64], o[64];
+  uint32_t p[32];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) p[i] = pack_bf16(0.25f, 0.25f);
+  float sum = 0.0f;
+  const float scale = 0.1803369f, m = 1.0f;  // log2(e) / sqrt(128); a kept max
+  const uint64_t w0 = global_ns();
+  const long long c0 = clock64();
+  for (long long j = 0; j < steps; ++j) {
+    if (kTurns == 1) named_barrier_sync(kRing + wg, 256);
+    wgmma_fence();
+    pin_registers(s);
+    pin_registers(o);
+    issue_scores(s, q_tile, k_tile);
+    wgmma_commit_group();
+    issue_pv(o, p, v_tile);
+    wgmma_commit_group();
+    if (kTurns == 1) named_barrier_arrive(kRing + (1 - wg), 256);
+    wgmma_wait_group<1>();
+    pin_registers(s);
+    if (kTurns == 2) named_barrier_sync(kRing + wg, 256);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      if constexpr (kPass == kPassFull || (kPass == kPassHalfExp2)) {
+        const float y = fmaf(s[i], scale, -m);
+        const float e = (kPass == kPassFull || i % 2 == 0) ? ex2(y) : y;
+        sum += e;
+        s[i] = e;
+      } else if constexpr (kPass == kPassNoExp2) {
+        const float y = fmaf(s[i], scale, -m);
+        sum += y;
+        s[i] = y;
+      }
+    }
+    if (kTurns == 2) named_barrier_arrive(kRing + (1 - wg), 256);
+    wgmma_wait_group<0>();
+    pin_registers(o);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) p[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+  }
+  Record r;
+  r.cycles = clock64() - c0;
+  r.wall_ns = global_ns() - w0;
+  r.count = steps;
+  r.issue = 0;
+  if (kTurns != 0 && wg == 0) named_barrier_sync(kRing + 0, 256);
+  float acc = sum;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc += o[i];
+  if (threadIdx.x % 32 == 0) records[blockIdx.x * 8 + threadIdx.x / 32] = r;
+  if (acc == 1234.5f) sink[0] = acc;
+}
+
+// ---- host -------------------------------------------------------------------------------------
+#define CHECK(x)                                                                         \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+struct Summary {
+  double cycles_per_item[3] = {0, 0, 0};  // a warpgroup's loop cycles / its count (0, 1, 2)
+  double issue_per_group[2] = {0, 0};
+  double mhz = 0;                         // clock64 cycles / globaltimer ns of warpgroup 0
+  double wall_ms = 0;
+};
+
+Summary summarise(const std::vector<Record>& rec, int ctas, int warps_per_cta, int wgs) {
+  Summary s;
+  for (int w = 0; w < wgs; ++w) {
+    double cyc = 0, cnt = 0, iss = 0;
+    for (int c = 0; c < ctas; ++c) {
+      for (int k = 0; k < 4; ++k) {
+        const Record& r = rec[c * warps_per_cta + 4 * w + k];
+        if (r.count == 0) continue;
+        cyc += double(r.cycles);
+        cnt += double(r.count);
+        iss += double(r.issue);
+      }
+    }
+    if (cnt > 0) {
+      s.cycles_per_item[w] = cyc / cnt;
+      if (w < 2) s.issue_per_group[w] = iss / cnt;
+    }
+  }
+  double cyc = 0, ns = 0;
+  for (int c = 0; c < ctas; ++c) {
+    const Record& r = rec[c * warps_per_cta];
+    cyc += double(r.cycles);
+    ns += double(r.wall_ns);
+  }
+  s.mhz = ns > 0 ? 1e3 * cyc / ns : 0;
+  return s;
+}
+
+template <class Kernel, class... Args>
+Summary launch(Kernel kernel, int threads, int ctas, int warps_per_cta, int wgs, Args... args) {
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes + 1024));
+  Record* d_rec;
+  float* d_sink;
+  CHECK(cudaMalloc(&d_rec, sizeof(Record) * ctas * warps_per_cta));
+  CHECK(cudaMemset(d_rec, 0, sizeof(Record) * ctas * warps_per_cta));
+  CHECK(cudaMalloc(&d_sink, sizeof(float)));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  kernel<<<ctas, threads, kSmemBytes + 1024>>>(args..., d_rec, d_sink);  // warm-up
+  CHECK(cudaGetLastError());
+  CHECK(cudaEventRecord(e0));
+  kernel<<<ctas, threads, kSmemBytes + 1024>>>(args..., d_rec, d_sink);
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaDeviceSynchronize());
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  std::vector<Record> rec(size_t(ctas) * warps_per_cta);
+  CHECK(cudaMemcpy(rec.data(), d_rec, sizeof(Record) * rec.size(), cudaMemcpyDeviceToHost));
+  CHECK(cudaFree(d_rec));
+  CHECK(cudaFree(d_sink));
+  Summary s = summarise(rec, ctas, warps_per_cta, wgs);
+  s.wall_ms = ms;
+  return s;
+}
+
+const char* kAluNames[] = {"none", "mufu", "ffma", "softmax"};
+
+template <int kDepth, int kAlu>
+void isolate(int sms, int ctas, int gemm_wgs, long long groups) {
+  // Without GEMMs the ALU stream runs for about as long as the GEMM configurations do.
+  const long long alu_passes = groups / 4;
+  const Summary s = launch(isolate_kernel<kDepth, kAlu>, 384, ctas, 12, 3, gemm_wgs, groups, alu_passes);
+  // Tensor cores a clock: 4096 dense bf16 FLOP an SM (989 TFLOP/s at 1830 MHz over 132 SMs).
+  const double per_group = s.cycles_per_item[0];
+  const double tensor_share = gemm_wgs > 0 && per_group > 0 ? gemm_wgs * kFlopsPerGemm / per_group / 4096.0 : 0;
+  std::printf(
+      "{\"probe\":\"isolate\",\"ctas\":%d,\"gemm_wgs\":%d,\"depth\":%d,\"alu\":\"%s\",\"groups\":%lld,"
+      "\"cycles_per_group\":%.1f,\"issue_cycles_per_group\":%.1f,\"tensor_share_per_clock\":%.4f,"
+      "\"alu_cycles_per_pass\":%.1f,\"alu_cycles_per_warp_instruction\":%.2f,\"mhz\":%.0f,\"ms\":%.3f}\n",
+      ctas, gemm_wgs, kDepth, kAluNames[kAlu], groups, per_group, s.issue_per_group[0], tensor_share,
+      s.cycles_per_item[2], s.cycles_per_item[2] / 64.0, s.mhz, s.wall_ms);
+  (void)sms;
+}
+
+const char* kPassNames[] = {"none", "full", "noexp2", "halfexp2"};
+const char* kTurnNames[] = {"none", "gemm", "exp2"};
+
+template <int kPass, int kTurns>
+void pingpong(int ctas, long long steps) {
+  const Summary s = launch(pingpong_kernel<kPass, kTurns>, 256, ctas, 8, 2, steps);
+  const double per_step = 0.5 * (s.cycles_per_item[0] + s.cycles_per_item[1]);
+  // A step of both warpgroups: 2 x (S + P V) = 4 x kFlopsPerGemm.
+  const double share = 4 * kFlopsPerGemm / per_step / 4096.0;
+  const double tflops = ctas * steps * 4 * kFlopsPerGemm / (s.wall_ms * 1e-3) / 1e12;
+  std::printf(
+      "{\"probe\":\"pingpong\",\"ctas\":%d,\"pass\":\"%s\",\"turns\":\"%s\",\"steps\":%lld,"
+      "\"cycles_per_step\":%.1f,\"tensor_share_per_clock\":%.4f,\"tflops\":%.1f,\"mhz\":%.0f,\"ms\":%.3f}\n",
+      ctas, kPassNames[kPass], kTurnNames[kTurns], steps, per_step, share, tflops, s.mhz, s.wall_ms);
+}
+
+}  // namespace probe
+
+int main(int argc, char** argv) {
+  using namespace probe;
+  const long long groups = argc > 1 ? std::atoll(argv[1]) : 20000;
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (int ctas : {sms, 1}) {
+    isolate<2, kAluNone>(sms, ctas, 1, groups);
+    isolate<2, kAluNone>(sms, ctas, 2, groups);
+    isolate<1, kAluNone>(sms, ctas, 1, groups);
+    isolate<1, kAluNone>(sms, ctas, 2, groups);
+    isolate<2, kAluMufu>(sms, ctas, 0, groups);
+    isolate<2, kAluFfma>(sms, ctas, 0, groups);
+    isolate<2, kAluSoftmax>(sms, ctas, 0, groups);
+    isolate<2, kAluMufu>(sms, ctas, 1, groups);
+    isolate<2, kAluMufu>(sms, ctas, 2, groups);
+    isolate<1, kAluMufu>(sms, ctas, 1, groups);
+    isolate<1, kAluMufu>(sms, ctas, 2, groups);
+    isolate<2, kAluFfma>(sms, ctas, 2, groups);
+    isolate<2, kAluSoftmax>(sms, ctas, 2, groups);
+    isolate<1, kAluSoftmax>(sms, ctas, 2, groups);
+  }
+  const long long steps = groups / 2;
+  for (int ctas : {sms, 1}) {
+    pingpong<kPassNone, 1>(ctas, steps);
+    pingpong<kPassFull, 1>(ctas, steps);
+    pingpong<kPassNoExp2, 1>(ctas, steps);
+    pingpong<kPassHalfExp2, 1>(ctas, steps);
+    pingpong<kPassNone, 0>(ctas, steps);
+    pingpong<kPassFull, 0>(ctas, steps);
+    pingpong<kPassFull, 2>(ctas, steps);
+  }
+  return 0;
+}
