@@ -81,13 +81,15 @@ __device__ void fill_tiles(uint8_t* smem, uint32_t seed) {
   __syncthreads();
 }
 
-__device__ __forceinline__ void issue_scores(float (&s)[64], uint32_t q_tile, uint32_t k_tile) {
+// accumulate_all: every wgmma adds to s (the isolate loop's chain; with a first one that
+// overwrites, ptxas drops every group whose result the next group overwrites).
+__device__ __forceinline__ void issue_scores(float (&s)[64], uint32_t q_tile, uint32_t k_tile, bool accumulate_all = false) {
   const uint64_t q = k_major_descriptor(q_tile), k = k_major_descriptor(k_tile);
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     const uint32_t step = (kk / 4) * kKVColumnBytes + (kk % 4) * 32;
     const uint32_t q_step = (kk / 4) * kQColumnBytes + (kk % 4) * 32;
-    WgmmaSS<Element, 128>::run(s, advance_descriptor(q, q_step), advance_descriptor(k, step), kk > 0);
+    WgmmaSS<Element, 128>::run(s, advance_descriptor(q, q_step), advance_descriptor(k, step), accumulate_all || kk > 0);
   }
 }
 
@@ -158,7 +160,7 @@ __device__ void gemm_loop(uint32_t q_tile, uint32_t k_tile, long long groups, Re
     const long long t0 = clock64();
     wgmma_fence();
     pin_registers(o);
-    issue_scores(o, q_tile, k_tile);
+    issue_scores(o, q_tile, k_tile, true);
     wgmma_commit_group();
     issue += clock64() - t0;
     wgmma_wait_group<kDepth - 1>();
@@ -206,68 +208,168 @@ constexpr int kPassFull = 1;     // FFMA, EX2, FADD each (the library's exp2 pas
 constexpr int kPassNoExp2 = 2;   // FFMA and FADD, no EX2
 constexpr int kPassHalfExp2 = 3; // EX2 on every other value
 // kTurns: 0 none; 1 around the GEMM issue (the library's cluster pairs); 2 around the exp2 pass.
-template <int kPass, int kTurns>
-__global__ void __launch_bounds__(256, 1) pingpong_kernel(long long steps, Record* records, float* sink) {
+// kFeatures, the library's pieces added one at a time:
+constexpr int kQInRegisters = 1;  // S = Q K^T with Q's fragments in registers (RS), as at d128
+constexpr int kKvRing = 2;        // K and V through a two-stage ring that a producer warpgroup
+                                  // refills from global memory (1-D bulk copies, mbarriers), S of
+                                  // block j beside P V of block j - 1 as in the library's step
+constexpr int kRingSmemBytes = kFlagOffset + 2 * kKVBytes + 64;  // a second K / V stage, barriers
+
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+template <int kPass>
+__device__ __forceinline__ float softmax_pass(float (&s)[64], float sum) {
+  const float scale = 0.1803369f, m = 1.0f;  // log2(e) / sqrt(128); a kept max
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    if constexpr (kPass == kPassFull || kPass == kPassHalfExp2) {
+      const float y = fmaf(s[i], scale, -m);
+      const float e = (kPass == kPassFull || i % 2 == 0) ? ex2(y) : y;
+      sum += e;
+      s[i] = e;
+    } else if constexpr (kPass == kPassNoExp2) {
+      const float y = fmaf(s[i], scale, -m);
+      sum += y;
+      s[i] = y;
+    }
+  }
+  return sum;
+}
+
+template <int kPass, int kTurns, int kFeatures>
+__global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
+    pingpong_kernel(long long steps, const uint8_t* kv_global, int kv_blocks, Record* records, float* sink) {
+  constexpr bool kRing = (kFeatures & kKvRing) != 0, kQRegs = (kFeatures & kQInRegisters) != 0;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_address(smem_raw) + 1023) & ~1023u;
   uint8_t* smem = smem_raw + (base - smem_address(smem_raw));
   fill_tiles(smem, blockIdx.x);
-  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
-  const uint32_t q_tile = base + kQOffset + wg * kQBytes, k_tile = base + kKOffset, v_tile = base + kVOffset;
-  constexpr int kRing = 1;  // named barriers kRing + wg
-  if (kTurns != 0 && wg == 1) named_barrier_arrive(kRing + 0, 256);
-  float s[64], o[64];
-  uint32_t p[32];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 32; ++i) p[i] = pack_bf16(0.25f, 0.25f);
-  float sum = 0.0f;
-  const float scale = 0.1803369f, m = 1.0f;  // log2(e) / sqrt(128); a kept max
-  const uint64_t w0 = global_ns();
-  const long long c0 = clock64();
-  for (long long j = 0; j < steps; ++j) {
-    if (kTurns == 1) named_barrier_sync(kRing + wg, 256);
-    wgmma_fence();
-    pin_registers(s);
-    pin_registers(o);
-    issue_scores(s, q_tile, k_tile);
-    wgmma_commit_group();
-    issue_pv(o, p, v_tile);
-    wgmma_commit_group();
-    if (kTurns == 1) named_barrier_arrive(kRing + (1 - wg), 256);
-    wgmma_wait_group<1>();
-    pin_registers(s);
-    if (kTurns == 2) named_barrier_sync(kRing + wg, 256);
-#pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      if constexpr (kPass == kPassFull || (kPass == kPassHalfExp2)) {
-        const float y = fmaf(s[i], scale, -m);
-        const float e = (kPass == kPassFull || i % 2 == 0) ? ex2(y) : y;
-        sum += e;
-        s[i] = e;
-      } else if constexpr (kPass == kPassNoExp2) {
-        const float y = fmaf(s[i], scale, -m);
-        sum += y;
-        s[i] = y;
+  // Ring: K stage s at kKOffset / kFlagOffset + s * kKVColumnBytes... laid out as two K stages
+  // then two V stages past the single-tile layout's end.
+  const uint32_t ring = base + kFlagOffset + 16;  // 1 KB aligned below
+  const uint32_t ring_base = (ring + 1023) & ~1023u;
+  auto k_stage = [&](int st) { return kRing ? ring_base + st * kKVBytes : base + kKOffset; };
+  auto v_stage = [&](int st) { return kRing ? ring_base + 2 * kKVBytes + st * kKVBytes : base + kVOffset; };
+  const uint32_t bars = ring_base + 4 * kKVBytes;  // k_full[2], v_full[2], k_empty[2], v_empty[2]
+  auto k_full = [&](int st) { return bars + 8 * st; };
+  auto v_full = [&](int st) { return bars + 16 + 8 * st; };
+  auto k_empty = [&](int st) { return bars + 32 + 8 * st; };
+  auto v_empty = [&](int st) { return bars + 48 + 8 * st; };
+  if constexpr (kRing) {
+    if (threadIdx.x == 0) {
+      for (int st = 0; st < 2; ++st) {
+        mbarrier_init(k_full(st), 1);
+        mbarrier_init(v_full(st), 1);
+        mbarrier_init(k_empty(st), 8);
+        mbarrier_init(v_empty(st), 8);
+      }
+      fence_barrier_init();
+    }
+    __syncthreads();
+  }
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
+  Record r{0, 0, 0, 0};
+  float acc = 0.0f;
+  if (kRing && warpgroup == 0) {
+    // The producer: V of block -1 (stage 1), then K and V of each block into stage j % 2, each
+    // after the consumers have released the stage's previous occupant.
+    setmaxnreg_decrease<24>();
+    if (threadIdx.x == 0) {
+      const uint32_t kBlockBytes = 2 * kKVBytes;
+      auto block = [&](long long b) { return kv_global + size_t((b + blockIdx.x) % kv_blocks) * kBlockBytes; };
+      // A stage's earlier loads: K of blocks st, st + 2, ...; V likewise, plus block -1 in stage 1.
+      mbarrier_arrive_expect_tx(v_full(1), kKVBytes);
+      bulk_load(v_stage(1), block(0) + kKVBytes, kKVBytes, v_full(1));
+      for (long long j = 0; j < steps; ++j) {
+        const int st = int(j % 2);
+        const long long k_before = j / 2, v_before = j / 2 + st;
+        if (k_before > 0) mbarrier_wait(k_empty(st), uint32_t((k_before - 1) & 1));
+        mbarrier_arrive_expect_tx(k_full(st), kKVBytes);
+        bulk_load(k_stage(st), block(j), kKVBytes, k_full(st));
+        if (v_before > 0) mbarrier_wait(v_empty(st), uint32_t((v_before - 1) & 1));
+        mbarrier_arrive_expect_tx(v_full(st), kKVBytes);
+        bulk_load(v_stage(st), block(j) + kKVBytes, kKVBytes, v_full(st));
       }
     }
-    if (kTurns == 2) named_barrier_arrive(kRing + (1 - wg), 256);
-    wgmma_wait_group<0>();
-    pin_registers(o);
+  } else {
+    if constexpr (kRing) setmaxnreg_increase<240>();
+    const int wg = warpgroup - (kRing ? 1 : 0);
+    const uint32_t q_tile = base + kQOffset + wg * kQBytes;
+    constexpr int kRing0 = 1;  // named barriers kRing0 + wg
+    if (kTurns != 0 && wg == 1) named_barrier_arrive(kRing0 + 0, 256);
+    float s[64], o[64];
+    uint32_t p[32];
+    uint32_t q[8][4];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) p[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+    for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) p[i] = pack_bf16(0.25f, 0.25f);
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float v = float(int((threadIdx.x * 7 + kk * 5 + e * 3) % 17) - 8) * 0.03f;
+        q[kk][e] = pack_bf16(v, -v * 0.5f);
+      }
+    }
+    float sum = 0.0f;
+    const uint64_t w0 = global_ns();
+    const long long c0 = clock64();
+    for (long long j = 0; j < steps; ++j) {
+      const int ks = int(j % 2), vs = int((j + 1) % 2);  // K of block j, V of block j - 1
+      if constexpr (kRing) {
+        mbarrier_wait(k_full(ks), (j / 2) & 1);
+        mbarrier_wait(v_full(vs), ((vs == 1 ? j : j - 1) / 2) & 1);
+      }
+      if (kTurns == 1) named_barrier_sync(kRing0 + wg, 256);
+      wgmma_fence();
+      pin_registers(s);
+      pin_registers(o);
+      if constexpr (kQRegs) {
+        const uint64_t k = k_major_descriptor(k_stage(ks));
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+          const uint32_t step = (kk / 4) * kKVColumnBytes + (kk % 4) * 32;
+          WgmmaRSKMajorB<Element, 128>::run(s, q[kk], advance_descriptor(k, step), kk > 0);
+        }
+      } else {
+        issue_scores(s, q_tile, k_stage(ks));
+      }
+      wgmma_commit_group();
+      issue_pv(o, p, v_stage(vs));
+      wgmma_commit_group();
+      if (kTurns == 1) named_barrier_arrive(kRing0 + (1 - wg), 256);
+      wgmma_wait_group<1>();
+      pin_registers(s);
+      if constexpr (kRing) {
+        if (threadIdx.x % 32 == 0) mbarrier_arrive(k_empty(ks));
+      }
+      if (kTurns == 2) named_barrier_sync(kRing0 + wg, 256);
+      sum = softmax_pass<kPass>(s, sum);
+      if (kTurns == 2) named_barrier_arrive(kRing0 + (1 - wg), 256);
+      wgmma_wait_group<0>();
+      pin_registers(o);
+      if constexpr (kRing) {
+        if (threadIdx.x % 32 == 0) mbarrier_arrive(v_empty(vs));
+      }
+#pragma unroll
+      for (int i = 0; i < 32; ++i) p[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+    }
+    r.cycles = clock64() - c0;
+    r.wall_ns = global_ns() - w0;
+    r.count = steps;
+    if (kTurns != 0 && wg == 0) named_barrier_sync(kRing0 + 0, 256);
+    acc = sum;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc += o[i];
   }
-  Record r;
-  r.cycles = clock64() - c0;
-  r.wall_ns = global_ns() - w0;
-  r.count = steps;
-  r.issue = 0;
-  if (kTurns != 0 && wg == 0) named_barrier_sync(kRing + 0, 256);
-  float acc = sum;
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc += o[i];
-  if (threadIdx.x % 32 == 0) records[blockIdx.x * 8 + threadIdx.x / 32] = r;
+  // Records: the consumers' eight warps first (the producer's are not timed).
+  const int consumer_warp = int(threadIdx.x / 32) - (kRing ? 4 : 0);
+  if (consumer_warp >= 0 && threadIdx.x % 32 == 0) records[blockIdx.x * 8 + consumer_warp] = r;
   if (acc == 1234.5f) sink[0] = acc;
 }
 
@@ -317,8 +419,8 @@ Summary summarise(const std::vector<Record>& rec, int ctas, int warps_per_cta, i
 }
 
 template <class Kernel, class... Args>
-Summary launch(Kernel kernel, int threads, int ctas, int warps_per_cta, int wgs, Args... args) {
-  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes + 1024));
+Summary launch(Kernel kernel, int threads, int smem_bytes, int ctas, int warps_per_cta, int wgs, Args... args) {
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   Record* d_rec;
   float* d_sink;
   CHECK(cudaMalloc(&d_rec, sizeof(Record) * ctas * warps_per_cta));
@@ -327,10 +429,10 @@ Summary launch(Kernel kernel, int threads, int ctas, int warps_per_cta, int wgs,
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
-  kernel<<<ctas, threads, kSmemBytes + 1024>>>(args..., d_rec, d_sink);  // warm-up
+  kernel<<<ctas, threads, smem_bytes>>>(args..., d_rec, d_sink);  // warm-up
   CHECK(cudaGetLastError());
   CHECK(cudaEventRecord(e0));
-  kernel<<<ctas, threads, kSmemBytes + 1024>>>(args..., d_rec, d_sink);
+  kernel<<<ctas, threads, smem_bytes>>>(args..., d_rec, d_sink);
   CHECK(cudaEventRecord(e1));
   CHECK(cudaDeviceSynchronize());
   float ms = 0;
@@ -350,7 +452,7 @@ template <int kDepth, int kAlu>
 void isolate(int sms, int ctas, int gemm_wgs, long long groups) {
   // Without GEMMs the ALU stream runs for about as long as the GEMM configurations do.
   const long long alu_passes = groups / 4;
-  const Summary s = launch(isolate_kernel<kDepth, kAlu>, 384, ctas, 12, 3, gemm_wgs, groups, alu_passes);
+  const Summary s = launch(isolate_kernel<kDepth, kAlu>, 384, kSmemBytes + 1024, ctas, 12, 3, gemm_wgs, groups, alu_passes);
   // Tensor cores a clock: 4096 dense bf16 FLOP an SM (989 TFLOP/s at 1830 MHz over 132 SMs).
   const double per_group = s.cycles_per_item[0];
   const double tensor_share = gemm_wgs > 0 && per_group > 0 ? gemm_wgs * kFlopsPerGemm / per_group / 4096.0 : 0;
@@ -366,17 +468,46 @@ void isolate(int sms, int ctas, int gemm_wgs, long long groups) {
 const char* kPassNames[] = {"none", "full", "noexp2", "halfexp2"};
 const char* kTurnNames[] = {"none", "gemm", "exp2"};
 
-template <int kPass, int kTurns>
+// K / V blocks in global memory for the ring (4 MB: one head's K and V at 8k keys, d128), bf16
+// values in about [-0.5, 0.5).
+const uint8_t* kv_blocks_on_device(int blocks) {
+  static uint8_t* d = nullptr;
+  if (d == nullptr) {
+    std::vector<uint16_t> h(size_t(blocks) * 2 * kKVBytes / 2);
+    uint32_t x = 12345u;
+    for (auto& v : h) {
+      x = x * 1664525u + 1013904223u;
+      const float f = float((x >> 8) & 0xFFFF) / 65536.0f - 0.5f;
+      __nv_bfloat16 b = __float2bfloat16(f);
+      v = *reinterpret_cast<uint16_t*>(&b);
+    }
+    CHECK(cudaMalloc(&d, h.size() * 2));
+    CHECK(cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  }
+  return d;
+}
+
+const char* feature_name(int f) {
+  static const char* names[] = {"smemQ", "regQ", "smemQ+ring", "regQ+ring"};
+  return names[f & 3];
+}
+
+template <int kPass, int kTurns, int kFeatures = 0>
 void pingpong(int ctas, long long steps) {
-  const Summary s = launch(pingpong_kernel<kPass, kTurns>, 256, ctas, 8, 2, steps);
+  constexpr bool kRing = (kFeatures & kKvRing) != 0;
+  constexpr int kBlocks = 64;
+  const Summary s = launch(pingpong_kernel<kPass, kTurns, kFeatures>, kRing ? 384 : 256,
+                           (kRing ? kRingSmemBytes : kSmemBytes) + 2048, ctas, 8, 2, steps,
+                           kv_blocks_on_device(kBlocks), kBlocks);
   const double per_step = 0.5 * (s.cycles_per_item[0] + s.cycles_per_item[1]);
   // A step of both warpgroups: 2 x (S + P V) = 4 x kFlopsPerGemm.
   const double share = 4 * kFlopsPerGemm / per_step / 4096.0;
   const double tflops = ctas * steps * 4 * kFlopsPerGemm / (s.wall_ms * 1e-3) / 1e12;
   std::printf(
-      "{\"probe\":\"pingpong\",\"ctas\":%d,\"pass\":\"%s\",\"turns\":\"%s\",\"steps\":%lld,"
+      "{\"probe\":\"pingpong\",\"ctas\":%d,\"pass\":\"%s\",\"turns\":\"%s\",\"features\":\"%s\",\"steps\":%lld,"
       "\"cycles_per_step\":%.1f,\"tensor_share_per_clock\":%.4f,\"tflops\":%.1f,\"mhz\":%.0f,\"ms\":%.3f}\n",
-      ctas, kPassNames[kPass], kTurnNames[kTurns], steps, per_step, share, tflops, s.mhz, s.wall_ms);
+      ctas, kPassNames[kPass], kTurnNames[kTurns], feature_name(kFeatures), steps, per_step, share, tflops, s.mhz,
+      s.wall_ms);
 }
 
 }  // namespace probe
@@ -384,33 +515,37 @@ void pingpong(int ctas, long long steps) {
 int main(int argc, char** argv) {
   using namespace probe;
   const long long groups = argc > 1 ? std::atoll(argv[1]) : 20000;
+  const bool all_ctas_only = argc > 2 && argv[2][0] == 'f';  // "full": skip the one-CTA runs
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  for (int ctas : {sms, 1}) {
+  std::vector<int> ctas_list = {sms};
+  if (!all_ctas_only) ctas_list.push_back(1);
+  for (int ctas : ctas_list) {
     isolate<2, kAluNone>(sms, ctas, 1, groups);
     isolate<2, kAluNone>(sms, ctas, 2, groups);
     isolate<1, kAluNone>(sms, ctas, 1, groups);
     isolate<1, kAluNone>(sms, ctas, 2, groups);
     isolate<2, kAluMufu>(sms, ctas, 0, groups);
-    isolate<2, kAluFfma>(sms, ctas, 0, groups);
     isolate<2, kAluSoftmax>(sms, ctas, 0, groups);
-    isolate<2, kAluMufu>(sms, ctas, 1, groups);
     isolate<2, kAluMufu>(sms, ctas, 2, groups);
-    isolate<1, kAluMufu>(sms, ctas, 1, groups);
     isolate<1, kAluMufu>(sms, ctas, 2, groups);
     isolate<2, kAluFfma>(sms, ctas, 2, groups);
     isolate<2, kAluSoftmax>(sms, ctas, 2, groups);
     isolate<1, kAluSoftmax>(sms, ctas, 2, groups);
   }
   const long long steps = groups / 2;
-  for (int ctas : {sms, 1}) {
-    pingpong<kPassNone, 1>(ctas, steps);
-    pingpong<kPassFull, 1>(ctas, steps);
-    pingpong<kPassNoExp2, 1>(ctas, steps);
-    pingpong<kPassHalfExp2, 1>(ctas, steps);
-    pingpong<kPassNone, 0>(ctas, steps);
-    pingpong<kPassFull, 0>(ctas, steps);
-    pingpong<kPassFull, 2>(ctas, steps);
+  for (int ctas : ctas_list) {
+    pingpong<kPassNone, 1, 0>(ctas, steps);
+    pingpong<kPassFull, 1, 0>(ctas, steps);
+    pingpong<kPassNone, 1, kQInRegisters>(ctas, steps);
+    pingpong<kPassFull, 1, kQInRegisters>(ctas, steps);
+    pingpong<kPassNone, 1, kKvRing>(ctas, steps);
+    pingpong<kPassFull, 1, kKvRing>(ctas, steps);
+    pingpong<kPassNone, 1, kQInRegisters | kKvRing>(ctas, steps);
+    pingpong<kPassFull, 1, kQInRegisters | kKvRing>(ctas, steps);
+    pingpong<kPassNoExp2, 1, kQInRegisters | kKvRing>(ctas, steps);
+    pingpong<kPassFull, 0, kQInRegisters | kKvRing>(ctas, steps);
+    pingpong<kPassFull, 2, kQInRegisters | kKvRing>(ctas, steps);
   }
   return 0;
 }
