@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "cuda/sm90/ptx.h"
@@ -213,12 +214,29 @@ constexpr int kQInRegisters = 1;  // S = Q K^T with Q's fragments in registers (
 constexpr int kKvRing = 2;        // K and V through a two-stage ring that a producer warpgroup
                                   // refills from global memory (1-D bulk copies, mbarriers), S of
                                   // block j beside P V of block j - 1 as in the library's step
-constexpr int kRingSmemBytes = kFlagOffset + 2 * kKVBytes + 64;  // a second K / V stage, barriers
+// Diagnostics of the ring's cost (with kKvRing):
+constexpr int kRingNoData = 4;         // the producer arrives on the full barriers without copying
+constexpr int kConsumersDontWait = 8;  // the consumers skip the full barriers' waits (timing only)
+constexpr int kProducerSleeps = 16;    // the producer waits with a suspend-time hint, not by polling
+constexpr int kRingSmemBytes = kFlagOffset + 1024 + 4 * kKVBytes + 64;  // two K and two V stages, barriers
 
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
+}
+
+// mbarrier try_wait with a suspend-time hint: the thread sleeps until the phase completes or the
+// hint (ns) runs out, instead of polling.
+__device__ __forceinline__ void mbarrier_wait_suspending(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity), "r"(1000000u)
+        : "memory");
+  }
 }
 
 template <int kPass>
@@ -250,8 +268,7 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
   fill_tiles(smem, blockIdx.x);
   // Ring: K stage s at kKOffset / kFlagOffset + s * kKVColumnBytes... laid out as two K stages
   // then two V stages past the single-tile layout's end.
-  const uint32_t ring = base + kFlagOffset + 16;  // 1 KB aligned below
-  const uint32_t ring_base = (ring + 1023) & ~1023u;
+  const uint32_t ring_base = base + kFlagOffset + 1024;  // past the flag, on a swizzle atom
   auto k_stage = [&](int st) { return kRing ? ring_base + st * kKVBytes : base + kKOffset; };
   auto v_stage = [&](int st) { return kRing ? ring_base + 2 * kKVBytes + st * kKVBytes : base + kVOffset; };
   const uint32_t bars = ring_base + 4 * kKVBytes;  // k_full[2], v_full[2], k_empty[2], v_empty[2]
@@ -282,17 +299,29 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
       const uint32_t kBlockBytes = 2 * kKVBytes;
       auto block = [&](long long b) { return kv_global + size_t((b + blockIdx.x) % kv_blocks) * kBlockBytes; };
       // A stage's earlier loads: K of blocks st, st + 2, ...; V likewise, plus block -1 in stage 1.
-      mbarrier_arrive_expect_tx(v_full(1), kKVBytes);
-      bulk_load(v_stage(1), block(0) + kKVBytes, kKVBytes, v_full(1));
+      auto fill = [&](uint32_t dst, const uint8_t* src, uint32_t bar) {
+        if constexpr ((kFeatures & kRingNoData) != 0) {
+          mbarrier_arrive(bar);
+        } else {
+          mbarrier_arrive_expect_tx(bar, kKVBytes);
+          bulk_load(dst, src, kKVBytes, bar);
+        }
+      };
+      auto wait_empty = [&](uint32_t bar, uint32_t parity) {
+        if constexpr ((kFeatures & kProducerSleeps) != 0) {
+          mbarrier_wait_suspending(bar, parity);
+        } else {
+          mbarrier_wait(bar, parity);
+        }
+      };
+      fill(v_stage(1), block(0) + kKVBytes, v_full(1));
       for (long long j = 0; j < steps; ++j) {
         const int st = int(j % 2);
         const long long k_before = j / 2, v_before = j / 2 + st;
-        if (k_before > 0) mbarrier_wait(k_empty(st), uint32_t((k_before - 1) & 1));
-        mbarrier_arrive_expect_tx(k_full(st), kKVBytes);
-        bulk_load(k_stage(st), block(j), kKVBytes, k_full(st));
-        if (v_before > 0) mbarrier_wait(v_empty(st), uint32_t((v_before - 1) & 1));
-        mbarrier_arrive_expect_tx(v_full(st), kKVBytes);
-        bulk_load(v_stage(st), block(j) + kKVBytes, kKVBytes, v_full(st));
+        if (k_before > 0) wait_empty(k_empty(st), uint32_t((k_before - 1) & 1));
+        fill(k_stage(st), block(j), k_full(st));
+        if (v_before > 0) wait_empty(v_empty(st), uint32_t((v_before - 1) & 1));
+        fill(v_stage(st), block(j) + kKVBytes, v_full(st));
       }
     }
   } else {
@@ -321,7 +350,7 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
     const long long c0 = clock64();
     for (long long j = 0; j < steps; ++j) {
       const int ks = int(j % 2), vs = int((j + 1) % 2);  // K of block j, V of block j - 1
-      if constexpr (kRing) {
+      if constexpr (kRing && (kFeatures & kConsumersDontWait) == 0) {
         mbarrier_wait(k_full(ks), (j / 2) & 1);
         mbarrier_wait(v_full(vs), ((vs == 1 ? j : j - 1) / 2) & 1);
       }
@@ -489,7 +518,12 @@ const uint8_t* kv_blocks_on_device(int blocks) {
 
 const char* feature_name(int f) {
   static const char* names[] = {"smemQ", "regQ", "smemQ+ring", "regQ+ring"};
-  return names[f & 3];
+  static std::string name;
+  name = names[f & 3];
+  if (f & kRingNoData) name += "+nodata";
+  if (f & kConsumersDontWait) name += "+nowait";
+  if (f & kProducerSleeps) name += "+sleep";
+  return name.c_str();
 }
 
 template <int kPass, int kTurns, int kFeatures = 0>
@@ -497,7 +531,7 @@ void pingpong(int ctas, long long steps) {
   constexpr bool kRing = (kFeatures & kKvRing) != 0;
   constexpr int kBlocks = 64;
   const Summary s = launch(pingpong_kernel<kPass, kTurns, kFeatures>, kRing ? 384 : 256,
-                           (kRing ? kRingSmemBytes : kSmemBytes) + 2048, ctas, 8, 2, steps,
+                           (kRing ? kRingSmemBytes : kSmemBytes) + 1024, ctas, 8, 2, steps,
                            kv_blocks_on_device(kBlocks), kBlocks);
   const double per_step = 0.5 * (s.cycles_per_item[0] + s.cycles_per_item[1]);
   // A step of both warpgroups: 2 x (S + P V) = 4 x kFlopsPerGemm.
@@ -534,18 +568,24 @@ int main(int argc, char** argv) {
     isolate<1, kAluSoftmax>(sms, ctas, 2, groups);
   }
   const long long steps = groups / 2;
+  constexpr int kLib = kQInRegisters | kKvRing;  // the library's d128 form
   for (int ctas : ctas_list) {
     pingpong<kPassNone, 1, 0>(ctas, steps);
     pingpong<kPassFull, 1, 0>(ctas, steps);
-    pingpong<kPassNone, 1, kQInRegisters>(ctas, steps);
     pingpong<kPassFull, 1, kQInRegisters>(ctas, steps);
     pingpong<kPassNone, 1, kKvRing>(ctas, steps);
     pingpong<kPassFull, 1, kKvRing>(ctas, steps);
-    pingpong<kPassNone, 1, kQInRegisters | kKvRing>(ctas, steps);
-    pingpong<kPassFull, 1, kQInRegisters | kKvRing>(ctas, steps);
-    pingpong<kPassNoExp2, 1, kQInRegisters | kKvRing>(ctas, steps);
-    pingpong<kPassFull, 0, kQInRegisters | kKvRing>(ctas, steps);
-    pingpong<kPassFull, 2, kQInRegisters | kKvRing>(ctas, steps);
+    pingpong<kPassNone, 1, kLib>(ctas, steps);
+    pingpong<kPassFull, 1, kLib>(ctas, steps);
+    pingpong<kPassNoExp2, 1, kLib>(ctas, steps);
+    pingpong<kPassHalfExp2, 1, kLib>(ctas, steps);
+    pingpong<kPassFull, 0, kLib>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kRingNoData>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kConsumersDontWait>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kRingNoData | kConsumersDontWait>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kProducerSleeps>(ctas, steps);
+    pingpong<kPassNone, 1, kLib | kProducerSleeps>(ctas, steps);
+    pingpong<kPassFull, 1, kKvRing | kRingNoData>(ctas, steps);
   }
   return 0;
 }
