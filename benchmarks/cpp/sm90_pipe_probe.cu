@@ -15,7 +15,8 @@
 // Not a test: the operands are pseudo-random and the results are thrown away (summed into one
 // word so that nothing is dead code).
 //
-//   flashattn_sm90_pipe_probe [iterations]     prints one JSON line per configuration
+//   flashattn_sm90_pipe_probe [iterations [all|full [pp]]]   one JSON line per configuration
+//   ("full": 132 CTAs only, no one-CTA runs; "pp": the pingpong runs only)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -218,7 +219,22 @@ constexpr int kKvRing = 2;        // K and V through a two-stage ring that a pro
 constexpr int kRingNoData = 4;         // the producer arrives on the full barriers without copying
 constexpr int kConsumersDontWait = 8;  // the consumers skip the full barriers' waits (timing only)
 constexpr int kProducerSleeps = 16;    // the producer waits with a suspend-time hint, not by polling
-constexpr int kRingSmemBytes = kFlagOffset + 1024 + 4 * kKVBytes + 64;  // two K and two V stages, barriers
+constexpr int kThreeKStages = 32;       // K's ring three stages deep (else two)
+constexpr int kThreeVStages = 64;       // V's ring three stages deep (else two)
+constexpr int kProducerKFirst = 128;    // the producer loads K of block j + 1 before V of block j
+constexpr int kNoWaitK = 256;           // the consumers skip the K full barrier's wait only
+constexpr int kNoWaitV = 512;           // ... the V full barrier's only
+constexpr int kWaitBoth = 1024;         // the K and V full barriers tested together (one round trip)
+constexpr int kRingHigh = 4096;         // the ring's stages two stages higher in shared memory (the
+                                        // same code, other addresses)
+constexpr int kRingMid = 8192;          // ... one stage higher
+constexpr int kProducerBusy = 16384;   // the producer runs ~200 dependent integer instructions a block
+constexpr int kAllSmem = 2048;          // the launch asks for 227 KB of shared memory (the kernel is
+                                        // the same; only the L1 / shared-memory carve-out changes)
+// The ring lies past the two Q tiles (the single K / V tile of the ring-less form is not used):
+// at most three K and three V stages, then the barriers.
+constexpr int kRingOffset = 2 * kQBytes;
+constexpr int kRingSmemBytes = kRingOffset + 6 * kKVBytes + 128;
 
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
@@ -235,6 +251,28 @@ __device__ __forceinline__ void mbarrier_wait_suspending(uint32_t bar, uint32_t 
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(bar), "r"(parity), "r"(1000000u)
+        : "memory");
+  }
+}
+
+// Work the producer does beside its loads (kProducerBusy): a dependent integer chain.
+__device__ __forceinline__ void busy_work(int j) {
+  uint32_t x = uint32_t(j);
+#pragma unroll 1
+  for (int i = 0; i < 50; ++i) x = x * 1664525u + 1013904223u + (x >> 7);
+  if (x == 0x12345678u) asm volatile("trap;");
+}
+
+// Two barriers' phases tested in one round: both try_waits issued before either result is read.
+__device__ __forceinline__ void mbarrier_wait_both(uint32_t bar_a, uint32_t parity_a, uint32_t bar_b,
+                                                   uint32_t parity_b) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred pa, pb;\nmbarrier.try_wait.parity.shared::cta.b64 pa, [%1], %2;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 pb, [%3], %4;\nand.pred pa, pa, pb;\nselp.u32 %0, 1, 0, pa;\n}\n"
+        : "=r"(done)
+        : "r"(bar_a), "r"(parity_a), "r"(bar_b), "r"(parity_b)
         : "memory");
   }
 }
@@ -268,17 +306,19 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
   fill_tiles(smem, blockIdx.x);
   // Ring: K stage s at kKOffset / kFlagOffset + s * kKVColumnBytes... laid out as two K stages
   // then two V stages past the single-tile layout's end.
-  const uint32_t ring_base = base + kFlagOffset + 1024;  // past the flag, on a swizzle atom
+  constexpr int KS = (kFeatures & kThreeKStages) ? 3 : 2, VS = (kFeatures & kThreeVStages) ? 3 : 2;
+  const uint32_t ring_base = base + kRingOffset + ((kFeatures & kRingHigh) ? 2 * kKVBytes : 0) +
+                             ((kFeatures & kRingMid) ? kKVBytes : 0);
   auto k_stage = [&](int st) { return kRing ? ring_base + st * kKVBytes : base + kKOffset; };
-  auto v_stage = [&](int st) { return kRing ? ring_base + 2 * kKVBytes + st * kKVBytes : base + kVOffset; };
-  const uint32_t bars = ring_base + 4 * kKVBytes;  // k_full[2], v_full[2], k_empty[2], v_empty[2]
+  auto v_stage = [&](int st) { return kRing ? ring_base + (KS + st) * kKVBytes : base + kVOffset; };
+  const uint32_t bars = ring_base + (KS + VS) * kKVBytes;  // k_full[3], v_full[3], k_empty[3], v_empty[3]
   auto k_full = [&](int st) { return bars + 8 * st; };
-  auto v_full = [&](int st) { return bars + 16 + 8 * st; };
-  auto k_empty = [&](int st) { return bars + 32 + 8 * st; };
-  auto v_empty = [&](int st) { return bars + 48 + 8 * st; };
+  auto v_full = [&](int st) { return bars + 24 + 8 * st; };
+  auto k_empty = [&](int st) { return bars + 48 + 8 * st; };
+  auto v_empty = [&](int st) { return bars + 72 + 8 * st; };
   if constexpr (kRing) {
     if (threadIdx.x == 0) {
-      for (int st = 0; st < 2; ++st) {
+      for (int st = 0; st < 3; ++st) {
         mbarrier_init(k_full(st), 1);
         mbarrier_init(v_full(st), 1);
         mbarrier_init(k_empty(st), 8);
@@ -297,7 +337,7 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
     setmaxnreg_decrease<24>();
     if (threadIdx.x == 0) {
       const uint32_t kBlockBytes = 2 * kKVBytes;
-      auto block = [&](long long b) { return kv_global + size_t((b + blockIdx.x) % kv_blocks) * kBlockBytes; };
+      auto block = [&](int b) { return kv_global + size_t((b + int(blockIdx.x)) & (kv_blocks - 1)) * kBlockBytes; };
       // A stage's earlier loads: K of blocks st, st + 2, ...; V likewise, plus block -1 in stage 1.
       auto fill = [&](uint32_t dst, const uint8_t* src, uint32_t bar) {
         if constexpr ((kFeatures & kRingNoData) != 0) {
@@ -314,14 +354,33 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
           mbarrier_wait(bar, parity);
         }
       };
-      fill(v_stage(1), block(0) + kKVBytes, v_full(1));
-      for (long long j = 0; j < steps; ++j) {
-        const int st = int(j % 2);
-        const long long k_before = j / 2, v_before = j / 2 + st;
-        if (k_before > 0) wait_empty(k_empty(st), uint32_t((k_before - 1) & 1));
-        fill(k_stage(st), block(j), k_full(st));
-        if (v_before > 0) wait_empty(v_empty(st), uint32_t((v_before - 1) & 1));
-        fill(v_stage(st), block(j) + kKVBytes, v_full(st));
+      // K of block j and V of block j - 1 (block -1 first) go round their rings stage by stage;
+      // a stage's empty barrier is waited for from its second load on (phase of the load before).
+      int k_st = 0, v_st = 0;
+      uint32_t k_round = 0, v_round = 0;  // completed trips round each ring
+      auto load_k = [&](int j) {
+        if (k_round > 0) wait_empty(k_empty(k_st), (k_round - 1) & 1);
+        fill(k_stage(k_st), block(j), k_full(k_st));
+        if (++k_st == KS) k_st = 0, ++k_round;
+        if constexpr ((kFeatures & kProducerBusy) != 0) busy_work(j);
+      };
+      auto load_v = [&](int vi) {
+        if (v_round > 0) wait_empty(v_empty(v_st), (v_round - 1) & 1);
+        fill(v_stage(v_st), block(vi) + kKVBytes, v_full(v_st));
+        if (++v_st == VS) v_st = 0, ++v_round;
+      };
+      load_v(0);
+      if constexpr ((kFeatures & kProducerKFirst) != 0) {
+        load_k(0);
+        for (int j = 0; j < int(steps); ++j) {
+          if (j + 1 < int(steps)) load_k(j + 1);
+          load_v(j + 1);
+        }
+      } else {
+        for (int j = 0; j < int(steps); ++j) {
+          load_k(j);
+          load_v(j + 1);
+        }
       }
     }
   } else {
@@ -348,11 +407,19 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
     float sum = 0.0f;
     const uint64_t w0 = global_ns();
     const long long c0 = clock64();
+    // Stage and phase of K (block j) and V (block j - 1, load index j), advanced a step at a time.
+    int ks = 0, vs = 0;
+    uint32_t k_phase = 0, v_phase = 0;
     for (long long j = 0; j < steps; ++j) {
-      const int ks = int(j % 2), vs = int((j + 1) % 2);  // K of block j, V of block j - 1
-      if constexpr (kRing && (kFeatures & kConsumersDontWait) == 0) {
-        mbarrier_wait(k_full(ks), (j / 2) & 1);
-        mbarrier_wait(v_full(vs), ((vs == 1 ? j : j - 1) / 2) & 1);
+      if constexpr (kRing && (kFeatures & kWaitBoth) != 0 && (kFeatures & kConsumersDontWait) == 0) {
+        mbarrier_wait_both(k_full(ks), k_phase, v_full(vs), v_phase);
+      } else {
+        if constexpr (kRing && (kFeatures & (kConsumersDontWait | kNoWaitK)) == 0) {
+          mbarrier_wait(k_full(ks), k_phase);
+        }
+        if constexpr (kRing && (kFeatures & (kConsumersDontWait | kNoWaitV)) == 0) {
+          mbarrier_wait(v_full(vs), v_phase);
+        }
       }
       if (kTurns == 1) named_barrier_sync(kRing0 + wg, 256);
       wgmma_fence();
@@ -387,6 +454,8 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
       }
 #pragma unroll
       for (int i = 0; i < 32; ++i) p[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+      if (++ks == KS) ks = 0, k_phase ^= 1;
+      if (++vs == VS) vs = 0, v_phase ^= 1;
     }
     r.cycles = clock64() - c0;
     r.wall_ns = global_ns() - w0;
@@ -523,6 +592,16 @@ const char* feature_name(int f) {
   if (f & kRingNoData) name += "+nodata";
   if (f & kConsumersDontWait) name += "+nowait";
   if (f & kProducerSleeps) name += "+sleep";
+  if (f & kThreeKStages) name += "+k3";
+  if (f & kThreeVStages) name += "+v3";
+  if (f & kProducerKFirst) name += "+kfirst";
+  if (f & kNoWaitK) name += "+nowaitK";
+  if (f & kNoWaitV) name += "+nowaitV";
+  if (f & kWaitBoth) name += "+waitboth";
+  if (f & kAllSmem) name += "+allsmem";
+  if (f & kRingHigh) name += "+high";
+  if (f & kRingMid) name += "+mid";
+  if (f & kProducerBusy) name += "+busy";
   return name.c_str();
 }
 
@@ -530,8 +609,11 @@ template <int kPass, int kTurns, int kFeatures = 0>
 void pingpong(int ctas, long long steps) {
   constexpr bool kRing = (kFeatures & kKvRing) != 0;
   constexpr int kBlocks = 64;
-  const Summary s = launch(pingpong_kernel<kPass, kTurns, kFeatures>, kRing ? 384 : 256,
-                           (kRing ? kRingSmemBytes : kSmemBytes) + 1024, ctas, 8, 2, steps,
+  // kAllSmem: the same kernel as without it (the flag is masked out of the template argument).
+  constexpr int kKernelFeatures = kFeatures & ~kAllSmem;
+  const int smem = (kFeatures & (kAllSmem | kRingHigh | kRingMid)) ? 227 * 1024
+                                                                  : (kRing ? kRingSmemBytes : kSmemBytes) + 1024;
+  const Summary s = launch(pingpong_kernel<kPass, kTurns, kKernelFeatures>, kRing ? 384 : 256, smem, ctas, 8, 2, steps,
                            kv_blocks_on_device(kBlocks), kBlocks);
   const double per_step = 0.5 * (s.cycles_per_item[0] + s.cycles_per_item[1]);
   // A step of both warpgroups: 2 x (S + P V) = 4 x kFlopsPerGemm.
@@ -554,7 +636,8 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::vector<int> ctas_list = {sms};
   if (!all_ctas_only) ctas_list.push_back(1);
-  for (int ctas : ctas_list) {
+  const bool pingpong_only = argc > 3 && argv[3][0] == 'p';  // "pp": skip the isolate runs
+  for (int ctas : pingpong_only ? std::vector<int>{} : ctas_list) {
     isolate<2, kAluNone>(sms, ctas, 1, groups);
     isolate<2, kAluNone>(sms, ctas, 2, groups);
     isolate<1, kAluNone>(sms, ctas, 1, groups);
@@ -570,22 +653,18 @@ int main(int argc, char** argv) {
   const long long steps = groups / 2;
   constexpr int kLib = kQInRegisters | kKvRing;  // the library's d128 form
   for (int ctas : ctas_list) {
-    pingpong<kPassNone, 1, 0>(ctas, steps);
-    pingpong<kPassFull, 1, 0>(ctas, steps);
-    pingpong<kPassFull, 1, kQInRegisters>(ctas, steps);
-    pingpong<kPassNone, 1, kKvRing>(ctas, steps);
-    pingpong<kPassFull, 1, kKvRing>(ctas, steps);
-    pingpong<kPassNone, 1, kLib>(ctas, steps);
     pingpong<kPassFull, 1, kLib>(ctas, steps);
-    pingpong<kPassNoExp2, 1, kLib>(ctas, steps);
-    pingpong<kPassHalfExp2, 1, kLib>(ctas, steps);
-    pingpong<kPassFull, 0, kLib>(ctas, steps);
     pingpong<kPassFull, 1, kLib | kRingNoData>(ctas, steps);
     pingpong<kPassFull, 1, kLib | kConsumersDontWait>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kRingNoData | kConsumersDontWait>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kThreeKStages | kThreeVStages>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kThreeKStages | kThreeVStages | kRingNoData>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kThreeKStages | kThreeVStages | kConsumersDontWait>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kThreeVStages>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kProducerBusy>(ctas, steps);
+    pingpong<kPassFull, 1, kLib | kProducerBusy | kRingNoData>(ctas, steps);
     pingpong<kPassFull, 1, kLib | kProducerSleeps>(ctas, steps);
-    pingpong<kPassNone, 1, kLib | kProducerSleeps>(ctas, steps);
-    pingpong<kPassFull, 1, kKvRing | kRingNoData>(ctas, steps);
+    pingpong<kPassNone, 1, kLib>(ctas, steps);
+    pingpong<kPassNone, 1, kLib | kThreeKStages | kThreeVStages>(ctas, steps);
   }
   return 0;
 }

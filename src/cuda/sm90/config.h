@@ -391,6 +391,11 @@ struct KernelConfig {
   // computed some exp2s by a polynomial on the FMA pipe instead, FlashAttention-4's move: -6..-22%,
   // the exp2 pass being bound by issue; removed, docs/perf.md.)
   static constexpr bool kTimingWithoutExp2 = false;
+  // Harness only, wrong output on purpose (a K / V stage may be read before it lands): the key
+  // loop's steps do not wait for their K and V to arrive (mainloop_mma.h, block_step; a tile's
+  // first block still does): what the waits for late loads cost (session 51, after the pipe
+  // probe's ring found the consumers' waits on landing data the cost of its pass).
+  static constexpr bool kTimingWithoutKvWaits = false;
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;
