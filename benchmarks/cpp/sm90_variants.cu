@@ -272,12 +272,6 @@ struct LoopTiming : Base {
   static constexpr bool kTimingWithoutSoftmax = kNoSoftmax;
   static constexpr bool kTimingWithoutExp2 = kNoExp2;
 };
-// Wrong output on purpose: the key loop's steps do not wait for K and V to land
-// (KernelConfig::kTimingWithoutKvWaits): what waiting for late loads costs (session 51).
-template <class Base>
-struct NoKvWaits : Base {
-  static constexpr bool kTimingWithoutKvWaits = true;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -912,14 +906,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_cluster_noturns_nosoftmax",
      run_cfg<LoopTiming<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>, true>>},
     {256, "n64_s2_nosoftmax", run_cfg<LoopTiming<TileCfg<256, 64, 2, false>, true>>},
-    // Session 51: the steps without their K / V waits (`_nokvwait`; wrong output, timing only),
-    // with and without the softmax.
-    {128, "n128_s2_nokvwait", run_cfg<NoKvWaits<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_cluster_nokvwait", run_cfg<NoKvWaits<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>},
-    {128, "n128_s2_nosoftmax_nokvwait", run_cfg<NoKvWaits<LoopTiming<TileCfg<128, 128, 2, false>, true>>>},
-    {128, "n128_s2_cluster_nosoftmax_nokvwait",
-     run_cfg<NoKvWaits<LoopTiming<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true>>>},
-    {256, "n64_s2_nokvwait", run_cfg<NoKvWaits<TileCfg<256, 64, 2, false>>>},
     traced<LoopTiming<TileCfg<128, 128, 2, false>, true>>(128, "n128_s2_nosoftmax_trace"),
     // Session 43, call 2: the exp2s left out (`_noexp2`; wrong output, timing only). (The same
     // call's `_fma<n>`, every n-th exp2 on the FMA pipe, are removed: docs/perf.md.)

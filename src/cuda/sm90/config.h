@@ -391,11 +391,10 @@ struct KernelConfig {
   // computed some exp2s by a polynomial on the FMA pipe instead, FlashAttention-4's move: -6..-22%,
   // the exp2 pass being bound by issue; removed, docs/perf.md.)
   static constexpr bool kTimingWithoutExp2 = false;
-  // Harness only, wrong output on purpose (a K / V stage may be read before it lands): the key
-  // loop's steps do not wait for their K and V to arrive (mainloop_mma.h, block_step; a tile's
-  // first block still does): what the waits for late loads cost (session 51, after the pipe
-  // probe's ring found the consumers' waits on landing data the cost of its pass).
-  static constexpr bool kTimingWithoutKvWaits = false;
+  // (Session 51 timed the key loop's steps without their K / V waits, kTimingWithoutKvWaits,
+  // removed: d128 8k +1.4% in the pairs and +3.5% in the static kernel by the medians, nothing
+  // without the softmax, d256 -2.7%; docs/perf.md. Such a variant can crash at short rows: a
+  // stage released before its copy lands gets the next copy's bytes on an unexpected phase.)
   using Element = Element_;
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockN = BlockN_;

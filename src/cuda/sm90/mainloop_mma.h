@@ -480,10 +480,10 @@ struct MainloopMma {
                                              int accumulate, PipelineState<Cfg::kStages>& k_state,
                                              PipelineState<Cfg::kStages>& v_state, const QFragments& q) const {
     trace(kEvKWait, k_state.stage, n);
-    if constexpr (!Cfg::kTimingWithoutKvWaits) mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
+    mbarrier_wait(bars.k_full(k_state.stage), k_state.phase);
     trace(kEvKFull, k_state.stage, n);
     trace(kEvVWait, v_state.stage, n + 1);
-    if constexpr (!Cfg::kTimingWithoutKvWaits) mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
+    mbarrier_wait(bars.v_full(v_state.stage), v_state.phase);
     trace(kEvVFull, v_state.stage, n + 1);
     wait_turn();
     pin_registers(s);
