@@ -39,6 +39,16 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_bench.cpp)
   add_executable(flashattn_sm90_bench ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_bench.cpp)
   target_link_libraries(flashattn_sm90_bench PRIVATE flashattn CUDA::cudart)
 endif()
+# The pipe probe (benchmarks/cpp/sm90_pipe_probe.cu): the key loop's GEMMs, softmax and K / V ring
+# alone, without the library's kernels (session 51; builds in seconds).
+if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_pipe_probe.cu)
+  add_executable(flashattn_sm90_pipe_probe ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_pipe_probe.cu)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_pipe_probe.cu PROPERTIES
+    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;-O3")
+  set_target_properties(flashattn_sm90_pipe_probe PROPERTIES CUDA_ARCHITECTURES OFF)
+  target_include_directories(flashattn_sm90_pipe_probe PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(flashattn_sm90_pipe_probe PRIVATE CUDA::cudart)
+endif()
 # The variant harness compiles a hundred-odd kernels in one translation unit (19 minutes on CI's
 # two cores in session 33): scripts/build.sh leaves it out where no GPU could run it.
 option(FLASHATTN_BUILD_SM90_VARIANTS "Build the sm90 variant harness (flashattn_sm90_variants)" ON)

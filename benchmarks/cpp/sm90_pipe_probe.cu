@@ -229,6 +229,9 @@ constexpr int kRingHigh = 4096;         // the ring's stages two stages higher i
                                         // same code, other addresses)
 constexpr int kRingMid = 8192;          // ... one stage higher
 constexpr int kProducerBusy = 16384;   // the producer runs ~200 dependent integer instructions a block
+constexpr int kHalfCopies = 32768;     // each stage's copy brings half its bytes (the cluster pairs'
+                                        // share of a block), the rest stays as it was
+constexpr int kQuarterCopies = 65536;   // ... a quarter (four CTAs a cluster)
 constexpr int kAllSmem = 2048;          // the launch asks for 227 KB of shared memory (the kernel is
                                         // the same; only the L1 / shared-memory carve-out changes)
 // The ring lies past the two Q tiles (the single K / V tile of the ring-less form is not used):
@@ -343,8 +346,11 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
         if constexpr ((kFeatures & kRingNoData) != 0) {
           mbarrier_arrive(bar);
         } else {
-          mbarrier_arrive_expect_tx(bar, kKVBytes);
-          bulk_load(dst, src, kKVBytes, bar);
+          constexpr uint32_t kBytes = (kFeatures & kQuarterCopies) ? kKVBytes / 4
+                                      : (kFeatures & kHalfCopies)  ? kKVBytes / 2
+                                                                   : kKVBytes;
+          mbarrier_arrive_expect_tx(bar, kBytes);
+          bulk_load(dst, src, kBytes, bar);
         }
       };
       auto wait_empty = [&](uint32_t bar, uint32_t parity) {
@@ -602,6 +608,8 @@ const char* feature_name(int f) {
   if (f & kRingHigh) name += "+high";
   if (f & kRingMid) name += "+mid";
   if (f & kProducerBusy) name += "+busy";
+  if (f & kHalfCopies) name += "+half";
+  if (f & kQuarterCopies) name += "+quarter";
   return name.c_str();
 }
 
@@ -652,19 +660,17 @@ int main(int argc, char** argv) {
   }
   const long long steps = groups / 2;
   constexpr int kLib = kQInRegisters | kKvRing;  // the library's d128 form
-  for (int ctas : ctas_list) {
-    pingpong<kPassFull, 1, kLib>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kRingNoData>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kConsumersDontWait>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kThreeKStages | kThreeVStages>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kThreeKStages | kThreeVStages | kRingNoData>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kThreeKStages | kThreeVStages | kConsumersDontWait>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kThreeVStages>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kProducerBusy>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kProducerBusy | kRingNoData>(ctas, steps);
-    pingpong<kPassFull, 1, kLib | kProducerSleeps>(ctas, steps);
-    pingpong<kPassNone, 1, kLib>(ctas, steps);
-    pingpong<kPassNone, 1, kLib | kThreeKStages | kThreeVStages>(ctas, steps);
+  for (int round = 0; round < 2; ++round) {
+    for (int ctas : ctas_list) {
+      pingpong<kPassFull, 1, kQInRegisters>(ctas, steps);
+      pingpong<kPassFull, 1, kLib | kRingNoData>(ctas, steps);
+      pingpong<kPassFull, 1, kLib>(ctas, steps);
+      pingpong<kPassFull, 1, kLib | kHalfCopies>(ctas, steps);
+      pingpong<kPassFull, 1, kLib | kQuarterCopies>(ctas, steps);
+      pingpong<kPassNone, 1, kLib>(ctas, steps);
+      pingpong<kPassNone, 1, kLib | kHalfCopies>(ctas, steps);
+      pingpong<kPassNone, 1, kLib | kQuarterCopies>(ctas, steps);
+    }
   }
   return 0;
 }
