@@ -209,6 +209,11 @@ constexpr int kPassNone = 0;     // P packed from S as it is
 constexpr int kPassFull = 1;     // FFMA, EX2, FADD each (the library's exp2 pass, kept max)
 constexpr int kPassNoExp2 = 2;   // FFMA and FADD, no EX2
 constexpr int kPassHalfExp2 = 3; // EX2 on every other value
+constexpr int kPassChecked = 4;  // the library's kept-max round: the warp's vote that every row has
+                                 // a max, the exp2s a row at a time (fragment layout: row h holds
+                                 // s[4i + 2h], s[4i + 2h + 1]) with a sum chain a row, the vote that
+                                 // both sums stayed within the bound, the sums carried over, and
+                                 // the vote whether O needs a rescale
 // kTurns: 0 none; 1 around the GEMM issue (the library's cluster pairs); 2 around the exp2 pass.
 // kFeatures, the library's pieces added one at a time:
 constexpr int kQInRegisters = 1;  // S = Q K^T with Q's fragments in registers (RS), as at d128
@@ -232,6 +237,13 @@ constexpr int kProducerBusy = 16384;   // the producer runs ~200 dependent integ
 constexpr int kHalfCopies = 32768;     // each stage's copy brings half its bytes (the cluster pairs'
                                         // share of a block), the rest stays as it was
 constexpr int kQuarterCopies = 65536;   // ... a quarter (four CTAs a cluster)
+constexpr int kPairs = 131072;         // two CTAs a cluster: each copies half of every stage into
+                                        // both (multicast) and a stage is refilled once both CTAs'
+                                        // consumers have released it (the library's cluster pairs)
+constexpr int kEarlyRelease = 262144;  // timing only: V of block j - 1 released with K of block j,
+                                        // right after S retires (before its P V has read it), and
+                                        // both arrives ahead of the pass in ptxas's order (a wait on
+                                        // a register the pass reads): what early releases could buy
 constexpr int kAllSmem = 2048;          // the launch asks for 227 KB of shared memory (the kernel is
                                         // the same; only the L1 / shared-memory carve-out changes)
 // The ring lies past the two Q tiles (the single K / V tile of the ring-less form is not used):
@@ -280,6 +292,16 @@ __device__ __forceinline__ void mbarrier_wait_both(uint32_t bar_a, uint32_t pari
   }
 }
 
+// Half a stage into the same place of both CTAs of the pair, completing bytes on the barrier at the
+// same offset in each.
+__device__ __forceinline__ void bulk_load_multicast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar), "h"(uint16_t(0x3))
+      : "memory");
+}
+
 template <int kPass>
 __device__ __forceinline__ float softmax_pass(float (&s)[64], float sum) {
   const float scale = 0.1803369f, m = 1.0f;  // log2(e) / sqrt(128); a kept max
@@ -303,6 +325,7 @@ template <int kPass, int kTurns, int kFeatures>
 __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
     pingpong_kernel(long long steps, const uint8_t* kv_global, int kv_blocks, Record* records, float* sink) {
   constexpr bool kRing = (kFeatures & kKvRing) != 0, kQRegs = (kFeatures & kQInRegisters) != 0;
+  constexpr bool kPairsOn = kRing && (kFeatures & kPairs) != 0;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_address(smem_raw) + 1023) & ~1023u;
   uint8_t* smem = smem_raw + (base - smem_address(smem_raw));
@@ -324,12 +347,16 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
       for (int st = 0; st < 3; ++st) {
         mbarrier_init(k_full(st), 1);
         mbarrier_init(v_full(st), 1);
-        mbarrier_init(k_empty(st), 8);
-        mbarrier_init(v_empty(st), 8);
+        mbarrier_init(k_empty(st), kPairsOn ? 16 : 8);
+        mbarrier_init(v_empty(st), kPairsOn ? 16 : 8);
       }
       fence_barrier_init();
     }
-    __syncthreads();
+    if constexpr (kPairsOn) {
+      cluster_sync();
+    } else {
+      __syncthreads();
+    }
   }
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   Record r{0, 0, 0, 0};
@@ -345,6 +372,10 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
       auto fill = [&](uint32_t dst, const uint8_t* src, uint32_t bar) {
         if constexpr ((kFeatures & kRingNoData) != 0) {
           mbarrier_arrive(bar);
+        } else if constexpr (kPairsOn) {
+          const uint32_t half = kKVBytes / 2, rank = cluster_cta_rank();
+          mbarrier_arrive_expect_tx(bar, kKVBytes);
+          bulk_load_multicast(dst + rank * half, src + rank * half, half, bar);
         } else {
           constexpr uint32_t kBytes = (kFeatures & kQuarterCopies) ? kKVBytes / 4
                                       : (kFeatures & kHalfCopies)  ? kKVBytes / 2
@@ -411,6 +442,9 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
       }
     }
     float sum = 0.0f;
+    float row_max[2] = {1.0f, 1.0f}, row_sum[2] = {0.0f, 0.0f}, rescale[2] = {1.0f, 1.0f};
+    int moved_votes = 0;
+    constexpr float kScale = 0.1803369f;
     const uint64_t w0 = global_ns();
     const long long c0 = clock64();
     // Stage and phase of K (block j) and V (block j - 1, load index j), advanced a step at a time.
@@ -447,17 +481,59 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
       if (kTurns == 1) named_barrier_arrive(kRing0 + (1 - wg), 256);
       wgmma_wait_group<1>();
       pin_registers(s);
+      auto release = [&](uint32_t bar) {
+        if (threadIdx.x % 32 == 0) {
+          if constexpr (kPairsOn) {
+            mbarrier_arrive_cluster(bar, 0);
+            mbarrier_arrive_cluster(bar, 1);
+          } else {
+            mbarrier_arrive(bar);
+          }
+        }
+      };
       if constexpr (kRing) {
-        if (threadIdx.x % 32 == 0) mbarrier_arrive(k_empty(ks));
+        release(k_empty(ks));
+        if constexpr ((kFeatures & kEarlyRelease) != 0) {
+          release(v_empty(vs));
+          // The pass's first input read back through shared memory after the arrives, so that
+          // ptxas cannot start the pass before them (a plain register dependence it would not see).
+          s[0] += __int_as_float(*reinterpret_cast<volatile int*>(smem + kFlagOffset) & 0x80000000);
+        }
       }
       if (kTurns == 2) named_barrier_sync(kRing0 + wg, 256);
-      sum = softmax_pass<kPass>(s, sum);
+      if constexpr (kPass == kPassChecked) {
+        // Row state as OnlineSoftmax keeps it (softmax.h): the kept max, the running sums, the
+        // rescale factors (1 while the max is kept).
+        const bool every_row_has_max = __all_sync(0xffffffffu, row_max[0] != -INFINITY && row_max[1] != -INFINITY);
+        float block_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float m_scaled = row_max[h] * kScale;
+#pragma unroll
+          for (int i = 0; i < 16; ++i) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float& x = s[4 * i + 2 * h + e];
+              x = ex2(fmaf(x, kScale, -m_scaled));
+              block_sum[h] += x;
+            }
+          }
+        }
+        const bool held = __all_sync(0xffffffffu, block_sum[0] <= 256.0f && block_sum[1] <= 256.0f);
+        if (held && every_row_has_max) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) row_sum[h] = row_sum[h] * rescale[h] + block_sum[h];
+        } else {
+          row_max[0] += 1.0f;  // never taken with these inputs; keeps the branch
+        }
+        moved_votes += __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f) ? 1 : 0;
+      } else {
+        sum = softmax_pass<kPass>(s, sum);
+      }
       if (kTurns == 2) named_barrier_arrive(kRing0 + (1 - wg), 256);
       wgmma_wait_group<0>();
       pin_registers(o);
-      if constexpr (kRing) {
-        if (threadIdx.x % 32 == 0) mbarrier_arrive(v_empty(vs));
-      }
+      if constexpr (kRing && (kFeatures & kEarlyRelease) == 0) release(v_empty(vs));
 #pragma unroll
       for (int i = 0; i < 32; ++i) p[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
       if (++ks == KS) ks = 0, k_phase ^= 1;
@@ -467,10 +543,12 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
     r.wall_ns = global_ns() - w0;
     r.count = steps;
     if (kTurns != 0 && wg == 0) named_barrier_sync(kRing0 + 0, 256);
-    acc = sum;
+    acc = sum + row_sum[0] + row_sum[1] + float(moved_votes);
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc += o[i];
   }
+  // The pair's CTAs leave together: no remote arrival may reach a CTA that has exited.
+  if constexpr (kPairsOn) cluster_sync();
   // Records: the consumers' eight warps first (the producer's are not timed).
   const int consumer_warp = int(threadIdx.x / 32) - (kRing ? 4 : 0);
   if (consumer_warp >= 0 && threadIdx.x % 32 == 0) records[blockIdx.x * 8 + consumer_warp] = r;
@@ -523,7 +601,8 @@ Summary summarise(const std::vector<Record>& rec, int ctas, int warps_per_cta, i
 }
 
 template <class Kernel, class... Args>
-Summary launch(Kernel kernel, int threads, int smem_bytes, int ctas, int warps_per_cta, int wgs, Args... args) {
+Summary launch(Kernel kernel, int threads, int smem_bytes, int ctas, int warps_per_cta, int wgs, int cluster,
+               Args... args) {
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   Record* d_rec;
   float* d_sink;
@@ -533,10 +612,20 @@ Summary launch(Kernel kernel, int threads, int smem_bytes, int ctas, int warps_p
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
-  kernel<<<ctas, threads, smem_bytes>>>(args..., d_rec, d_sink);  // warm-up
-  CHECK(cudaGetLastError());
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(ctas);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem_bytes;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = cluster;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  CHECK(cudaLaunchKernelEx(&config, kernel, args..., d_rec, d_sink));  // warm-up
   CHECK(cudaEventRecord(e0));
-  kernel<<<ctas, threads, smem_bytes>>>(args..., d_rec, d_sink);
+  CHECK(cudaLaunchKernelEx(&config, kernel, args..., d_rec, d_sink));
   CHECK(cudaEventRecord(e1));
   CHECK(cudaDeviceSynchronize());
   float ms = 0;
@@ -556,7 +645,7 @@ template <int kDepth, int kAlu>
 void isolate(int sms, int ctas, int gemm_wgs, long long groups) {
   // Without GEMMs the ALU stream runs for about as long as the GEMM configurations do.
   const long long alu_passes = groups / 4;
-  const Summary s = launch(isolate_kernel<kDepth, kAlu>, 384, kSmemBytes + 1024, ctas, 12, 3, gemm_wgs, groups, alu_passes);
+  const Summary s = launch(isolate_kernel<kDepth, kAlu>, 384, kSmemBytes + 1024, ctas, 12, 3, 1, gemm_wgs, groups, alu_passes);
   // Tensor cores a clock: 4096 dense bf16 FLOP an SM (989 TFLOP/s at 1830 MHz over 132 SMs).
   const double per_group = s.cycles_per_item[0];
   const double tensor_share = gemm_wgs > 0 && per_group > 0 ? gemm_wgs * kFlopsPerGemm / per_group / 4096.0 : 0;
@@ -569,7 +658,7 @@ void isolate(int sms, int ctas, int gemm_wgs, long long groups) {
   (void)sms;
 }
 
-const char* kPassNames[] = {"none", "full", "noexp2", "halfexp2"};
+const char* kPassNames[] = {"none", "full", "noexp2", "halfexp2", "checked"};
 const char* kTurnNames[] = {"none", "gemm", "exp2"};
 
 // K / V blocks in global memory for the ring (4 MB: one head's K and V at 8k keys, d128), bf16
@@ -610,6 +699,8 @@ const char* feature_name(int f) {
   if (f & kProducerBusy) name += "+busy";
   if (f & kHalfCopies) name += "+half";
   if (f & kQuarterCopies) name += "+quarter";
+  if (f & kPairs) name += "+pairs";
+  if (f & kEarlyRelease) name += "+early";
   return name.c_str();
 }
 
@@ -621,7 +712,9 @@ void pingpong(int ctas, long long steps) {
   constexpr int kKernelFeatures = kFeatures & ~kAllSmem;
   const int smem = (kFeatures & (kAllSmem | kRingHigh | kRingMid)) ? 227 * 1024
                                                                   : (kRing ? kRingSmemBytes : kSmemBytes) + 1024;
-  const Summary s = launch(pingpong_kernel<kPass, kTurns, kKernelFeatures>, kRing ? 384 : 256, smem, ctas, 8, 2, steps,
+  const int cluster = (kFeatures & kPairs) && ctas % 2 == 0 ? 2 : 1;
+  if ((kFeatures & kPairs) && cluster == 1) return;  // pairs need whole clusters
+  const Summary s = launch(pingpong_kernel<kPass, kTurns, kKernelFeatures>, kRing ? 384 : 256, smem, ctas, 8, 2, cluster, steps,
                            kv_blocks_on_device(kBlocks), kBlocks);
   const double per_step = 0.5 * (s.cycles_per_item[0] + s.cycles_per_item[1]);
   // A step of both warpgroups: 2 x (S + P V) = 4 x kFlopsPerGemm.
@@ -660,16 +753,17 @@ int main(int argc, char** argv) {
   }
   const long long steps = groups / 2;
   constexpr int kLib = kQInRegisters | kKvRing;  // the library's d128 form
+  ctas_list.push_back(2);  // one pair alone (no power limit), beside one CTA
   for (int round = 0; round < 2; ++round) {
     for (int ctas : ctas_list) {
-      pingpong<kPassFull, 1, kQInRegisters>(ctas, steps);
-      pingpong<kPassFull, 1, kLib | kRingNoData>(ctas, steps);
+      pingpong<kPassFull, 1, kLib | kPairs>(ctas, steps);
+      pingpong<kPassFull, 1, kLib | kPairs | kEarlyRelease>(ctas, steps);
+      pingpong<kPassChecked, 1, kLib | kPairs>(ctas, steps);
+      pingpong<kPassChecked, 1, kLib | kPairs | kEarlyRelease>(ctas, steps);
       pingpong<kPassFull, 1, kLib>(ctas, steps);
-      pingpong<kPassFull, 1, kLib | kHalfCopies>(ctas, steps);
-      pingpong<kPassFull, 1, kLib | kQuarterCopies>(ctas, steps);
-      pingpong<kPassNone, 1, kLib>(ctas, steps);
-      pingpong<kPassNone, 1, kLib | kHalfCopies>(ctas, steps);
-      pingpong<kPassNone, 1, kLib | kQuarterCopies>(ctas, steps);
+      pingpong<kPassFull, 1, kLib | kEarlyRelease>(ctas, steps);
+      pingpong<kPassChecked, 1, kLib>(ctas, steps);
+      pingpong<kPassChecked, 1, kLib | kEarlyRelease>(ctas, steps);
     }
   }
   return 0;
