@@ -244,6 +244,10 @@ constexpr int kEarlyRelease = 262144;  // timing only: V of block j - 1 released
                                         // right after S retires (before its P V has read it), and
                                         // both arrives ahead of the pass in ptxas's order (a wait on
                                         // a register the pass reads): what early releases could buy
+constexpr int kTiles = 524288;         // tiles of `tile_steps` key blocks: at each tile's end the last
+                                        // P V waited for, O normalised, packed, staged in shared
+                                        // memory and sent by a bulk store, O reset, Q's fragments
+                                        // read again (the library's boundary, not overlapped)
 constexpr int kAllSmem = 2048;          // the launch asks for 227 KB of shared memory (the kernel is
                                         // the same; only the L1 / shared-memory carve-out changes)
 // The ring lies past the two Q tiles (the single K / V tile of the ring-less form is not used):
@@ -323,7 +327,8 @@ __device__ __forceinline__ float softmax_pass(float (&s)[64], float sum) {
 
 template <int kPass, int kTurns, int kFeatures>
 __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
-    pingpong_kernel(long long steps, const uint8_t* kv_global, int kv_blocks, Record* records, float* sink) {
+    pingpong_kernel(long long steps, const uint8_t* kv_global, int kv_blocks, int tile_steps, uint8_t* o_global,
+                    Record* records, float* sink) {
   constexpr bool kRing = (kFeatures & kKvRing) != 0, kQRegs = (kFeatures & kQInRegisters) != 0;
   constexpr bool kPairsOn = kRing && (kFeatures & kPairs) != 0;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -338,6 +343,8 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
   auto k_stage = [&](int st) { return kRing ? ring_base + st * kKVBytes : base + kKOffset; };
   auto v_stage = [&](int st) { return kRing ? ring_base + (KS + st) * kKVBytes : base + kVOffset; };
   const uint32_t bars = ring_base + (KS + VS) * kKVBytes;  // k_full[3], v_full[3], k_empty[3], v_empty[3]
+  // kTiles: each consumer warpgroup's output staging tile (64 rows x 128 bf16) past the barriers.
+  const uint32_t o_staging = ((bars + 96 + 1023) & ~1023u);
   auto k_full = [&](int st) { return bars + 8 * st; };
   auto v_full = [&](int st) { return bars + 24 + 8 * st; };
   auto k_empty = [&](int st) { return bars + 48 + 8 * st; };
@@ -444,6 +451,7 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
     float sum = 0.0f;
     float row_max[2] = {1.0f, 1.0f}, row_sum[2] = {0.0f, 0.0f}, rescale[2] = {1.0f, 1.0f};
     int moved_votes = 0;
+    int steps_left_in_tile = tile_steps + 1;  // kTiles: the first tile's end comes after tile_steps steps
     constexpr float kScale = 0.1803369f;
     const uint64_t w0 = global_ns();
     const long long c0 = clock64();
@@ -534,6 +542,50 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
       wgmma_wait_group<0>();
       pin_registers(o);
       if constexpr (kRing && (kFeatures & kEarlyRelease) == 0) release(v_empty(vs));
+      if constexpr ((kFeatures & kTiles) != 0) {
+        // A countdown, not j % tile_steps: a 64-bit remainder a step cost the step 13% (call 15).
+        if (--steps_left_in_tile == 0) {
+          steps_left_in_tile = tile_steps;
+          // The previous tile's O is final (its last P V just retired): normalise, stage, send.
+          float l = sum;
+          l += __shfl_xor_sync(0xffffffffu, l, 1);
+          l += __shfl_xor_sync(0xffffffffu, l, 2);
+          const float inv = 1.0f / l;
+          const uint32_t stage_wg = o_staging + wg * 16384;
+          if (threadIdx.x % 128 == 0) bulk_wait_read_all();  // the previous send has read it
+          named_barrier_sync(3 + wg, 128);
+#pragma unroll
+          for (int c = 0; c < 8; ++c) {
+            uint32_t w[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) w[e] = pack_bf16(o[8 * c + 2 * e] * inv, o[8 * c + 2 * e + 1] * inv);
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(stage_wg + (threadIdx.x % 128) * 16 +
+                                                                          c * 2048),
+                         "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                         : "memory");
+          }
+          fence_proxy_async_smem();
+          named_barrier_sync(3 + wg, 128);
+          if (threadIdx.x % 128 == 0) {
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+                             o_global + (size_t(blockIdx.x) * 2 + wg) * 16384),
+                         "r"(stage_wg), "r"(16384)
+                         : "memory");
+            bulk_commit_group();
+          }
+#pragma unroll
+          for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+          sum = 0.0f;
+          // Q's fragments again, as each tile's ldmatrix (here plain shared-memory loads).
+#pragma unroll
+          for (int kk = 0; kk < 8; ++kk) {
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(q[kk][0]), "=r"(q[kk][1]), "=r"(q[kk][2]), "=r"(q[kk][3])
+                         : "r"(q_tile + (threadIdx.x % 128) * 16 + kk * 2048)
+                         : "memory");
+          }
+        }
+      }
 #pragma unroll
       for (int i = 0; i < 32; ++i) p[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
       if (++ks == KS) ks = 0, k_phase ^= 1;
@@ -546,6 +598,9 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
     acc = sum + row_sum[0] + row_sum[1] + float(moved_votes);
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc += o[i];
+  }
+  if constexpr ((kFeatures & kTiles) != 0) {
+    if (threadIdx.x % 128 == 0) bulk_wait_all();
   }
   // The pair's CTAs leave together: no remote arrival may reach a CTA that has exited.
   if constexpr (kPairsOn) cluster_sync();
@@ -701,11 +756,12 @@ const char* feature_name(int f) {
   if (f & kQuarterCopies) name += "+quarter";
   if (f & kPairs) name += "+pairs";
   if (f & kEarlyRelease) name += "+early";
+  if (f & kTiles) name += "+tiles";
   return name.c_str();
 }
 
 template <int kPass, int kTurns, int kFeatures = 0>
-void pingpong(int ctas, long long steps) {
+void pingpong(int ctas, long long steps, int tile_steps = 64) {
   constexpr bool kRing = (kFeatures & kKvRing) != 0;
   constexpr int kBlocks = 64;
   // kAllSmem: the same kernel as without it (the flag is masked out of the template argument).
@@ -714,16 +770,19 @@ void pingpong(int ctas, long long steps) {
                                                                   : (kRing ? kRingSmemBytes : kSmemBytes) + 1024;
   const int cluster = (kFeatures & kPairs) && ctas % 2 == 0 ? 2 : 1;
   if ((kFeatures & kPairs) && cluster == 1) return;  // pairs need whole clusters
+  static uint8_t* o_global = nullptr;
+  if (o_global == nullptr) CHECK(cudaMalloc(&o_global, size_t(264) * 2 * 16384));
   const Summary s = launch(pingpong_kernel<kPass, kTurns, kKernelFeatures>, kRing ? 384 : 256, smem, ctas, 8, 2, cluster, steps,
-                           kv_blocks_on_device(kBlocks), kBlocks);
+                           kv_blocks_on_device(kBlocks), kBlocks, tile_steps, o_global);
   const double per_step = 0.5 * (s.cycles_per_item[0] + s.cycles_per_item[1]);
   // A step of both warpgroups: 2 x (S + P V) = 4 x kFlopsPerGemm.
   const double share = 4 * kFlopsPerGemm / per_step / 4096.0;
   const double tflops = ctas * steps * 4 * kFlopsPerGemm / (s.wall_ms * 1e-3) / 1e12;
   std::printf(
-      "{\"probe\":\"pingpong\",\"ctas\":%d,\"pass\":\"%s\",\"turns\":\"%s\",\"features\":\"%s\",\"steps\":%lld,"
+      "{\"probe\":\"pingpong\",\"ctas\":%d,\"pass\":\"%s\",\"turns\":\"%s\",\"features\":\"%s\",\"tile_steps\":%d,\"steps\":%lld,"
       "\"cycles_per_step\":%.1f,\"tensor_share_per_clock\":%.4f,\"tflops\":%.1f,\"mhz\":%.0f,\"ms\":%.3f}\n",
-      ctas, kPassNames[kPass], kTurnNames[kTurns], feature_name(kFeatures), steps, per_step, share, tflops, s.mhz,
+      ctas, kPassNames[kPass], kTurnNames[kTurns], feature_name(kFeatures), (kFeatures & kTiles) ? tile_steps : 0, steps,
+      per_step, share, tflops, s.mhz,
       s.wall_ms);
 }
 
@@ -757,13 +816,12 @@ int main(int argc, char** argv) {
   for (int round = 0; round < 2; ++round) {
     for (int ctas : ctas_list) {
       pingpong<kPassFull, 1, kLib | kPairs>(ctas, steps);
-      pingpong<kPassFull, 1, kLib | kPairs | kEarlyRelease>(ctas, steps);
-      pingpong<kPassChecked, 1, kLib | kPairs>(ctas, steps);
-      pingpong<kPassChecked, 1, kLib | kPairs | kEarlyRelease>(ctas, steps);
+      pingpong<kPassFull, 1, kLib | kPairs | kTiles>(ctas, steps, 64);
+      pingpong<kPassFull, 1, kLib | kPairs | kTiles>(ctas, steps, 16);
+      pingpong<kPassFull, 1, kLib | kPairs | kTiles>(ctas, steps, 4);
       pingpong<kPassFull, 1, kLib>(ctas, steps);
-      pingpong<kPassFull, 1, kLib | kEarlyRelease>(ctas, steps);
-      pingpong<kPassChecked, 1, kLib>(ctas, steps);
-      pingpong<kPassChecked, 1, kLib | kEarlyRelease>(ctas, steps);
+      pingpong<kPassFull, 1, kLib | kTiles>(ctas, steps, 64);
+      pingpong<kPassFull, 1, kLib | kTiles>(ctas, steps, 16);
     }
   }
   return 0;
