@@ -816,12 +816,11 @@ int main(int argc, char** argv) {
   for (int round = 0; round < 2; ++round) {
     for (int ctas : ctas_list) {
       pingpong<kPassFull, 1, kLib | kPairs>(ctas, steps);
+      pingpong<kPassChecked, 1, kLib | kPairs>(ctas, steps);
       pingpong<kPassFull, 1, kLib | kPairs | kTiles>(ctas, steps, 64);
-      pingpong<kPassFull, 1, kLib | kPairs | kTiles>(ctas, steps, 16);
-      pingpong<kPassFull, 1, kLib | kPairs | kTiles>(ctas, steps, 4);
-      pingpong<kPassFull, 1, kLib>(ctas, steps);
-      pingpong<kPassFull, 1, kLib | kTiles>(ctas, steps, 64);
-      pingpong<kPassFull, 1, kLib | kTiles>(ctas, steps, 16);
+      pingpong<kPassChecked, 1, kLib | kPairs | kTiles>(ctas, steps, 64);
+      pingpong<kPassChecked, 1, kLib | kPairs | kTiles>(ctas, steps, 16);
+      pingpong<kPassNone, 1, kLib | kPairs | kTiles>(ctas, steps, 64);
     }
   }
   return 0;
