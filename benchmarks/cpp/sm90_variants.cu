@@ -272,12 +272,6 @@ struct LoopTiming : Base {
   static constexpr bool kTimingWithoutSoftmax = kNoSoftmax;
   static constexpr bool kTimingWithoutExp2 = kNoExp2;
 };
-// Right only without a mask, a soft cap or a partial last key block: the softmax's run-time tests
-// for them left out (KernelConfig::kSkipScoreTransforms, session 51).
-template <class Base>
-struct NoTransforms : Base {
-  static constexpr bool kSkipScoreTransforms = true;
-};
 template <int D, int N, int S, bool Dyn, int Consumers = sm90::ConsumersOf<sm90::TileShape<D>>::value>
 using TileCfg = sm90::KernelConfig<D, __nv_bfloat16, N, S, Dyn, sm90::kOutputAuto, false, Consumers>;
 
@@ -912,11 +906,6 @@ const Variant kVariants[] = {
     {128, "n128_s2_cluster_noturns_nosoftmax",
      run_cfg<LoopTiming<TurnsAt<sm90::ClusterPairsConfig<128, __nv_bfloat16>, sm90::kTurnsAtExp>, true>>},
     {256, "n64_s2_nosoftmax", run_cfg<LoopTiming<TileCfg<256, 64, 2, false>, true>>},
-    // Session 51: without the softmax's run-time soft-cap and mask tests (`_notransform`; right
-    // only for unmasked rows without a soft cap at lengths that are multiples of the key block).
-    {128, "n128_s2_notransform", run_cfg<NoTransforms<TileCfg<128, 128, 2, false>>>},
-    {128, "n128_s2_cluster_notransform", run_cfg<NoTransforms<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>},
-    {256, "n64_s2_notransform", run_cfg<NoTransforms<TileCfg<256, 64, 2, false>>>},
     traced<LoopTiming<TileCfg<128, 128, 2, false>, true>>(128, "n128_s2_nosoftmax_trace"),
     // Session 43, call 2: the exp2s left out (`_noexp2`; wrong output, timing only). (The same
     // call's `_fma<n>`, every n-th exp2 on the FMA pipe, are removed: docs/perf.md.)

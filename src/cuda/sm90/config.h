@@ -391,10 +391,9 @@ struct KernelConfig {
   // computed some exp2s by a polynomial on the FMA pipe instead, FlashAttention-4's move: -6..-22%,
   // the exp2 pass being bound by issue; removed, docs/perf.md.)
   static constexpr bool kTimingWithoutExp2 = false;
-  // Harness only, right only for problems without a mask, a soft cap or a partial last key
-  // block: the softmax does not test for the soft cap and the mask (mainloop_mma.h,
-  // transform_scores) at each key block: what those run-time tests cost the step (session 51).
-  static constexpr bool kSkipScoreTransforms = false;
+  // (Session 51 compiled the softmax's run-time soft-cap and mask tests out, kSkipScoreTransforms,
+  // removed: level at d128 / d256 unmasked 2k and 8k but for the pairs at 2k, +2.4%; ptxas keeps
+  // the tests off the step's chain.)
   // (Session 51 timed the key loop's steps without their K / V waits, kTimingWithoutKvWaits,
   // removed: d128 8k +1.4% in the pairs and +3.5% in the static kernel by the medians, nothing
   // without the softmax, d256 -2.7%; docs/perf.md. Such a variant can crash at short rows: a

@@ -266,7 +266,6 @@ struct MainloopMma {
   template <int kN = Cfg::kBlockN>
   __device__ __forceinline__ void transform_scores(float (&s)[kSAccum], const SequenceInfo& seq, const TileCoord& t,
                                                    int n_block) const {
-    if constexpr (Cfg::kSkipScoreTransforms) return;
     if (p.score_pre != 0.0f) OnlineSoftmax<kN>::apply_softcap(leading<kN / 2>(s), p.score_pre);
     if constexpr (Cfg::kPackGqa) {
       if (tile_block_needs_mask<Cfg>(p, seq, t.m_block, n_block)) {
