@@ -46,7 +46,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_pipe_probe.cu)
   set_source_files_properties(${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_pipe_probe.cu PROPERTIES
     COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;-O3")
   set_target_properties(flashattn_sm90_pipe_probe PROPERTIES CUDA_ARCHITECTURES OFF)
-  target_include_directories(flashattn_sm90_pipe_probe PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(flashattn_sm90_pipe_probe PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(flashattn_sm90_pipe_probe PRIVATE CUDA::cudart)
 endif()
 # The variant harness compiles a hundred-odd kernels in one translation unit (19 minutes on CI's

@@ -1,5 +1,6 @@
-// The sm90 forward's key loop reduced to its GEMMs and its softmax, with no loads, no masks and
-// no tiles: two questions the full kernel cannot answer by itself (docs/perf.md, session 51).
+// The sm90 forward's key loop rebuilt from its GEMMs and its softmax, with the library's other
+// pieces (Q in registers, a K / V ring, cluster pairs, the kept-max round, tiles) added one flag
+// at a time: questions the full kernel cannot answer by itself (docs/perf.md, session 51).
 //
 //  isolate  Three warpgroups on one SM: up to two issue m64n128k16 wgmmas back to back, the third
 //           runs a stream of MUFU.EX2, FFMA or the softmax's FFMA + EX2 + FADD on registers of
@@ -8,8 +9,8 @@
 //           exp2s on the same sub-partition?
 //  pingpong Two warpgroups, each a loop of the library's key step: S = Q K^T (8 wgmmas) and
 //           O += P V (8, P in registers) issued together, S waited for, its softmax (or a part of
-//           it), P V waited for, P packed. With or without the turns around the issue. How much
-//           of the tensor cores' time does the softmax cost with nothing else in the kernel?
+//           it), P V waited for, P packed; with or without the turns, and with the pieces of
+//           kFeatures. What does each piece cost the step, a clock and under the power cap?
 //
 // Timing: clock64 a warpgroup (cycles of its SM) and globaltimer (the wall), one CTA an SM.
 // Not a test: the operands are pseudo-random and the results are thrown away (summed into one
@@ -26,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+#include "cuda/sm90/fragment.h"
 #include "cuda/sm90/ptx.h"
 #include "cuda/sm90/smem_descriptor.h"
 #include "cuda/sm90/wgmma_ops.h"
@@ -57,16 +60,6 @@ __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
 }
 
 __device__ void fill_tiles(uint8_t* smem, uint32_t seed) {
@@ -105,21 +98,29 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32]
 }
 
 // ---- isolate ----------------------------------------------------------------------------------
-// mode: gemm warpgroups (0-2) * 100 + depth (1: wait for each group before the next; 2: one
-// group queued behind the running one) * 10 + alu (0 none, 1 MUFU.EX2, 2 FFMA, 3 FFMA + EX2 +
-// FADD as the softmax's exp2 pass).
+// gemm_wgs: how many warpgroups issue GEMMs (0-2); kDepth: 1 waits for each group before the
+// next, 2 keeps one group queued behind the running one; kAlu: what the third warpgroup runs.
 constexpr int kAluNone = 0, kAluMufu = 1, kAluFfma = 2, kAluSoftmax = 3;
+
+// The ALU stream's exp2: ptx.h's fast_exp2 as a volatile asm, so that the compiler keeps one pass
+// of 64 a loop iteration as written (with fast_exp2 it rotated the loop into two copies of the
+// pass, another instruction stream than the one session 51's calls measured).
+__device__ __forceinline__ float stream_exp2(float x) {
+  float y;
+  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 template <int kAlu>
 __device__ __forceinline__ float alu_pass(float (&x)[64], float sum) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
     if constexpr (kAlu == kAluMufu) {
-      x[i] = ex2(-x[i]);  // stays in (0.5, 1)
+      x[i] = stream_exp2(-x[i]);  // stays in (0.5, 1)
     } else if constexpr (kAlu == kAluFfma) {
       x[i] = fmaf(x[i], 0.999f, 0.0005f);
     } else {
-      const float e = ex2(fmaf(x[i], -1.0f, 0.0f));
+      const float e = stream_exp2(fmaf(x[i], -1.0f, 0.0f));
       sum += e;
       x[i] = e;
     }
@@ -313,7 +314,7 @@ __device__ __forceinline__ float softmax_pass(float (&s)[64], float sum) {
   for (int i = 0; i < 64; ++i) {
     if constexpr (kPass == kPassFull || kPass == kPassHalfExp2) {
       const float y = fmaf(s[i], scale, -m);
-      const float e = (kPass == kPassFull || i % 2 == 0) ? ex2(y) : y;
+      const float e = (kPass == kPassFull || i % 2 == 0) ? fast_exp2(y) : y;
       sum += e;
       s[i] = e;
     } else if constexpr (kPass == kPassNoExp2) {
@@ -335,8 +336,7 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
   const uint32_t base = (smem_address(smem_raw) + 1023) & ~1023u;
   uint8_t* smem = smem_raw + (base - smem_address(smem_raw));
   fill_tiles(smem, blockIdx.x);
-  // Ring: K stage s at kKOffset / kFlagOffset + s * kKVColumnBytes... laid out as two K stages
-  // then two V stages past the single-tile layout's end.
+  // The ring (kKvRing): KS K stages, then VS V stages, then the barriers, from kRingOffset on.
   constexpr int KS = (kFeatures & kThreeKStages) ? 3 : 2, VS = (kFeatures & kThreeVStages) ? 3 : 2;
   const uint32_t ring_base = base + kRingOffset + ((kFeatures & kRingHigh) ? 2 * kKVBytes : 0) +
                              ((kFeatures & kRingMid) ? kKVBytes : 0);
@@ -369,13 +369,12 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
   Record r{0, 0, 0, 0};
   float acc = 0.0f;
   if (kRing && warpgroup == 0) {
-    // The producer: V of block -1 (stage 1), then K and V of each block into stage j % 2, each
-    // after the consumers have released the stage's previous occupant.
+    // The producer: V of block -1, then K and V of each block, each into its ring's next stage
+    // once the consumers have released that stage's previous occupant.
     setmaxnreg_decrease<24>();
     if (threadIdx.x == 0) {
       const uint32_t kBlockBytes = 2 * kKVBytes;
       auto block = [&](int b) { return kv_global + size_t((b + int(blockIdx.x)) & (kv_blocks - 1)) * kBlockBytes; };
-      // A stage's earlier loads: K of blocks st, st + 2, ...; V likewise, plus block -1 in stage 1.
       auto fill = [&](uint32_t dst, const uint8_t* src, uint32_t bar) {
         if constexpr ((kFeatures & kRingNoData) != 0) {
           mbarrier_arrive(bar);
@@ -439,13 +438,13 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 32; ++i) p[i] = pack_bf16(0.25f, 0.25f);
+    for (int i = 0; i < 32; ++i) p[i] = pack_pair<Element>(0.25f, 0.25f);
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float v = float(int((threadIdx.x * 7 + kk * 5 + e * 3) % 17) - 8) * 0.03f;
-        q[kk][e] = pack_bf16(v, -v * 0.5f);
+        q[kk][e] = pack_pair<Element>(v, -v * 0.5f);
       }
     }
     float sum = 0.0f;
@@ -522,7 +521,7 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               float& x = s[4 * i + 2 * h + e];
-              x = ex2(fmaf(x, kScale, -m_scaled));
+              x = fast_exp2(fmaf(x, kScale, -m_scaled));
               block_sum[h] += x;
             }
           }
@@ -558,7 +557,7 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
           for (int c = 0; c < 8; ++c) {
             uint32_t w[4];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) w[e] = pack_bf16(o[8 * c + 2 * e] * inv, o[8 * c + 2 * e + 1] * inv);
+            for (int e = 0; e < 4; ++e) w[e] = pack_pair<Element>(o[8 * c + 2 * e] * inv, o[8 * c + 2 * e + 1] * inv);
             asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(stage_wg + (threadIdx.x % 128) * 16 +
                                                                           c * 2048),
                          "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
@@ -586,8 +585,7 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
           }
         }
       }
-#pragma unroll
-      for (int i = 0; i < 32; ++i) p[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+      accumulator_to_operand<Element>(s, p);
       if (++ks == KS) ks = 0, k_phase ^= 1;
       if (++vs == VS) vs = 0, v_phase ^= 1;
     }
@@ -611,14 +609,6 @@ __global__ void __launch_bounds__((kFeatures & kKvRing) ? 384 : 256, 1)
 }
 
 // ---- host -------------------------------------------------------------------------------------
-#define CHECK(x)                                                                         \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
 
 struct Summary {
   double cycles_per_item[3] = {0, 0, 0};  // a warpgroup's loop cycles / its count (0, 1, 2)
@@ -658,15 +648,15 @@ Summary summarise(const std::vector<Record>& rec, int ctas, int warps_per_cta, i
 template <class Kernel, class... Args>
 Summary launch(Kernel kernel, int threads, int smem_bytes, int ctas, int warps_per_cta, int wgs, int cluster,
                Args... args) {
-  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   Record* d_rec;
   float* d_sink;
-  CHECK(cudaMalloc(&d_rec, sizeof(Record) * ctas * warps_per_cta));
-  CHECK(cudaMemset(d_rec, 0, sizeof(Record) * ctas * warps_per_cta));
-  CHECK(cudaMalloc(&d_sink, sizeof(float)));
+  CHECK_CUDA(cudaMalloc(&d_rec, sizeof(Record) * ctas * warps_per_cta));
+  CHECK_CUDA(cudaMemset(d_rec, 0, sizeof(Record) * ctas * warps_per_cta));
+  CHECK_CUDA(cudaMalloc(&d_sink, sizeof(float)));
   cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(ctas);
   config.blockDim = dim3(threads);
@@ -678,17 +668,17 @@ Summary launch(Kernel kernel, int threads, int smem_bytes, int ctas, int warps_p
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
   config.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&config, kernel, args..., d_rec, d_sink));  // warm-up
-  CHECK(cudaEventRecord(e0));
-  CHECK(cudaLaunchKernelEx(&config, kernel, args..., d_rec, d_sink));
-  CHECK(cudaEventRecord(e1));
-  CHECK(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, args..., d_rec, d_sink));  // warm-up
+  CHECK_CUDA(cudaEventRecord(e0));
+  CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, args..., d_rec, d_sink));
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaDeviceSynchronize());
   float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
   std::vector<Record> rec(size_t(ctas) * warps_per_cta);
-  CHECK(cudaMemcpy(rec.data(), d_rec, sizeof(Record) * rec.size(), cudaMemcpyDeviceToHost));
-  CHECK(cudaFree(d_rec));
-  CHECK(cudaFree(d_sink));
+  CHECK_CUDA(cudaMemcpy(rec.data(), d_rec, sizeof(Record) * rec.size(), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaFree(d_rec));
+  CHECK_CUDA(cudaFree(d_sink));
   Summary s = summarise(rec, ctas, warps_per_cta, wgs);
   s.wall_ms = ms;
   return s;
@@ -697,7 +687,7 @@ Summary launch(Kernel kernel, int threads, int smem_bytes, int ctas, int warps_p
 const char* kAluNames[] = {"none", "mufu", "ffma", "softmax"};
 
 template <int kDepth, int kAlu>
-void isolate(int sms, int ctas, int gemm_wgs, long long groups) {
+void isolate(int ctas, int gemm_wgs, long long groups) {
   // Without GEMMs the ALU stream runs for about as long as the GEMM configurations do.
   const long long alu_passes = groups / 4;
   const Summary s = launch(isolate_kernel<kDepth, kAlu>, 384, kSmemBytes + 1024, ctas, 12, 3, 1, gemm_wgs, groups, alu_passes);
@@ -710,7 +700,6 @@ void isolate(int sms, int ctas, int gemm_wgs, long long groups) {
       "\"alu_cycles_per_pass\":%.1f,\"alu_cycles_per_warp_instruction\":%.2f,\"mhz\":%.0f,\"ms\":%.3f}\n",
       ctas, gemm_wgs, kDepth, kAluNames[kAlu], groups, per_group, s.issue_per_group[0], tensor_share,
       s.cycles_per_item[2], s.cycles_per_item[2] / 64.0, s.mhz, s.wall_ms);
-  (void)sms;
 }
 
 const char* kPassNames[] = {"none", "full", "noexp2", "halfexp2", "checked"};
@@ -729,8 +718,8 @@ const uint8_t* kv_blocks_on_device(int blocks) {
       __nv_bfloat16 b = __float2bfloat16(f);
       v = *reinterpret_cast<uint16_t*>(&b);
     }
-    CHECK(cudaMalloc(&d, h.size() * 2));
-    CHECK(cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc(&d, h.size() * 2));
+    CHECK_CUDA(cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
   }
   return d;
 }
@@ -771,7 +760,7 @@ void pingpong(int ctas, long long steps, int tile_steps = 64) {
   const int cluster = (kFeatures & kPairs) && ctas % 2 == 0 ? 2 : 1;
   if ((kFeatures & kPairs) && cluster == 1) return;  // pairs need whole clusters
   static uint8_t* o_global = nullptr;
-  if (o_global == nullptr) CHECK(cudaMalloc(&o_global, size_t(264) * 2 * 16384));
+  if (o_global == nullptr) CHECK_CUDA(cudaMalloc(&o_global, size_t(264) * 2 * 16384));
   const Summary s = launch(pingpong_kernel<kPass, kTurns, kKernelFeatures>, kRing ? 384 : 256, smem, ctas, 8, 2, cluster, steps,
                            kv_blocks_on_device(kBlocks), kBlocks, tile_steps, o_global);
   const double per_step = 0.5 * (s.cycles_per_item[0] + s.cycles_per_item[1]);
@@ -793,22 +782,22 @@ int main(int argc, char** argv) {
   const long long groups = argc > 1 ? std::atoll(argv[1]) : 20000;
   const bool all_ctas_only = argc > 2 && argv[2][0] == 'f';  // "full": skip the one-CTA runs
   int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::vector<int> ctas_list = {sms};
   if (!all_ctas_only) ctas_list.push_back(1);
   const bool pingpong_only = argc > 3 && argv[3][0] == 'p';  // "pp": skip the isolate runs
   for (int ctas : pingpong_only ? std::vector<int>{} : ctas_list) {
-    isolate<2, kAluNone>(sms, ctas, 1, groups);
-    isolate<2, kAluNone>(sms, ctas, 2, groups);
-    isolate<1, kAluNone>(sms, ctas, 1, groups);
-    isolate<1, kAluNone>(sms, ctas, 2, groups);
-    isolate<2, kAluMufu>(sms, ctas, 0, groups);
-    isolate<2, kAluSoftmax>(sms, ctas, 0, groups);
-    isolate<2, kAluMufu>(sms, ctas, 2, groups);
-    isolate<1, kAluMufu>(sms, ctas, 2, groups);
-    isolate<2, kAluFfma>(sms, ctas, 2, groups);
-    isolate<2, kAluSoftmax>(sms, ctas, 2, groups);
-    isolate<1, kAluSoftmax>(sms, ctas, 2, groups);
+    isolate<2, kAluNone>(ctas, 1, groups);
+    isolate<2, kAluNone>(ctas, 2, groups);
+    isolate<1, kAluNone>(ctas, 1, groups);
+    isolate<1, kAluNone>(ctas, 2, groups);
+    isolate<2, kAluMufu>(ctas, 0, groups);
+    isolate<2, kAluSoftmax>(ctas, 0, groups);
+    isolate<2, kAluMufu>(ctas, 2, groups);
+    isolate<1, kAluMufu>(ctas, 2, groups);
+    isolate<2, kAluFfma>(ctas, 2, groups);
+    isolate<2, kAluSoftmax>(ctas, 2, groups);
+    isolate<1, kAluSoftmax>(ctas, 2, groups);
   }
   const long long steps = groups / 2;
   constexpr int kLib = kQInRegisters | kKvRing;  // the library's d128 form
