@@ -353,6 +353,11 @@ struct KernelConfig {
   // dynamic kernel +0.3..+3.4% unmasked (-1.3..+0.8% causal), its pairs -0.2..+0.9%, its tall
   // tiles -1.2..+2.7% (+0.6..+2.4% causal).
   static constexpr bool kFallbackKeysFromGlobal = true;
+  // Timing only (the harness's `_noheld`): the kept max's rounds are taken as held without the
+  // warp's vote on the exp2 sums, wrong where a block's scores pass the kept max by more than
+  // the bound allows. Session 52's pipe probe: the vote and its branch cost its kept-max round
+  // ~64 cycles of a ~2360-cycle step.
+  static constexpr bool kSkipHeldCheck = false;
   // S = Q K^T with Q's A fragments in registers for the first kQStepsInRegisters 16-column steps
   // of the head dim (wgmma RS with a K-major B, loaded by ldmatrix once a tile, 4 registers a
   // thread a step: 32 at d128), the other steps' read from shared memory by every wgmma (SS): a

@@ -593,7 +593,7 @@ struct MainloopMma {
     if (in_turn) wait_exp_turn();
     softmax.exponentiate_block(s, p.score_log2, m_scaled, block_sum);
     if (in_turn) pass_exp_turn();
-    const bool done = !kept_max || softmax.kept_max_held(block_sum, kKeptSumBound);
+    const bool done = !kept_max || Cfg::kSkipHeldCheck || softmax.kept_max_held(block_sum, kKeptSumBound);
     if (done) softmax.add_block_sums(block_sum);
     return done;
   }
