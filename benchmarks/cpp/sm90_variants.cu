@@ -141,6 +141,12 @@ template <class Base, bool kTree>
 struct TreeRowMax : Base {
   static constexpr bool kTreeRowMax = kTree;
 };
+// The same kernel with P packed before the checked max's held vote (true) or after it and O's
+// rescale vote (false) (KernelConfig::kPackBeforeHeldCheck: d64 before, d128 after).
+template <class Base, bool kBefore>
+struct PackBeforeHeldCheck : Base {
+  static constexpr bool kPackBeforeHeldCheck = kBefore;
+};
 // Timing only (wrong where a kept max is exceeded past the bound): the checked max without its
 // vote that the block's exp2 sums stayed within the bound (KernelConfig::kSkipHeldCheck).
 template <class Base>
@@ -429,6 +435,8 @@ const Variant kVariants[] = {
     // overlapped with the next tile's first S (as in v6).
     {64, "n128_s4", run<64, 128, 4, false>},
     {64, "n128_s4_dyn", run<64, 128, 4, true>},
+    {64, "n128_s4_packlast", run_cfg<PackBeforeHeldCheck<TileCfg<64, 128, 4, false>, false>>},
+    {64, "n128_s4_dyn_packlast", run_cfg<PackBeforeHeldCheck<TileCfg<64, 128, 4, true>, false>>},
     {64, "n128_s4_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, false>>>, 1},
     {64, "n128_s4_dyn_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<64, __nv_bfloat16, 128, 4, true>>>},
     // Two consumer warpgroups (128-row tiles): ShortRowsConfig is the static one.
@@ -451,6 +459,9 @@ const Variant kVariants[] = {
     // query tiles, static schedule, unmasked rows only.
     {128, "n128_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16>>, 0},
     {128, "n128_s2_noheld", run_cfg<SkipHeldCheck<TileCfg<128, 128, 2, false>>>, 0},
+    {128, "n128_s2_packfirst", run_cfg<PackBeforeHeldCheck<TileCfg<128, 128, 2, false>, true>>},
+    {128, "n128_s2_dyn_packfirst", run_cfg<PackBeforeHeldCheck<TileCfg<128, 128, 2, true>, true>>},
+    {128, "n128_s2_cluster_packfirst", run_cfg<PackBeforeHeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true>>, 0},
     {128, "n128_s2_cluster_noheld", run_cfg<SkipHeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
     {128, "n176_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16, 176>>, 0},
     {128, "n128_s2_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, false>>>, 1},

@@ -358,6 +358,17 @@ struct KernelConfig {
   // the bound allows. Session 52's pipe probe: the vote and its branch cost its kept-max round
   // ~64 cycles of a ~2360-cycle step.
   static constexpr bool kSkipHeldCheck = false;
+  // With the checked max, P is packed for the next P V as soon as the previous P V has retired,
+  // before the warp's held vote (packed again after a fallback round). Without it the 32 packs
+  // came after the held vote's branch, in series on the way from the last exp2 to the next GEMM
+  // issue (session 52: the cluster pairs' SASS had all 32 F2FP there; in the pipe probe ptxas
+  // interleaves them with the exp2s). Skipping O's rescale vote where a block kept every max as
+  // well made the d64 three-warpgroup, cluster-pair and d128 tail kernels spill 4-16 bytes.
+  // Session 52's harness (4 rounds each, against the packs after the vote): d64's three
+  // warpgroups -3.3% time at unmasked 2k, -3.4% at 8k, -2.5% at causal 2k; d128 mixed within the
+  // call's spread (static +0.8% at unmasked 2k, -3.2% at causal 8k; pairs +1.5% at 2k, level at
+  // 8k, +1.9% on one pair alone), so d128 keeps its packs after the vote.
+  static constexpr bool kPackBeforeHeldCheck = HeadDim_ <= 64;
   // S = Q K^T with Q's A fragments in registers for the first kQStepsInRegisters 16-column steps
   // of the head dim (wgmma RS with a K-major B, loaded by ldmatrix once a tile, 4 registers a
   // thread a step: 32 at d128), the other steps' read from shared memory by every wgmma (SS): a

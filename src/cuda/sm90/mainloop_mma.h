@@ -50,6 +50,9 @@ struct MainloopMma {
   // A narrowed block's key columns: half the block rounded up to whole 16-key steps of P V.
   static constexpr int kNarrowN = (Cfg::kBlockN / 2 + 15) / 16 * 16;
   static constexpr bool kNarrow = Cfg::kNarrowLastBlock && kNarrowN < Cfg::kBlockN;
+  // The checked max's step packs P itself (checked_probabilities, Cfg::kPackBeforeHeldCheck).
+  static constexpr bool kPacksInCheckedRound =
+      Cfg::kCheckedMax && Cfg::kPackBeforeHeldCheck && !Cfg::kTimingWithoutSoftmax && !Cfg::kSerialSteps;
 
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
@@ -560,7 +563,7 @@ struct MainloopMma {
         softmax.rescale_output_where_moved(o);
       }
     }
-    accumulator_to_operand<Element>(s, prob);
+    if constexpr (!kPacksInCheckedRound) accumulator_to_operand<Element>(s, prob);
   }
 
   // Waits for the previous block's P V (issued with this block's S) and releases its V stage.
@@ -635,7 +638,8 @@ struct MainloopMma {
 
   // A block's softmax with the checked max and the wait for the previous block's P V; K (held
   // where kept_max, unless the fallback reads it from global memory) is released once the block
-  // is done. Every warp of the warpgroup reaches the
+  // is done. With kPacksInCheckedRound P is packed here, before the held vote's branch, and again
+  // after a fallback round. Every warp of the warpgroup reaches the
   // P V wait (retire_previous_pv, a wgmma.wait_group, .aligned) at one PC: a warp whose check
   // failed computes S again with mma.sync after it, in a second copy of the round outside the
   // exp2 turn. Session 26 tried two other forms: the wait inside the failing warp's branch broke
@@ -651,10 +655,12 @@ struct MainloopMma {
     const bool done = checked_round(s, softmax, seq, t, n, kept_max, true);
     if (kHeld && done && kept_max) release_scores_operands(k_state, false);
     retire_previous_pv(o, prob, v_state);
+    if constexpr (kPacksInCheckedRound) accumulator_to_operand<Element>(s, prob);
     if (!done) {
       recompute_scores(s, seq, t, n, stage);
       checked_round(s, softmax, seq, t, n, false, false);
       if (kHeld) release_scores_operands(k_state, false);
+      if constexpr (kPacksInCheckedRound) accumulator_to_operand<Element>(s, prob);
     }
     trace(kEvProbsReady);
   }
