@@ -961,6 +961,7 @@ int main(int argc, char** argv) {
   for (int round = 0; round < 2; ++round) {
     for (int ctas : ctas_list) {
       for (int data : {kDataGaussian}) {
+        pingpong<kPassNone, 1, kLib | kPairs>(ctas, steps, 64, data);  // the GEMMs alone
         pingpong<kPassFull, 1, kLib | kPairs>(ctas, steps, 64, data);
         pingpong<kPassChecked, 1, kLib | kPairs>(ctas, steps, 64, data);
         pingpong<kPassChecked, 1, kLib | kPairs | kNoHeldVote>(ctas, steps, 64, data);

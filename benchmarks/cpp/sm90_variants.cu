@@ -141,8 +141,8 @@ template <class Base, bool kTree>
 struct TreeRowMax : Base {
   static constexpr bool kTreeRowMax = kTree;
 };
-// The same kernel with P packed before the checked max's held vote (true) or after it and O's
-// rescale vote (false) (KernelConfig::kPackBeforeHeldCheck: d64 before, d128 after).
+// The same kernel with P packed before the checked max's held vote (true) or after its branch
+// (false) (KernelConfig::kPackBeforeHeldCheck: d64 before, d128 after).
 template <class Base, bool kBefore>
 struct PackBeforeHeldCheck : Base {
   static constexpr bool kPackBeforeHeldCheck = kBefore;
