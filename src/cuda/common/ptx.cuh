@@ -50,6 +50,14 @@ FA_DEV void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem_addr) {
                : "r"(smem_addr));
 }
 
+// An 8x8 matrix of 16-bit elements transposed in registers: lane l holds row l / 4, columns
+// 2 (l % 4) and 2 (l % 4) + 1 (the lower in the low half), before and after.
+FA_DEV uint32_t movmatrix_trans(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
 // D = A * B + D with A 16x16 (row), B 16x8 (col), accumulators in fp32.
 template <typename Element>
 FA_DEV void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);

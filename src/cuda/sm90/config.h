@@ -369,6 +369,23 @@ struct KernelConfig {
   // call's spread (static +0.8% at unmasked 2k, -3.2% at causal 8k; pairs +1.5% at 2k, level at
   // 8k, +1.9% on one pair alone), so d128 keeps its packs after the vote.
   static constexpr bool kPackBeforeHeldCheck = HeadDim_ <= 64;
+  // The checked max's bound tested once a tile instead of once a block (MainloopMma::
+  // kHeldCheckPerTile): each thread ANDs its blocks' bound tests into a flag (no vote, no branch
+  // in the key loop), each warp votes once after the tile's last P V, and a warp where some block
+  // passed the bound throws its O and sums away and computes its 16 rows of the tile again with
+  // mma.sync from global memory (MainloopMma::recompute_tile).
+  // bf16 only: its bound (2^24 on a thread's block sum, 16.6 nats past the kept max) is passed
+  // by scores built to jump (the tests' early_key_boost), while fp16's 2^15 (10.4 nats) can be
+  // passed by an attention sink's key block, which the per-block check recomputes alone and the
+  // tile form would pay for with the whole tile at mma.sync speed. Two consumer warpgroups only
+  // (240 registers a thread): with three (160: d64's 192-row tiles, d128's tall ones) the
+  // recompute's registers made ptxas spill 6-15 words of the tile loop's state. Session 52's
+  // `_noheld` bounds the gain: -2.2..-2.6% time a clock, -1..-2.2% at d128 2k / 4k on 132 CTAs.
+  static constexpr bool kHeldCheckPerTile = std::is_same<Element_, __nv_bfloat16>::value && Consumers_ == 2;
+  // Timing only (the harness's `_tilenoredo`): with kHeldCheckPerTile a failing warp's O is
+  // poisoned (NaN) instead of computed again, so that the kernel carries the flag and its vote but
+  // not the recompute's code.
+  static constexpr bool kTimingWithoutTileRecompute = false;
   // S = Q K^T with Q's A fragments in registers for the first kQStepsInRegisters 16-column steps
   // of the head dim (wgmma RS with a K-major B, loaded by ldmatrix once a tile, 4 registers a
   // thread a step: 32 at d128), the other steps' read from shared memory by every wgmma (SS): a

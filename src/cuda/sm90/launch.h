@@ -199,6 +199,10 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   kp.q_batch_stride = pb.q.batch_stride;
   kp.q_row_stride = pb.q.row_stride;
   kp.q_head_stride = pb.q.head_stride;
+  kp.v = pb.v.data;
+  kp.v_batch_stride = pb.v.batch_stride;
+  kp.v_row_stride = pb.v.row_stride;
+  kp.v_head_stride = pb.v.head_stride;
   kp.out = pb.out.data;
   kp.out_batch_stride = pb.out.batch_stride;
   kp.out_row_stride = pb.out.row_stride;

@@ -37,8 +37,16 @@ struct MainloopMma {
   static_assert(Cfg::kRowSumByTensor != kRowSumInPv || Cfg::kColumns == 1,
                 "P V's ones column sits one LBO past V's start: V must have one column");
   static constexpr int kPairThreads = 2 * kWarpgroupThreads;
-  using Softmax = OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax, Cfg::kMaxSlack, Cfg::kMaxByVote,
+  using BaseSoftmax = OnlineSoftmax<Cfg::kBlockN, Cfg::kTreeRowMax, Cfg::kMaxSlack, Cfg::kMaxByVote,
                                 Cfg::kKeptMaxUnitRescale, kRowSumByTensor, Cfg::kTimingWithoutExp2>;
+  // With the bound tested once a tile (kHeldCheckPerTile) the softmax's state carries each
+  // thread's flag: whether every kept-max block of the tile so far had its sums within the bound
+  // (set at the tile's start by finish_blocks, voted on once at its end). The other kernels keep
+  // OnlineSoftmax itself: a member of its own changed their machine code.
+  struct SoftmaxWithKeptFlag : BaseSoftmax {
+    bool kept_sums_bounded;
+  };
+  using Softmax = std::conditional_t<Cfg::kCheckedMax && Cfg::kHeldCheckPerTile, SoftmaxWithKeptFlag, BaseSoftmax>;
   // The checked max (Cfg::kCheckedMax) reads each row's sum before P V, and has no row max for a
   // hook after it; serial steps keep their own order.
   static_assert(!Cfg::kCheckedMax || (!kRowSumByTensor && !Cfg::kReleaseVAfterMax && !Cfg::kSerialSteps),
@@ -188,6 +196,14 @@ struct MainloopMma {
       Cfg::kLastPvWithNextScores && kQReleasedAtLoad && Cfg::kOverlapEpilogue &&
       (!Cfg::kSkipRowlessWarpgroups || Cfg::kTurns == kTurnsAtExp) && !Cfg::kSkipMaskedLastBlock &&
       !kRowSumByTensor;
+  // The checked max's bound tested once a tile (KernelConfig::kHeldCheckPerTile): a warp where a
+  // block passed it computes the tile again after its last P V (recompute_tile), so that P V must
+  // have retired inside the tile (not with the next tile's first S, whose S registers the
+  // recompute uses). The recompute reads K from global memory, as the fallback does where its
+  // stages are released early (Cfg::kFallbackKeysFromGlobal; the harness's held K keeps the vote).
+  static constexpr bool kHeldCheckPerTile = Cfg::kCheckedMax && Cfg::kHeldCheckPerTile && !kLastPvWithNextScores &&
+                                            Cfg::kFallbackKeysFromGlobal && !Cfg::kSkipHeldCheck &&
+                                            !Cfg::kTimingWithoutSoftmax;
   // A piece of the split tail is merged (split_tail.h) before the next work's first S, where a
   // pending last P V would not have reached O yet.
   static_assert(!(kLastPvWithNextScores && Cfg::kSplitTail), "the split tail needs each piece's O whole");
@@ -596,9 +612,16 @@ struct MainloopMma {
     if (in_turn) wait_exp_turn();
     softmax.exponentiate_block(s, p.score_log2, m_scaled, block_sum);
     if (in_turn) pass_exp_turn();
-    const bool done = !kept_max || Cfg::kSkipHeldCheck || softmax.kept_max_held(block_sum, kKeptSumBound);
-    if (done) softmax.add_block_sums(block_sum);
-    return done;
+    if constexpr (kHeldCheckPerTile) {
+      // No vote here: one after the tile's last P V (finish_tile).
+      if (kept_max) softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(block_sum, kKeptSumBound);
+      softmax.add_block_sums(block_sum);
+      return true;
+    } else {
+      const bool done = !kept_max || Cfg::kSkipHeldCheck || softmax.kept_max_held(block_sum, kKeptSumBound);
+      if (done) softmax.add_block_sums(block_sum);
+      return done;
+    }
   }
 
   // S of this warp's rows for key block n (in K stage `stage`, or in global memory with
@@ -656,7 +679,7 @@ struct MainloopMma {
     if (kHeld && done && kept_max) release_scores_operands(k_state, false);
     retire_previous_pv(o, prob, v_state);
     if constexpr (kPacksInCheckedRound) accumulator_to_operand<Element>(s, prob);
-    if (!done) {
+    if (!kHeldCheckPerTile && !done) {
       recompute_scores(s, seq, t, n, stage);
       checked_round(s, softmax, seq, t, n, false, false);
       if (kHeld) release_scores_operands(k_state, false);
@@ -711,6 +734,52 @@ struct MainloopMma {
     } else {
       last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
     }
+    if constexpr (kHeldCheckPerTile) {
+      if (!__all_sync(0xffffffffu, softmax.kept_sums_bounded)) {
+        if constexpr (Cfg::kTimingWithoutTileRecompute) {
+          o[0] = __int_as_float(0x7fffffff);
+        } else {
+          recompute_tile(s, o, softmax, seq, t, range);
+        }
+      }
+    }
+  }
+
+  // The warp's 16 rows of the tile again, the way FlashAttention-2 computes them (each block's
+  // max settled before its exp2s, O rescaled where it moved), for a warp where some block's exp2s
+  // against the kept max passed the bound (kHeldCheckPerTile): O and the sums built with it are
+  // thrown away. A warp alone, with mma.sync (warp_scores.h): Q, K and V from global memory (Q's
+  // tile has been released, the stages refilled), S and P in the registers the loop used for
+  // them. Rare: scores jumping past the tile's first block's max by more than 16 nats.
+  __device__ __forceinline__ void recompute_tile(float (&s)[kSAccum], float (&o)[kOAccum], Softmax& softmax, const SequenceInfo& seq, const TileCoord& t,
+                                              const BlockRange<Cfg::kBlockN>& range) const {
+    const int row0 = wg * kRowsPerConsumer + 16 * (thread / 32), lane = thread % 32;
+    // Operand's offsets (problem.h; varlen batch strides are 0), each row by its query row and
+    // head (pack_gqa.h), rows past the sequence reading its last (their output is never stored).
+    const Element* q_rows = static_cast<const Element*>(p.q) + t.batch * p.q_batch_stride +
+                            int64_t(seq.q_row0) * p.q_row_stride;
+    const auto query_row = [&](int r) {
+      return q_rows + int64_t(min(tile_row_query<Cfg>(p, t, r), seq.len_q - 1)) * p.q_row_stride +
+             int64_t(tile_row_head<Cfg>(p, t, r)) * p.q_head_stride;
+    };
+    const QueriesInGlobal<Element> queries(query_row(row0 + lane / 4), query_row(row0 + lane / 4 + 8), lane);
+    const int kv_head = tile_kv_head<Cfg>(p, t);
+    const Element* v_rows = static_cast<const Element*>(p.v) + t.batch * p.v_batch_stride +
+                            int64_t(seq.k_row0) * p.v_row_stride + int64_t(kv_head) * p.v_head_stride;
+#pragma unroll
+    for (int i = 0; i < kOAccum; ++i) o[i] = 0.0f;
+    softmax.reset();
+#pragma unroll 1
+    for (int n = range.n_end - 1; n >= range.n_begin; --n) {
+      recompute_scores_from(s, seq, t, n, 0, queries);
+      transform_scores(s, seq, t, n);
+      softmax.update(s, p.score_log2);
+      softmax.rescale_output(o);
+      const int key0 = n * Cfg::kBlockN;
+      warp_values<Cfg::kHeadDim, Cfg::kBlockN, Element>(
+          leading<kOutAccum>(o), s,
+          ValuesInGlobal<Element>(v_rows + int64_t(key0) * p.v_row_stride, p.v_row_stride, seq.len_k - key0, lane));
+    }
   }
 
   // finish_tile up to its last P V (kLastPvWithNextScores), which is left in prob, v_state (its V
@@ -742,6 +811,7 @@ struct MainloopMma {
                                                const QFragments& q) const {
     int n = range.n_end - 1;
     const bool narrow = narrow_last_block(seq, t, range);
+    if constexpr (kHeldCheckPerTile) softmax.kept_sums_bounded = true;
     wgmma_wait_group<0>();
     pin_registers(s);
     release_scores_operands(k_state, n == range.n_begin);

@@ -85,6 +85,11 @@ struct KernelParams {
   int tail_first = 0, tail_units = 0, tail_blocks = 1;
   int* tail_counters = nullptr;
   float* tail_partials = nullptr;
+
+  // V likewise, for the checked max's recompute of a tile (KernelConfig::kHeldCheckPerTile).
+  // Appended, as above.
+  const void* v = nullptr;
+  int64_t v_batch_stride = 0, v_row_stride = 0, v_head_stride = 0;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims

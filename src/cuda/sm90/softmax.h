@@ -301,6 +301,10 @@ struct OnlineSoftmax {
   __device__ __forceinline__ static bool kept_max_held(const float (&block_sum)[2], float bound) {
     return __all_sync(0xffffffffu, block_sum[0] <= bound && block_sum[1] <= bound);
   }
+  // This thread's part of that test (MainloopMma::kHeldCheckPerTile keeps it in a flag a tile).
+  __device__ __forceinline__ static bool sums_within(const float (&block_sum)[2], float bound) {
+    return block_sum[0] <= bound && block_sum[1] <= bound;
+  }
 
   // Warp-uniform: true when some row of the warp needs O rescaled after the last update.
   __device__ __forceinline__ bool max_moved() const {

@@ -1,6 +1,8 @@
 // One warp's 16 rows of S = Q K^T for one key block, computed again with mma.sync from Q and the
 // block's K: the checked max's fallback (MainloopMma), for the rare block where the kept max did
-// not hold and S has already become P. A warp alone: the decision is a warp's, and wgmma would
+// not hold and S has already become P. With the bound tested once a tile
+// (KernelConfig::kHeldCheckPerTile) also the warp's O += P V from V in global memory
+// (warp_values), for the tile computed again. A warp alone: the decision is a warp's, and wgmma would
 // need its whole warpgroup. Q comes from its tile in shared memory or, with
 // KernelConfig::kQReleasedAtLoad, from global memory (the tile released once its fragments are in
 // registers); K from its stage in shared memory (held there until the check) or, with
@@ -17,6 +19,7 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/sm90/config.h"
+#include "cuda/sm90/fragment.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -73,6 +76,9 @@ struct QueriesInGlobal {
     upper = dims + int64_t(min(first + lane / 4, len - 1)) * row_stride;
     lower = dims + int64_t(min(first + lane / 4 + 8, len - 1)) * row_stride;
   }
+  // The lane's two rows given (GQA packing: each tile row its own head, pack_gqa.h).
+  __device__ __forceinline__ QueriesInGlobal(const Element* upper_row, const Element* lower_row, int lane)
+      : upper(upper_row + 2 * (lane % 4)), lower(lower_row + 2 * (lane % 4)) {}
   __device__ __forceinline__ void operator()(int kk, uint32_t (&a)[4]) const {
     a[0] = __ldg(reinterpret_cast<const unsigned int*>(upper + 16 * kk));
     a[1] = __ldg(reinterpret_cast<const unsigned int*>(lower + 16 * kk));
@@ -109,6 +115,61 @@ struct KeysInGlobal {
   __device__ __forceinline__ void operator()(int kk, int j, uint32_t (&b)[4]) const {
     b[0] = pair(16 * j + key, 16 * kk), b[1] = pair(16 * j + key, 16 * kk + 8);
     b[2] = pair(16 * j + 8 + key, 16 * kk), b[3] = pair(16 * j + 8 + key, 16 * kk + 8);
+  }
+};
+
+// o (the warp's share of O, kHeadDim / 2 registers in wgmma's order: 8-dim group i in 4i .. 4i + 3)
+// += P V for one key block. P is S's registers after the exp2s, packed a 16-key step at a time
+// into the A fragment (the P V wgmma's, which is mma.sync's: accumulator_to_operand's pairs), and
+// V's B fragments come from value_fragments(kk, i, b) for keys 16kk .. 16kk + 15 and dims
+// 8i .. 8i + 7. The steps are a loop, not unrolled, each taking P's first 8 registers and moving
+// the rest down (P is used up): unrolled, ptxas hoisted the later steps' loads and spilled the
+// loop state of the kernels with 160 registers a thread.
+template <int kHeadDim, int kBlockN, class Element, class ValueFragments>
+__device__ __forceinline__ void warp_values(float (&o)[kHeadDim / 2], float (&p)[kBlockN / 2],
+                                            ValueFragments value_fragments) {
+#pragma unroll 1
+  for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    uint32_t a[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[r] = pack_pair<Element>(p[2 * r], p[2 * r + 1]);
+#pragma unroll
+    for (int i = 0; i < kHeadDim / 8; ++i) {
+      uint32_t b[2];
+      value_fragments(kk, i, b);
+      cuda::mma_16816<Element>(*reinterpret_cast<float(*)[4]>(&o[4 * i]), a, b[0], b[1]);
+    }
+#pragma unroll
+    for (int r = 0; r + 8 < kBlockN / 2; ++r) p[r] = p[r + 8];
+  }
+}
+
+// The key block's V as m16n8k16's B fragments (keys x dims) from global memory: each 8 keys x 8
+// dims loaded as rows (the lane's key lane / 4, its dims 2 (lane % 4) + {0, 1}: one 32-bit load)
+// and transposed in registers (movmatrix), which leaves the lane dim lane / 4 and keys
+// 2 (lane % 4) + {0, 1}: b[0] of keys 16kk .. 16kk + 7, b[1] of the next 8. Two elements a load,
+// and no packing: half the registers in flight of loading each element, with which ptxas spilled
+// the kernels' loop state. Keys past `keys` (the sequence's end) give 0: their P is 0, and the
+// rows there may hold anything (NaN times 0 is NaN).
+template <class Element>
+struct ValuesInGlobal {
+  const Element* rows;  // the block's key lane / 4, at this lane's two dims of each 8
+  int row_stride;       // elements (a key row's stride fits 32 bits; the products are widened)
+  int keys_after;       // keys past the lane's first: keys - lane / 4
+  __device__ __forceinline__ ValuesInGlobal(const Element* block, int64_t row_stride_, int keys, int lane)
+      : rows(block + int64_t(lane / 4) * row_stride_ + 2 * (lane % 4)),
+        row_stride(int(row_stride_)),
+        keys_after(keys - lane / 4) {}
+  __device__ __forceinline__ uint32_t transposed(int k_step, int dim) const {
+    const uint32_t pair =
+        k_step < keys_after
+            ? __ldg(reinterpret_cast<const unsigned int*>(rows + int64_t(k_step) * row_stride + dim))
+            : 0u;
+    return cuda::movmatrix_trans(pair);
+  }
+  __device__ __forceinline__ void operator()(int kk, int i, uint32_t (&b)[2]) const {
+    b[0] = transposed(16 * kk, 8 * i);
+    b[1] = transposed(16 * kk + 8, 8 * i);
   }
 };
 

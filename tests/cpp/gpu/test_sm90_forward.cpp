@@ -54,6 +54,12 @@ struct Case {
   // (KernelConfig::kCheckedMax) by tens of log2 units (12) or by enough that the exp2s against it
   // overflow to inf (64); the warp then computes S again (MainloopMma::checked_probabilities).
   float early_key_boost = 0.0f;
+  // The boosted key rows: [boost_from, boost_to) of the packed rows (boost_to -1: the first half).
+  // A few rows at 0 are an attention sink (key block 0, each row's last visited, jumps alone); a
+  // band mid-row jumps and falls back. With the bound tested once a tile (bf16's two-warpgroup
+  // d128 kernels, KernelConfig::kHeldCheckPerTile) the warp then computes its rows of the tile
+  // again (MainloopMma::recompute_tile); elsewhere the block alone.
+  int boost_from = 0, boost_to = -1;
   Layout layout = Layout::kPacked;
   bool with_lse = true;
   // Fixed length: each head's LSE rows followed by this many floats that must keep their poison
@@ -140,6 +146,7 @@ float from_bits(uint16_t b, DType dt) {
 
 void make_operand(Operand16* op, const Case& c, int64_t rows, int heads, std::mt19937* rng, bool random,
                   float row_ramp = 0.0f, float early_boost = 0.0f) {
+  const int64_t boost_to = c.boost_to < 0 ? rows / 2 : c.boost_to;
   op->batch = c.batch, op->heads = heads, op->d = c.headdim, op->rows = rows, op->varlen = c.varlen();
   op->st = make_strides(c.layout, rows, heads, c.headdim);
   const int64_t n = std::max<int64_t>(op->storage(), 1);
@@ -151,7 +158,7 @@ void make_operand(Operand16* op, const Case& c, int64_t rows, int heads, std::mt
       for (int64_t r = 0; r < rows; ++r)
         for (int h = 0; h < heads; ++h)
           for (int k = 0; k < c.headdim; ++k) {
-            const float boost = early_boost > 0.0f && r < rows / 2 ? early_boost : 1.0f;
+            const float boost = early_boost > 0.0f && r >= c.boost_from && r < boost_to ? early_boost : 1.0f;
             const uint16_t bits = to_bits(normal(*rng) * boost * (1.0f + row_ramp * float(r) / float(rows)), c.dtype);
             op->host[op->offset(b, r, h) + k] = bits;
             op->packed[op->packed_index(b, r, h, k)] = from_bits(bits, c.dtype);
@@ -567,6 +574,23 @@ std::vector<Case> cases() {
   rising("rising_scores_cluster_d128_bf16", bf, 128, 1, 256, 4200, 2, 2, false, 64.0f);
   rising("rising_scores_causal_d64_bf16", bf, 64, 1, 1300, 1300, 2, 2, true, 12.0f);
   rising("rising_scores_overflow_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false, 64.0f);
+  // A sink (keys 0-5 boosted: the last block a row visits jumps alone) and a band mid-row (one
+  // tile's middle blocks jump, later ones fall back under the kept max), on the static d128
+  // kernel (up to 2k keys), the dynamic one (past 2k) and causal rows, both types (bf16: the
+  // tile computed again; fp16: the block). bf16's P stays finite past its bound (2^24), so only
+  // the boosts past fp32's range (64) make a bf16 case fail without the recompute.
+  const auto boosted = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal,
+                           float boost, int from, int to) {
+    Case g = make(name, dt, d, b, sq, sk, hq, hkv);
+    g.causal = causal, g.early_key_boost = boost, g.boost_from = from, g.boost_to = to, v.push_back(g);
+  };
+  boosted("sink_scores_d128_bf16", bf, 128, 2, 300, 1500, 2, 2, false, 64.0f, 0, 6);
+  boosted("sink_scores_causal_d128_bf16", bf, 128, 1, 1000, 1000, 4, 2, true, 64.0f, 0, 6);
+  boosted("sink_scores_long_d128_bf16", bf, 128, 1, 200, 3000, 2, 1, false, 64.0f, 0, 6);
+  boosted("sink_scores_d128_fp16", fp, 128, 2, 300, 1500, 2, 2, false, 12.0f, 0, 6);
+  boosted("band_scores_d128_bf16", bf, 128, 2, 300, 1500, 2, 2, false, 12.0f, 600, 700);
+  boosted("band_scores_causal_d128_bf16", bf, 128, 1, 900, 900, 2, 2, true, 64.0f, 300, 500);
+  boosted("band_scores_long_d128_bf16", bf, 128, 1, 150, 2600, 2, 1, false, 64.0f, 1000, 1200);
   // The fallback reads the block's K from global memory (KernelConfig::kFallbackKeysFromGlobal):
   // variable lengths (the sequence's first key row), padded and head-major strides, GQA / MQA
   // heads. The boost covers the first half of the packed key rows, so the middle sequence's
@@ -840,6 +864,8 @@ std::vector<Case> pack_gqa_cases() {
   // Scores that jump up mid-row on the packed d128 kernel (the checked max's fallback): past the
   // bound, and past fp32's range.
   c = make("g4_rising_scores_q40_k700_bf16", bf, 128, 2, 40, 700, 8, 2), c.early_key_boost = 12.0f, v.push_back(c);
+  c = make("g8_sink_scores_q20_k900_bf16", bf, 128, 2, 20, 900, 16, 2), c.early_key_boost = 64.0f;
+  c.boost_to = 4, v.push_back(c);
   c = make("g2_rising_scores_causal_q300_k900_fp16", fp, 128, 1, 300, 900, 4, 2), c.causal = true;
   c.early_key_boost = 64.0f, v.push_back(c);
   return v;
@@ -1474,6 +1500,8 @@ std::vector<Case> split_tail_cases() {
   c.early_key_boost = 12.0f, v.push_back(c);
   c = make("split_d128_overflow_q200_k1500_bf16", bf, 128, 2, 200, 1500, 4, 4), c.early_key_boost = 64.0f;
   v.push_back(c);
+  c = make("split_d128_band_q300_k1200_bf16", bf, 128, 2, 300, 1200, 4, 2), c.early_key_boost = 64.0f;
+  c.boost_from = 500, c.boost_to = 560, v.push_back(c);
   c = make("split_d128_gqa_softcap_head_major_no_lse_q640_k900_bf16", bf, 128, 1, 640, 900, 8, 2);
   c.softcap = 20.0f, c.layout = Layout::kHeadMajor, c.with_lse = false, v.push_back(c);
   c = make("split_d128_padded_waves_q512_k2048_bf16", bf, 128, 4, 512, 2048, 20, 4), c.layout = Layout::kPadded;
