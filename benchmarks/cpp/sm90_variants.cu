@@ -153,17 +153,16 @@ template <class Base>
 struct SkipHeldCheck : Base {
   static constexpr bool kSkipHeldCheck = true;
 };
-// The checked max's bound tested once a block with a vote (false: the form up to session 52) or
-// once a tile (KernelConfig::kHeldCheckPerTile: the library's in bf16 with two consumer
-// warpgroups).
-template <class Base, bool kPerTile>
-struct HeldCheckPerTile : Base {
-  static constexpr bool kHeldCheckPerTile = kPerTile;
-};
-// Timing only: the bound tested once a tile, a failing warp's O poisoned instead of computed
-// again (KernelConfig::kTimingWithoutTileRecompute): the tile form without the recompute's code.
+// The checked max's bound tested once a tile instead of a block with a vote
+// (KernelConfig::kHeldCheckPerTile, session 53; off in the library).
 template <class Base>
-struct WithoutTileRecompute : Base {
+struct HeldCheckPerTile : Base {
+  static constexpr bool kHeldCheckPerTile = true;
+};
+// Timing only: the same, a failing warp's O poisoned instead of computed again
+// (KernelConfig::kTimingWithoutTileRecompute): the tile form without the recompute's code.
+template <class Base>
+struct WithoutTileRecompute : HeldCheckPerTile<Base> {
   static constexpr bool kTimingWithoutTileRecompute = true;
 };
 // The same kernel with the consumer warpgroups' turns elsewhere (KernelConfig::kTurns).
@@ -472,11 +471,11 @@ const Variant kVariants[] = {
     // query tiles, static schedule, unmasked rows only.
     {128, "n128_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16>>, 0},
     {128, "n128_s2_noheld", run_cfg<SkipHeldCheck<TileCfg<128, 128, 2, false>>>, 0},
-    {128, "n128_s2_blockheld", run_cfg<HeldCheckPerTile<TileCfg<128, 128, 2, false>, false>>},
+    {128, "n128_s2_tileheld", run_cfg<HeldCheckPerTile<TileCfg<128, 128, 2, false>>>},
     {128, "n128_s2_tilenoredo", run_cfg<WithoutTileRecompute<TileCfg<128, 128, 2, false>>>, 0},
     {128, "n128_s2_cluster_tilenoredo", run_cfg<WithoutTileRecompute<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    {128, "n128_s2_dyn_blockheld", run_cfg<HeldCheckPerTile<TileCfg<128, 128, 2, true>, false>>},
-    {128, "n128_s2_cluster_blockheld", run_cfg<HeldCheckPerTile<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false>>, 0},
+    {128, "n128_s2_dyn_tileheld", run_cfg<HeldCheckPerTile<TileCfg<128, 128, 2, true>>>},
+    {128, "n128_s2_cluster_tileheld", run_cfg<HeldCheckPerTile<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
     {128, "n128_s2_packfirst", run_cfg<PackBeforeHeldCheck<TileCfg<128, 128, 2, false>, true>>},
     {128, "n128_s2_dyn_packfirst", run_cfg<PackBeforeHeldCheck<TileCfg<128, 128, 2, true>, true>>},
     {128, "n128_s2_cluster_packfirst", run_cfg<PackBeforeHeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true>>, 0},

@@ -56,9 +56,9 @@ struct Case {
   float early_key_boost = 0.0f;
   // The boosted key rows: [boost_from, boost_to) of the packed rows (boost_to -1: the first half).
   // A few rows at 0 are an attention sink (key block 0, each row's last visited, jumps alone); a
-  // band mid-row jumps and falls back. With the bound tested once a tile (bf16's two-warpgroup
-  // d128 kernels, KernelConfig::kHeldCheckPerTile) the warp then computes its rows of the tile
-  // again (MainloopMma::recompute_tile); elsewhere the block alone.
+  // band mid-row jumps and falls back. The warp computes the block again (with the bound tested
+  // once a tile, KernelConfig::kHeldCheckPerTile, harness only since session 53: its rows of the
+  // whole tile, MainloopMma::recompute_tile).
   int boost_from = 0, boost_to = -1;
   Layout layout = Layout::kPacked;
   bool with_lse = true;
@@ -576,9 +576,9 @@ std::vector<Case> cases() {
   rising("rising_scores_overflow_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false, 64.0f);
   // A sink (keys 0-5 boosted: the last block a row visits jumps alone) and a band mid-row (one
   // tile's middle blocks jump, later ones fall back under the kept max), on the static d128
-  // kernel (up to 2k keys), the dynamic one (past 2k) and causal rows, both types (bf16: the
-  // tile computed again; fp16: the block). bf16's P stays finite past its bound (2^24), so only
-  // the boosts past fp32's range (64) make a bf16 case fail without the recompute.
+  // kernel (up to 2k keys), the dynamic one (past 2k) and causal rows, both types. bf16's P
+  // stays finite past its bound (2^24), so only the boosts past fp32's range (64) make a bf16
+  // case fail without the recompute.
   const auto boosted = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal,
                            float boost, int from, int to) {
     Case g = make(name, dt, d, b, sq, sk, hq, hkv);
