@@ -153,16 +153,19 @@ template <class Base>
 struct SkipHeldCheck : Base {
   static constexpr bool kSkipHeldCheck = true;
 };
-// The checked max's bound tested once a tile instead of a block with a vote
-// (KernelConfig::kHeldCheckPerTile, session 53; off in the library).
-template <class Base>
-struct HeldCheckPerTile : Base {
-  static constexpr bool kHeldCheckPerTile = true;
+// The checked max's bound tested with a vote a block (`_blockheld`, the form up to session 52) or
+// once a tile (KernelConfig::kHeldCheckPerTile), each block's sums tested in the block
+// (`_tileheld`) or a block later (`_tilelate`, KernelConfig::kHeldCheckOneBlockLate: the library's
+// form in the static bf16 d128 kernels since session 53).
+template <class Base, bool kPerTile, bool kLate>
+struct HeldCheck : Base {
+  static constexpr bool kHeldCheckPerTile = kPerTile;
+  static constexpr bool kHeldCheckOneBlockLate = kLate;
 };
-// Timing only: the same, a failing warp's O poisoned instead of computed again
-// (KernelConfig::kTimingWithoutTileRecompute): the tile form without the recompute's code.
+// Timing only: the tile form (sums tested in the block), a failing warp's O poisoned instead of
+// computed again (KernelConfig::kTimingWithoutTileRecompute): without the recompute's code.
 template <class Base>
-struct WithoutTileRecompute : HeldCheckPerTile<Base> {
+struct WithoutTileRecompute : HeldCheck<Base, true, false> {
   static constexpr bool kTimingWithoutTileRecompute = true;
 };
 // The same kernel with the consumer warpgroups' turns elsewhere (KernelConfig::kTurns).
@@ -471,15 +474,16 @@ const Variant kVariants[] = {
     // query tiles, static schedule, unmasked rows only.
     {128, "n128_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16>>, 0},
     {128, "n128_s2_noheld", run_cfg<SkipHeldCheck<TileCfg<128, 128, 2, false>>>, 0},
-    {128, "n128_s2_tileheld", run_cfg<HeldCheckPerTile<TileCfg<128, 128, 2, false>>>},
+    {128, "n128_s2_blockheld", run_cfg<HeldCheck<TileCfg<128, 128, 2, false>, false, false>>},
+    {128, "n128_s2_tileheld", run_cfg<HeldCheck<TileCfg<128, 128, 2, false>, true, false>>},
     {128, "n128_s2_tilenoredo", run_cfg<WithoutTileRecompute<TileCfg<128, 128, 2, false>>>, 0},
     {128, "n128_s2_cluster_tilenoredo", run_cfg<WithoutTileRecompute<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    {128, "n128_s2_dyn_tileheld", run_cfg<HeldCheckPerTile<TileCfg<128, 128, 2, true>>>},
-    {128, "n128_s2_cluster_tileheld", run_cfg<HeldCheckPerTile<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
-    {128, "n128_s2_packfirst", run_cfg<PackBeforeHeldCheck<TileCfg<128, 128, 2, false>, true>>},
-    {128, "n128_s2_dyn_packfirst", run_cfg<PackBeforeHeldCheck<TileCfg<128, 128, 2, true>, true>>},
-    {128, "n128_s2_cluster_packfirst", run_cfg<PackBeforeHeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true>>, 0},
-    {128, "n128_s2_cluster_noheld", run_cfg<SkipHeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>>>, 0},
+    {128, "n128_s2_tilelate", run_cfg<HeldCheck<TileCfg<128, 128, 2, false>, true, true>>, 0},
+    {128, "n128_s2_cluster_tilelate", run_cfg<HeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, true>>, 0},
+    {128, "n128_s2_dyn_tileheld", run_cfg<HeldCheck<TileCfg<128, 128, 2, true>, true, false>>},
+    {128, "n128_s2_dyn_tilelate", run_cfg<HeldCheck<TileCfg<128, 128, 2, true>, true, true>>},
+    {128, "n128_s2_cluster_blockheld", run_cfg<HeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false, false>>, 0},
+    {128, "n128_s2_cluster_tileheld", run_cfg<HeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, false>>, 0},
     {128, "n176_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16, 176>>, 0},
     {128, "n128_s2_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, false>>>, 1},
     {128, "n128_s2_dyn_plain_loop", run_cfg<EpilogueNotOverlapped<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>>>},

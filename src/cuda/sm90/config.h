@@ -370,21 +370,26 @@ struct KernelConfig {
   // 8k, +1.9% on one pair alone), so d128 keeps its packs after the vote.
   static constexpr bool kPackBeforeHeldCheck = HeadDim_ <= 64;
   // The checked max's bound tested once a tile instead of once a block (MainloopMma::
-  // kHeldCheckPerTile; harness only, `_tileheld`): each thread ANDs its blocks' bound tests into a
-  // flag (no vote, no branch in the key loop), each warp votes once after the tile's last P V, and
-  // a warp where some block passed the bound throws its O and sums away and computes its 16 rows
-  // of the tile again with mma.sync from global memory (MainloopMma::recompute_tile). Meant for
-  // bf16 only: its bound (2^24 on a thread's block sum, 16.6 nats past the kept max) is passed by
-  // scores built to jump (the tests' early_key_boost), while fp16's 2^15 (10.4 nats) can be passed
-  // by an attention sink's key block, which the per-block check recomputes alone and the tile form
-  // would pay for with the whole tile at mma.sync speed; and two consumer warpgroups only (240
-  // registers a thread): with three (160) the recompute's registers made ptxas spill 6-15 words of
-  // the tile loop's state. Session 53's harness (d128 bf16, against the vote a block): a clock
-  // (the pair step) +1.6% time in the static kernel and +0.5% in the pairs, where leaving the
-  // vote out (`_noheld`) reads -2.8% / -2.6%; without the recompute's code (`_tilenoredo`) the
-  // same +1.6% / +0.6%, so the flag and its vote, not the slow path's presence, cost it; at 132
-  // CTAs -0.4..-1.3% on unmasked rows, +0.4..+1.2% causal, inside the spread. Off.
-  static constexpr bool kHeldCheckPerTile = false;
+  // kHeldCheckPerTile): each thread ANDs its blocks' bound tests into a flag (no vote, no branch
+  // in the key loop), each warp votes once after the tile's last P V, and a warp where some block
+  // passed the bound throws its O and sums away and computes its 16 rows of the tile again with
+  // mma.sync from global memory (MainloopMma::recompute_tile). Each block's sums are tested one
+  // block later (kHeldCheckOneBlockLate; the last block's at the tile's end): tested in the block
+  // that makes them (harness `_tileheld`), the compares made the sums' FADD chains finish inside
+  // the exp2 run, and the static d128 kernel took 1.9% more time a clock than with the vote a
+  // block (`_blockheld`, the form up to session 52), where a block late it takes 1.7% less
+  // (session 53's pair step; leaving the check out, `_noheld`, -2.9%; the cluster pairs +0.5%,
+  // -2.7%, -2.6%). bf16 only: its bound (2^24 on a thread's block sum, 16.6 nats past the kept
+  // max) is passed by scores built to jump (the tests' early_key_boost), while fp16's 2^15 (10.4
+  // nats) can be passed by an attention sink's key block, which the per-block check recomputes
+  // alone and the tile form would pay for with the whole tile at mma.sync speed. Two consumer
+  // warpgroups only (240 registers a thread): with three (160) the recompute's registers made
+  // ptxas spill 6-15 words of the tile loop's state. The static schedule only (the static d128
+  // kernel, its tail kernel and the cluster pairs, which session 53 timed): the dynamic kernels
+  // were timed only in the compares-in-the-block form.
+  static constexpr bool kHeldCheckPerTile =
+      std::is_same<Element_, __nv_bfloat16>::value && Consumers_ == 2 && !Dynamic_;
+  static constexpr bool kHeldCheckOneBlockLate = true;
   // Timing only (the harness's `_tilenoredo`): with kHeldCheckPerTile a failing warp's O is
   // poisoned (NaN) instead of computed again, so that the kernel carries the flag and its vote but
   // not the recompute's code.

@@ -45,6 +45,7 @@ struct MainloopMma {
   // OnlineSoftmax itself: a member of its own changed their machine code.
   struct SoftmaxWithKeptFlag : BaseSoftmax {
     bool kept_sums_bounded;
+    float late_sums[2];  // Cfg::kHeldCheckOneBlockLate: the last kept-max block's sums, not yet tested
   };
   using Softmax = std::conditional_t<Cfg::kCheckedMax && Cfg::kHeldCheckPerTile, SoftmaxWithKeptFlag, BaseSoftmax>;
   // The checked max (Cfg::kCheckedMax) reads each row's sum before P V, and has no row max for a
@@ -614,7 +615,13 @@ struct MainloopMma {
     if (in_turn) pass_exp_turn();
     if constexpr (kHeldCheckPerTile) {
       // No vote here: one after the tile's last P V (finish_tile).
-      if (kept_max) softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(block_sum, kKeptSumBound);
+      if constexpr (Cfg::kHeldCheckOneBlockLate) {
+        softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(softmax.late_sums, kKeptSumBound);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) softmax.late_sums[h] = kept_max ? block_sum[h] : 0.0f;
+      } else {
+        if (kept_max) softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(block_sum, kKeptSumBound);
+      }
       softmax.add_block_sums(block_sum);
       return true;
     } else {
@@ -735,6 +742,9 @@ struct MainloopMma {
       last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
     }
     if constexpr (kHeldCheckPerTile) {
+      if constexpr (Cfg::kHeldCheckOneBlockLate) {
+        softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(softmax.late_sums, kKeptSumBound);
+      }
       if (!__all_sync(0xffffffffu, softmax.kept_sums_bounded)) {
         if constexpr (Cfg::kTimingWithoutTileRecompute) {
           o[0] = __int_as_float(0x7fffffff);
@@ -811,7 +821,10 @@ struct MainloopMma {
                                                const QFragments& q) const {
     int n = range.n_end - 1;
     const bool narrow = narrow_last_block(seq, t, range);
-    if constexpr (kHeldCheckPerTile) softmax.kept_sums_bounded = true;
+    if constexpr (kHeldCheckPerTile) {
+      softmax.kept_sums_bounded = true;
+      if constexpr (Cfg::kHeldCheckOneBlockLate) softmax.late_sums[0] = softmax.late_sums[1] = 0.0f;
+    }
     wgmma_wait_group<0>();
     pin_registers(s);
     release_scores_operands(k_state, n == range.n_begin);
