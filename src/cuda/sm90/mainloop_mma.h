@@ -616,11 +616,14 @@ struct MainloopMma {
     if constexpr (kHeldCheckPerTile) {
       // No vote here: one after the tile's last P V (finish_tile).
       if constexpr (Cfg::kHeldCheckOneBlockLate) {
-        softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(softmax.late_sums, kKeptSumBound);
+        softmax.kept_sums_bounded =
+            softmax.kept_sums_bounded && Softmax::sums_within(softmax.late_sums, kKeptSumBound);
 #pragma unroll
         for (int h = 0; h < 2; ++h) softmax.late_sums[h] = kept_max ? block_sum[h] : 0.0f;
       } else {
-        if (kept_max) softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(block_sum, kKeptSumBound);
+        if (kept_max) {
+          softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(block_sum, kKeptSumBound);
+        }
       }
       softmax.add_block_sums(block_sum);
       return true;
@@ -761,8 +764,9 @@ struct MainloopMma {
   // thrown away. A warp alone, with mma.sync (warp_scores.h): Q, K and V from global memory (Q's
   // tile has been released, the stages refilled), S and P in the registers the loop used for
   // them. Rare: scores jumping past the tile's first block's max by more than 16 nats.
-  __device__ __forceinline__ void recompute_tile(float (&s)[kSAccum], float (&o)[kOAccum], Softmax& softmax, const SequenceInfo& seq, const TileCoord& t,
-                                              const BlockRange<Cfg::kBlockN>& range) const {
+  __device__ __forceinline__ void recompute_tile(float (&s)[kSAccum], float (&o)[kOAccum], Softmax& softmax,
+                                                 const SequenceInfo& seq, const TileCoord& t,
+                                                 const BlockRange<Cfg::kBlockN>& range) const {
     const int row0 = wg * kRowsPerConsumer + 16 * (thread / 32), lane = thread % 32;
     // Operand's offsets (problem.h; varlen batch strides are 0), each row by its query row and
     // head (pack_gqa.h), rows past the sequence reading its last (their output is never stored).
