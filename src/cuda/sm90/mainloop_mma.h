@@ -46,6 +46,10 @@ struct MainloopMma {
   struct SoftmaxWithKeptFlag : BaseSoftmax {
     bool kept_sums_bounded;
     float late_sums[2];  // Cfg::kHeldCheckOneBlockLate: the last kept-max block's sums, not yet tested
+    // The flag ANDed with this thread's test of one block's sums.
+    __device__ __forceinline__ void note_sums(const float (&sums)[2], float bound) {
+      kept_sums_bounded = kept_sums_bounded && BaseSoftmax::sums_within(sums, bound);
+    }
   };
   using Softmax = std::conditional_t<Cfg::kCheckedMax && Cfg::kHeldCheckPerTile, SoftmaxWithKeptFlag, BaseSoftmax>;
   // The checked max (Cfg::kCheckedMax) reads each row's sum before P V, and has no row max for a
@@ -616,14 +620,11 @@ struct MainloopMma {
     if constexpr (kHeldCheckPerTile) {
       // No vote here: one after the tile's last P V (finish_tile).
       if constexpr (Cfg::kHeldCheckOneBlockLate) {
-        softmax.kept_sums_bounded =
-            softmax.kept_sums_bounded && Softmax::sums_within(softmax.late_sums, kKeptSumBound);
+        softmax.note_sums(softmax.late_sums, kKeptSumBound);
 #pragma unroll
         for (int h = 0; h < 2; ++h) softmax.late_sums[h] = kept_max ? block_sum[h] : 0.0f;
       } else {
-        if (kept_max) {
-          softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(block_sum, kKeptSumBound);
-        }
+        if (kept_max) softmax.note_sums(block_sum, kKeptSumBound);
       }
       softmax.add_block_sums(block_sum);
       return true;
@@ -745,9 +746,7 @@ struct MainloopMma {
       last_pv<Cfg::kBlockN>(prob, o, accumulate, v_state);
     }
     if constexpr (kHeldCheckPerTile) {
-      if constexpr (Cfg::kHeldCheckOneBlockLate) {
-        softmax.kept_sums_bounded = softmax.kept_sums_bounded && Softmax::sums_within(softmax.late_sums, kKeptSumBound);
-      }
+      if constexpr (Cfg::kHeldCheckOneBlockLate) softmax.note_sums(softmax.late_sums, kKeptSumBound);
       if (!__all_sync(0xffffffffu, softmax.kept_sums_bounded)) {
         if constexpr (Cfg::kTimingWithoutTileRecompute) {
           o[0] = __int_as_float(0x7fffffff);

@@ -299,7 +299,7 @@ struct OnlineSoftmax {
   // (so every exp2 is: P stays finite in the 16-bit type, MainloopMma::kKeptSumBound). Inf and
   // NaN fail.
   __device__ __forceinline__ static bool kept_max_held(const float (&block_sum)[2], float bound) {
-    return __all_sync(0xffffffffu, block_sum[0] <= bound && block_sum[1] <= bound);
+    return __all_sync(0xffffffffu, sums_within(block_sum, bound));
   }
   // This thread's part of that test (MainloopMma::kHeldCheckPerTile keeps it in a flag a tile).
   __device__ __forceinline__ static bool sums_within(const float (&block_sum)[2], float bound) {
