@@ -156,7 +156,7 @@ struct SkipHeldCheck : Base {
 // The checked max's bound tested with a vote a block (`_blockheld`, the form up to session 52) or
 // once a tile (KernelConfig::kHeldCheckPerTile), each block's sums tested in the block
 // (`_tileheld`) or a block later (`_tilelate`, KernelConfig::kHeldCheckOneBlockLate: the library's
-// form in the static bf16 d128 kernels since session 53).
+// form in the static bf16 d128 kernels since session 53, in the dynamic one since session 54).
 template <class Base, bool kPerTile, bool kLate>
 struct HeldCheck : Base {
   static constexpr bool kHeldCheckPerTile = kPerTile;
@@ -481,7 +481,7 @@ const Variant kVariants[] = {
     {128, "n128_s2_tilelate", run_cfg<HeldCheck<TileCfg<128, 128, 2, false>, true, true>>, 0},
     {128, "n128_s2_cluster_tilelate", run_cfg<HeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, true>>, 0},
     {128, "n128_s2_dyn_tileheld", run_cfg<HeldCheck<TileCfg<128, 128, 2, true>, true, false>>},
-    {128, "n128_s2_dyn_tilelate", run_cfg<HeldCheck<TileCfg<128, 128, 2, true>, true, true>>},
+    {128, "n128_s2_dyn_blockheld", run_cfg<HeldCheck<TileCfg<128, 128, 2, true>, false, false>>},
     {128, "n128_s2_cluster_blockheld", run_cfg<HeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>, false, false>>, 0},
     {128, "n128_s2_cluster_tileheld", run_cfg<HeldCheck<sm90::ClusterPairsConfig<128, __nv_bfloat16>, true, false>>, 0},
     {128, "n176_s2_cluster", run_cfg<sm90::ClusterPairsConfig<128, __nv_bfloat16, 176>>, 0},
@@ -932,6 +932,11 @@ const Variant kVariants[] = {
     {128, "n128_s2_nostore", run_cfg<BoundaryTiming<TileCfg<128, 128, 2, false>, true>>},
     {128, "n128_s2_nostage", run_cfg<BoundaryTiming<TileCfg<128, 128, 2, false>, false, true>>},
     {128, "n128_s2_nosend", run_cfg<BoundaryTiming<TileCfg<128, 128, 2, false>, false, false, true>>},
+    // Session 54: the same at d256's static kernel (O staged in the last key block's K / V stage,
+    // the plain tile loop, which has no `_nostore`: the stage must still be handed over).
+    {256, "n64_s2_nostage", run_cfg<BoundaryTiming<TileCfg<256, 64, 2, false>, false, true>>},
+    {256, "n64_s2_nosend", run_cfg<BoundaryTiming<TileCfg<256, 64, 2, false>, false, false, true>>},
+    {256, "n64_s2_nostagesend", run_cfg<BoundaryTiming<TileCfg<256, 64, 2, false>, false, true, true>>},
     {64, "n64_s8_4wg_tall_nostore", run_cfg<BoundaryTiming<sm90::TallTilesConfig<64, __nv_bfloat16>, true>>},
     {64, "n64_s8_4wg_tall_nostage",
      run_cfg<BoundaryTiming<sm90::TallTilesConfig<64, __nv_bfloat16>, false, true>>},

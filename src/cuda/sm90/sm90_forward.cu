@@ -136,9 +136,9 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   if (rows_q > (int64_t(1) << 31) - sm90::kMaxBlockM || rows_k > (int64_t(1) << 31) - 256) {
     return Status::Unsupported("the sm90 forward kernel indexes rows with 32-bit TMA coordinates; too many rows");
   }
-  // The checked max's recompute of a tile (KernelConfig::kHeldCheckPerTile: the static-schedule
-  // bf16 d128 kernels; warp_scores.h, ValuesInGlobal) keeps V's row stride in 32 bits, which no
-  // real layout passes.
+  // The checked max's recompute of a tile (KernelConfig::kHeldCheckPerTile: the bf16 d128
+  // kernels with two consumer warpgroups, but for GQA packing; warp_scores.h, ValuesInGlobal)
+  // keeps V's row stride in 32 bits, which no real layout passes.
   if (p.v.row_stride >= (int64_t(1) << 31)) {
     return Status::Unsupported("the sm90 forward kernel needs v's row stride below 2^31 elements; got " +
                                std::to_string(p.v.row_stride));

@@ -57,8 +57,8 @@ struct Case {
   // The boosted key rows: [boost_from, boost_to) of the packed rows (boost_to -1: the first half).
   // A few rows at 0 are an attention sink (key block 0, each row's last visited, jumps alone); a
   // band mid-row jumps and falls back. The warp computes the block again, or where the bound is
-  // tested once a tile (KernelConfig::kHeldCheckPerTile: the static-schedule bf16 d128 kernels)
-  // its rows of the whole tile (MainloopMma::recompute_tile).
+  // tested once a tile (KernelConfig::kHeldCheckPerTile: the bf16 d128 kernels with two consumer
+  // warpgroups, but for GQA packing) its rows of the whole tile (MainloopMma::recompute_tile).
   int boost_from = 0, boost_to = -1;
   Layout layout = Layout::kPacked;
   bool with_lse = true;
