@@ -385,9 +385,10 @@ struct KernelConfig {
   // alone and the tile form would pay for with the whole tile at mma.sync speed. Two consumer
   // warpgroups only (240 registers a thread): with three (160) the recompute's registers made
   // ptxas spill 6-15 words of the tile loop's state. The static d128 kernel, its tail kernel and
-  // the cluster pairs from session 53; the dynamic d128 kernel from session 54 (harness, 4 rounds,
-  // against the vote a block: level at unmasked 4k, +0.4 / +0.5% at 8k / 16k). Not with GQA
-  // packing (not timed; its tiles are a few blocks long, where the vote a block costs little).
+  // the cluster pairs from session 53; the dynamic d128 kernel from session 54 (harness, 6 rounds,
+  // against the vote a block: +1.0 / +0.6 / +1.6% at unmasked 4k / 8k / 16k, -1.6% time a clock
+  // in the pair step). Not with GQA packing (not timed; its tiles are a few blocks long, where
+  // the vote a block costs little).
   static constexpr bool kHeldCheckPerTile =
       std::is_same<Element_, __nv_bfloat16>::value && Consumers_ == 2 && !PackGqa_;
   static constexpr bool kHeldCheckOneBlockLate = true;

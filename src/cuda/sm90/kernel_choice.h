@@ -139,9 +139,13 @@ int64_t sm90_short_rows_launches();
 // The head dims with a cluster-pair instantiation (tools/generate_sm90_kernels.py,
 // CLUSTER_HEAD_DIMS), which are also the ones the rule picks them at.
 constexpr bool sm90_has_cluster_pairs(int head_dim) { return head_dim == 128; }
-// The bound came from head dim 256 (session 13, when the pairs ran there); at head dim 128 the
-// gain below 8k is within the harness's noise (+-2%), so it was kept, not re-measured.
-constexpr int kSm90ClusterPairsMinKeys = 4096;
+// The bound came from head dim 256 (session 13, when the pairs ran there) and stayed at 4096 keys
+// until session 54: with the checked max tested once a tile (session 53; 2.7% less time a clock
+// in the pairs, 1.7% in the static kernel) the pairs led the static kernel at unmasked 2k in five
+// readings (harness, two calls: best +1.8 / +0.9%, medians +1.6 / +1.9%; package +0.9%), so it
+// is 2048 keys since. At 1k the harness split (best -0.5%, median +1.9%; package +0.3%), so
+// shorter rows keep the static kernel.
+constexpr int kSm90ClusterPairsMinKeys = 2048;
 bool sm90_picks_cluster_pairs(const AttentionProblem& p);
 // Why the cluster-pair kernel cannot run p with query tiles of tile_rows rows (launch.h refuses it
 // with this reason; the rule picks the kernel only where it is null): both CTAs of a pair must

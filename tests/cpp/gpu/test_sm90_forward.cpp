@@ -557,7 +557,7 @@ std::vector<Case> cases() {
   growing("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1, true);
   // Scores that jump up mid-row (early_key_boost): the kernels with the checked max: d128's
   // static one (up to 2k keys unmasked, causal up to 8k; the short case was the short-rows
-  // kernel's until session 30), its dynamic one (past 2k), its cluster pairs (unmasked from 4k
+  // kernel's until session 30), its dynamic one (past 2k), its cluster pairs (unmasked from 2k
   // keys, an even number of query tiles), d64's static three
   // warpgroups (causal 1025 to 4k keys) and its dynamic ones (unmasked past 512); exp2s past the
   // bound, and past fp32's range. The tall-tile and packing suites have their own.
@@ -1196,10 +1196,9 @@ std::vector<ApiPick> schedule_cases() {
   c.lens_q = {200, 1, 700}, c.lens_k = {200, 300, 1000}, c.used_k = {190, 1, 1000}, c.extra_k = 2;
   v.push_back({c, true});
   c = make("sched_noncausal_512_static_d256_bf16", bf, 256, 1, 512, 512, 4, 4), v.push_back({c, true});
-  c = make("sched_noncausal_q300_k4095_static_d256_fp16", fp, 256, 1, 300,
-           kSm90ClusterPairsMinKeys - 1, 4, 2);
+  c = make("sched_noncausal_q300_k4095_static_d256_fp16", fp, 256, 1, 300, 4095, 4, 2);
   v.push_back({c, true});
-  c = make("sched_noncausal_q300_k4096_static_d256_bf16", bf, 256, 1, 300, kSm90ClusterPairsMinKeys, 2, 2);
+  c = make("sched_noncausal_q300_k4096_static_d256_bf16", bf, 256, 1, 300, 4096, 2, 2);
   v.push_back({c, true});
   c = make("sched_noncausal_b2_q256_k4500_gqa_static_d256_bf16", bf, 256, 2, 256, 4500, 4, 2), v.push_back({c, true});
   c = make("sched_noncausal_512_dynamic_d192_bf16", bf, 192, 1, 512, 512, 4, 4), v.push_back({c, false});
