@@ -66,7 +66,7 @@ CaseSpec varlen_seqused_d256() {
   return s;
 }
 
-// Head dim 128 without a mask from 4096 keys, two query tiles: on Hopper the cluster-pair kernel
+// Head dim 128 without a mask from 2048 keys, two query tiles: on Hopper the cluster-pair kernel
 // (kernel_choice.h, sm90_picks_cluster_pairs), whose launch (cudaLaunchKernelEx with a cluster
 // dimension, after an occupancy query) is then captured too.
 CaseSpec fixed_noncausal_d128() {
