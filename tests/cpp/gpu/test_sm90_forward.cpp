@@ -591,6 +591,15 @@ std::vector<Case> cases() {
   boosted("band_scores_d128_bf16", bf, 128, 2, 300, 1500, 2, 2, false, 12.0f, 600, 700);
   boosted("band_scores_causal_d128_bf16", bf, 128, 1, 900, 900, 2, 2, true, 64.0f, 300, 500);
   boosted("band_scores_long_d128_bf16", bf, 128, 1, 150, 2600, 2, 1, false, 64.0f, 1000, 1200);
+  // The same inside a local window (the recompute masks its blocks as the key loop does): the
+  // static kernel (windows up to 2k keys) and the dynamic one (past 2k), the band inside every
+  // row's window but not in the block each row visits first.
+  c = make("band_scores_window_d128_bf16", bf, 128, 2, 300, 1500, 2, 2);
+  c.window_left = 700, c.window_right = 200, c.early_key_boost = 64.0f, c.boost_from = 900, c.boost_to = 1000;
+  v.push_back(c);
+  c = make("band_scores_window_long_d128_bf16", bf, 128, 1, 300, 3000, 2, 1);
+  c.window_left = 1500, c.window_right = 100, c.early_key_boost = 64.0f, c.boost_from = 1500, c.boost_to = 1700;
+  v.push_back(c);
   // The fallback reads the block's K from global memory (KernelConfig::kFallbackKeysFromGlobal):
   // variable lengths (the sequence's first key row), padded and head-major strides, GQA / MQA
   // heads. The boost covers the first half of the packed key rows, so the middle sequence's
