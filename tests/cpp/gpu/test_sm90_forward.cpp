@@ -538,7 +538,8 @@ std::vector<Case> cases() {
   // and four warpgroups) and on the one that follows every rise (d64's two warpgroups: local
   // windows up to 512 keys since session 23, the short window case). The API runs the static
   // kernels for d128 unmasked rows up to 2k keys, d192 / d256 causal rows and d256 unmasked rows,
-  // the dynamic ones for d128 unmasked rows past 2k (the long d128 case) and d64 unmasked rows
+  // the dynamic ones for d128 unmasked rows past 2k (the long d128 case: three query tiles, an
+  // odd number, which the cluster pairs refuse since they run from 2k keys) and d64 unmasked rows
   // past 512, d64's static three-warpgroup kernel for causal rows from 1025 to 4k keys (the long
   // causal d64 case), d64's tall tiles for causal rows up to 1k (the causal d64 case).
   const auto growing = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal) {
@@ -552,7 +553,7 @@ std::vector<Case> cases() {
   growing("growing_scores_causal_d64_bf16", bf, 64, 2, 600, 600, 2, 2, true);
   c = make("growing_scores_window_short_d64_bf16", bf, 64, 2, 500, 500, 2, 2), c.window_left = 400;
   c.window_right = 0, c.key_ramp = 6.0f, v.push_back(c);
-  growing("growing_scores_long_d128_bf16", bf, 128, 1, 150, 2200, 2, 1, false);
+  growing("growing_scores_long_d128_bf16", bf, 128, 1, 300, 2200, 2, 1, false);
   growing("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false);
   growing("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1, true);
   // Scores that jump up mid-row (early_key_boost): the kernels with the checked max: d128's
@@ -570,15 +571,15 @@ std::vector<Case> cases() {
   rising("rising_scores_d128_bf16", bf, 128, 2, 300, 700, 2, 2, false, 12.0f);
   rising("rising_scores_overflow_d128_fp16", fp, 128, 2, 300, 700, 2, 1, false, 64.0f);
   rising("rising_scores_causal_d128_bf16", bf, 128, 1, 700, 700, 2, 2, true, 64.0f);
-  rising("rising_scores_long_d128_fp16", fp, 128, 1, 150, 2200, 2, 1, false, 12.0f);
+  rising("rising_scores_long_d128_fp16", fp, 128, 1, 300, 2200, 2, 1, false, 12.0f);
   rising("rising_scores_cluster_d128_bf16", bf, 128, 1, 256, 4200, 2, 2, false, 64.0f);
   rising("rising_scores_causal_d64_bf16", bf, 64, 1, 1300, 1300, 2, 2, true, 12.0f);
   rising("rising_scores_overflow_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false, 64.0f);
   // A sink (keys 0-5 boosted: the last block a row visits jumps alone) and a band mid-row (one
   // tile's middle blocks jump, later ones fall back under the kept max), on the static d128
-  // kernel (up to 2k keys), the dynamic one (past 2k) and causal rows, both types. bf16's P
-  // stays finite past its bound (2^24), so only the boosts past fp32's range (64) make a bf16
-  // case fail without the recompute.
+  // kernel (up to 2k keys), the dynamic one (past 2k, three query tiles: the pairs take even
+  // numbers from 2k) and causal rows, both types. bf16's P stays finite past its bound (2^24),
+  // so only the boosts past fp32's range (64) make a bf16 case fail without the recompute.
   const auto boosted = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal,
                            float boost, int from, int to) {
     Case g = make(name, dt, d, b, sq, sk, hq, hkv);
@@ -586,11 +587,11 @@ std::vector<Case> cases() {
   };
   boosted("sink_scores_d128_bf16", bf, 128, 2, 300, 1500, 2, 2, false, 64.0f, 0, 6);
   boosted("sink_scores_causal_d128_bf16", bf, 128, 1, 1000, 1000, 4, 2, true, 64.0f, 0, 6);
-  boosted("sink_scores_long_d128_bf16", bf, 128, 1, 200, 3000, 2, 1, false, 64.0f, 0, 6);
+  boosted("sink_scores_long_d128_bf16", bf, 128, 1, 300, 3000, 2, 1, false, 64.0f, 0, 6);
   boosted("sink_scores_d128_fp16", fp, 128, 2, 300, 1500, 2, 2, false, 12.0f, 0, 6);
   boosted("band_scores_d128_bf16", bf, 128, 2, 300, 1500, 2, 2, false, 12.0f, 600, 700);
   boosted("band_scores_causal_d128_bf16", bf, 128, 1, 900, 900, 2, 2, true, 64.0f, 300, 500);
-  boosted("band_scores_long_d128_bf16", bf, 128, 1, 150, 2600, 2, 1, false, 64.0f, 1000, 1200);
+  boosted("band_scores_long_d128_bf16", bf, 128, 1, 300, 2600, 2, 1, false, 64.0f, 1000, 1200);
   // The same inside a local window (the recompute masks its blocks as the key loop does): the
   // static kernel (windows up to 2k keys) and the dynamic one (past 2k), the band inside every
   // row's window but not in the block each row visits first.
@@ -611,7 +612,7 @@ std::vector<Case> cases() {
   c = make("rising_scores_varlen_causal_mqa_d64_fp16", fp, 64, 0, 0, 0, 4, 1);
   c.lens_q = {500, 1500, 300}, c.lens_k = {500, 1500, 300}, c.causal = true, c.early_key_boost = 64.0f;
   v.push_back(c);
-  c = make("rising_scores_head_major_d128_bf16", bf, 128, 2, 256, 2600, 2, 1);
+  c = make("rising_scores_head_major_d128_bf16", bf, 128, 2, 300, 2600, 2, 1);
   c.layout = Layout::kHeadMajor, c.early_key_boost = 12.0f, v.push_back(c);
   // The static d128 kernel releases Q's tile once the tile's first S is issued
   // (KernelConfig::kQReleasedAtLoad): the checked max's fallback reads Q from global memory, and
