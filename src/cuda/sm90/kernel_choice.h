@@ -86,6 +86,10 @@ bool sm90_picks_static_schedule(const AttentionProblem& p);
 int64_t sm90_split_tail_launches();
 // Launches of the static-schedule instantiation through sm90_forward so far in this process.
 int64_t sm90_static_schedule_launches();
+// Launches of the default instantiation (sm90::KernelConfig<D, T>: the dynamic tile scheduler,
+// or the static one in builds with FLASHATTN_SM90_DEFAULT_DYNAMIC=0) through sm90_forward so far
+// in this process: the problems no rule gave another kernel.
+int64_t sm90_default_launches();
 // No rule picks 176-key blocks (FlashAttention-3's width for long unmasked rows at head dim 128):
 // from v8 to session 16 they ran from 8192 keys (+1-3% then), but once the 128-key kernel took
 // turns around both the GEMMs and the exp2s (session 17) they no longer won: -1.0 / -0.4% at 8k

@@ -241,6 +241,8 @@ bool sm90_picks_static_schedule(const AttentionProblem& p) {
 
 int64_t sm90_static_schedule_launches() { return launches_of(Variant::kStaticSchedule); }
 
+int64_t sm90_default_launches() { return launches_of(Variant::kDefault); }
+
 bool sm90_dynamic_schedule_by_default() { return sm90::kDefaultDynamicSchedule; }
 
 // GQA head packing (cuda/sm90/pack_gqa.h).

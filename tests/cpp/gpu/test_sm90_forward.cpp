@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -29,6 +30,11 @@ using namespace flashattn;
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
 enum class Layout { kPacked, kPadded, kHeadMajor };
+
+// The sm90 kernel a case is written for (its comment's claim), which the API must run it on:
+// checked by the launch counters, so that a rule change that moves a case to another kernel fails
+// the case instead of leaving the kernel it was written for untested. kAny: not checked.
+enum class Kernel { kAny, kDynamic, kStatic, kShortRows, kClusterPairs, kTallTiles };
 
 struct Case {
   std::string name;
@@ -66,6 +72,7 @@ struct Case {
   // (0: contiguous). The kernels store the LSE through a TMA map where the strides allow it
   // (multiples of 16 bytes), else row by row.
   int lse_pad = 0;
+  Kernel kernel = Kernel::kAny;
   bool varlen() const { return !lens_q.empty(); }
 };
 
@@ -441,12 +448,45 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
 
 class Sm90Forward : public ::testing::TestWithParam<Case> {};
 
+// The launch counter of the kernel k names, and that kernel's name; null for kAny. Builds whose
+// default is the static schedule run it for every rule's static and dynamic rows alike.
+int64_t (*launch_counter(Kernel k))() {
+  const bool dynamic = sm90_dynamic_schedule_by_default();
+  switch (k) {
+    case Kernel::kAny: return nullptr;
+    case Kernel::kDynamic: return sm90_default_launches;
+    case Kernel::kStatic: return dynamic ? sm90_static_schedule_launches : sm90_default_launches;
+    case Kernel::kShortRows: return sm90_short_rows_launches;
+    case Kernel::kClusterPairs: return sm90_cluster_pairs_launches;
+    case Kernel::kTallTiles: return sm90_tall_tiles_launches;
+  }
+  return nullptr;
+}
+const char* kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::kAny: return "any kernel";
+    case Kernel::kDynamic: return "dynamic-schedule kernel";
+    case Kernel::kStatic: return "static-schedule kernel";
+    case Kernel::kShortRows: return "short-rows kernel";
+    case Kernel::kClusterPairs: return "cluster-pair kernel";
+    case Kernel::kTallTiles: return "tall-tile kernel";
+  }
+  return "?";
+}
+
 TEST_P(Sm90Forward, MatchesReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
-  for (uint32_t seed : {1u, 2u}) {
+  int64_t (*launches)() = launch_counter(c.kernel);
+  const int64_t before = launches != nullptr ? launches() : 0;
+  const uint32_t seeds[] = {1u, 2u};
+  for (uint32_t seed : seeds) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     run_case(c, seed + 977u * uint32_t(c.name.size()));
+  }
+  if (launches != nullptr) {
+    EXPECT_EQ(launches() - before, int64_t(std::size(seeds)))
+        << "the API did not run the case on the " << kernel_name(c.kernel) << " it is written for";
   }
 }
 
@@ -515,11 +555,12 @@ std::vector<Case> cases() {
   c = make("narrow_last_block_softcap_d256_fp16", fp, 256, 2, 200, 336, 2, 1), c.softcap = 10.0f, v.push_back(c);
   // The static d128 kernel with the checked max (up to 2k keys unmasked, 512 too since session 30):
   // variable lengths with padded strides and softcap, GQA with a narrowed last block, a window.
-  c = make("static_checked_varlen_padded_softcap_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c = make("static_checked_varlen_padded_softcap_bf16", bf, 128, 0, 0, 0, 4, 2), c.kernel = Kernel::kStatic;
   c.lens_q = {100, 1, 600}, c.lens_k = {700, 50, 650}, c.layout = Layout::kPadded, c.softcap = 20.0f;
   v.push_back(c);
-  c = make("static_checked_narrow_gqa_fp16", fp, 128, 2, 300, 646, 8, 2), v.push_back(c);
-  c = make("static_checked_window_fp16", fp, 128, 1, 900, 900, 4, 4), c.window_left = 200, c.window_right = 30;
+  c = make("static_checked_narrow_gqa_fp16", fp, 128, 2, 300, 646, 8, 2), c.kernel = Kernel::kStatic, v.push_back(c);
+  c = make("static_checked_window_fp16", fp, 128, 1, 900, 900, 4, 4), c.kernel = Kernel::kStatic;
+  c.window_left = 200, c.window_right = 30;
   v.push_back(c);
   // More tiles than SMs, so each persistent CTA walks several tiles.
   c = make("persistent_many_tiles_bf16", bf, 64, 8, 256, 256, 16, 4), v.push_back(c);
@@ -542,20 +583,21 @@ std::vector<Case> cases() {
   // odd number, which the cluster pairs refuse since they run from 2k keys) and d64 unmasked rows
   // past 512, d64's static three-warpgroup kernel for causal rows from 1025 to 4k keys (the long
   // causal d64 case), d64's tall tiles for causal rows up to 1k (the causal d64 case).
-  const auto growing = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal) {
+  const auto growing = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal,
+                           Kernel kernel) {
     Case g = make(name, dt, d, b, sq, sk, hq, hkv);
-    g.causal = causal, g.key_ramp = 6.0f, v.push_back(g);
+    g.causal = causal, g.key_ramp = 6.0f, g.kernel = kernel, v.push_back(g);
   };
-  growing("growing_scores_causal_d128_bf16", bf, 128, 2, 700, 700, 2, 2, true);
-  growing("growing_scores_d128_fp16", fp, 128, 1, 200, 900, 2, 1, false);
-  growing("growing_scores_d256_fp16", fp, 256, 2, 200, 700, 2, 2, false);
-  growing("growing_scores_causal_d192_bf16", bf, 192, 1, 600, 600, 2, 1, true);
-  growing("growing_scores_causal_d64_bf16", bf, 64, 2, 600, 600, 2, 2, true);
-  c = make("growing_scores_window_short_d64_bf16", bf, 64, 2, 500, 500, 2, 2), c.window_left = 400;
-  c.window_right = 0, c.key_ramp = 6.0f, v.push_back(c);
-  growing("growing_scores_long_d128_bf16", bf, 128, 1, 300, 2200, 2, 1, false);
-  growing("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false);
-  growing("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1, true);
+  growing("growing_scores_causal_d128_bf16", bf, 128, 2, 700, 700, 2, 2, true, Kernel::kStatic);
+  growing("growing_scores_d128_fp16", fp, 128, 1, 200, 900, 2, 1, false, Kernel::kStatic);
+  growing("growing_scores_d256_fp16", fp, 256, 2, 200, 700, 2, 2, false, Kernel::kStatic);
+  growing("growing_scores_causal_d192_bf16", bf, 192, 1, 600, 600, 2, 1, true, Kernel::kStatic);
+  growing("growing_scores_causal_d64_bf16", bf, 64, 2, 600, 600, 2, 2, true, Kernel::kTallTiles);
+  c = make("growing_scores_window_short_d64_bf16", bf, 64, 2, 500, 500, 2, 2), c.kernel = Kernel::kShortRows;
+  c.window_left = 400, c.window_right = 0, c.key_ramp = 6.0f, v.push_back(c);
+  growing("growing_scores_long_d128_bf16", bf, 128, 1, 300, 2200, 2, 1, false, Kernel::kDynamic);
+  growing("growing_scores_long_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false, Kernel::kDynamic);
+  growing("growing_scores_long_causal_d64_fp16", fp, 64, 1, 1300, 1300, 2, 1, true, Kernel::kStatic);
   // Scores that jump up mid-row (early_key_boost): the kernels with the checked max: d128's
   // static one (up to 2k keys unmasked, causal up to 8k; the short case was the short-rows
   // kernel's until session 30), its dynamic one (past 2k), its cluster pairs (unmasked from 2k
@@ -563,42 +605,43 @@ std::vector<Case> cases() {
   // warpgroups (causal 1025 to 4k keys) and its dynamic ones (unmasked past 512); exp2s past the
   // bound, and past fp32's range. The tall-tile and packing suites have their own.
   const auto rising = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal,
-                          float boost) {
+                          float boost, Kernel kernel) {
     Case g = make(name, dt, d, b, sq, sk, hq, hkv);
-    g.causal = causal, g.early_key_boost = boost, v.push_back(g);
+    g.causal = causal, g.early_key_boost = boost, g.kernel = kernel, v.push_back(g);
   };
-  rising("rising_scores_short_d128_bf16", bf, 128, 2, 300, 500, 2, 2, false, 12.0f);
-  rising("rising_scores_d128_bf16", bf, 128, 2, 300, 700, 2, 2, false, 12.0f);
-  rising("rising_scores_overflow_d128_fp16", fp, 128, 2, 300, 700, 2, 1, false, 64.0f);
-  rising("rising_scores_causal_d128_bf16", bf, 128, 1, 700, 700, 2, 2, true, 64.0f);
-  rising("rising_scores_long_d128_fp16", fp, 128, 1, 300, 2200, 2, 1, false, 12.0f);
-  rising("rising_scores_cluster_d128_bf16", bf, 128, 1, 256, 4200, 2, 2, false, 64.0f);
-  rising("rising_scores_causal_d64_bf16", bf, 64, 1, 1300, 1300, 2, 2, true, 12.0f);
-  rising("rising_scores_overflow_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false, 64.0f);
+  rising("rising_scores_short_d128_bf16", bf, 128, 2, 300, 500, 2, 2, false, 12.0f, Kernel::kStatic);
+  rising("rising_scores_d128_bf16", bf, 128, 2, 300, 700, 2, 2, false, 12.0f, Kernel::kStatic);
+  rising("rising_scores_overflow_d128_fp16", fp, 128, 2, 300, 700, 2, 1, false, 64.0f, Kernel::kStatic);
+  rising("rising_scores_causal_d128_bf16", bf, 128, 1, 700, 700, 2, 2, true, 64.0f, Kernel::kStatic);
+  rising("rising_scores_long_d128_fp16", fp, 128, 1, 300, 2200, 2, 1, false, 12.0f, Kernel::kDynamic);
+  rising("rising_scores_cluster_d128_bf16", bf, 128, 1, 256, 4200, 2, 2, false, 64.0f, Kernel::kClusterPairs);
+  rising("rising_scores_causal_d64_bf16", bf, 64, 1, 1300, 1300, 2, 2, true, 12.0f, Kernel::kStatic);
+  rising("rising_scores_overflow_d64_fp16", fp, 64, 1, 400, 1400, 2, 2, false, 64.0f, Kernel::kDynamic);
   // A sink (keys 0-5 boosted: the last block a row visits jumps alone) and a band mid-row (one
   // tile's middle blocks jump, later ones fall back under the kept max), on the static d128
   // kernel (up to 2k keys), the dynamic one (past 2k, three query tiles: the pairs take even
   // numbers from 2k) and causal rows, both types. bf16's P stays finite past its bound (2^24),
   // so only the boosts past fp32's range (64) make a bf16 case fail without the recompute.
   const auto boosted = [&](const char* name, DType dt, int d, int b, int sq, int sk, int hq, int hkv, bool causal,
-                           float boost, int from, int to) {
+                           float boost, int from, int to, Kernel kernel) {
     Case g = make(name, dt, d, b, sq, sk, hq, hkv);
-    g.causal = causal, g.early_key_boost = boost, g.boost_from = from, g.boost_to = to, v.push_back(g);
+    g.causal = causal, g.early_key_boost = boost, g.boost_from = from, g.boost_to = to, g.kernel = kernel;
+    v.push_back(g);
   };
-  boosted("sink_scores_d128_bf16", bf, 128, 2, 300, 1500, 2, 2, false, 64.0f, 0, 6);
-  boosted("sink_scores_causal_d128_bf16", bf, 128, 1, 1000, 1000, 4, 2, true, 64.0f, 0, 6);
-  boosted("sink_scores_long_d128_bf16", bf, 128, 1, 300, 3000, 2, 1, false, 64.0f, 0, 6);
-  boosted("sink_scores_d128_fp16", fp, 128, 2, 300, 1500, 2, 2, false, 12.0f, 0, 6);
-  boosted("band_scores_d128_bf16", bf, 128, 2, 300, 1500, 2, 2, false, 12.0f, 600, 700);
-  boosted("band_scores_causal_d128_bf16", bf, 128, 1, 900, 900, 2, 2, true, 64.0f, 300, 500);
-  boosted("band_scores_long_d128_bf16", bf, 128, 1, 300, 2600, 2, 1, false, 64.0f, 1000, 1200);
+  boosted("sink_scores_d128_bf16", bf, 128, 2, 300, 1500, 2, 2, false, 64.0f, 0, 6, Kernel::kStatic);
+  boosted("sink_scores_causal_d128_bf16", bf, 128, 1, 1000, 1000, 4, 2, true, 64.0f, 0, 6, Kernel::kStatic);
+  boosted("sink_scores_long_d128_bf16", bf, 128, 1, 300, 3000, 2, 1, false, 64.0f, 0, 6, Kernel::kDynamic);
+  boosted("sink_scores_d128_fp16", fp, 128, 2, 300, 1500, 2, 2, false, 12.0f, 0, 6, Kernel::kStatic);
+  boosted("band_scores_d128_bf16", bf, 128, 2, 300, 1500, 2, 2, false, 12.0f, 600, 700, Kernel::kStatic);
+  boosted("band_scores_causal_d128_bf16", bf, 128, 1, 900, 900, 2, 2, true, 64.0f, 300, 500, Kernel::kStatic);
+  boosted("band_scores_long_d128_bf16", bf, 128, 1, 300, 2600, 2, 1, false, 64.0f, 1000, 1200, Kernel::kDynamic);
   // The same inside a local window (the recompute masks its blocks as the key loop does): the
   // static kernel (windows up to 2k keys) and the dynamic one (past 2k), the band inside every
   // row's window but not in the block each row visits first.
-  c = make("band_scores_window_d128_bf16", bf, 128, 2, 300, 1500, 2, 2);
+  c = make("band_scores_window_d128_bf16", bf, 128, 2, 300, 1500, 2, 2), c.kernel = Kernel::kStatic;
   c.window_left = 700, c.window_right = 200, c.early_key_boost = 64.0f, c.boost_from = 900, c.boost_to = 1000;
   v.push_back(c);
-  c = make("band_scores_window_long_d128_bf16", bf, 128, 1, 300, 3000, 2, 1);
+  c = make("band_scores_window_long_d128_bf16", bf, 128, 1, 300, 3000, 2, 1), c.kernel = Kernel::kDynamic;
   c.window_left = 1500, c.window_right = 100, c.early_key_boost = 64.0f, c.boost_from = 1500, c.boost_to = 1700;
   v.push_back(c);
   // The fallback reads the block's K from global memory (KernelConfig::kFallbackKeysFromGlobal):
@@ -606,13 +649,13 @@ std::vector<Case> cases() {
   // heads. The boost covers the first half of the packed key rows, so the middle sequence's
   // scores jump up mid-row. Longest sequence past 2k keys: d128's dynamic kernel; causal d64 at
   // 1025 to 4k keys: its static three warpgroups.
-  c = make("rising_scores_varlen_padded_d128_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c = make("rising_scores_varlen_padded_d128_bf16", bf, 128, 0, 0, 0, 4, 2), c.kernel = Kernel::kDynamic;
   c.lens_q = {200, 64, 300}, c.lens_k = {600, 2300, 900}, c.layout = Layout::kPadded, c.early_key_boost = 12.0f;
   v.push_back(c);
-  c = make("rising_scores_varlen_causal_mqa_d64_fp16", fp, 64, 0, 0, 0, 4, 1);
+  c = make("rising_scores_varlen_causal_mqa_d64_fp16", fp, 64, 0, 0, 0, 4, 1), c.kernel = Kernel::kStatic;
   c.lens_q = {500, 1500, 300}, c.lens_k = {500, 1500, 300}, c.causal = true, c.early_key_boost = 64.0f;
   v.push_back(c);
-  c = make("rising_scores_head_major_d128_bf16", bf, 128, 2, 300, 2600, 2, 1);
+  c = make("rising_scores_head_major_d128_bf16", bf, 128, 2, 300, 2600, 2, 1), c.kernel = Kernel::kDynamic;
   c.layout = Layout::kHeadMajor, c.early_key_boost = 12.0f, v.push_back(c);
   // The static d128 kernel releases Q's tile once the tile's first S is issued
   // (KernelConfig::kQReleasedAtLoad): the checked max's fallback reads Q from global memory, and
@@ -621,26 +664,28 @@ std::vector<Case> cases() {
   // warpgroups, a tile whose only block is narrowed (causal m-block 0), and the fallback's Q
   // addressing with varlen, padded and head-major strides, MQA and seqused rows (rows past the
   // sequence clamped).
-  c = make("q_released_varlen_empty_tiles_padded_d128_bf16", bf, 128, 0, 0, 0, 4, 2);
+  c = make("q_released_varlen_empty_tiles_padded_d128_bf16", bf, 128, 0, 0, 0, 4, 2), c.kernel = Kernel::kStatic;
   c.lens_q = {700, 0, 300, 129, 700, 64, 1, 500, 600, 10, 700, 256};
   c.lens_k = {700, 50, 0, 640, 1000, 0, 64, 500, 1, 700, 129, 900};
   c.layout = Layout::kPadded, c.early_key_boost = 12.0f, v.push_back(c);
-  c = make("q_released_many_tiles_causal_d128_fp16", fp, 128, 3, 1024, 1024, 8, 4), c.causal = true;
+  c = make("q_released_many_tiles_causal_d128_fp16", fp, 128, 3, 1024, 1024, 8, 4), c.kernel = Kernel::kStatic;
+  c.causal = true;
   c.early_key_boost = 64.0f, v.push_back(c);
-  c = make("q_released_head_major_mqa_rising_d128_fp16", fp, 128, 2, 333, 1500, 4, 1);
+  c = make("q_released_head_major_mqa_rising_d128_fp16", fp, 128, 2, 333, 1500, 4, 1), c.kernel = Kernel::kStatic;
   c.layout = Layout::kHeadMajor, c.early_key_boost = 64.0f, v.push_back(c);
-  c = make("q_released_seqused_rising_d128_bf16", bf, 128, 3, 700, 900, 4, 2), c.early_key_boost = 12.0f;
+  c = make("q_released_seqused_rising_d128_bf16", bf, 128, 3, 700, 900, 4, 2), c.kernel = Kernel::kStatic;
+  c.early_key_boost = 12.0f;
   c.used_q = {700, 37, 450}, c.used_k = {900, 600, 1}, v.push_back(c);
   // Tile boundaries in d64's dynamic three warpgroups (unmasked past 512 keys: the mailbox's
   // turns) and its static ones (causal 1025 to 4k keys), more tiles than SMs in both: tiles
   // without rows or keys after tiles with keys, a sequence's only key block narrowed, the walk's
   // end. Session 34 ran them, with the rest of this suite, with each tile's last P V left in
   // flight over the boundary (KernelConfig::kLastPvAcrossTiles, harness only since).
-  c = make("boundary_varlen_empty_tiles_d64_fp16", fp, 64, 0, 0, 0, 16, 4);
+  c = make("boundary_varlen_empty_tiles_d64_fp16", fp, 64, 0, 0, 0, 16, 4), c.kernel = Kernel::kDynamic;
   c.lens_q = {600, 0, 193, 1, 900, 64, 0, 700};
   c.lens_k = {1500, 40, 0, 600, 900, 1, 0, 1200};
   c.layout = Layout::kPadded, v.push_back(c);
-  c = make("boundary_varlen_causal_d64_bf16", bf, 64, 0, 0, 0, 8, 8);
+  c = make("boundary_varlen_causal_d64_bf16", bf, 64, 0, 0, 0, 8, 8), c.kernel = Kernel::kStatic;
   c.lens_q = {1300, 5, 0, 2000, 190};
   c.lens_k = {1300, 5, 70, 2000, 190};
   c.causal = true, c.early_key_boost = 12.0f, v.push_back(c);
@@ -648,7 +693,7 @@ std::vector<Case> cases() {
   // the longest sequence's): more tiles than SMs over variable lengths, so the prefetch decodes
   // tiles of every sequence, and of sequences shorter than the longest (tiles without rows, which
   // it passes over), with padded strides.
-  c = make("q_prefetch_varlen_causal_padded_d256_bf16", bf, 256, 0, 0, 0, 4, 2);
+  c = make("q_prefetch_varlen_causal_padded_d256_bf16", bf, 256, 0, 0, 0, 4, 2), c.kernel = Kernel::kStatic;
   c.lens_q = {4100, 700, 0, 1300, 2500}, c.lens_k = {4100, 900, 64, 1300, 2600};
   c.causal = true, c.layout = Layout::kPadded, v.push_back(c);
   c = make("persistent_window_softcap_fp16", fp, 128, 4, 512, 700, 8, 2);
