@@ -34,4 +34,10 @@ Status sm90_baseline_forward_static_bf16(const AttentionProblem& p) {
   }
 }
 
+// The cluster pairs (the API's for unmasked d128 rows from 2048 keys).
+Status sm90_baseline_forward_cluster_bf16(const AttentionProblem& p) {
+  if (p.headdim != 128) return Status::Unsupported("baseline: cluster pairs at head dim 128 only");
+  return sm90_baseline::launch_forward<sm90_baseline::ClusterPairsConfig<128, __nv_bfloat16>>(p);
+}
+
 }  // namespace flashattn

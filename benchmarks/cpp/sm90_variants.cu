@@ -37,6 +37,7 @@ using namespace flashattn;
 namespace flashattn {
 Status sm90_baseline_forward_bf16(const AttentionProblem& p);
 Status sm90_baseline_forward_static_bf16(const AttentionProblem& p);
+Status sm90_baseline_forward_cluster_bf16(const AttentionProblem& p);
 }
 #endif
 
@@ -445,6 +446,7 @@ const Variant kVariants[] = {
     {64, "baseline_static", sm90_baseline_forward_static_bf16},
     {128, "baseline_static", sm90_baseline_forward_static_bf16},
     {256, "baseline_static", sm90_baseline_forward_static_bf16},
+    {128, "baseline_cluster", sm90_baseline_forward_cluster_bf16, 0},
 #endif
     // hdim 64 runs three consumer warpgroups (192-row tiles); "_plain_loop": the epilogue not
     // overlapped with the next tile's first S (as in v6).
