@@ -448,45 +448,39 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
 
 class Sm90Forward : public ::testing::TestWithParam<Case> {};
 
-// The launch counter of the kernel k names, and that kernel's name; null for kAny. Builds whose
+// The launch counter of the kernel k names (null for kAny) and that kernel's name. Builds whose
 // default is the static schedule run it for every rule's static and dynamic rows alike.
-int64_t (*launch_counter(Kernel k))() {
-  const bool dynamic = sm90_dynamic_schedule_by_default();
+struct KernelCheck {
+  int64_t (*launches)();
+  const char* name;
+};
+KernelCheck kernel_check(Kernel k) {
   switch (k) {
-    case Kernel::kAny: return nullptr;
-    case Kernel::kDynamic: return sm90_default_launches;
-    case Kernel::kStatic: return dynamic ? sm90_static_schedule_launches : sm90_default_launches;
-    case Kernel::kShortRows: return sm90_short_rows_launches;
-    case Kernel::kClusterPairs: return sm90_cluster_pairs_launches;
-    case Kernel::kTallTiles: return sm90_tall_tiles_launches;
+    case Kernel::kAny: break;
+    case Kernel::kDynamic: return {sm90_default_launches, "dynamic-schedule kernel"};
+    case Kernel::kStatic:
+      return {sm90_dynamic_schedule_by_default() ? sm90_static_schedule_launches : sm90_default_launches,
+              "static-schedule kernel"};
+    case Kernel::kShortRows: return {sm90_short_rows_launches, "short-rows kernel"};
+    case Kernel::kClusterPairs: return {sm90_cluster_pairs_launches, "cluster-pair kernel"};
+    case Kernel::kTallTiles: return {sm90_tall_tiles_launches, "tall-tile kernel"};
   }
-  return nullptr;
-}
-const char* kernel_name(Kernel k) {
-  switch (k) {
-    case Kernel::kAny: return "any kernel";
-    case Kernel::kDynamic: return "dynamic-schedule kernel";
-    case Kernel::kStatic: return "static-schedule kernel";
-    case Kernel::kShortRows: return "short-rows kernel";
-    case Kernel::kClusterPairs: return "cluster-pair kernel";
-    case Kernel::kTallTiles: return "tall-tile kernel";
-  }
-  return "?";
+  return {nullptr, "any kernel"};
 }
 
 TEST_P(Sm90Forward, MatchesReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
-  int64_t (*launches)() = launch_counter(c.kernel);
-  const int64_t before = launches != nullptr ? launches() : 0;
+  const KernelCheck check = kernel_check(c.kernel);
+  const int64_t before = check.launches != nullptr ? check.launches() : 0;
   const uint32_t seeds[] = {1u, 2u};
   for (uint32_t seed : seeds) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     run_case(c, seed + 977u * uint32_t(c.name.size()));
   }
-  if (launches != nullptr) {
-    EXPECT_EQ(launches() - before, int64_t(std::size(seeds)))
-        << "the API did not run the case on the " << kernel_name(c.kernel) << " it is written for";
+  if (check.launches != nullptr) {
+    EXPECT_EQ(check.launches() - before, int64_t(std::size(seeds)))
+        << "the API did not run the case on the " << check.name << " it is written for";
   }
 }
 
