@@ -33,18 +33,15 @@ def busy_samples(path):
 def main():
     smi, run = sys.argv[1], sys.argv[2]
     busy = busy_samples(smi)
-    rows = [json.loads(l) for l in open(run) if l.startswith("{")]
-    timed = [r for r in rows if "tflops" in r]
-    out = {
-        "variant": timed[0]["variant"] if timed else None,
-        "hdim": timed[0]["hdim"] if timed else None,
-        "seqlen": timed[0]["seqlen"] if timed else None,
-        "causal": timed[0]["causal"] if timed else None,
-        "tflops": timed[0]["tflops"] if timed else None,
+    # The run's first timed row (a failed launch prints a row without "tflops").
+    rows = (json.loads(line) for line in open(run) if line.startswith("{"))
+    timed = next((r for r in rows if "tflops" in r), {})
+    out = {key: timed.get(key) for key in ("variant", "hdim", "seqlen", "causal", "tflops")}
+    out.update({
         "busy_samples": len(busy),
         "sm_mhz_median": statistics.median(m for m, _ in busy) if busy else None,
         "power_w_median": statistics.median(w for _, w in busy) if busy else None,
-    }
+    })
     if out["tflops"] and out["sm_mhz_median"]:
         # Work a clock: TFLOP/s per GHz, the quantity the pair step compares off the power cap.
         out["tflops_per_ghz"] = round(out["tflops"] / (out["sm_mhz_median"] / 1000.0), 1)
