@@ -1,5 +1,6 @@
 // The one place where arguments are validated and a backend is chosen. Every message names the
 // argument, the value seen and what is allowed.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -79,6 +80,37 @@ Status check_vector_alignment(const char* arg, const TensorView& t) {
       return invalid(arg, "stride " + std::to_string(t.stride[d]) + " of dimension " + std::to_string(d) +
                               " is not a multiple of 16 bytes, which the CUDA backend requires");
     }
+  }
+  return Status::Ok();
+}
+
+std::string strides_str(const TensorView& t) {
+  std::string s = "(";
+  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.stride[d]);
+  return s + ")";
+}
+
+// An output needs its own address for every element: where two share one (a zero stride, as
+// torch's expand gives, or strides too small for the sizes inside them), which write lands
+// there depends on the backend's order, so the result would be neither element. Taken one
+// dimension at a time from the smallest stride up, each stride must step past everything the
+// smaller ones span. (Inputs may overlap: reading one element twice is well defined.)
+Status check_distinct_elements(const char* arg, const TensorView& t) {
+  if (t.numel() == 0) return Status::Ok();
+  int order[TensorView::kMaxDims];
+  int n = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] > 1) order[n++] = d;
+  }
+  std::sort(order, order + n, [&](int a, int b) { return t.stride[a] < t.stride[b]; });
+  int64_t span = 1;  // elements from the first to one past the last of the dimensions so far
+  for (int i = 0; i < n; ++i) {
+    const int d = order[i];
+    if (t.stride[d] < span) {
+      return invalid(arg, "has elements that share memory (shape " + shape_str(t) + ", strides " + strides_str(t) +
+                              "); an output needs a distinct address for every element");
+    }
+    span += t.stride[d] * (t.shape[d] - 1);
   }
   return Status::Ok();
 }
@@ -455,6 +487,8 @@ Status forward(const ForwardArgs& args, const AttentionParams& params) {
   AttentionProblem p;
   Status s = build_problem(args.q, args.k, args.v, args.out, args.lse, false, params, &p);
   if (!s.ok()) return s;
+  if (!(s = check_distinct_elements("out", args.out)).ok()) return s;
+  if (args.lse.defined() && !(s = check_distinct_elements("lse", args.lse)).ok()) return s;
   const Backend backend = choose_backend(p, params.backend);
   std::vector<NamedTensor> tensors = {{"q", &args.q}, {"k", &args.k}, {"v", &args.v}, {"out", &args.out}, {"lse", &args.lse}};
   if (!(s = check_backend_device(backend, p, tensors, true)).ok()) return s;
@@ -490,6 +524,9 @@ Status backward(const BackwardArgs& args, const AttentionParams& params) {
   if (!(s = check_same_shape("dq", args.dq, "q", args.q)).ok()) return s;
   if (!(s = check_same_shape("dk", args.dk, "k", args.k)).ok()) return s;
   if (!(s = check_same_shape("dv", args.dv, "v", args.v)).ok()) return s;
+  if (!(s = check_distinct_elements("dq", args.dq)).ok()) return s;
+  if (!(s = check_distinct_elements("dk", args.dk)).ok()) return s;
+  if (!(s = check_distinct_elements("dv", args.dv)).ok()) return s;
   std::vector<NamedTensor> tensors = {{"q", &args.q},       {"k", &args.k},   {"v", &args.v},
                                       {"out", &args.out},   {"lse", &args.lse}, {"dout", &args.dout},
                                       {"dq", &args.dq},     {"dk", &args.dk}, {"dv", &args.dv}};

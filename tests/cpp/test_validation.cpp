@@ -344,6 +344,49 @@ TEST(Validation, NullPointers) {
   }
 }
 
+// An output whose elements share memory (a zero stride, or a stride smaller than what the
+// dimensions inside it span) is refused: which write would land there depends on the backend.
+// Inputs that share memory, as torch's expand makes them, are taken.
+TEST(Validation, OutputsWithSharedElements) {
+  {
+    Problem p;
+    p.fwd.out.stride[0] = 0;  // both batches onto one
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'out'", p, "share memory"));
+  }
+  {
+    Problem p;
+    p.fwd.lse.stride[1] = S / 2;  // each head's rows run into the next head's
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'lse'", p, "share memory"));
+  }
+  {
+    Problem p;  // head-major rows (strides not in the order of the dimensions): one address each
+    p.fwd.out.stride[1] = D;
+    p.fwd.out.stride[2] = S * D;
+    const Status s = flashattn::forward(p.fwd, p.params);
+    EXPECT_TRUE(s.ok()) << s.message;
+  }
+  for (int which = 0; which < 3; ++which) {
+    Problem p;
+    TensorView* t[] = {&p.bwd.dq, &p.bwd.dk, &p.bwd.dv};
+    const char* names[] = {"'dq'", "'dk'", "'dv'"};
+    t[which]->stride[2] = 0;  // every head onto head 0
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), names[which], p, "share memory"));
+  }
+  {
+    Problem p;
+    p.bwd.dk.stride[1] = 1;  // key rows one element apart, inside one row's head dim
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dk'", p, "share memory"));
+  }
+  {
+    Problem p;  // k and v expanded over the batch: one sequence's keys read for both
+    p.fwd.k.stride[0] = 0;
+    p.fwd.v.stride[0] = 0;
+    const Status s = flashattn::forward(p.fwd, p.params);
+    EXPECT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(p.out.count_nonfinite(), 0);
+  }
+}
+
 TEST(Validation, DeviceMismatch) {
   {
     Problem p;
