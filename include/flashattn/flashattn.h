@@ -53,7 +53,7 @@ struct AttentionParams {
 
   bool deterministic = false;  // backward: bitwise reproducible gradients
   Backend backend = Backend::kAuto;
-  int num_threads = 0;      // CPU: 0 means all hardware threads
+  int num_threads = 0;      // CPU: 0 means all hardware threads; more than there are runs that many
   void* stream = nullptr;   // CUDA: a cudaStream_t; null is the default stream
 };
 

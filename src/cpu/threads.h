@@ -10,9 +10,13 @@
 
 namespace flashattn {
 
+// At most the processors there are: more would only take turns on them, and OpenMP creates every
+// thread asked for (100000 crashed the process; INT_MAX aborts on its allocation).
 inline int resolve_threads(int requested) {
 #if defined(_OPENMP)
-  return requested > 0 ? requested : omp_get_max_threads();
+  if (requested <= 0) return omp_get_max_threads();
+  const int processors = omp_get_num_procs();
+  return requested < processors ? requested : processors;
 #else
   (void)requested;
   return 1;

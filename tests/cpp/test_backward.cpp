@@ -279,7 +279,7 @@ TEST(Backward, DeterministicIsBitwiseReproducible) {
   s.nheads_kv = 1;
   s.headdim = 32;
   s.deterministic = true;
-  s.num_threads = 5;  // more threads than cores, so that chunks finish in varying order
+  s.num_threads = 5;  // as many as the cores up to 5 (resolve_threads), so that chunks finish in varying order
   SCOPED_TRACE(s.describe());
   const AttnCase c = make_case(s);
   const ForwardResult f = run_forward(c, Backend::kCPU);

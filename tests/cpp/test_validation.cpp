@@ -299,6 +299,24 @@ TEST(Validation, WindowSoftcapScaleThreads) {
   }
 }
 
+// More threads than processors run as many as there are processors: OpenMP would otherwise create
+// every one asked for, and 100000 of them crashed the process.
+TEST(Validation, ThreadsBeyondTheProcessors) {
+  Problem few, many;
+  few.params.num_threads = 1;
+  many.params.num_threads = std::numeric_limits<int>::max();
+  for (Problem* p : {&few, &many}) {
+    const Status f = flashattn::forward(p->fwd, p->params);
+    ASSERT_TRUE(f.ok()) << f.message;
+    const Status b = flashattn::backward(p->bwd, p->params);
+    ASSERT_TRUE(b.ok()) << b.message;
+  }
+  EXPECT_EQ(max_abs_diff(few.out, many.out), 0.0);
+  EXPECT_LE(max_abs_diff(few.dq, many.dq), 1e-5);  // dq's chunks follow the thread count
+  EXPECT_EQ(many.out.count_nonfinite(), 0);
+  EXPECT_EQ(many.dq.count_nonfinite(), 0);
+}
+
 TEST(Validation, AlibiSlopes) {
   {
     Problem p;
