@@ -2,6 +2,7 @@
 // switch from run-time dtype / head dim to a compiled configuration. cmake/sm90.cmake defines
 // FLASHATTN_SM90_<DTYPE>_HDIM<D> for each instantiation it builds.
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -126,6 +127,17 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   }
   Status s = dispatch(p, false);
   if (!s.ok()) return s;
+  // Tiles are numbered in 32 bits (KernelParams::num_tiles): past 2^31 - 1 the count would wrap
+  // and the launch compute nothing. Counted in the fewest rows a tile holds (a consumer
+  // warpgroup's), so no kernel's count can pass it; only views whose batches or heads share
+  // memory (zero strides in q) reach it.
+  const int64_t most_tiles = (int64_t(p.seqlen_q) + sm90::kRowsPerConsumer - 1) / sm90::kRowsPerConsumer *
+                             p.batch * p.nheads_q;
+  if (most_tiles > INT32_MAX) {
+    return Status::Unsupported("the sm90 forward kernel numbers its tiles in 32 bits; batch " + std::to_string(p.batch) +
+                               " x nheads_q " + std::to_string(p.nheads_q) + " x seqlen_q " +
+                               std::to_string(p.seqlen_q) + " is too many rows");
+  }
   const bool varlen = p.varlen();
   const int eb = dtype_size(p.dtype);
   const int64_t rows_q = p.tensor_rows_q(), rows_k = p.tensor_rows_k();

@@ -1657,6 +1657,28 @@ TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
   }
 }
 
+// Tiles are numbered in 32 bits: a problem with more than 2^31 - 1 tiles of 64 rows (reachable only
+// when q's batches or heads share memory) is Unsupported, so the API takes the sm80 kernel or
+// refuses, instead of a launch whose count wraps and computes nothing. Host code only.
+TEST(Sm90TileCount, RefusesWhatWouldWrap) {
+  for (const int64_t batch : {int64_t(1) << 19, (int64_t(1) << 19) - 1}) {
+    AttentionProblem p;
+    p.dtype = DType::kBFloat16, p.headdim = 128, p.score.scale = 0.1f, p.batch = int(batch), p.seqlen_q = 1;
+    p.seqlen_k = 64, p.nheads_q = p.nheads_kv = 4096, p.total_q = batch, p.total_k = batch * 64;
+    p.q = p.out = flashattn::Operand{nullptr, 0, 4096 * 128, 128};  // q's batches share memory
+    p.k = p.v = flashattn::Operand{nullptr, 0, 4096 * 128, 128};
+    const Status s = sm90_supports_forward(p);
+    const bool wraps = batch * 4096 > INT32_MAX;
+    SCOPED_TRACE("batch " + std::to_string(batch) + ": " + s.message);
+    if (wraps) {
+      EXPECT_EQ(s.code, flashattn::StatusCode::kUnsupported);
+      EXPECT_NE(s.message.find("32 bits"), std::string::npos);
+    } else {
+      EXPECT_EQ(s.message.find("32 bits"), std::string::npos);  // whatever else it says
+    }
+  }
+}
+
 // Tall tiles forced at a head dim they are not built for: Unsupported, naming the head dims, before
 // any memory is touched (null operands).
 TEST(Sm90TallTilesRefusal, NamesTheHeadDims) {
