@@ -92,9 +92,11 @@ std::string strides_str(const TensorView& t) {
 
 // An output needs its own address for every element: where two share one (a zero stride, as
 // torch's expand gives, or strides too small for the sizes inside them), which write lands
-// there depends on the backend's order, so the result would be neither element. Taken one
-// dimension at a time from the smallest stride up, each stride must step past everything the
-// smaller ones span. (Inputs may overlap: reading one element twice is well defined.)
+// there depends on the backend's order, so the result would be neither element. The rule, taken
+// one dimension at a time from the smallest stride up: each stride must step past everything
+// the smaller ones span. It is sufficient, not necessary (strides that interleave blocks without
+// touching are refused too), and no layout a framework allocates breaks it. (Inputs may share
+// memory: reading one element twice is well defined.)
 Status check_distinct_elements(const char* arg, const TensorView& t) {
   if (t.numel() == 0) return Status::Ok();
   int order[TensorView::kMaxDims];
@@ -106,11 +108,13 @@ Status check_distinct_elements(const char* arg, const TensorView& t) {
   int64_t span = 1;  // elements from the first to one past the last of the dimensions so far
   for (int i = 0; i < n; ++i) {
     const int d = order[i];
-    if (t.stride[d] < span) {
-      return invalid(arg, "has elements that share memory (shape " + shape_str(t) + ", strides " + strides_str(t) +
-                              "); an output needs a distinct address for every element");
+    int64_t reach = 0;
+    if (t.stride[d] < span || __builtin_mul_overflow(t.stride[d], t.shape[d] - 1, &reach) ||
+        __builtin_add_overflow(span, reach, &span)) {
+      return invalid(arg, "may have elements that share memory (shape " + shape_str(t) + ", strides " +
+                              strides_str(t) + "); an output needs each stride, from the smallest up, to step past "
+                              "what the smaller ones span");
     }
-    span += t.stride[d] * (t.shape[d] - 1);
   }
   return Status::Ok();
 }

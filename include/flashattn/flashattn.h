@@ -6,7 +6,8 @@
 //   variable length: q (total_q, nheads_q, headdim), k/v (total_k, nheads_kv, headdim),
 //                    cu_seqlens_q/k int32 (batch + 1), lse (nheads_q, total_q) float32
 // The last dimension must be contiguous; every other stride is free, except that an output
-// (out, lse, dq, dk, dv) needs a distinct address for each of its elements (no zero strides).
+// (out, lse, dq, dk, dv) needs a distinct address for each of its elements: taken from the
+// smallest stride up, each stride must step past what the smaller ones span (no zero strides).
 //
 // Scores: s = scale * q.k; with softcap c > 0, s = c * tanh(s / c); with ALiBi, s -= slope * |i + sk - sq - j|.
 // Masks are aligned to the bottom-right corner: query i sees key j when

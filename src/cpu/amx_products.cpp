@@ -50,6 +50,9 @@ template <bool kTwoRows, bool kTwoCols>
 void block(int K, const uint16_t* A, int64_t lda, const uint32_t* B0, const uint32_t* B1, float* C, int64_t ldc,
            bool accumulate) {
   const int64_t a_stride = lda * 2, c_stride = ldc * 4;
+  // GCC's tile loads and products are volatile asm without a memory operand: the barrier keeps
+  // the plain stores of A, B and C (packing, rounding, the softmax's rescale) ahead of them.
+  __asm__ volatile("" ::: "memory");
   if (accumulate) {
     _tile_loadd(0, C, c_stride);
     if (kTwoCols) _tile_loadd(1, C + 16, c_stride);

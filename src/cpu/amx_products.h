@@ -14,12 +14,15 @@
 namespace flashattn {
 namespace cpu {
 
-// Whether this processor and operating system run AMX-BF16; the first call asks Linux for the
-// tile data state (arch_prctl), once for the process.
+// Whether this processor and operating system run AMX-BF16 (and FLASHATTN_AMX is not 0); the
+// first call asks Linux for the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM), once, for the
+// whole process: its signal frames grow by the 8 KB of tile data, so a later sigaltstack smaller
+// than that is refused.
 bool amx_usable();
 
 // Tile configuration of the calling thread (all eight tiles 16 rows x 64 bytes), and its release
-// so that the thread does not carry tile state between tasks.
+// so that the thread does not carry tile state between tasks. Only after amx_usable() said yes
+// (without the permission the first tile instruction faults).
 void amx_configure_thread();
 void amx_release_thread();
 

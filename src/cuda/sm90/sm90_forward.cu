@@ -127,13 +127,14 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   }
   Status s = dispatch(p, false);
   if (!s.ok()) return s;
-  // Tiles are numbered in 32 bits (KernelParams::num_tiles): past 2^31 - 1 the count would wrap
-  // and the launch compute nothing. Counted in the fewest rows a tile holds (a consumer
-  // warpgroup's), so no kernel's count can pass it; only views whose batches or heads share
-  // memory (zero strides in q) reach it.
+  // Tiles are numbered in 32 bits (KernelParams::num_tiles), and the schedulers step a tile
+  // index past the count by up to a grid (kernel.h, tile_scheduler.h): past 2^30 tiles a count or
+  // an index could wrap and the launch compute nothing. Counted in the fewest rows a tile holds
+  // (a consumer warpgroup's), so no kernel's count can pass it; only views whose batches or heads
+  // share memory (zero strides in q) come near it.
   const int64_t most_tiles = (int64_t(p.seqlen_q) + sm90::kRowsPerConsumer - 1) / sm90::kRowsPerConsumer *
                              p.batch * p.nheads_q;
-  if (most_tiles > INT32_MAX) {
+  if (most_tiles > (int64_t(1) << 30)) {
     return Status::Unsupported("the sm90 forward kernel numbers its tiles in 32 bits; batch " + std::to_string(p.batch) +
                                " x nheads_q " + std::to_string(p.nheads_q) + " x seqlen_q " +
                                std::to_string(p.seqlen_q) + " is too many rows");
