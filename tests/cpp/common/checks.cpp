@@ -125,4 +125,45 @@ double rel_l2_or_magnitude(const HostTensor& a, const HostTensor& ref, const Hos
   return rel_l2_against_impl(a, ref, magnitude);
 }
 
+::testing::AssertionResult within_twice_naive(const AttnCase& c, bool with_backward) {
+  const AttnCase c32 = convert_case(c, DType::kFloat32);  // the same rounded values in float32
+  const ForwardResult ref = run_forward(c32, Backend::kCPUReference);
+  const NaiveResult naive = naive_attention(c, c.spec.dtype, with_backward);
+  const ForwardResult f = run_forward(c, Backend::kCPU);
+  ::testing::AssertionResult written = forward_written(c, f);
+  if (!written) return written;
+  // An error floor at float32 level, for cases where the naive error happens to be exactly 0 (a
+  // single visible key makes O = v with no rounding at all).
+  const double floor = 1e-5;
+  std::ostringstream fails;
+  auto used = [&](const HostTensor& t, Role r) { return c.used_part(t, r); };
+  const double flash_out = rel_l2(used(f.out, Role::kQ), used(ref.out, Role::kQ));
+  const double naive_out = rel_l2(used(naive.out, Role::kQ), used(ref.out, Role::kQ));
+  if (!(flash_out <= 2 * naive_out + floor)) fails << "out: flash " << flash_out << " naive " << naive_out << "; ";
+  const double flash_lse = lse_error(used(f.lse, Role::kLse), used(ref.lse, Role::kLse));
+  const double naive_lse = lse_error(used(naive.lse, Role::kLse), used(ref.lse, Role::kLse));
+  if (!(flash_lse <= 2 * naive_lse + floor)) fails << "lse: flash " << flash_lse << " naive " << naive_lse << "; ";
+  if (with_backward) {
+    const BackwardResult ref_g = run_backward(c32, Backend::kCPUReference, ref);
+    const NaiveResult mag = naive_attention(c32, DType::kFloat32, false, true);
+    const BackwardResult g = run_backward(c, Backend::kCPU, f);
+    written = backward_written(c, g);
+    if (!written) return written;
+    const struct {
+      const char* name;
+      const HostTensor &got, &want, &base, &scale;
+      Role role;
+    } grads[] = {{"dq", g.dq, ref_g.dq, naive.dq, mag.dq_mag, Role::kQ},
+                 {"dk", g.dk, ref_g.dk, naive.dk, mag.dk_mag, Role::kK},
+                 {"dv", g.dv, ref_g.dv, naive.dv, mag.dv_mag, Role::kK}};
+    for (const auto& t : grads) {
+      const double e_flash = rel_l2_or_magnitude(used(t.got, t.role), used(t.want, t.role), used(t.scale, t.role));
+      const double e_naive = rel_l2_or_magnitude(used(t.base, t.role), used(t.want, t.role), used(t.scale, t.role));
+      if (!(e_flash <= 2 * e_naive + floor)) fails << t.name << ": flash " << e_flash << " naive " << e_naive << "; ";
+    }
+  }
+  if (fails.str().empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << fails.str();
+}
+
 }  // namespace fa_test

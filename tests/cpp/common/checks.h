@@ -29,6 +29,12 @@ struct Tolerance {
 ::testing::AssertionResult backward_close(const AttnCase& c, const BackwardResult& got, const BackwardResult& ref,
                                           double tol = 1e-5);
 
+// The fp16 / bf16 bar: the CPU flash forward (and, with `with_backward`, its backward from that
+// forward's O and L) no further from the fp64 reference on the same rounded values than twice a
+// naive implementation in c's dtype (naive_attention), plus a float32-level floor. Gradients are
+// measured as backward_close measures them where they cancel.
+::testing::AssertionResult within_twice_naive(const AttnCase& c, bool with_backward);
+
 // ||a - ref|| / ||ref||, or / ||magnitude|| where ||ref|| < 1e-3 ||magnitude|| (a cancelled sum).
 double rel_l2_or_magnitude(const HostTensor& a, const HostTensor& ref, const HostTensor& magnitude);
 

@@ -1,6 +1,6 @@
-// The bf16 forward's tiles: on processors with AMX its products run on bf16 tiles that need rows
-// in 16s and keys and head dims in 32s (cpu/amx_products.h), so the shapes here sit on either
-// side of those steps and of the 128-key and 512-row blocks, with the options that change a
+// The bf16 forward's and backward's tiles: on processors with AMX their products run on bf16 tiles
+// that need rows in 16s and keys and head dims in 32s (cpu/amx_products.h), so the shapes here sit
+// on either side of those steps and of the blocks (forward: 128 keys, 512 rows; backward: 64 x 64), with the options that change a
 // tile's masking or scores (causal, windows, softcap, ALiBi, variable length with seqused and NaN
 // in the key rows no sequence uses) and odd row strides. Each is held to the same bar as the
 // other low-precision tests: no more than twice the error of a naive bf16 implementation against
@@ -18,7 +18,6 @@
 namespace fa_test {
 namespace {
 
-using Role = AttnCase::Role;
 
 struct TileCase {
   int seqlen_q, seqlen_k, headdim, nheads_q, nheads_kv;
@@ -30,10 +29,7 @@ struct TileCase {
   bool varlen_seqused = false;  // two sequences of seqlen_q / seqlen_k and one shorter, seqused on both
 };
 
-class ForwardBf16Tiles : public ::testing::TestWithParam<TileCase> {};
-
-TEST_P(ForwardBf16Tiles, WithinTwiceNaiveError) {
-  const TileCase& t = GetParam();
+CaseSpec tile_spec(const TileCase& t) {
   CaseSpec s;
   s.seed = 7000 + t.seqlen_q + t.seqlen_k + t.headdim;
   s.dtype = DType::kBFloat16;
@@ -50,19 +46,27 @@ TEST_P(ForwardBf16Tiles, WithinTwiceNaiveError) {
     s.extra_rows = 9;
     s.nan_in_unused_kv = true;
   }
-  SCOPED_TRACE(s.describe() + (flashattn::cpu::amx_usable() ? " (AMX products)" : " (float32 products)"));
-  const AttnCase c = make_case(s);
-  const ForwardResult ref = run_forward(convert_case(c, DType::kFloat32), Backend::kCPUReference);
-  const NaiveResult naive = naive_attention(c, DType::kBFloat16, false);
-  const ForwardResult f = run_forward(c, Backend::kCPU);
-  ASSERT_TRUE(forward_written(c, f));
-  const double floor = 1e-5;
-  const double flash_out = rel_l2(c.used_part(f.out, Role::kQ), c.used_part(ref.out, Role::kQ));
-  const double naive_out = rel_l2(c.used_part(naive.out, Role::kQ), c.used_part(ref.out, Role::kQ));
-  EXPECT_LE(flash_out, 2 * naive_out + floor) << "out: flash " << flash_out << " naive " << naive_out;
-  const double flash_lse = lse_error(c.used_part(f.lse, Role::kLse), c.used_part(ref.lse, Role::kLse));
-  const double naive_lse = lse_error(c.used_part(naive.lse, Role::kLse), c.used_part(ref.lse, Role::kLse));
-  EXPECT_LE(flash_lse, 2 * naive_lse + floor) << "lse: flash " << flash_lse << " naive " << naive_lse;
+  return s;
+}
+
+const char* products() { return flashattn::cpu::amx_usable() ? " (AMX products)" : " (float32 products)"; }
+
+// The forward alone, then forward and backward (the backward from the flash forward's O and L, as
+// a training step runs it).
+class ForwardBf16Tiles : public ::testing::TestWithParam<TileCase> {};
+
+TEST_P(ForwardBf16Tiles, WithinTwiceNaiveError) {
+  const CaseSpec s = tile_spec(GetParam());
+  SCOPED_TRACE(s.describe() + products());
+  EXPECT_TRUE(within_twice_naive(make_case(s), false));
+}
+
+class BackwardBf16Tiles : public ::testing::TestWithParam<TileCase> {};
+
+TEST_P(BackwardBf16Tiles, WithinTwiceNaiveError) {
+  const CaseSpec s = tile_spec(GetParam());
+  SCOPED_TRACE(s.describe() + products());
+  EXPECT_TRUE(within_twice_naive(make_case(s), true));
 }
 
 std::string tile_case_name(const ::testing::TestParamInfo<TileCase>& info) {
@@ -74,8 +78,7 @@ std::string tile_case_name(const ::testing::TestParamInfo<TileCase>& info) {
          (t.varlen_seqused ? "_varlen_seqused" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, ForwardBf16Tiles,
-                         ::testing::Values(TileCase{1, 1, 8, 1, 1, false, -1, -1, 0.0f},
+const auto kTileCases = ::testing::Values(TileCase{1, 1, 8, 1, 1, false, -1, -1, 0.0f},
                                            TileCase{15, 31, 24, 2, 1, false, -1, -1, 0.0f},
                                            TileCase{17, 33, 40, 2, 2, true, -1, -1, 0.0f},
                                            TileCase{100, 300, 72, 4, 2, false, -1, -1, 0.0f},
@@ -87,8 +90,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ForwardBf16Tiles,
                                            TileCase{77, 300, 56, 4, 2, true, -1, -1, 0.0f, Alibi::kPerBatchHead, 1},
                                            TileCase{200, 150, 120, 2, 1, false, 30, 30, 0.0f, Alibi::kPerHead, 3},
                                            TileCase{90, 260, 64, 2, 2, true, -1, -1, 0.0f, Alibi::kNone, 0, true},
-                                           TileCase{40, 130, 200, 4, 1, false, -1, -1, 8.0f, Alibi::kNone, 5, true}),
-                         tile_case_name);
+                                           TileCase{40, 130, 200, 4, 1, false, -1, -1, 8.0f, Alibi::kNone, 5, true});
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ForwardBf16Tiles, kTileCases, tile_case_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, BackwardBf16Tiles, kTileCases, tile_case_name);
 
 }  // namespace
 }  // namespace fa_test
