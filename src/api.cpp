@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends.h"
@@ -104,7 +105,9 @@ Status check_distinct_elements(const char* arg, const TensorView& t) {
   for (int d = 0; d < t.ndim; ++d) {
     if (t.shape[d] > 1) order[n++] = d;
   }
-  std::sort(order, order + n, [&](int a, int b) { return t.stride[a] < t.stride[b]; });
+  for (int i = 1; i < n; ++i) {  // by stride, ascending (an insertion sort of at most 4)
+    for (int j = i; j > 0 && t.stride[order[j]] < t.stride[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+  }
   int64_t span = 1;  // elements from the first to one past the last of the dimensions so far
   for (int i = 0; i < n; ++i) {
     const int d = order[i];

@@ -52,7 +52,7 @@ struct AttentionParams {
   TensorView seqused_q;
   TensorView seqused_k;
 
-  bool deterministic = false;  // backward: bitwise reproducible gradients
+  bool deterministic = false;  // backward: bitwise reproducible gradients (CPU: at any num_threads)
   Backend backend = Backend::kAuto;
   int num_threads = 0;      // CPU: 0 means all hardware threads; more than there are runs that many
   void* stream = nullptr;   // CUDA: a cudaStream_t; null is the default stream

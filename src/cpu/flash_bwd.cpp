@@ -1,7 +1,8 @@
 // FlashAttention-2 backward on the CPU (seed 000, section 3.1.2). P is recomputed from the stored
 // logsumexp, D = rowsum(dO * O), dS = P * (dP - D). Work is split by K/V column tiles, so dK and dV
 // are private to a task; dQ partial sums go to per-chunk float32 buffers that are added in a fixed
-// order afterwards, which keeps the gradients bitwise reproducible.
+// order afterwards, which keeps the gradients bitwise reproducible from run to run (and, with
+// `deterministic`, at any thread count).
 //
 // The tile products are computed transposed (rows are keys, columns are queries) so that the
 // per-query L and D broadcast along vector lanes and P^T, dS^T feed dV and dK without a transpose.
@@ -225,13 +226,17 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
 
 Status cpu_flash_backward(const AttentionProblem& p) {
   const int Dp = grad_row(p);
-  const int threads = resolve_threads(p.num_threads);
+  // The chunks split each (batch, kv head)'s key tiles, and dQ sums them in chunk order, so the
+  // split fixes dQ's bits. With `deterministic` it is the one 16 threads would get whatever runs
+  // it, so that dQ is the same bits at any thread count; otherwise it follows the threads.
+  constexpr int kDeterministicSplitThreads = 16;
+  const int split_threads = p.deterministic ? kDeterministicSplitThreads : resolve_threads(p.num_threads);
   const std::vector<float> delta = compute_delta(p);
 
   // Enough chunks per (batch, kv head) to feed every thread; each chunk has its own dQ buffer.
   const int64_t jobs = static_cast<int64_t>(p.batch) * p.nheads_kv;
   const int64_t max_tiles = std::max<int64_t>(1, (p.seqlen_k + kBlockK - 1) / kBlockK);
-  const int chunks = static_cast<int>(std::min<int64_t>(max_tiles, std::max<int64_t>(1, (2 * threads + jobs - 1) / jobs)));
+  const int chunks = static_cast<int>(std::min<int64_t>(max_tiles, std::max<int64_t>(1, (2 * split_threads + jobs - 1) / jobs)));
   std::vector<KeyChunk> work;
   for (int b = 0; b < p.batch; ++b) {
     const SequenceSpan seq = host_sequence(p, b);

@@ -294,5 +294,38 @@ TEST(Backward, DeterministicIsBitwiseReproducible) {
   }
 }
 
+// With `deterministic` the split of the key tiles into dQ's chunks does not follow the thread
+// count, so the gradients are the same bits at 1, 2 and 7 threads (7: clamped to the processors).
+TEST(Backward, DeterministicAtAnyThreadCount) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    BackwardResult first;
+    for (int threads : {1, 2, 7}) {
+      CaseSpec s;
+      s.seed = 53;
+      s.dtype = dtype;
+      s.batch = 1;
+      s.seqlen_q = 300;
+      s.seqlen_k = 700;
+      s.nheads_q = 4;
+      s.nheads_kv = 1;
+      s.headdim = 64;
+      s.deterministic = true;
+      s.num_threads = threads;
+      SCOPED_TRACE(s.describe());
+      const AttnCase c = make_case(s);
+      const ForwardResult f = run_forward(c, Backend::kCPU);
+      BackwardResult g = run_backward(c, Backend::kCPU, f);
+      ASSERT_TRUE(backward_written(c, g));
+      if (threads == 1) {
+        first = std::move(g);
+        continue;
+      }
+      EXPECT_EQ(max_abs_diff(first.dq, g.dq), 0.0);
+      EXPECT_EQ(max_abs_diff(first.dk, g.dk), 0.0);
+      EXPECT_EQ(max_abs_diff(first.dv, g.dv), 0.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fa_test
