@@ -16,8 +16,8 @@ namespace flashattn {
 namespace cpu {
 namespace {
 
-constexpr int kTileRows = 16;
 constexpr int kTileBytes = 64;  // a row of a tile: 32 bf16 or 16 float32 / 32-bit words
+static_assert(kAmxDepth * 2 == kTileBytes, "the depth step is one tile row of bf16");
 constexpr long kArchReqXcompPerm = 0x1023;  // arch_prctl: ask for an extended state component
 constexpr long kXfeatureTileData = 18;
 
@@ -95,7 +95,7 @@ void amx_configure_thread() {
   config.palette_id = 1;
   for (int t = 0; t < 8; ++t) {
     config.colsb[t] = kTileBytes;
-    config.rows[t] = kTileRows;
+    config.rows[t] = kAmxRows;
   }
   // GCC 12's _tile_loadconfig names only the first 8 bytes as its memory operand, so the stores
   // of the rows and widths were dropped as dead: the operand here is the whole configuration.
@@ -182,6 +182,15 @@ void amx_pack(const uint16_t* src, int rows, int cols, int64_t ld, int k_pad, in
       if (c0 + 16 < n_pad) _mm512_storeu_si512(row + half_k * 16, _mm512_permutex2var_epi16(a, second_half, b));
     }
   }
+}
+
+void amx_copy_rows(const void* src, int rows, int cols, int64_t ld, int rows_pad, int ldd, uint16_t* dst) {
+  const uint16_t* in = static_cast<const uint16_t*>(src);
+  for (int r = 0; r < rows; ++r) {
+    std::memcpy(dst + int64_t(r) * ldd, in + r * ld, size_t(cols) * 2);
+    std::memset(dst + int64_t(r) * ldd + cols, 0, size_t(ldd - cols) * 2);
+  }
+  std::memset(dst + int64_t(rows) * ldd, 0, size_t(rows_pad - rows) * ldd * 2);
 }
 
 void amx_round_rows(const float* src, int64_t lds, int rows, int cols, uint16_t* dst, int64_t ldd) {

@@ -8,7 +8,6 @@
 // per-query L and D broadcast along vector lanes and P^T, dS^T feed dV and dK without a transpose.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -26,15 +25,11 @@ constexpr int kBlockK = 64;
 constexpr int kBlockQ = 64;
 // bf16 on AMX (cpu/amx_products.h): the five products take Q, K, V and dO in their bf16 storage
 // and P and dS rounded to bf16 (as the GPU kernels round them); the softmax recompute, dS and
-// the accumulators stay float32. Tiles step 16 rows and 32 elements deep.
-constexpr int kAmxRows = 16;
-constexpr int kAmxDepth = 32;
-
-bool uses_amx(const AttentionProblem& p) { return p.dtype == DType::kBFloat16 && cpu::amx_usable(); }
+// the accumulators stay float32.
 
 // Floats in a row of the dQ, dK and dV accumulators (the head dim padded).
 int grad_row(const AttentionProblem& p) {
-  return round_up(p.headdim, uses_amx(p) ? kAmxDepth : cpu::kernels().nr);
+  return round_up(p.headdim, cpu::amx_takes(p.dtype) ? cpu::kAmxDepth : cpu::kernels().nr);
 }
 
 
@@ -66,17 +61,7 @@ struct Workspace {
   AlignedBuffer kf, vf, kp, dk, dv, qt, dot, qp, dop, st, dpt, ds, capped, lse, delta, p16, ds16, dq_tile;
 };
 
-uint16_t* as_bf16(float* p) { return reinterpret_cast<uint16_t*>(p); }
-uint32_t* as_pairs(float* p) { return reinterpret_cast<uint32_t*>(p); }
 const uint16_t* bf16_rows(const void* p) { return static_cast<const uint16_t*>(p); }
-
-// rows x cols bf16 rows (row stride ld) copied to dst (row stride ldd, zero past cols).
-void copy_bf16_rows(const void* src, int rows, int cols, int64_t ld, uint16_t* dst, int ldd) {
-  for (int r = 0; r < rows; ++r) {
-    std::memcpy(dst + static_cast<int64_t>(r) * ldd, bf16_rows(src) + r * ld, static_cast<size_t>(cols) * 2);
-    std::memset(dst + static_cast<int64_t>(r) * ldd + cols, 0, static_cast<size_t>(ldd - cols) * 2);
-  }
-}
 
 struct KeyChunk {
   int b, hk;
@@ -87,10 +72,10 @@ struct KeyChunk {
 void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vector<float>& delta_all,
                     float* dq_acc, int64_t dq_chunk_stride, Workspace& ws) {
   const cpu::Kernels& K = cpu::kernels();
-  const bool amx = uses_amx(p);
+  const bool amx = cpu::amx_takes(p.dtype);
   const int NR = K.nr;
   const int D = p.headdim, Dp = grad_row(p);
-  const int pad = amx ? kAmxDepth : NR;  // query and key padding of the score tiles' columns
+  const int pad = amx ? cpu::kAmxDepth : NR;  // query and key padding of the score tiles' columns
   const SequenceSpan seq = host_sequence(p, c.b);
   const int64_t off = seq.diag_offset();
   const int group = p.heads_per_kv();
@@ -108,29 +93,27 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
   float* dpt = ws.dpt.get(static_cast<size_t>(kBlockK) * kBlockQ);
   float* ds = ws.ds.get(static_cast<size_t>(kBlockQ) * round_up(kBlockK, NR));
   // AMX: P^T and dS^T rounded (keys x queries), dS rounded (queries x keys), one tile of dQ.
-  uint16_t* p16 = as_bf16(ws.p16.get(static_cast<size_t>(kBlockK) * kBlockQ / 2));
-  uint16_t* ds16 = as_bf16(ws.ds16.get(static_cast<size_t>(kBlockK) * kBlockQ));  // dS^T, then dS
+  uint16_t* p16 = cpu::amx_bf16(ws.p16.get(static_cast<size_t>(kBlockK) * kBlockQ / 2));
+  uint16_t* ds16 = cpu::amx_bf16(ws.ds16.get(static_cast<size_t>(kBlockK) * kBlockQ));  // dS^T, then dS
   float* dq_tile = ws.dq_tile.get(static_cast<size_t>(kBlockQ) * Dp);
-  if (amx) cpu::amx_configure_thread();
   float* capped = ws.capped.get(static_cast<size_t>(kBlockK) * kBlockQ);
   float* lse = ws.lse.get(kBlockQ);
   float* delta = ws.delta.get(kBlockQ);
+  if (amx) cpu::amx_configure_thread();
 
   for (int64_t k0 = c.k_begin; k0 < c.k_end; k0 += kBlockK) {
     const int nk = static_cast<int>(std::min<int64_t>(kBlockK, c.k_end - k0));
     const int nk_pad = round_up(nk, pad);
-    const int nk_rows = amx ? round_up(nk, kAmxRows) : nk;  // rows of the key-major tiles
+    const int nk_rows = amx ? round_up(nk, cpu::kAmxRows) : nk;  // rows of the key-major tiles
     float* dk = ws.dk.zeros(static_cast<size_t>(nk_rows) * Dp);
     float* dv = ws.dv.zeros(static_cast<size_t>(nk_rows) * Dp);
     const void* k_src = row_address(p.k, p.dtype, c.b, seq.k_row0, k0, c.hk);
     const void* v_src = row_address(p.v, p.dtype, c.b, seq.k_row0, k0, c.hk);
     if (amx) {
       // K and V as the A operands of S^T and dP^T (zero rows up to nk_rows), K pair-packed for dQ.
-      copy_bf16_rows(k_src, nk, D, p.k.row_stride, as_bf16(kf), Dp);
-      copy_bf16_rows(v_src, nk, D, p.v.row_stride, as_bf16(vf), Dp);
-      std::memset(as_bf16(kf) + static_cast<int64_t>(nk) * Dp, 0, static_cast<size_t>(nk_rows - nk) * Dp * 2);
-      std::memset(as_bf16(vf) + static_cast<int64_t>(nk) * Dp, 0, static_cast<size_t>(nk_rows - nk) * Dp * 2);
-      cpu::amx_pack(bf16_rows(k_src), nk, D, p.k.row_stride, nk_pad, Dp, as_pairs(kp));
+      cpu::amx_copy_rows(k_src, nk, D, p.k.row_stride, nk_rows, Dp, cpu::amx_bf16(kf));
+      cpu::amx_copy_rows(v_src, nk, D, p.v.row_stride, nk_rows, Dp, cpu::amx_bf16(vf));
+      cpu::amx_pack(bf16_rows(k_src), nk, D, p.k.row_stride, nk_pad, Dp, cpu::amx_pairs(kp));
     } else {
       K.load_rows(k_src, p.dtype, nk, D, p.k.row_stride, 1.0f, kf, D);
       K.load_rows(v_src, p.dtype, nk, D, p.v.row_stride, 1.0f, vf, D);
@@ -153,10 +136,10 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
         const void* q_src = row_address(p.q, p.dtype, c.b, seq.q_row0, i0, h);
         const void* do_src = row_address(p.dout, p.dtype, c.b, seq.q_row0, i0, h);
         if (amx) {
-          cpu::amx_pack_transposed(bf16_rows(q_src), nq, D, p.q.row_stride, Dp, nq_pad, as_pairs(qt));
-          cpu::amx_pack_transposed(bf16_rows(do_src), nq, D, p.dout.row_stride, Dp, nq_pad, as_pairs(dot));
-          cpu::amx_pack(bf16_rows(q_src), nq, D, p.q.row_stride, nq_pad, Dp, as_pairs(qp));
-          cpu::amx_pack(bf16_rows(do_src), nq, D, p.dout.row_stride, nq_pad, Dp, as_pairs(dop));
+          cpu::amx_pack_transposed(bf16_rows(q_src), nq, D, p.q.row_stride, Dp, nq_pad, cpu::amx_pairs(qt));
+          cpu::amx_pack_transposed(bf16_rows(do_src), nq, D, p.dout.row_stride, Dp, nq_pad, cpu::amx_pairs(dot));
+          cpu::amx_pack(bf16_rows(q_src), nq, D, p.q.row_stride, nq_pad, Dp, cpu::amx_pairs(qp));
+          cpu::amx_pack(bf16_rows(do_src), nq, D, p.dout.row_stride, nq_pad, Dp, cpu::amx_pairs(dop));
         } else {
           K.pack_bt(q_src, p.dtype, nq, D, p.q.row_stride, qt);
           K.pack_bt(do_src, p.dtype, nq, D, p.dout.row_stride, dot);
@@ -171,8 +154,8 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
 
         // P^T = exp(S^T - L), dP^T = V dO^T, dS^T = P^T * (dP^T - D) * dscore.
         if (amx) {
-          cpu::amx_gemm(nk_rows, nq_pad, Dp, as_bf16(kf), Dp, as_pairs(qt), st, nq_pad, false);
-          cpu::amx_gemm(nk_rows, nq_pad, Dp, as_bf16(vf), Dp, as_pairs(dot), dpt, nq_pad, false);
+          cpu::amx_gemm(nk_rows, nq_pad, Dp, cpu::amx_bf16(kf), Dp, cpu::amx_pairs(qt), st, nq_pad, false);
+          cpu::amx_gemm(nk_rows, nq_pad, Dp, cpu::amx_bf16(vf), Dp, cpu::amx_pairs(dot), dpt, nq_pad, false);
         } else {
           K.gemm(nk, nq_pad, D, kf, D, qt, st, nq_pad, false);
           K.gemm(nk, nq_pad, D, vf, D, dot, dpt, nq_pad, false);
@@ -190,16 +173,16 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
           // Rows nk..nk_rows of S^T and dP^T are the zero K / V rows' (0): they add nothing.
           cpu::amx_round_rows(st, nq_pad, nk_rows, nq_pad, p16, nq_pad);
           cpu::amx_round_rows(dpt, nq_pad, nk_rows, nq_pad, ds16, nq_pad);
-          cpu::amx_gemm(nk_rows, Dp, nq_pad, p16, nq_pad, as_pairs(dop), dv, Dp, true);
-          cpu::amx_gemm(nk_rows, Dp, nq_pad, ds16, nq_pad, as_pairs(qp), dk, Dp, true);
+          cpu::amx_gemm(nk_rows, Dp, nq_pad, p16, nq_pad, cpu::amx_pairs(dop), dv, Dp, true);
+          cpu::amx_gemm(nk_rows, Dp, nq_pad, ds16, nq_pad, cpu::amx_pairs(qp), dk, Dp, true);
           // dQ's tile through a buffer of its own: its padded rows must not touch the next
           // sequence's rows of dq_acc, which another task may be adding to.
-          const int nq_rows = round_up(nq, kAmxRows);
+          const int nq_rows = round_up(nq, cpu::kAmxRows);
           for (int qi = 0; qi < nq_rows; ++qi) {
             uint16_t* drow = ds16 + static_cast<int64_t>(kBlockK) * nq_pad + static_cast<int64_t>(qi) * nk_pad;
             for (int r = 0; r < nk_pad; ++r) drow[r] = qi < nq && r < nk ? ds16[static_cast<int64_t>(r) * nq_pad + qi] : 0;
           }
-          cpu::amx_gemm(nq_rows, Dp, nk_pad, ds16 + static_cast<int64_t>(kBlockK) * nq_pad, nk_pad, as_pairs(kp),
+          cpu::amx_gemm(nq_rows, Dp, nk_pad, ds16 + static_cast<int64_t>(kBlockK) * nq_pad, nk_pad, cpu::amx_pairs(kp),
                         dq_tile, Dp, false);
           float* dq_rows = dq_h + g0 * Dp;
           for (int64_t e = 0; e < static_cast<int64_t>(nq) * Dp; ++e) dq_rows[e] += dq_tile[e];
