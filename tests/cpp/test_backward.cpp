@@ -269,9 +269,12 @@ TEST(BackwardLayout, PackedQkvAndGradients) {
   }
 }
 
-TEST(Backward, DeterministicIsBitwiseReproducible) {
+// The deterministic backward's case: four query heads on one KV head and eight key tiles, so
+// that dQ's chunks each collect several heads' and tiles' sums.
+CaseSpec deterministic_spec(DType dtype, int threads) {
   CaseSpec s;
   s.seed = 52;
+  s.dtype = dtype;
   s.batch = 1;
   s.seqlen_q = 700;
   s.seqlen_k = 500;
@@ -279,7 +282,19 @@ TEST(Backward, DeterministicIsBitwiseReproducible) {
   s.nheads_kv = 1;
   s.headdim = 32;
   s.deterministic = true;
-  s.num_threads = 5;  // as many as the cores up to 5 (resolve_threads), so that chunks finish in varying order
+  s.num_threads = threads;
+  return s;
+}
+
+void expect_same_bits(const BackwardResult& a, const BackwardResult& b) {
+  EXPECT_EQ(max_abs_diff(a.dq, b.dq), 0.0);
+  EXPECT_EQ(max_abs_diff(a.dk, b.dk), 0.0);
+  EXPECT_EQ(max_abs_diff(a.dv, b.dv), 0.0);
+}
+
+TEST(Backward, DeterministicIsBitwiseReproducible) {
+  // As many threads as the cores up to 5 (resolve_threads), so that chunks finish in varying order.
+  const CaseSpec s = deterministic_spec(DType::kFloat32, 5);
   SCOPED_TRACE(s.describe());
   const AttnCase c = make_case(s);
   const ForwardResult f = run_forward(c, Backend::kCPU);
@@ -288,9 +303,7 @@ TEST(Backward, DeterministicIsBitwiseReproducible) {
   for (int rep = 0; rep < 3; ++rep) {
     const BackwardResult b = run_backward(c, Backend::kCPU, f);
     ASSERT_TRUE(backward_written(c, b));
-    EXPECT_EQ(max_abs_diff(a.dq, b.dq), 0.0);
-    EXPECT_EQ(max_abs_diff(a.dk, b.dk), 0.0);
-    EXPECT_EQ(max_abs_diff(a.dv, b.dv), 0.0);
+    expect_same_bits(a, b);
   }
 }
 
@@ -300,17 +313,7 @@ TEST(Backward, DeterministicAtAnyThreadCount) {
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     BackwardResult first;
     for (int threads : {1, 2, 7}) {
-      CaseSpec s;
-      s.seed = 53;
-      s.dtype = dtype;
-      s.batch = 1;
-      s.seqlen_q = 300;
-      s.seqlen_k = 700;
-      s.nheads_q = 4;
-      s.nheads_kv = 1;
-      s.headdim = 64;
-      s.deterministic = true;
-      s.num_threads = threads;
+      const CaseSpec s = deterministic_spec(dtype, threads);
       SCOPED_TRACE(s.describe());
       const AttnCase c = make_case(s);
       const ForwardResult f = run_forward(c, Backend::kCPU);
@@ -320,9 +323,7 @@ TEST(Backward, DeterministicAtAnyThreadCount) {
         first = std::move(g);
         continue;
       }
-      EXPECT_EQ(max_abs_diff(first.dq, g.dq), 0.0);
-      EXPECT_EQ(max_abs_diff(first.dk, g.dk), 0.0);
-      EXPECT_EQ(max_abs_diff(first.dv, g.dv), 0.0);
+      expect_same_bits(first, g);
     }
   }
 }
