@@ -1,32 +1,48 @@
 # sm90 kernel sources (owned by the sm90 kernel work): the FlashAttention-3 forward for sm_90a.
 # One generated instantiation per (dtype, head dim) that FLASHATTN_DTYPES x FLASHATTN_HDIMS selects;
-# sm90_forward.cu learns which exist through FLASHATTN_SM90_<DTYPE>_HDIM<D> definitions.
+# sm90_forward.cu learns which exist through FLASHATTN_SM90_<DTYPE>_HDIM<D> definitions (0 or 1).
 set(FLASHATTN_SM90_SOURCES src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu src/cuda/sm90/tensor_map.cu
     src/cuda/sm90/split_tail.cu)
+# The head dims of each kernel set: the X(<digits>) items of its line in src/cuda/sm90/head_dims.h.
+function(flashattn_sm90_head_dims macro out)
+  file(STRINGS ${PROJECT_SOURCE_DIR}/src/cuda/sm90/head_dims.h line REGEX "^#define ${macro}\\(X\\)")
+  string(REGEX MATCHALL "X\\([0-9]+\\)" items "${line}")
+  string(REGEX REPLACE "X\\(([0-9]+)\\)" "\\1" items "${items}")
+  if(NOT items)
+    message(FATAL_ERROR "no head dims in ${macro} of src/cuda/sm90/head_dims.h")
+  endif()
+  set(${out} ${items} PARENT_SCOPE)
+endfunction()
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/sm90/head_dims.h)
+flashattn_sm90_head_dims(FLASHATTN_SM90_FORWARD_HEAD_DIMS FLASHATTN_SM90_FORWARD_HEAD_DIMS)
+flashattn_sm90_head_dims(FLASHATTN_SM90_BACKWARD_HEAD_DIMS FLASHATTN_SM90_BACKWARD_HEAD_DIMS)
+
+# FLASHATTN_SM90_<DTYPE>_HDIM<D>: 1 where this build compiles the instantiation, else 0 (every
+# forward head dim of both dtypes is defined, for head_dims.h's FLASHATTN_SM90_BUILT).
 set(FLASHATTN_SM90_DEFINITIONS "")
 foreach(dtype IN ITEMS bf16 fp16)
-  if(NOT dtype IN_LIST FLASHATTN_DTYPES)
-    continue()
-  endif()
-  foreach(hdim IN ITEMS 64 128 192 256)
-    if(hdim IN_LIST FLASHATTN_HDIMS)
-      list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_${dtype}_hdim${hdim}.cu
-           src/cuda/instantiations/sm90_fwd_pack_gqa_${dtype}_hdim${hdim}.cu
-           src/cuda/instantiations/sm90_fwd_static_${dtype}_hdim${hdim}.cu)
-      if(NOT hdim EQUAL 192)  # the backward (BackwardConfig) at head dims 64, 128 and 256
-        list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_bwd_${dtype}_hdim${hdim}.cu)
-      endif()
-      if(hdim EQUAL 64 OR hdim EQUAL 128)  # ShortRowsConfig (StaticScheduleConfig elsewhere)
-        list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_short_rows_${dtype}_hdim${hdim}.cu)
-      endif()
-      if(hdim EQUAL 64 OR hdim EQUAL 128)  # TallTilesConfig (the rule, FLASHATTN_SM90_VARIANT=tall)
-        list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_tall_tiles_${dtype}_hdim${hdim}.cu)
-      endif()
-      if(hdim EQUAL 128)  # ClusterPairsConfig (the rule, FLASHATTN_SM90_VARIANT=cluster)
-        list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_cluster_${dtype}_hdim${hdim}.cu)
-      endif()
-      string(TOUPPER "FLASHATTN_SM90_${dtype}_HDIM${hdim}" definition)
-      list(APPEND FLASHATTN_SM90_DEFINITIONS ${definition}=1)
+  foreach(hdim IN LISTS FLASHATTN_SM90_FORWARD_HEAD_DIMS)
+    string(TOUPPER "FLASHATTN_SM90_${dtype}_HDIM${hdim}" definition)
+    if(NOT dtype IN_LIST FLASHATTN_DTYPES OR NOT hdim IN_LIST FLASHATTN_HDIMS)
+      list(APPEND FLASHATTN_SM90_DEFINITIONS ${definition}=0)
+      continue()
+    endif()
+    list(APPEND FLASHATTN_SM90_DEFINITIONS ${definition}=1)
+    list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_${dtype}_hdim${hdim}.cu
+         src/cuda/instantiations/sm90_fwd_pack_gqa_${dtype}_hdim${hdim}.cu
+         src/cuda/instantiations/sm90_fwd_static_${dtype}_hdim${hdim}.cu
+         src/cuda/instantiations/sm90_fwd_narrow_${dtype}_hdim${hdim}.cu)
+    if(hdim IN_LIST FLASHATTN_SM90_BACKWARD_HEAD_DIMS)  # BackwardConfig
+      list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_bwd_${dtype}_hdim${hdim}.cu)
+    endif()
+    if(hdim EQUAL 64 OR hdim EQUAL 128)  # ShortRowsConfig (StaticScheduleConfig elsewhere)
+      list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_short_rows_${dtype}_hdim${hdim}.cu)
+    endif()
+    if(hdim EQUAL 64 OR hdim EQUAL 128)  # TallTilesConfig (the rule, FLASHATTN_SM90_VARIANT=tall)
+      list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_tall_tiles_${dtype}_hdim${hdim}.cu)
+    endif()
+    if(hdim EQUAL 128)  # ClusterPairsConfig (the rule, FLASHATTN_SM90_VARIANT=cluster)
+      list(APPEND FLASHATTN_SM90_SOURCES src/cuda/instantiations/sm90_fwd_cluster_${dtype}_hdim${hdim}.cu)
     endif()
   endforeach()
 endforeach()

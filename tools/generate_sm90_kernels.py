@@ -8,26 +8,40 @@
                                           head dims 64 and 128 one for short rows (sm90_fwd_short_rows_*.cu),
                                           at 128 one with cluster pairs (sm90_fwd_cluster_*.cu), and
                                           at 64 and 128 one with a consumer warpgroup more
-                                          (sm90_fwd_tall_tiles_*.cu)
+                                          (sm90_fwd_tall_tiles_*.cu), and the default's twin for
+                                          the head dims between them (sm90_fwd_narrow_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
 operand list; writing them out by hand invites off-by-one mistakes, hence this script.
 Run from the repository root: python3 tools/generate_sm90_kernels.py
 """
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 DTYPES = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
-HEAD_DIMS = [64, 128, 192, 256]
+
+
+def head_dims(macro):
+    """The X(<digits>) items of macro's line in src/cuda/sm90/head_dims.h (the one list, which
+    cmake/sm90.cmake reads the same way)."""
+    text = (ROOT / "src/cuda/sm90/head_dims.h").read_text()
+    line = re.search(rf"^#define {macro}\(X\)(.*)$", text, re.MULTILINE)
+    if line is None:
+        raise SystemExit(f"no {macro} line in src/cuda/sm90/head_dims.h")
+    return [int(d) for d in re.findall(r"X\((\d+)\)", line.group(1))]
+
+
+HEAD_DIMS = head_dims("FLASHATTN_SM90_FORWARD_HEAD_DIMS")
+BACKWARD_HEAD_DIMS = head_dims("FLASHATTN_SM90_BACKWARD_HEAD_DIMS")
 SHORT_ROWS_HEAD_DIMS = [64, 128]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
-BACKWARD_HEAD_DIMS = [64, 128, 256]  # keep in step with bwd_config.h, sm90_backward.cu and cmake/sm90.cmake
 CLUSTER_HEAD_DIMS = [128]  # keep in step with kernel_choice.h sm90_has_cluster_pairs and cmake/sm90.cmake
 TALL_TILES_HEAD_DIMS = [64, 128]  # keep in step with kernel_choice.h sm90_has_tall_tiles and cmake/sm90.cmake
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.
 SS_WIDTHS = [64, 80, 112, 128, 144, 160, 176, 192]
-RS_WIDTHS = [64, 128, 192, 256]
+RS_WIDTHS = [64, 96, 128, 192, 256]
 # P V widened by 8 columns of ones whose accumulators are the row sums (config.h kRowSumByTensor):
 # the head dim + 8, or 8 alone in a wgmma of their own.
 RS_ROW_SUM_WIDTHS = [8, 72]
@@ -162,6 +176,11 @@ def write_instantiations():
             # (kernel_choice.h); FLASHATTN_SM90_VARIANT=tall reaches it too.
             if hd in TALL_TILES_HEAD_DIMS:
                 files[f"sm90_fwd_tall_tiles_{dt}_hdim{hd}.cu"] = instantiation(f"TallTilesConfig<{hd}, {ctype}>")
+            # The default kernel's narrow twin (config.h NarrowHeadDimConfig): the head dims
+            # between the instantiations, run on the next larger one (sm90_forward.cu,
+            # runs_narrow), in its own object so that the default's machine code is untouched.
+            files[f"sm90_fwd_narrow_{dt}_hdim{hd}.cu"] = instantiation(
+                f"NarrowHeadDimConfig<KernelConfig<{hd}, {ctype}>>")
             # The backward main kernel (bwd_config.h BackwardConfig).
             if hd in BACKWARD_HEAD_DIMS:
                 files[f"sm90_bwd_{dt}_hdim{hd}.cu"] = backward_instantiation(f"BackwardConfig<{hd}, {ctype}>")

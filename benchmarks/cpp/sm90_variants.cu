@@ -496,6 +496,15 @@ const Variant kVariants[] = {
     {128, "n128_s2_dyn_one", run_groups<sm90::KernelConfig<128, __nv_bfloat16, 128, 2, true>, kGroupsOne>, 1},
     {128, "n128_s2_dyn_used_k", run_used_k<sm90::KernelConfig<128, __nv_bfloat16>>, -1, true, true},
     {128, "n128_s2_dyn_pack_gqa_used_k", run_used_k<sm90::PackGqaConfig<128, __nv_bfloat16>>, -1, true, true},
+    // Head dim 96 in d128's tiles (config.h TileShape<96>): the library's static and dynamic
+    // kernels, and three consumer warpgroups with 64-key blocks (FlashAttention-3 runs three at
+    // d96; at 160 registers a thread 128-key blocks spill 144 bytes and serialise every wgmma).
+    {96, "n128_s2", run<96, 128, 2, false>},
+    {96, "n128_s2_dyn", run<96, 128, 2, true>},
+    {96, "n64_s2_3wg", run_cfg<sm90::KernelConfig<96, __nv_bfloat16, 64, 2, false, sm90::kOutputAuto, false, 3,
+                                                  sm90::kTurnsAtGemms>>},
+    {96, "n64_s2_3wg_dyn", run_cfg<sm90::KernelConfig<96, __nv_bfloat16, 64, 2, true, sm90::kOutputAuto, false, 3,
+                                                      sm90::kTurnsAtGemms>>},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
     // O staged through Q as before kOutputInKV (the A/B reference of session 8's candidate).
@@ -1013,6 +1022,10 @@ int main(int argc, char** argv) {
     for (int causal : {0, 1})
       for (int seqlen : {512, 1024, 2048, 4096, 8192, 16384})
         shapes.push_back({hdim, seqlen, int(2048 / hdim), int(2048 / hdim), causal != 0});
+  // Head dim 96 (21 heads, about the others' 2048 columns), only where asked for by its head dim.
+  if (only_hdim == 96)
+    for (int causal : {0, 1})
+      for (int seqlen : {512, 1024, 2048, 4096, 8192, 16384}) shapes.push_back({96, seqlen, 21, 21, causal != 0});
   for (int seqlen : {2048, 8192}) shapes.push_back({128, seqlen, 32, 8, true});
   // Decode-like GQA 32/8: batch tokens / seqlen_k (16 at 1k: 512 unpacked tiles, 128 packed).
   // seqlen_q * G from 4 to 512 rows, to choose where the API picks the packed kernel; causal at

@@ -82,6 +82,15 @@ template <>
 struct TileShape<128> {
   static constexpr int kBlockN = 128, kStages = 2;
 };
+// Head dim 96 in d128's shape: its tiles keep two 64-element columns, the second half used (TMA
+// zero-fills the rest, wgmma reads 96 of its K and N; KernelConfig::kColumns), so d128's layout,
+// descriptors and loaders serve it unchanged, and every product runs on 96 columns, not 128.
+template <>
+struct TileShape<96> : TileShape<128> {};
+
+// Head dims above 64 up to 128 (96 and 128 are built) take d128's flags below, each timed at 128
+// only: d96's kernels are d128's on three quarters of the columns.
+constexpr bool in_d128_class(int head_dim) { return head_dim > 64 && head_dim <= 128; }
 template <>
 struct TileShape<192> {
   static constexpr int kBlockN = 112, kStages = 2;
@@ -170,10 +179,10 @@ struct KernelConfig {
   // -3.4..+1.3% with the exp2 turns, -3.2..+1.8% with both; d256 static -1..-2.5% /
   // -0.9..+1.3%, dynamic +0..+4% / -0.8..+3.1% but the API ran it for causal rows up to 1k keys
   // (until session 22; local windows only since), where it gained 0..1%; GQA packing not timed.
-  static constexpr int kTurns = Turns_ != kTurnsByRule                                  ? Turns_
-                                : (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_)       ? kTurnsAtExp
-                                : (HeadDim_ == 128 && !PackGqa_ && !Dynamic_)            ? kTurnsAtExp
-                                                                                         : kTurnsAtGemms;
+  static constexpr int kTurns = Turns_ != kTurnsByRule                                   ? Turns_
+                                : (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_)        ? kTurnsAtExp
+                                : (in_d128_class(HeadDim_) && !PackGqa_ && !Dynamic_)     ? kTurnsAtExp
+                                                                                          : kTurnsAtGemms;
   static constexpr int kExpTurnBarrier0 = kStageHandoverBarrier0 + kConsumerWarpgroups;
   static_assert(kStageHandoverBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
   static_assert(kTurns != kTurnsAtBoth || kExpTurnBarrier0 + kConsumerWarpgroups <= 16, "16 named barriers an SM");
@@ -185,6 +194,8 @@ struct KernelConfig {
   // GQA head packing (pack_gqa.h): the query heads that share a KV head fill one 128-row tile
   // together. PackGqaConfig sets it; sm90_forward picks that for decode-like GQA (kernel_choice.h).
   static constexpr bool kPackGqa = PackGqa_;
+  // Problems whose head dim is below kHeadDim (a multiple of 8; NarrowHeadDimConfig below).
+  static constexpr bool kNarrowHeadDim = false;
   // Clusters of two CTAs on neighbouring query tiles of one head, each loading half of every K/V
   // block into both (ClusterPairsConfig below).
   static constexpr bool kClusterPairs = false;
@@ -343,7 +354,7 @@ struct KernelConfig {
   // API runs rows of at most kSm90ShortRowsMaxKeys keys at d128 on a twin without either
   // (ShortRowsConfig below); d256 stays off.
   // ClusterPairsConfig takes the static d128 kernel's (it derives from the static schedule).
-  static constexpr bool kCheckedMax = HeadDim_ == 128 || (HeadDim_ == 64 && Consumers_ == 3);
+  static constexpr bool kCheckedMax = in_d128_class(HeadDim_) || (HeadDim_ == 64 && Consumers_ == 3);
   static constexpr int kRowSumByTensor =
       HeadDim_ == 64 && !PackGqa_ && Consumers_ != 4 && !kCheckedMax ? kRowSumInPv : kRowSumByAdds;
   // The checked max's fallback reads the block's K from global memory (warp_scores.h), so the
@@ -410,7 +421,7 @@ struct KernelConfig {
   // (-0.4..+0.8% with a half, -4.2..+0.3% with a quarter). Timed with 128-key blocks only (the
   // harness's other widths have no RS wrapper).
   static constexpr int kQStepsInRegisters =
-      HeadDim_ == 128 && Consumers_ == 2 && !PackGqa_ && BlockN_ == 128 ? HeadDim_ / 16 : 0;
+      in_d128_class(HeadDim_) && Consumers_ == 2 && !PackGqa_ && BlockN_ == 128 ? HeadDim_ / 16 : 0;
   // Per-CTA event records of where a tile's time goes (trace.h): harness only, its `_trace`
   // variants; every trace call compiles to nothing without it, so the library's code is unchanged.
   static constexpr bool kTrace = false;
@@ -448,8 +459,9 @@ struct KernelConfig {
   // One depth for the K and V rings. Session 50 (kKStages, removed) gave d128's static kernel three
   // K stages beside two V stages and the output tile (224 KB), with Q / K and V loaded by two
   // threads: +1.8% at unmasked 512, a loss from 2k (medians -1..-2.6%) and -7.5% at causal 512.
-  static constexpr int kColumns = kHeadDim / kColumnElems;
-  static_assert(kHeadDim % kColumnElems == 0, "head dim must be a multiple of 64");
+  // Columns of 64 elements a tile row spans: the last one partly used at head dim 96.
+  static constexpr int kColumns = (kHeadDim + kColumnElems - 1) / kColumnElems;
+  static_assert(kHeadDim % 16 == 0, "S = Q K^T steps 16 columns of the head dim at a time");
   static_assert(kBlockN % 16 == 0, "P V consumes keys 16 at a time");
   static_assert(sizeof(Element) == 2, "16-bit elements only");
 
@@ -547,7 +559,8 @@ struct KernelConfig {
   // after this one's whole waves), so that this kernel's code stays what it was without it: the
   // split compiled into it (session 31) left the key loop's instructions in another order and
   // lost 2-3% on rows it did not split. kHasTailKernel: the static d128 and d256 kernels of two
-  // consumer warpgroups have one; kSplitTail: this is the tail kernel.
+  // consumer warpgroups have one (not d96's: the tail's merge moves O in batches of 8 float4s a
+  // thread, split_tail.h, and d96 has 12); kSplitTail: this is the tail kernel.
   static constexpr bool kHasTailKernel = !Dynamic_ && !PackGqa_ && Consumers_ == 2 &&
                                          (HeadDim_ == 128 || HeadDim_ == 256) && BlockN_ == TileShape<HeadDim_>::kBlockN;
   static constexpr bool kSplitTail = false;
@@ -579,10 +592,10 @@ struct KernelConfig {
   // not (kQPrefetchOff). The static schedules only: the dynamic one's next index is not the
   // loading thread's until the tile's loads are out.
   static constexpr int kPrefetchNextQ =
-      !Dynamic_ && !PackGqa_ && Consumers_ == 2 && (HeadDim_ == 128 || HeadDim_ == 256) ? kQPrefetchAfterLoads
+      !Dynamic_ && !PackGqa_ && Consumers_ == 2 && (in_d128_class(HeadDim_) || HeadDim_ == 256) ? kQPrefetchAfterLoads
                                                                                         : kQPrefetchOff;
   static constexpr int kQPrefetchMinKeys = HeadDim_ == 256 ? 4096 : 0;
-  static constexpr int kQPrefetchMaxKeys = HeadDim_ == 128 ? 1024 : 1 << 30;
+  static constexpr int kQPrefetchMaxKeys = in_d128_class(HeadDim_) ? 1024 : 1 << 30;
 
   // Layout: Q | K ring | V ring | O (when staged) | ones (kRowSumByTensor) | LSE (kLseTile) |
   // mbarriers. Every tile
@@ -616,6 +629,20 @@ struct UncheckedStaticConfig : StaticScheduleConfig<HeadDim_, Element_> {
   static constexpr bool kCheckedMax = false;
   static constexpr int kQStepsInRegisters = 0;  // -2.3% at 512 there (KernelConfig::kQStepsInRegisters)
   static constexpr bool kHasTailKernel = false;  // short rows: below the split's fewest keys
+};
+
+// Base for problems whose head dim is smaller than Base's (a multiple of 8): sm90_forward runs a
+// head dim between the instantiations on the next larger one, as FlashAttention-3 rounds its head
+// dims up. The tensor maps span the problem's head dim (KernelParams::head_dim), so TMA
+// zero-fills the columns past it on loads and leaves them out of stores; the accesses that go
+// around TMA test it under this flag: the predicated epilogue's 16-byte chunks, the zero stores
+// of tiles without keys, the checked max's fallback and tile recompute reading Q, K and V from
+// global memory. Its own instantiation so that those tests stay out of Base's machine code: put
+// into the default kernels they cost 1-2.5% on most rows (ptxas scheduled the whole kernel anew;
+// docs/perf.md, session 55).
+template <class Base>
+struct NarrowHeadDimConfig : Base {
+  static constexpr bool kNarrowHeadDim = true;
 };
 
 // The tail kernel of Base (KernelConfig::kHasTailKernel): the pieces of the last, partial wave

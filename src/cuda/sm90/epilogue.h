@@ -208,6 +208,9 @@ struct Epilogue {
     char* out = static_cast<char*>(p.out);
     for (int idx = thread; idx < kRowsPerConsumer * kChunksPerRow; idx += kWarpgroupThreads) {
       const int r = idx / kChunksPerRow, chunk = idx % kChunksPerRow;
+      if constexpr (Cfg::kNarrowHeadDim) {
+        if (8 * chunk >= p.head_dim) continue;  // the columns past the problem's head dim
+      }
       if constexpr (Cfg::kPackGqa) {
         // Query rows grow with r, so the first row past the sequence ends the loop here too.
         const int row = tile_row_query<Cfg>(p, t, warpgroup_row0 + r);
@@ -253,6 +256,9 @@ struct Epilogue {
       }
 #pragma unroll
       for (int i = 0; i < kOAccum / 4; ++i) {
+        if constexpr (Cfg::kNarrowHeadDim) {
+          if (8 * i >= p.head_dim) break;
+        }
         *reinterpret_cast<uint32_t*>(row_out + (8 * i + pos.col0) * sizeof(Element)) =
             pack_pair<Element>(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
       }
@@ -273,12 +279,18 @@ struct Epilogue {
         if (row >= seq.len_q) continue;
         const int64_t offset = out_offset_at(seq, t, row, tile_row_head<Cfg>(p, t, r));
         for (int i = 0; i < kOAccum / 4; ++i) {
+          if constexpr (Cfg::kNarrowHeadDim) {
+            if (8 * i >= p.head_dim) break;
+          }
           *reinterpret_cast<uint32_t*>(out + (offset + 8 * i + pos.col0) * sizeof(Element)) = 0u;
         }
       } else {
         const int row = t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
         if (row >= seq.len_q) continue;
         for (int i = 0; i < kOAccum / 4; ++i) {
+          if constexpr (Cfg::kNarrowHeadDim) {
+            if (8 * i >= p.head_dim) break;
+          }
           *reinterpret_cast<uint32_t*>(out + (out_offset(seq, t, row) + 8 * i + pos.col0) * sizeof(Element)) = 0u;
         }
       }

@@ -1,7 +1,11 @@
 // Which sm90 instantiation the API path (sm90_forward) runs: GQA head packing (pack_gqa.h), picked
 // by sm90_picks_pack_gqa (sm90_forward_pack_gqa forces it), cluster pairs at head dim 128, tall
 // tiles at head dims 64 and 128, 128-row tiles for short local-window rows at head dim 64, the
-// static schedule, or the default.
+// static schedule, or the default. Head dim 96 (d128's tiles over 96 columns, config.h
+// TileShape<96>) takes head dim 128's rules (65..128 below), not timed at 96 itself, but none of
+// the kernels built at 128 alone (cluster pairs, tall tiles, the short-rows twin). Head dims
+// between the instantiations (sm90_forward.cu, runs_narrow) run the default kernel's narrow twin
+// whatever these rules say.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +94,10 @@ int64_t sm90_static_schedule_launches();
 // or the static one in builds with FLASHATTN_SM90_DEFAULT_DYNAMIC=0) through sm90_forward so far
 // in this process: the problems no rule gave another kernel.
 int64_t sm90_default_launches();
+// Whether sm90_forward runs p (its dtype and head dim) on the default kernel's narrow twin: a head
+// dim between this build's instantiations, or one the build leaves out (FLASHATTN_HDIMS), runs on
+// the next larger one there, whatever the rules above say; such launches count as the default's.
+bool sm90_runs_narrow_twin(const AttentionProblem& p);
 // No rule picks 176-key blocks (FlashAttention-3's width for long unmasked rows at head dim 128):
 // from v8 to session 16 they ran from 8192 keys (+1-3% then), but once the 128-key kernel took
 // turns around both the GEMMs and the exp2s (session 17) they no longer won: -1.0 / -0.4% at 8k

@@ -150,6 +150,16 @@ template <class Cfg>
 Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   const bool varlen = pb.varlen();
   const int64_t rows_q = pb.tensor_rows_q(), rows_k = pb.tensor_rows_k();
+  // A smaller head dim runs with its columns past pb.headdim zero (KernelParams::head_dim), on a
+  // narrow twin only (NarrowHeadDimConfig: its stores and fallback loads around TMA test the head
+  // dim, in whole pairs and 16-byte chunks).
+  if (pb.headdim <= 0 || pb.headdim > Cfg::kHeadDim || pb.headdim % 8 != 0 ||
+      (!Cfg::kNarrowHeadDim && pb.headdim != Cfg::kHeadDim)) {
+    return Status::Unsupported("the sm90 kernel of head dim " + std::to_string(Cfg::kHeadDim) +
+                               (Cfg::kNarrowHeadDim ? " (narrow twin) runs head dims that are multiples of 8 up to it"
+                                                    : " runs that head dim only") +
+                               ", not " + std::to_string(pb.headdim));
+  }
   // GQA packing (pack_gqa.h; the caller, sm90_forward_pack_gqa, has checked that the group is a
   // power of two in 2..64): a tile holds Cfg::kBlockM / G query rows of the G heads of one KV head.
   const int group = pb.heads_per_kv();
@@ -174,20 +184,20 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   constexpr int kKvBoxRows = Cfg::kClusterPairs ? Cfg::kBlockN / 2 : Cfg::kBlockN;
   Status s;
   if constexpr (Cfg::kPackGqa) {
-    s = encode_packed_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_kv, group, pb.batch,
+    s = encode_packed_operand_map(&kp.tma_q, pb.q, pb.dtype, pb.headdim, rows_q, pb.nheads_kv, group, pb.batch,
                                   varlen, tile_rows_q);
   } else {
-    s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, Cfg::kBlockM);
+    s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, pb.headdim, rows_q, pb.nheads_q, pb.batch, varlen, Cfg::kBlockM);
   }
-  if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch, varlen, kKvBoxRows);
-  if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, Cfg::kHeadDim, rows_k, pb.nheads_kv, pb.batch, varlen, kKvBoxRows);
+  if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, pb.headdim, rows_k, pb.nheads_kv, pb.batch, varlen, kKvBoxRows);
+  if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, pb.headdim, rows_k, pb.nheads_kv, pb.batch, varlen, kKvBoxRows);
   if constexpr (Cfg::kPackGqa) {
     if (s.ok()) {
-      s = encode_packed_operand_map(&kp.tma_o, pb.out, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_kv, group, pb.batch,
+      s = encode_packed_operand_map(&kp.tma_o, pb.out, pb.dtype, pb.headdim, rows_q, pb.nheads_kv, group, pb.batch,
                                     varlen, kRowsPerConsumer >> pack_log2);
     }
   } else {
-    if (s.ok()) s = encode_operand_map(&kp.tma_o, pb.out, pb.dtype, Cfg::kHeadDim, rows_q, pb.nheads_q, pb.batch, varlen, kRowsPerConsumer);
+    if (s.ok()) s = encode_operand_map(&kp.tma_o, pb.out, pb.dtype, pb.headdim, rows_q, pb.nheads_q, pb.batch, varlen, kRowsPerConsumer);
   }
   if (!s.ok()) return s;
 
@@ -199,6 +209,7 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   kp.q_batch_stride = pb.q.batch_stride;
   kp.q_row_stride = pb.q.row_stride;
   kp.q_head_stride = pb.q.head_stride;
+  kp.head_dim = pb.headdim;
   kp.v = pb.v.data;
   kp.v_batch_stride = pb.v.batch_stride;
   kp.v_row_stride = pb.v.row_stride;

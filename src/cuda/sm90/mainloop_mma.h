@@ -646,8 +646,9 @@ struct MainloopMma {
       const Element* rows = static_cast<const Element*>(p.q) + t.batch * p.q_batch_stride +
                             int64_t(seq.q_row0) * p.q_row_stride + t.head * p.q_head_stride;
       recompute_scores_from(s, seq, t, n, stage,
-                            QueriesInGlobal<Element>(rows, p.q_row_stride, t.m_block * Cfg::kBlockM + row0,
-                                                     seq.len_q, lane));
+                            QueriesInGlobal<Element, Cfg::kNarrowHeadDim>(rows, p.q_row_stride,
+                                                                          t.m_block * Cfg::kBlockM + row0, seq.len_q,
+                                                                          p.head_dim, lane));
     } else {
       recompute_scores_from(s, seq, t, n, stage, QueriesInTile(tiles.q_column(0), Cfg::kQColumnBytes, row0, lane));
     }
@@ -663,7 +664,8 @@ struct MainloopMma {
       const Element* block = static_cast<const Element*>(p.k) + t.batch * p.k_batch_stride +
                              int64_t(seq.k_row0 + key0) * p.k_row_stride + tile_kv_head<Cfg>(p, t) * p.k_head_stride;
       warp_scores<Cfg::kHeadDim, Cfg::kBlockN, Element>(
-          s, queries, KeysInGlobal<Element>(block, p.k_row_stride, seq.len_k - key0, lane));
+          s, queries,
+          KeysInGlobal<Element, Cfg::kNarrowHeadDim>(block, p.k_row_stride, seq.len_k - key0, p.head_dim, lane));
     } else {
       warp_scores<Cfg::kHeadDim, Cfg::kBlockN, Element>(
           s, queries, KeysInStage(tiles.k_column(stage, 0), Cfg::kKVColumnBytes, lane));
@@ -775,7 +777,8 @@ struct MainloopMma {
       return q_rows + int64_t(min(tile_row_query<Cfg>(p, t, r), seq.len_q - 1)) * p.q_row_stride +
              int64_t(tile_row_head<Cfg>(p, t, r)) * p.q_head_stride;
     };
-    const QueriesInGlobal<Element> queries(query_row(row0 + lane / 4), query_row(row0 + lane / 4 + 8), lane);
+    const QueriesInGlobal<Element, Cfg::kNarrowHeadDim> queries(query_row(row0 + lane / 4),
+                                                                query_row(row0 + lane / 4 + 8), p.head_dim, lane);
     const int kv_head = tile_kv_head<Cfg>(p, t);
     const Element* v_rows = static_cast<const Element*>(p.v) + t.batch * p.v_batch_stride +
                             int64_t(seq.k_row0) * p.v_row_stride + int64_t(kv_head) * p.v_head_stride;
@@ -791,7 +794,8 @@ struct MainloopMma {
       const int key0 = n * Cfg::kBlockN;
       warp_values<Cfg::kHeadDim, Cfg::kBlockN, Element>(
           leading<kOutAccum>(o), s,
-          ValuesInGlobal<Element>(v_rows + int64_t(key0) * p.v_row_stride, p.v_row_stride, seq.len_k - key0, lane));
+          ValuesInGlobal<Element, Cfg::kNarrowHeadDim>(v_rows + int64_t(key0) * p.v_row_stride, p.v_row_stride,
+                                                        seq.len_k - key0, p.head_dim, lane));
     }
   }
 

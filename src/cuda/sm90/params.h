@@ -90,6 +90,13 @@ struct KernelParams {
   // Appended, as above.
   const void* v = nullptr;
   int64_t v_batch_stride = 0, v_row_stride = 0, v_head_stride = 0;
+
+  // The problem's head dim, a multiple of 8 up to Cfg::kHeadDim: head dims between the
+  // instantiations run on the next larger one (sm90_forward.cu, instantiation_head_dim). The
+  // tensor maps span this many columns, so TMA fills the boxes' columns past it with zeros on
+  // loads and leaves them out of stores; the stores and loads that go around TMA (the predicated
+  // epilogue, the checked max's fallback from global memory) test it. Appended, as above.
+  int head_dim = 0;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims

@@ -6,9 +6,11 @@
 
 #include <atomic>
 #include <string>
+#include <type_traits>
 
 #include "cuda/kernel_sets.h"
 #include "cuda/sm90/bwd_config.h"
+#include "cuda/sm90/head_dims.h"
 #include "cuda/sm90/operand_checks.h"
 
 namespace flashattn {
@@ -19,33 +21,31 @@ Status launch_backward_main(const AttentionProblem& pb, float* dq_accum, const f
 
 namespace {
 
-// run = false: whether a configuration is compiled for the problem's dtype and head dim.
-Status dispatch(const AttentionProblem& p, bool run, float* dq_accum, const float* dsum) {
-#define FLASHATTN_SM90_BWD_CASE(DT, DTYPE, HD)                                                          \
-  if (p.dtype == DTYPE && p.headdim == HD) {                                                           \
-    return run ? sm90::launch_backward_main<sm90::BackwardConfig<HD, DT>>(p, dq_accum, dsum) : Status::Ok(); \
+// run = false: whether a configuration is compiled for the problem's dtype and head dim. The cases
+// this build left out are discarded (if constexpr on a condition that depends on Element).
+template <typename Element>
+Status dispatch_head_dim(const AttentionProblem& p, bool run, float* dq_accum, const float* dsum) {
+  constexpr bool kBf16 = std::is_same<Element, __nv_bfloat16>::value;
+  (void)kBf16;
+#define FLASHATTN_SM90_BWD_CASE(HD)                                                                 \
+  if constexpr (FLASHATTN_SM90_BUILT(kBf16, HD)) {                                                 \
+    if (p.headdim == HD) {                                                                          \
+      return run ? sm90::launch_backward_main<sm90::BackwardConfig<HD, Element>>(p, dq_accum, dsum) \
+                 : Status::Ok();                                                                    \
+    }                                                                                               \
   }
-#if defined(FLASHATTN_SM90_BF16_HDIM64)
-  FLASHATTN_SM90_BWD_CASE(__nv_bfloat16, DType::kBFloat16, 64)
-#endif
-#if defined(FLASHATTN_SM90_BF16_HDIM128)
-  FLASHATTN_SM90_BWD_CASE(__nv_bfloat16, DType::kBFloat16, 128)
-#endif
-#if defined(FLASHATTN_SM90_FP16_HDIM64)
-  FLASHATTN_SM90_BWD_CASE(__half, DType::kFloat16, 64)
-#endif
-#if defined(FLASHATTN_SM90_FP16_HDIM128)
-  FLASHATTN_SM90_BWD_CASE(__half, DType::kFloat16, 128)
-#endif
-#if defined(FLASHATTN_SM90_BF16_HDIM256)
-  FLASHATTN_SM90_BWD_CASE(__nv_bfloat16, DType::kBFloat16, 256)
-#endif
-#if defined(FLASHATTN_SM90_FP16_HDIM256)
-  FLASHATTN_SM90_BWD_CASE(__half, DType::kFloat16, 256)
-#endif
+  FLASHATTN_SM90_BACKWARD_HEAD_DIMS(FLASHATTN_SM90_BWD_CASE)
 #undef FLASHATTN_SM90_BWD_CASE
-  return Status::Unsupported("the sm90 backward kernel is built for bf16 / fp16 at head dims 64, 128 and 256; not " +
-                             std::string(dtype_name(p.dtype)) + " at head dim " + std::to_string(p.headdim));
+  return Status::Unsupported("the sm90 backward kernel is built for bf16 / fp16 at head dims " +
+                             sm90::head_dims_text(sm90::kBackwardHeadDims) +
+                             " (those of them FLASHATTN_HDIMS / FLASHATTN_DTYPES select); not " + std::string(dtype_name(p.dtype)) +
+                             " at head dim " + std::to_string(p.headdim));
+}
+
+Status dispatch(const AttentionProblem& p, bool run, float* dq_accum, const float* dsum) {
+  if (p.dtype == DType::kBFloat16) return dispatch_head_dim<__nv_bfloat16>(p, run, dq_accum, dsum);
+  if (p.dtype == DType::kFloat16) return dispatch_head_dim<__half>(p, run, dq_accum, dsum);
+  return Status::Unsupported(std::string("the sm90 backward kernel takes bf16 or fp16, not ") + dtype_name(p.dtype));
 }
 
 Status run_main(const AttentionProblem& p, float* dq_accum, const float* dsum) { return dispatch(p, true, dq_accum, dsum); }

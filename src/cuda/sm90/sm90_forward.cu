@@ -1,6 +1,6 @@
 // The sm90 kernel set's entry points: which problems the FlashAttention-3 forward takes, and the
-// switch from run-time dtype / head dim to a compiled configuration. cmake/sm90.cmake defines
-// FLASHATTN_SM90_<DTYPE>_HDIM<D> for each instantiation it builds.
+// switch from run-time dtype / head dim to a compiled configuration (which are built:
+// cuda/sm90/head_dims.h).
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -8,6 +8,7 @@
 
 #include "cuda/kernel_sets.h"
 #include "cuda/sm90/config.h"
+#include "cuda/sm90/head_dims.h"
 #include "cuda/sm90/params.h"
 #include "cuda/sm90/kernel_choice.h"
 #include "cuda/sm90/operand_checks.h"
@@ -46,6 +47,8 @@ Status launch_if_built(const AttentionProblem& p, const char* kernel, const char
 
 template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster, class Tall>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
+  // A smaller head dim (runs_narrow): the default kernel's narrow twin, whatever the variant.
+  if (p.headdim < HeadDim) return sm90::launch_forward<sm90::NarrowHeadDimConfig<Default>>(p);
   if (variant == Variant::kClusterPairs) {
     return launch_if_built<sm90_has_cluster_pairs(HeadDim), Cluster>(p, "cluster-pair", "head dim 128", HeadDim);
   }
@@ -60,44 +63,71 @@ Status launch_variant(const AttentionProblem& p, Variant variant) {
   return sm90::launch_forward<Default>(p);
 }
 
+// Whether this build compiled the forward instantiation of (bf16 or fp16, hd).
+constexpr bool built(bool bf16, int hd) {
+#define FLASHATTN_SM90_BUILT_ITEM(HD) \
+  if (hd == HD) return FLASHATTN_SM90_BUILT(bf16, HD);
+  FLASHATTN_SM90_FORWARD_HEAD_DIMS(FLASHATTN_SM90_BUILT_ITEM)
+#undef FLASHATTN_SM90_BUILT_ITEM
+  return false;
+}
+
+// The head dim of the instantiation that runs p: the smallest built for p's dtype that holds
+// p.headdim, a multiple of 8 (0: none). As FlashAttention-3 rounds its head dims up, one between
+// the instantiations runs on the next larger, computing its products (80 on 96: a fifth more),
+// in the default kernel's narrow twin (sm90::NarrowHeadDimConfig: the columns past p.headdim
+// zero). The rules of kernel_choice.h pick among the instantiated head dims' kernels only.
+int instantiation_head_dim(const AttentionProblem& p) {
+  if (p.headdim <= 0 || p.headdim % 8 != 0) return 0;
+  for (int hd : sm90::kForwardHeadDims) {
+    if (hd >= p.headdim && built(p.dtype == DType::kBFloat16, hd)) return hd;
+  }
+  return 0;
+}
+
+// p's head dim is not the head dim of the instantiation that runs it (one between them, or one
+// this build left out): the narrow twin of the default kernel runs it.
+bool runs_narrow(const AttentionProblem& p) {
+  const int hd = instantiation_head_dim(p);
+  return hd != 0 && hd != p.headdim;
+}
+
+// p's head dim is none of those the kernels are instantiated at in a full build: the rules of
+// kernel_choice.h, timed on those, give it no kernel of theirs (whatever this build has).
+bool between_instantiations(const AttentionProblem& p) {
+  for (int hd : sm90::kForwardHeadDims) {
+    if (hd == p.headdim) return false;
+  }
+  return true;
+}
+
 template <typename Element>
 Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
   constexpr bool kBf16 = std::is_same<Element, __nv_bfloat16>::value;
   (void)kBf16;
-#define FLASHATTN_SM90_CASE(DT, HD)                                                                    \
-  if (p.headdim == HD && kBf16 == std::is_same<__nv_bfloat16, DT>::value) {                           \
-    if (!run) return Status::Ok();                                                                     \
-    return launch_variant<HD, sm90::KernelConfig<HD, DT>, sm90::PackGqaConfig<HD, DT>,                 \
-                          sm90::StaticScheduleConfig<HD, DT>, sm90::ShortRowsConfig<HD, DT>,            \
-                          sm90::ClusterPairsConfig<HD, DT>, sm90::TallTilesConfig<HD, DT>>(p, variant); \
+  const int head_dim = instantiation_head_dim(p);
+  (void)head_dim;
+  // The cases of the head dims this build left out are discarded (if constexpr on a condition that
+  // depends on Element), so their kernels are never referenced.
+#define FLASHATTN_SM90_CASE(HD)                                                                          \
+  if constexpr (FLASHATTN_SM90_BUILT(kBf16, HD)) {                                                      \
+    if (head_dim == HD) {                                                                                \
+      if (!run) return Status::Ok();                                                                     \
+      return launch_variant<HD, sm90::KernelConfig<HD, Element>, sm90::PackGqaConfig<HD, Element>,       \
+                            sm90::StaticScheduleConfig<HD, Element>, sm90::ShortRowsConfig<HD, Element>, \
+                            sm90::ClusterPairsConfig<HD, Element>, sm90::TallTilesConfig<HD, Element>>(  \
+          p, variant);                                                                                   \
+    }                                                                                                    \
   }
-#if defined(FLASHATTN_SM90_BF16_HDIM64)
-  FLASHATTN_SM90_CASE(__nv_bfloat16, 64)
-#endif
-#if defined(FLASHATTN_SM90_BF16_HDIM128)
-  FLASHATTN_SM90_CASE(__nv_bfloat16, 128)
-#endif
-#if defined(FLASHATTN_SM90_BF16_HDIM192)
-  FLASHATTN_SM90_CASE(__nv_bfloat16, 192)
-#endif
-#if defined(FLASHATTN_SM90_BF16_HDIM256)
-  FLASHATTN_SM90_CASE(__nv_bfloat16, 256)
-#endif
-#if defined(FLASHATTN_SM90_FP16_HDIM64)
-  FLASHATTN_SM90_CASE(__half, 64)
-#endif
-#if defined(FLASHATTN_SM90_FP16_HDIM128)
-  FLASHATTN_SM90_CASE(__half, 128)
-#endif
-#if defined(FLASHATTN_SM90_FP16_HDIM192)
-  FLASHATTN_SM90_CASE(__half, 192)
-#endif
-#if defined(FLASHATTN_SM90_FP16_HDIM256)
-  FLASHATTN_SM90_CASE(__half, 256)
-#endif
+  FLASHATTN_SM90_FORWARD_HEAD_DIMS(FLASHATTN_SM90_CASE)
 #undef FLASHATTN_SM90_CASE
+  if (p.headdim <= 0 || p.headdim % 8 != 0) {
+    return Status::Unsupported("the sm90 forward kernel takes head dims that are positive multiples of 8; got " +
+                               std::to_string(p.headdim));
+  }
   return Status::Unsupported("the sm90 forward kernel is not built for head dim " + std::to_string(p.headdim) +
-                             " with dtype " + dtype_name(p.dtype) + " (FLASHATTN_HDIMS / FLASHATTN_DTYPES)");
+                             " or a larger one with dtype " + dtype_name(p.dtype) +
+                             " (FLASHATTN_HDIMS / FLASHATTN_DTYPES)");
 }
 
 Status dispatch(const AttentionProblem& p, bool run, Variant variant = Variant::kDefault) {
@@ -201,13 +231,14 @@ bool forced_variant(Variant* variant) {
 }  // namespace
 
 bool sm90_picks_pack_gqa(const AttentionProblem& p) {
-  return pack_gqa_group_ok(p) && p.seqlen_q <= kSm90PackGqaMaxQuery &&
+  return !between_instantiations(p) && pack_gqa_group_ok(p) && p.seqlen_q <= kSm90PackGqaMaxQuery &&
          int64_t(p.seqlen_q) * p.heads_per_kv() <= kSm90PackGqaMaxRows;
 }
 
 Status sm90_forward(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
+  if (runs_narrow(p)) return launch_counted(p, Variant::kDefault);
   if (sm90_picks_pack_gqa(p)) return launch_counted(p, Variant::kPackGqa);
   Variant variant = Variant::kDefault;
   if (forced_variant(&variant)) return launch_counted(p, variant);
@@ -219,6 +250,7 @@ Status sm90_forward(const AttentionProblem& p) {
 }
 
 bool sm90_picks_short_rows(const AttentionProblem& p) {
+  if (between_instantiations(p)) return false;
   if (p.seqlen_k > kSm90ShortRowsMaxKeys) return false;
   return p.headdim == 64 && p.mask.has_mask() && !p.mask.right_bound_only();
 }
@@ -226,6 +258,7 @@ bool sm90_picks_short_rows(const AttentionProblem& p) {
 int64_t sm90_short_rows_launches() { return launches_of(Variant::kShortRows); }
 
 bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
+  if (between_instantiations(p)) return false;
   return sm90_has_cluster_pairs(p.headdim) && !p.mask.has_mask() && p.seqlen_k >= kSm90ClusterPairsMinKeys &&
          sm90_cluster_pairs_refusal(p, kClusterPairsTileRows) == nullptr;
 }
@@ -233,6 +266,7 @@ bool sm90_picks_cluster_pairs(const AttentionProblem& p) {
 int64_t sm90_cluster_pairs_launches() { return launches_of(Variant::kClusterPairs); }
 
 bool sm90_picks_tall_tiles(const AttentionProblem& p) {
+  if (between_instantiations(p)) return false;
   if (!sm90_has_tall_tiles(p.headdim)) return false;
   if (p.headdim == 64 && !p.mask.has_mask()) return p.seqlen_k <= kSm90TallTilesMaxUnmaskedKeysHdim64;
   if (!p.mask.right_bound_only()) return false;
@@ -242,7 +276,7 @@ bool sm90_picks_tall_tiles(const AttentionProblem& p) {
 int64_t sm90_tall_tiles_launches() { return launches_of(Variant::kTallTiles); }
 
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
-  if (!sm90::kDefaultDynamicSchedule) return false;
+  if (!sm90::kDefaultDynamicSchedule || between_instantiations(p)) return false;
   if (!p.mask.has_mask()) {
     if (p.headdim == 256) return true;
     return p.headdim > 64 && p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
@@ -256,12 +290,22 @@ int64_t sm90_static_schedule_launches() { return launches_of(Variant::kStaticSch
 
 int64_t sm90_default_launches() { return launches_of(Variant::kDefault); }
 
+bool sm90_runs_narrow_twin(const AttentionProblem& p) { return runs_narrow(p); }
+
 bool sm90_dynamic_schedule_by_default() { return sm90::kDefaultDynamicSchedule; }
 
 // GQA head packing (cuda/sm90/pack_gqa.h).
 Status sm90_supports_forward_pack_gqa(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
+  if (between_instantiations(p)) {
+    return Status::Unsupported("GQA head packing is built for head dims " + sm90::head_dims_text(sm90::kForwardHeadDims) + " only, not " +
+                               std::to_string(p.headdim));
+  }
+  if (runs_narrow(p)) {
+    return Status::Unsupported("GQA head packing at head dim " + std::to_string(p.headdim) + " is not built (" +
+                               dtype_name(p.dtype) + "; FLASHATTN_HDIMS / FLASHATTN_DTYPES)");
+  }
   if (!pack_gqa_group_ok(p)) {
     return Status::Unsupported("GQA head packing needs nheads_q / nheads_kv a power of two in 2..64; got " +
                                std::to_string(p.nheads_q) + " / " + std::to_string(p.nheads_kv));

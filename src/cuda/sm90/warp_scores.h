@@ -67,23 +67,45 @@ struct QueriesInTile {
 // and its two dims 2 (lane % 4) + {0, 1}, and the same 8 dims on, as ldmatrix would have given
 // them. rows: the sequence's row 0 (of the tile's head); first: the warp's row 0 in the sequence.
 // Rows past `len` (the sequence's end; their output is never stored) read the last one instead.
-template <class Element>
+// kNarrow (KernelConfig::kNarrowHeadDim): dims past head_dim give 0, as TMA's zero fill gives
+// them in shared memory.
+template <class Element, bool kNarrow = false>
 struct QueriesInGlobal {
   const Element* upper;  // row lane / 4
   const Element* lower;  // row lane / 4 + 8
-  __device__ __forceinline__ QueriesInGlobal(const Element* rows, int64_t row_stride, int first, int len, int lane) {
+  int dims_after;        // kNarrow: head dims from the lane's first, head_dim - 2 (lane % 4)
+  __device__ __forceinline__ QueriesInGlobal(const Element* rows, int64_t row_stride, int first, int len, int head_dim,
+                                             int lane)
+      : dims_after(kNarrow ? head_dim - 2 * (lane % 4) : 0) {
     const Element* dims = rows + 2 * (lane % 4);
     upper = dims + int64_t(min(first + lane / 4, len - 1)) * row_stride;
     lower = dims + int64_t(min(first + lane / 4 + 8, len - 1)) * row_stride;
   }
   // The lane's two rows given (GQA packing: each tile row its own head, pack_gqa.h).
-  __device__ __forceinline__ QueriesInGlobal(const Element* upper_row, const Element* lower_row, int lane)
-      : upper(upper_row + 2 * (lane % 4)), lower(lower_row + 2 * (lane % 4)) {}
+  __device__ __forceinline__ QueriesInGlobal(const Element* upper_row, const Element* lower_row, int head_dim, int lane)
+      : upper(upper_row + 2 * (lane % 4)),
+        lower(lower_row + 2 * (lane % 4)),
+        dims_after(kNarrow ? head_dim - 2 * (lane % 4) : 0) {}
+  __device__ __forceinline__ uint32_t pair(const Element* row, int dim) const {
+    if constexpr (kNarrow) {
+      if (dim >= dims_after) return 0u;
+    }
+    return __ldg(reinterpret_cast<const unsigned int*>(row + dim));
+  }
+  // The full head dim's loads as they were before kNarrow: the same loads through pair() moved
+  // the d64 / d128 kernels' schedules (session 55), and their machine code stays as it was.
   __device__ __forceinline__ void operator()(int kk, uint32_t (&a)[4]) const {
-    a[0] = __ldg(reinterpret_cast<const unsigned int*>(upper + 16 * kk));
-    a[1] = __ldg(reinterpret_cast<const unsigned int*>(lower + 16 * kk));
-    a[2] = __ldg(reinterpret_cast<const unsigned int*>(upper + 16 * kk + 8));
-    a[3] = __ldg(reinterpret_cast<const unsigned int*>(lower + 16 * kk + 8));
+    if constexpr (kNarrow) {
+      a[0] = pair(upper, 16 * kk);
+      a[1] = pair(lower, 16 * kk);
+      a[2] = pair(upper, 16 * kk + 8);
+      a[3] = pair(lower, 16 * kk + 8);
+    } else {
+      a[0] = __ldg(reinterpret_cast<const unsigned int*>(upper + 16 * kk));
+      a[1] = __ldg(reinterpret_cast<const unsigned int*>(lower + 16 * kk));
+      a[2] = __ldg(reinterpret_cast<const unsigned int*>(upper + 16 * kk + 8));
+      a[3] = __ldg(reinterpret_cast<const unsigned int*>(lower + 16 * kk + 8));
+    }
   }
 };
 
@@ -102,14 +124,23 @@ struct KeysInStage {
 // The key block's B fragments from global memory: the lane's key (lane / 4 of each 8) and its
 // two dims 2 (lane % 4) + {0, 1}, and the same 8 dims on, as ldmatrix would have given them.
 // Keys past `keys` (the sequence's end) read the last one instead: the mask drops their scores.
-template <class Element>
+// kNarrow: dims past head_dim give 0 (QueriesInGlobal).
+template <class Element, bool kNarrow = false>
 struct KeysInGlobal {
   const Element* rows;  // the block's key 0, at this lane's two dims
   int64_t row_stride;
   int key, last_key;
-  __device__ __forceinline__ KeysInGlobal(const Element* block, int64_t row_stride_, int keys, int lane)
-      : rows(block + 2 * (lane % 4)), row_stride(row_stride_), key(lane / 4), last_key(keys - 1) {}
+  int dims_after;  // kNarrow: head_dim - 2 (lane % 4)
+  __device__ __forceinline__ KeysInGlobal(const Element* block, int64_t row_stride_, int keys, int head_dim, int lane)
+      : rows(block + 2 * (lane % 4)),
+        row_stride(row_stride_),
+        key(lane / 4),
+        last_key(keys - 1),
+        dims_after(kNarrow ? head_dim - 2 * (lane % 4) : 0) {}
   __device__ __forceinline__ uint32_t pair(int k_index, int dim) const {
+    if constexpr (kNarrow) {
+      if (dim >= dims_after) return 0u;
+    }
     return __ldg(reinterpret_cast<const unsigned int*>(rows + int64_t(min(k_index, last_key)) * row_stride + dim));
   }
   __device__ __forceinline__ void operator()(int kk, int j, uint32_t (&b)[4]) const {
@@ -150,19 +181,22 @@ __device__ __forceinline__ void warp_values(float (&o)[kHeadDim / 2], float (&p)
 // 2 (lane % 4) + {0, 1}: b[0] of keys 16kk .. 16kk + 7, b[1] of the next 8. Two elements a load,
 // and no packing: half the registers in flight of loading each element, with which ptxas spilled
 // the kernels' loop state. Keys past `keys` (the sequence's end) give 0: their P is 0, and the
-// rows there may hold anything (NaN times 0 is NaN).
-template <class Element>
+// rows there may hold anything (NaN times 0 is NaN). kNarrow: dims past head_dim give 0 as well
+// (their O is never stored, but the loads would leave the tensor).
+template <class Element, bool kNarrow = false>
 struct ValuesInGlobal {
   const Element* rows;  // the block's key lane / 4, at this lane's two dims of each 8
   int row_stride;       // elements (a key row's stride fits 32 bits; the products are widened)
   int keys_after;       // keys past the lane's first: keys - lane / 4
-  __device__ __forceinline__ ValuesInGlobal(const Element* block, int64_t row_stride_, int keys, int lane)
+  int dims_after;       // kNarrow: head_dim - 2 (lane % 4)
+  __device__ __forceinline__ ValuesInGlobal(const Element* block, int64_t row_stride_, int keys, int head_dim, int lane)
       : rows(block + int64_t(lane / 4) * row_stride_ + 2 * (lane % 4)),
         row_stride(int(row_stride_)),
-        keys_after(keys - lane / 4) {}
+        keys_after(keys - lane / 4),
+        dims_after(kNarrow ? head_dim - 2 * (lane % 4) : 0) {}
   __device__ __forceinline__ uint32_t transposed(int k_step, int dim) const {
     const uint32_t pair =
-        k_step < keys_after
+        k_step < keys_after && (!kNarrow || dim < dims_after)
             ? __ldg(reinterpret_cast<const unsigned int*>(rows + int64_t(k_step) * row_stride + dim))
             : 0u;
     return cuda::movmatrix_trans(pair);

@@ -4,11 +4,11 @@
 // refusals and a full build the acceptances.
 #include <gtest/gtest.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cuda/kernel_sets.h"
+#include "gpu/compiled_set.h"
 #include "problem.h"
 
 namespace fa_test {
@@ -16,15 +16,6 @@ namespace {
 
 using flashattn::AttentionProblem;
 using flashattn::DType;
-
-bool listed(const std::string& csv, const std::string& item) {
-  std::stringstream ss(csv);
-  std::string tok;
-  while (std::getline(ss, tok, ',')) {
-    if (tok == item) return true;
-  }
-  return false;
-}
 
 TEST(Sm80CompiledSet, RefusesWhatTheBuildLeftOut) {
   const std::string hdims = FLASHATTN_TEST_HDIMS, dtypes = FLASHATTN_TEST_DTYPES;

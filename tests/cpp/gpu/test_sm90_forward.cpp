@@ -471,7 +471,12 @@ KernelCheck kernel_check(Kernel k) {
 TEST_P(Sm90Forward, MatchesReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
-  const KernelCheck check = kernel_check(c.kernel);
+  // A build that leaves the case's head dim out runs it on a larger one's narrow twin (the default
+  // kernel's), whatever kernel the case is written for.
+  AttentionProblem built;
+  built.dtype = c.dtype, built.headdim = c.headdim;
+  const KernelCheck check = kernel_check(c.kernel != Kernel::kAny && sm90_runs_narrow_twin(built) ? Kernel::kDynamic
+                                                                                                  : c.kernel);
   const int64_t before = check.launches != nullptr ? check.launches() : 0;
   const uint32_t seeds[] = {1u, 2u};
   for (uint32_t seed : seeds) {
@@ -499,7 +504,7 @@ std::vector<Case> cases() {
   std::vector<Case> v;
   for (DType dt : {bf, fp}) {
     const std::string t = dt == bf ? "bf16" : "fp16";
-    for (int d : {64, 128, 192, 256}) {
+    for (int d : {64, 96, 128, 192, 256}) {
       v.push_back(make("small_d" + std::to_string(d) + "_" + t, dt, d, 2, 256, 256, 3, 3));
       v.push_back(make("ragged_d" + std::to_string(d) + "_" + t, dt, d, 2, 200, 333, 2, 2));
       Case c = make("causal_d" + std::to_string(d) + "_" + t, dt, d, 2, 300, 300, 2, 1);
@@ -708,6 +713,64 @@ std::vector<Case> cases() {
   c.lens_q = {150, 260}, c.lens_k = {150, 300}, c.used_q = {149, 3}, c.used_k = {150, 299}, v.push_back(c);
   c = make("seqused_persistent_bf16", bf, 64, 8, 256, 256, 16, 4);
   c.used_q = {256, 200, 129, 128, 127, 1, 64, 0}, c.used_k = {256, 255, 1, 128, 200, 256, 64, 9}, v.push_back(c);
+  // Head dim 96 (d128's tiles on three quarters of the columns: the second 64-element column half
+  // used, config.h TileShape<96>), on the kernels d128's rules give it: the static kernel (Q in
+  // registers, released at load; the checked max, bf16 with the tile recompute, fp16 with the
+  // fallback a block) for unmasked rows up to 2k keys and causal rows, the dynamic one past 2k
+  // (the small / ragged / causal cases above run it too). The wgmma of P V is N = 96 over a
+  // column and a half of V, and S's last two steps read Q and K's second column.
+  rising("rising_scores_d96_bf16", bf, 96, 2, 300, 700, 2, 2, false, 64.0f, Kernel::kStatic);
+  rising("rising_scores_overflow_d96_fp16", fp, 96, 2, 300, 700, 2, 1, false, 64.0f, Kernel::kStatic);
+  rising("rising_scores_long_d96_fp16", fp, 96, 1, 300, 2200, 2, 1, false, 12.0f, Kernel::kDynamic);
+  boosted("sink_scores_long_padded_d96_bf16", bf, 96, 1, 300, 3000, 2, 1, false, 64.0f, 0, 6, Kernel::kDynamic);
+  v.back().layout = Layout::kPadded;
+  boosted("band_scores_causal_d96_bf16", bf, 96, 1, 900, 900, 2, 2, true, 64.0f, 300, 500, Kernel::kStatic);
+  // Variable lengths under a local window (padded rows) and seqused in a head-major layout: rows
+  // stored one by one by the predicated epilogue, tiles without keys.
+  const auto varlen_and_seqused = [&](int d_varlen, int d_seqused, Kernel kernel) {
+    Case w = make("varlen_window_d" + std::to_string(d_varlen) + "_fp16", fp, d_varlen, 0, 0, 0, 4, 2);
+    w.kernel = kernel, w.layout = Layout::kPadded, w.lens_q = {100, 1, 257, 130}, w.lens_k = {200, 50, 257, 5};
+    w.window_left = 60, w.window_right = 10, v.push_back(w);
+    Case u = make("seqused_head_major_d" + std::to_string(d_seqused) + "_bf16", bf, d_seqused, 3, 300, 333, 2, 2);
+    u.kernel = kernel, u.layout = Layout::kHeadMajor, u.used_q = {300, 77, 0}, u.used_k = {333, 100, 1};
+    v.push_back(u);
+  };
+  varlen_and_seqused(96, 96, Kernel::kStatic);
+  c = make("persistent_causal_d96_fp16", fp, 96, 4, 640, 640, 8, 8), c.kernel = Kernel::kStatic, c.causal = true;
+  v.push_back(c);
+  // Head dims between the instantiations run on the next larger one, in the default kernel's
+  // narrow twin (NarrowHeadDimConfig; dynamic schedule), the columns past the head dim zero (TMA's
+  // fill on loads, left out of its stores; KernelParams::head_dim): 80 and 88 on d96's kernel,
+  // 112 on d128's, 32 on d64's, 160 on d192's, 224 on d256's. In packed layouts those columns
+  // hold the next head's values, in padded ones NaN, so a kernel that reads them into S or P V
+  // fails the case, and one that writes them clobbers a neighbour. The checked max reads Q, K and
+  // V from global memory in its fallback (fp16) and tile recompute (bf16) (the rising and sink
+  // cases); variable lengths and seqused store O row by row (the predicated epilogue); windows
+  // and seqused leave tiles without keys (their zero stores); a decode-like GQA shape, which GQA
+  // packing does not take at these head dims.
+  for (DType dt : {bf, fp}) {
+    const std::string t = dt == bf ? "bf16" : "fp16";
+    c = make("small_d112_" + t, dt, 112, 2, 256, 256, 3, 3), c.kernel = Kernel::kDynamic, v.push_back(c);
+    c = make("causal_d80_" + t, dt, 80, 2, 300, 300, 2, 1), c.kernel = Kernel::kDynamic, c.causal = true;
+    v.push_back(c);
+  }
+  c = make("ragged_padded_d80_bf16", bf, 80, 2, 200, 333, 2, 2), c.kernel = Kernel::kDynamic;
+  c.layout = Layout::kPadded, v.push_back(c);
+  varlen_and_seqused(112, 88, Kernel::kDynamic);
+  c = make("decode_gqa_d112_bf16", bf, 112, 2, 16, 500, 8, 2), c.kernel = Kernel::kDynamic, c.causal = true;
+  v.push_back(c);
+  rising("rising_scores_overflow_d80_bf16", bf, 80, 2, 300, 700, 2, 2, false, 64.0f, Kernel::kDynamic);
+  rising("rising_scores_overflow_d112_fp16", fp, 112, 2, 300, 700, 2, 1, false, 64.0f, Kernel::kDynamic);
+  boosted("sink_scores_long_padded_d112_bf16", bf, 112, 1, 300, 3000, 2, 1, false, 64.0f, 0, 6, Kernel::kDynamic);
+  v.back().layout = Layout::kPadded;
+  c = make("ragged_d32_bf16", bf, 32, 2, 200, 333, 2, 2), c.kernel = Kernel::kDynamic, v.push_back(c);
+  c = make("causal_d32_fp16", fp, 32, 2, 600, 600, 2, 2), c.kernel = Kernel::kDynamic, c.causal = true;
+  v.push_back(c);
+  rising("rising_scores_long_d32_fp16", fp, 32, 1, 400, 1400, 2, 2, false, 64.0f, Kernel::kDynamic);
+  c = make("window_softcap_padded_d160_bf16", bf, 160, 2, 300, 400, 2, 2), c.kernel = Kernel::kDynamic;
+  c.layout = Layout::kPadded, c.window_left = 50, c.window_right = 20, c.softcap = 20.0f, v.push_back(c);
+  c = make("causal_gqa_d224_fp16", fp, 224, 2, 300, 300, 4, 2), c.kernel = Kernel::kDynamic, c.causal = true;
+  v.push_back(c);
   return v;
 }
 
@@ -917,6 +980,12 @@ std::vector<Case> pack_gqa_cases() {
   c.boost_to = 4, v.push_back(c);
   c = make("g2_rising_scores_causal_q300_k900_fp16", fp, 128, 1, 300, 900, 4, 2), c.causal = true;
   c.early_key_boost = 64.0f, v.push_back(c);
+  // Head dim 96 (d128's tiles, the second column half used): causal with rows past the keys,
+  // variable length with softcap, and the checked max's fallback.
+  c = make("g4_causal_q40_k30_d96_bf16", bf, 96, 2, 40, 30, 8, 2), c.causal = true, v.push_back(c);
+  c = make("g8_varlen_softcap_d96_fp16", fp, 96, 0, 0, 0, 16, 2);
+  c.lens_q = {16, 1, 9}, c.lens_k = {300, 129, 64}, c.softcap = 20.0f, v.push_back(c);
+  c = make("g2_rising_scores_q64_k700_d96_bf16", bf, 96, 2, 64, 700, 4, 2), c.early_key_boost = 64.0f, v.push_back(c);
   return v;
 }
 
@@ -1067,6 +1136,21 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
       EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " causal, " << keys << " keys";
     }
   }
+  // Head dim 96 takes head dim 128's rules, but not the kernels built at 128 alone (tall tiles,
+  // cluster pairs, the short-rows twin): the static schedule for causal rows at every length and
+  // for unmasked rows up to the bound, the dynamic one past it.
+  p.headdim = 96, p.mask.window_right = 0;
+  for (int keys : {512, kSm90OneHeadGroupMaxKeys + 1}) {
+    p.seqlen_q = p.seqlen_k = keys;
+    EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 96 causal, " << keys << " keys";
+    EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim 96 causal, " << keys << " keys";
+    EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 96 causal, " << keys << " keys";
+  }
+  p.mask.window_right = -1, p.seqlen_q = p.seqlen_k = kSm90StaticUnmaskedMaxKeys;
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 96, no mask, at the bound";
+  p.seqlen_q = p.seqlen_k = 2 * kSm90ClusterPairsMinKeys;
+  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 96, no mask, past the bound";
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "hdim 96, no mask (no cluster pairs built)";
   p.headdim = 128, p.mask.window_right = -1, p.seqlen_q = p.seqlen_k = 512;
 
   // Unmasked long rows at head dim 128 take cluster pairs (since session 20) where they can, else
@@ -1655,6 +1739,51 @@ TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
   if (s.message.find("not built") == std::string::npos) {
     EXPECT_NE(s.message.find("head dim 128 only, not 256"), std::string::npos) << s.message;
   }
+}
+
+// Head dims the kernels cannot run: not a multiple of 8 (the predicated stores and the fallback's
+// loads take whole pairs and 16-byte chunks), or past the largest instantiation. Unsupported,
+// naming the head dim, before any memory is touched (null operands); the API then takes the sm80
+// kernel. A head dim between the instantiations is taken (the Cases suite runs them) by the
+// default kernel's narrow twin alone: no rule picks another kernel for it. Host code only (no
+// device needed).
+TEST(Sm90HeadDims, RefusesWhatItCannotRound) {
+  for (int headdim : {100, 12, 264}) {
+    AttentionProblem p;
+    p.dtype = DType::kBFloat16, p.headdim = headdim, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 64;
+    p.seqlen_k = 64, p.nheads_q = p.nheads_kv = 1, p.total_q = p.total_k = 64;
+    p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 64 * headdim, headdim, headdim};
+    const Status s = sm90_supports_forward(p);
+    EXPECT_FALSE(s.ok()) << "hdim " << headdim;
+    EXPECT_EQ(s.code, flashattn::StatusCode::kUnsupported);
+    EXPECT_NE(s.message.find("head dim"), std::string::npos) << s.message;
+    EXPECT_NE(s.message.find(std::to_string(headdim)), std::string::npos) << s.message;
+    EXPECT_FALSE(sm90_forward(p).ok()) << "hdim " << headdim;
+  }
+  // GQA head packing is instantiated at 64, 96, 128, 192 and 256 only: a head dim between them is
+  // neither picked for it nor taken when forced (the API runs it on the narrow default kernel).
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16, p.headdim = 112, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 4;
+  p.seqlen_k = 64, p.nheads_q = 8, p.nheads_kv = 2, p.total_q = 4, p.total_k = 64;
+  p.q = p.out = flashattn::Operand{nullptr, 4 * 8 * 112, 8 * 112, 112};
+  p.k = p.v = flashattn::Operand{nullptr, 64 * 2 * 112, 2 * 112, 112};
+  if (!sm90_supports_forward(p).ok()) return;  // no bf16 instantiation holds head dim 112 in this build
+  EXPECT_TRUE(sm90_runs_narrow_twin(p));
+  EXPECT_FALSE(sm90_picks_pack_gqa(p));
+  EXPECT_FALSE(sm90_picks_static_schedule(p));
+  EXPECT_FALSE(sm90_picks_short_rows(p));
+  EXPECT_FALSE(sm90_picks_tall_tiles(p));
+  p.seqlen_q = 256, p.seqlen_k = 4096;  // a shape the rules give the cluster pairs at head dim 128
+  EXPECT_FALSE(sm90_picks_cluster_pairs(p));
+  p.seqlen_q = 4, p.seqlen_k = 64;
+  const Status packed = sm90_supports_forward_pack_gqa(p);
+  EXPECT_FALSE(packed.ok());
+  EXPECT_NE(packed.message.find("not 112"), std::string::npos) << packed.message;
+  p.headdim = 128;
+  p.q = p.out = flashattn::Operand{nullptr, 4 * 8 * 128, 8 * 128, 128};
+  p.k = p.v = flashattn::Operand{nullptr, 64 * 2 * 128, 2 * 128, 128};
+  EXPECT_TRUE(sm90_picks_pack_gqa(p));  // the same shape at an instantiated head dim
+  EXPECT_FALSE(sm90_runs_narrow_twin(p));
 }
 
 // Tiles are numbered in 32 bits: a problem with more than 2^30 tiles of 64 rows (reachable only
