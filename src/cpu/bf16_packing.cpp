@@ -3,7 +3,6 @@
 // -mavx512bf16 (CMakeLists.txt), which both engines imply (bf16_products.cpp checks them).
 #include <immintrin.h>
 
-#include <climits>
 #include <cstring>
 
 #include "cpu/bf16_products.h"
@@ -12,33 +11,66 @@ namespace flashattn {
 namespace cpu {
 namespace {
 
-inline uint32_t pair(uint16_t low, uint16_t high) { return uint32_t(low) | (uint32_t(high) << 16); }
+// m (16 rows of 16 words) transposed in place: four butterfly stages, each swapping the
+// off-diagonal half x half blocks inside every 2 half x 2 half block (half = 8, 4, 2, 1). For a
+// row pair (i, i + half) with bit `half` clear in i, lane c of the new row i is row i's lane c
+// where bit `half` of c is clear, else row i + half's lane c - half; the new row i + half is
+// row i's lane c + half where clear, else row i + half's lane c.
+template <int kHalf>
+struct ButterflyLanes {
+  int low[16] = {}, high[16] = {};
+  constexpr ButterflyLanes() {
+    for (int c = 0; c < 16; ++c) {
+      const bool upper = c & kHalf;
+      low[c] = upper ? 16 + c - kHalf : c;  // vpermt2d: lanes 16-31 name the second source's
+      high[c] = upper ? 16 + c : c + kHalf;
+    }
+  }
+};
+
+template <int kHalf>
+inline void butterfly(__m512i* m) {
+  static constexpr ButterflyLanes<kHalf> lanes{};
+  const __m512i take_low = _mm512_loadu_si512(lanes.low), take_high = _mm512_loadu_si512(lanes.high);
+  for (int i = 0; i < 16; ++i) {
+    if (i & kHalf) continue;
+    const __m512i a = m[i], b = m[i + kHalf];
+    m[i] = _mm512_permutex2var_epi32(a, take_low, b);
+    m[i + kHalf] = _mm512_permutex2var_epi32(a, take_high, b);
+  }
+}
+
+inline void transpose_words(__m512i* m) {
+  butterfly<8>(m);
+  butterfly<4>(m);
+  butterfly<2>(m);
+  butterfly<1>(m);
+}
 
 }  // namespace
 
 void bf16_pack_transposed(const uint16_t* src, int rows, int cols, int64_t ld, int k_pad, int n_pad, uint32_t* dst) {
-  const int half_k = k_pad / 2;
-  std::memset(dst, 0, size_t(n_pad) * half_k * 4);
-  // A panel's row kk is the 32-bit word kk of each of its 16 source rows: one gather (16-bit
-  // element offsets, scaled by 2) of the panel's rows a word.
-  const bool offsets_fit = 15 * ld <= INT32_MAX - cols;
-  for (int r0 = 0; r0 < rows; r0 += 16) {
-    const int n = rows - r0 < 16 ? rows - r0 : 16;
+  const int half_k = k_pad / 2, words = cols / 2;
+  // A panel's row kk is the 32-bit word kk of each of its 16 source rows: the panel is the
+  // transpose of its rows read as words, taken 16 x 16 words at a time (a gather a row of the
+  // panel took 4x as long on Zen 4). Blocks past the rows or the words are zeros.
+  for (int r0 = 0; r0 < n_pad; r0 += 16) {
     uint32_t* panel = dst + int64_t(r0 / 16) * half_k * 16;
-    const uint16_t* base = src + r0 * ld;
-    if (!offsets_fit) {
-      for (int r = 0; r < n; ++r) {
-        for (int kk = 0; kk < cols / 2; ++kk) panel[kk * 16 + r] = pair(base[r * ld + 2 * kk], base[r * ld + 2 * kk + 1]);
+    const int n = rows - r0 < 16 ? (rows > r0 ? rows - r0 : 0) : 16;
+    for (int k0 = 0; k0 < half_k; k0 += 16) {
+      uint32_t* out = panel + int64_t(k0) * 16;
+      if (n == 0 || k0 >= words) {
+        for (int w = 0; w < 16; ++w) _mm512_storeu_si512(out + w * 16, _mm512_setzero_si512());
+        continue;
       }
-      continue;
-    }
-    const __mmask16 live = __mmask16((1u << n) - 1u);
-    const __m512i row_offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                   _mm512_set1_epi32(int(ld)));
-    for (int kk = 0; kk < cols / 2; ++kk) {
-      const __m512i offsets = _mm512_add_epi32(row_offsets, _mm512_set1_epi32(2 * kk));
-      const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, offsets, base, 2);
-      _mm512_storeu_si512(panel + kk * 16, words);
+      const int live_words = words - k0 < 16 ? words - k0 : 16;
+      const __mmask16 live = __mmask16((1u << live_words) - 1u);
+      __m512i block[16];
+      for (int r = 0; r < 16; ++r) {
+        block[r] = r < n ? _mm512_maskz_loadu_epi32(live, src + (r0 + r) * ld + 2 * k0) : _mm512_setzero_si512();
+      }
+      transpose_words(block);
+      for (int w = 0; w < 16; ++w) _mm512_storeu_si512(out + w * 16, block[w]);
     }
   }
 }
