@@ -126,5 +126,29 @@ void bf16_round_rows(const float* src, int64_t lds, int rows, int cols, uint16_t
   }
 }
 
+void bf16_round_transposed(const float* src, int64_t lds, int rows, int cols, uint16_t* dst, int64_t ldd,
+                           int dst_rows, int dst_cols) {
+  // 32 source rows make 32 bf16 of each destination row: two 16 x 16 word transposes whose rows
+  // pair up in one vcvtne2ps2bf16.
+  for (int c0 = 0; c0 < dst_rows; c0 += 16) {
+    const int live_cols = cols - c0 >= 16 ? 16 : (cols > c0 ? cols - c0 : 0);
+    const __mmask16 live = __mmask16((1u << live_cols) - 1u);
+    for (int r0 = 0; r0 < dst_cols; r0 += 32) {
+      __m512i low[16], high[16];
+      for (int r = 0; r < 16; ++r) {
+        low[r] = r0 + r < rows ? _mm512_maskz_loadu_epi32(live, src + (r0 + r) * lds + c0) : _mm512_setzero_si512();
+        high[r] = r0 + 16 + r < rows ? _mm512_maskz_loadu_epi32(live, src + (r0 + 16 + r) * lds + c0)
+                                     : _mm512_setzero_si512();
+      }
+      transpose_words(low);
+      transpose_words(high);
+      for (int w = 0; w < 16; ++w) {
+        const __m512bh pair = _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(high[w]), _mm512_castsi512_ps(low[w]));
+        std::memcpy(dst + (c0 + w) * ldd + r0, &pair, 64);
+      }
+    }
+  }
+}
+
 }  // namespace cpu
 }  // namespace flashattn

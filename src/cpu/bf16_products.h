@@ -70,5 +70,11 @@ void bf16_copy_rows(const void* src, int rows, int cols, int64_t ld, int rows_pa
 // dst (rows x cols bf16, row stride ldd) = src (float32, row stride lds) rounded to nearest even.
 void bf16_round_rows(const float* src, int64_t lds, int rows, int cols, uint16_t* dst, int64_t ldd);
 
+// dst (dst_rows x dst_cols bf16, row stride ldd; dst_rows a multiple of 16, dst_cols of 32) =
+// the transpose of src (rows x cols float32, row stride lds) rounded to nearest even, zeros
+// outside it. For dQ = dS K from the backward's dS^T.
+void bf16_round_transposed(const float* src, int64_t lds, int rows, int cols, uint16_t* dst, int64_t ldd,
+                           int dst_rows, int dst_cols);
+
 }  // namespace cpu
 }  // namespace flashattn

@@ -178,12 +178,9 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
           // dQ's tile through a buffer of its own: its padded rows must not touch the next
           // sequence's rows of dq_acc, which another task may be adding to.
           const int nq_rows = round_up(nq, cpu::kBf16Rows);
-          for (int qi = 0; qi < nq_rows; ++qi) {
-            uint16_t* drow = ds16 + static_cast<int64_t>(kBlockK) * nq_pad + static_cast<int64_t>(qi) * nk_pad;
-            for (int r = 0; r < nk_pad; ++r) drow[r] = qi < nq && r < nk ? ds16[static_cast<int64_t>(r) * nq_pad + qi] : 0;
-          }
-          cpu::bf16_gemm(nq_rows, Dp, nk_pad, ds16 + static_cast<int64_t>(kBlockK) * nq_pad, nk_pad, cpu::as_pairs(kp),
-                        dq_tile, Dp, false);
+          uint16_t* ds_rows = ds16 + static_cast<int64_t>(kBlockK) * nq_pad;  // dS, query-major
+          cpu::bf16_round_transposed(dpt, nq_pad, nk, nq, ds_rows, nk_pad, nq_rows, nk_pad);
+          cpu::bf16_gemm(nq_rows, Dp, nk_pad, ds_rows, nk_pad, cpu::as_pairs(kp), dq_tile, Dp, false);
           float* dq_rows = dq_h + g0 * Dp;
           for (int64_t e = 0; e < static_cast<int64_t>(nq) * Dp; ++e) dq_rows[e] += dq_tile[e];
         } else {

@@ -3,7 +3,8 @@
 // real sizes sit short of the padded ones, against a double sum of the same bf16 values. Products
 // of two bf16 are exact in float, so the only error is float accumulation: at most K roundings of
 // sums bounded by sum |a b|. A wrong panel, pair or row offset misses by the size of the values.
-// Runs the chosen engine, and the AVX512-BF16 one on its own where the chosen one is AMX.
+// Runs the chosen engine, and the AVX512-BF16 one on its own where the chosen one is AMX. Then the
+// backward's transposed rounding, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -129,6 +130,40 @@ TEST(Bf16Products, EveryEngineAgainstDoubleSums) {
                          (accumulate ? " accumulate" : ""));
             check_product(engine.gemm, M, N, K, transposed, accumulate, seed++);
             if (::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The backward's dS for dQ: the transpose of float rows rounded to bf16 (to nearest even, as the
+// tests' own rounding), zeros in the padding, nothing read outside the rows and columns (NaN there).
+TEST(Bf16Products, RoundTransposedMatchesScalarRounding) {
+  if (flashattn::cpu::bf16_engine() == Bf16Engine::kNone) GTEST_SKIP() << "no bf16 engine here";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int rows : {1, 15, 16, 17, 33, 64}) {
+    for (int cols : {1, 8, 16, 31, 64}) {
+      const int lds = cols + 5, dst_rows = (cols + 15) / 16 * 16 + 16, dst_cols = (rows + 31) / 32 * 32;
+      const int ldd = dst_cols + 8;
+      std::vector<float> src(static_cast<size_t>(rows + 1) * lds, std::nanf(""));
+      for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < cols; ++c) src[static_cast<size_t>(r) * lds + c] = normal(rng);
+      }
+      std::vector<uint16_t> dst(static_cast<size_t>(dst_rows) * ldd, 0xabcd);
+      flashattn::cpu::bf16_round_transposed(src.data(), lds, rows, cols, dst.data(), ldd, dst_rows, dst_cols);
+      int bad = 0;
+      for (int i = 0; i < dst_rows && bad < 5; ++i) {
+        for (int j = 0; j < ldd && bad < 5; ++j) {
+          const uint16_t want = j >= dst_cols ? 0xabcd
+                                : (i < cols && j < rows) ? encode_bf16(round_bf16(src[static_cast<size_t>(j) * lds + i]))
+                                                         : 0;
+          const uint16_t got = dst[static_cast<size_t>(i) * ldd + j];
+          if (got != want) {
+            ++bad;
+            ADD_FAILURE() << "rows " << rows << " cols " << cols << ": dst[" << i << "][" << j << "] = " << got
+                          << ", expected " << want;
           }
         }
       }
