@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backends.h"
-#include "cpu/amx_products.h"
+#include "cpu/bf16_products.h"
 #include "cpu/simd/kernels.h"
 #include "cpu/threads.h"
 #include "cpu/tile_rows.h"
@@ -23,13 +23,13 @@ namespace {
 
 constexpr int kBlockK = 64;
 constexpr int kBlockQ = 64;
-// bf16 on AMX (cpu/amx_products.h): the five products take Q, K, V and dO in their bf16 storage
-// and P and dS rounded to bf16 (as the GPU kernels round them); the softmax recompute, dS and
-// the accumulators stay float32.
+// bf16 on its dot-product instructions, AMX or AVX512-BF16 (cpu/bf16_products.h): the five
+// products take Q, K, V and dO in their bf16 storage and P and dS rounded to bf16 (as the GPU
+// kernels round them); the softmax recompute, dS and the accumulators stay float32.
 
 // Floats in a row of the dQ, dK and dV accumulators (the head dim padded).
 int grad_row(const AttentionProblem& p) {
-  return round_up(p.headdim, cpu::amx_takes(p.dtype) ? cpu::kAmxDepth : cpu::kernels().nr);
+  return round_up(p.headdim, cpu::bf16_products_take(p.dtype) ? cpu::kBf16Depth : cpu::kernels().nr);
 }
 
 
@@ -72,17 +72,17 @@ struct KeyChunk {
 void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vector<float>& delta_all,
                     float* dq_acc, int64_t dq_chunk_stride, Workspace& ws) {
   const cpu::Kernels& K = cpu::kernels();
-  const bool amx = cpu::amx_takes(p.dtype);
+  const bool bf16_dots = cpu::bf16_products_take(p.dtype);
   const int NR = K.nr;
   const int D = p.headdim, Dp = grad_row(p);
-  const int pad = amx ? cpu::kAmxDepth : NR;  // query and key padding of the score tiles' columns
+  const int pad = bf16_dots ? cpu::kBf16Depth : NR;  // query and key padding of the score tiles' columns
   const SequenceSpan seq = host_sequence(p, c.b);
   const int64_t off = seq.diag_offset();
   const int group = p.heads_per_kv();
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const bool softcap = p.score.softcap > 0.0f;
 
-  float* kf = ws.kf.get(static_cast<size_t>(kBlockK) * Dp);  // Dp >= D: room for AMX's padded bf16 rows too
+  float* kf = ws.kf.get(static_cast<size_t>(kBlockK) * Dp);  // Dp >= D: room for the padded bf16 rows too
   float* vf = ws.vf.get(static_cast<size_t>(kBlockK) * Dp);
   float* kp = ws.kp.get(static_cast<size_t>(kBlockK) * Dp);
   float* qt = ws.qt.get(static_cast<size_t>(Dp) * kBlockQ);
@@ -92,28 +92,28 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
   float* st = ws.st.get(static_cast<size_t>(kBlockK) * kBlockQ);
   float* dpt = ws.dpt.get(static_cast<size_t>(kBlockK) * kBlockQ);
   float* ds = ws.ds.get(static_cast<size_t>(kBlockQ) * round_up(kBlockK, NR));
-  // AMX: P^T and dS^T rounded (keys x queries), dS rounded (queries x keys), one tile of dQ.
-  uint16_t* p16 = cpu::amx_bf16(ws.p16.get(static_cast<size_t>(kBlockK) * kBlockQ / 2));
-  uint16_t* ds16 = cpu::amx_bf16(ws.ds16.get(static_cast<size_t>(kBlockK) * kBlockQ));  // dS^T, then dS
+  // bf16 dots: P^T and dS^T rounded (keys x queries), dS rounded (queries x keys), one tile of dQ.
+  uint16_t* p16 = cpu::as_bf16(ws.p16.get(static_cast<size_t>(kBlockK) * kBlockQ / 2));
+  uint16_t* ds16 = cpu::as_bf16(ws.ds16.get(static_cast<size_t>(kBlockK) * kBlockQ));  // dS^T, then dS
   float* dq_tile = ws.dq_tile.get(static_cast<size_t>(kBlockQ) * Dp);
   float* capped = ws.capped.get(static_cast<size_t>(kBlockK) * kBlockQ);
   float* lse = ws.lse.get(kBlockQ);
   float* delta = ws.delta.get(kBlockQ);
-  if (amx) cpu::amx_configure_thread();
+  if (bf16_dots) cpu::bf16_products_begin();
 
   for (int64_t k0 = c.k_begin; k0 < c.k_end; k0 += kBlockK) {
     const int nk = static_cast<int>(std::min<int64_t>(kBlockK, c.k_end - k0));
     const int nk_pad = round_up(nk, pad);
-    const int nk_rows = amx ? round_up(nk, cpu::kAmxRows) : nk;  // rows of the key-major tiles
+    const int nk_rows = bf16_dots ? round_up(nk, cpu::kBf16Rows) : nk;  // rows of the key-major tiles
     float* dk = ws.dk.zeros(static_cast<size_t>(nk_rows) * Dp);
     float* dv = ws.dv.zeros(static_cast<size_t>(nk_rows) * Dp);
     const void* k_src = row_address(p.k, p.dtype, c.b, seq.k_row0, k0, c.hk);
     const void* v_src = row_address(p.v, p.dtype, c.b, seq.k_row0, k0, c.hk);
-    if (amx) {
+    if (bf16_dots) {
       // K and V as the A operands of S^T and dP^T (zero rows up to nk_rows), K pair-packed for dQ.
-      cpu::amx_copy_rows(k_src, nk, D, p.k.row_stride, nk_rows, Dp, cpu::amx_bf16(kf));
-      cpu::amx_copy_rows(v_src, nk, D, p.v.row_stride, nk_rows, Dp, cpu::amx_bf16(vf));
-      cpu::amx_pack(bf16_rows(k_src), nk, D, p.k.row_stride, nk_pad, Dp, cpu::amx_pairs(kp));
+      cpu::bf16_copy_rows(k_src, nk, D, p.k.row_stride, nk_rows, Dp, cpu::as_bf16(kf));
+      cpu::bf16_copy_rows(v_src, nk, D, p.v.row_stride, nk_rows, Dp, cpu::as_bf16(vf));
+      cpu::bf16_pack(bf16_rows(k_src), nk, D, p.k.row_stride, nk_pad, Dp, cpu::as_pairs(kp));
     } else {
       K.load_rows(k_src, p.dtype, nk, D, p.k.row_stride, 1.0f, kf, D);
       K.load_rows(v_src, p.dtype, nk, D, p.v.row_stride, 1.0f, vf, D);
@@ -135,11 +135,11 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
         const int nq_pad = round_up(nq, pad);
         const void* q_src = row_address(p.q, p.dtype, c.b, seq.q_row0, i0, h);
         const void* do_src = row_address(p.dout, p.dtype, c.b, seq.q_row0, i0, h);
-        if (amx) {
-          cpu::amx_pack_transposed(bf16_rows(q_src), nq, D, p.q.row_stride, Dp, nq_pad, cpu::amx_pairs(qt));
-          cpu::amx_pack_transposed(bf16_rows(do_src), nq, D, p.dout.row_stride, Dp, nq_pad, cpu::amx_pairs(dot));
-          cpu::amx_pack(bf16_rows(q_src), nq, D, p.q.row_stride, nq_pad, Dp, cpu::amx_pairs(qp));
-          cpu::amx_pack(bf16_rows(do_src), nq, D, p.dout.row_stride, nq_pad, Dp, cpu::amx_pairs(dop));
+        if (bf16_dots) {
+          cpu::bf16_pack_transposed(bf16_rows(q_src), nq, D, p.q.row_stride, Dp, nq_pad, cpu::as_pairs(qt));
+          cpu::bf16_pack_transposed(bf16_rows(do_src), nq, D, p.dout.row_stride, Dp, nq_pad, cpu::as_pairs(dot));
+          cpu::bf16_pack(bf16_rows(q_src), nq, D, p.q.row_stride, nq_pad, Dp, cpu::as_pairs(qp));
+          cpu::bf16_pack(bf16_rows(do_src), nq, D, p.dout.row_stride, nq_pad, Dp, cpu::as_pairs(dop));
         } else {
           K.pack_bt(q_src, p.dtype, nq, D, p.q.row_stride, qt);
           K.pack_bt(do_src, p.dtype, nq, D, p.dout.row_stride, dot);
@@ -153,9 +153,9 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
         }
 
         // P^T = exp(S^T - L), dP^T = V dO^T, dS^T = P^T * (dP^T - D) * dscore.
-        if (amx) {
-          cpu::amx_gemm(nk_rows, nq_pad, Dp, cpu::amx_bf16(kf), Dp, cpu::amx_pairs(qt), st, nq_pad, false);
-          cpu::amx_gemm(nk_rows, nq_pad, Dp, cpu::amx_bf16(vf), Dp, cpu::amx_pairs(dot), dpt, nq_pad, false);
+        if (bf16_dots) {
+          cpu::bf16_gemm(nk_rows, nq_pad, Dp, cpu::as_bf16(kf), Dp, cpu::as_pairs(qt), st, nq_pad, false);
+          cpu::bf16_gemm(nk_rows, nq_pad, Dp, cpu::as_bf16(vf), Dp, cpu::as_pairs(dot), dpt, nq_pad, false);
         } else {
           K.gemm(nk, nq_pad, D, kf, D, qt, st, nq_pad, false);
           K.gemm(nk, nq_pad, D, vf, D, dot, dpt, nq_pad, false);
@@ -169,21 +169,18 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
           K.ds_row(dpt + static_cast<int64_t>(r) * nq_pad, srow, nq_pad, delta, softcap ? crow : nullptr,
                    p.score.scale, p.score.softcap);
         }
-        if (amx) {
+        if (bf16_dots) {
           // Rows nk..nk_rows of S^T and dP^T are the zero K / V rows' (0): they add nothing.
-          cpu::amx_round_rows(st, nq_pad, nk_rows, nq_pad, p16, nq_pad);
-          cpu::amx_round_rows(dpt, nq_pad, nk_rows, nq_pad, ds16, nq_pad);
-          cpu::amx_gemm(nk_rows, Dp, nq_pad, p16, nq_pad, cpu::amx_pairs(dop), dv, Dp, true);
-          cpu::amx_gemm(nk_rows, Dp, nq_pad, ds16, nq_pad, cpu::amx_pairs(qp), dk, Dp, true);
+          cpu::bf16_round_rows(st, nq_pad, nk_rows, nq_pad, p16, nq_pad);
+          cpu::bf16_round_rows(dpt, nq_pad, nk_rows, nq_pad, ds16, nq_pad);
+          cpu::bf16_gemm(nk_rows, Dp, nq_pad, p16, nq_pad, cpu::as_pairs(dop), dv, Dp, true);
+          cpu::bf16_gemm(nk_rows, Dp, nq_pad, ds16, nq_pad, cpu::as_pairs(qp), dk, Dp, true);
           // dQ's tile through a buffer of its own: its padded rows must not touch the next
           // sequence's rows of dq_acc, which another task may be adding to.
-          const int nq_rows = round_up(nq, cpu::kAmxRows);
-          for (int qi = 0; qi < nq_rows; ++qi) {
-            uint16_t* drow = ds16 + static_cast<int64_t>(kBlockK) * nq_pad + static_cast<int64_t>(qi) * nk_pad;
-            for (int r = 0; r < nk_pad; ++r) drow[r] = qi < nq && r < nk ? ds16[static_cast<int64_t>(r) * nq_pad + qi] : 0;
-          }
-          cpu::amx_gemm(nq_rows, Dp, nk_pad, ds16 + static_cast<int64_t>(kBlockK) * nq_pad, nk_pad, cpu::amx_pairs(kp),
-                        dq_tile, Dp, false);
+          const int nq_rows = round_up(nq, cpu::kBf16Rows);
+          uint16_t* ds_rows = ds16 + static_cast<int64_t>(kBlockK) * nq_pad;  // dS, query-major
+          cpu::bf16_round_transposed(dpt, nq_pad, nk, nq, ds_rows, nk_pad, nq_rows, nk_pad);
+          cpu::bf16_gemm(nq_rows, Dp, nk_pad, ds_rows, nk_pad, cpu::as_pairs(kp), dq_tile, Dp, false);
           float* dq_rows = dq_h + g0 * Dp;
           for (int64_t e = 0; e < static_cast<int64_t>(nq) * Dp; ++e) dq_rows[e] += dq_tile[e];
         } else {
@@ -202,7 +199,7 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
     K.store_rows(dk, Dp, nk, D, nullptr, row_address(p.dk, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, p.dk.row_stride);
     K.store_rows(dv, Dp, nk, D, nullptr, row_address(p.dv, p.dtype, c.b, seq.k_row0, k0, c.hk), p.dtype, p.dv.row_stride);
   }
-  if (amx) cpu::amx_release_thread();
+  if (bf16_dots) cpu::bf16_products_end();
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backends.h"
-#include "cpu/amx_products.h"
+#include "cpu/bf16_products.h"
 #include "cpu/simd/kernels.h"
 #include "cpu/threads.h"
 #include "cpu/tile_rows.h"
@@ -50,23 +50,24 @@ void prefetch_rows(const void* first_row, int rows, int64_t row_bytes, int64_t s
   }
 }
 
-// bf16 on AMX (cpu/amx_products.h): the products take the operands in their bf16 storage, P is
-// rounded to bf16 for P V (as the GPU kernels do), and everything else stays float32. Rows, keys
-// and the head dim are padded to the tile steps (kAmxRows, kAmxDepth).
+// bf16 on its dot-product instructions, AMX or AVX512-BF16 (cpu/bf16_products.h): the products
+// take the operands in their bf16 storage, P is rounded to bf16 for P V (as the GPU kernels do),
+// and everything else stays float32. Rows, keys and the head dim are padded to the engines' steps
+// (kBf16Rows, kBf16Depth).
 struct Workspace {
   AlignedBuffer q, kt, v, s, o, row_max, row_sum, p16;
 };
 
 void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& ws) {
   const cpu::Kernels& K = cpu::kernels();
-  const bool amx = cpu::amx_takes(p.dtype);
+  const bool bf16_dots = cpu::bf16_products_take(p.dtype);
   const int NR = K.nr;
   const int D = p.headdim;
-  const int Dp = round_up(D, amx ? cpu::kAmxDepth : NR);  // o's row; with AMX also q's and P V's N
+  const int Dp = round_up(D, bf16_dots ? cpu::kBf16Depth : NR);  // o's row; with bf16 dots also q's and P V's N
   const SequenceSpan seq = host_sequence(p, blk.b);
   const int64_t off = seq.diag_offset();
   const int rows = static_cast<int>(std::min<int64_t>(kBlockQ, seq.len_q - blk.q0));
-  const int rows_pad = amx ? round_up(rows, cpu::kAmxRows) : rows;
+  const int rows_pad = bf16_dots ? round_up(rows, cpu::kBf16Rows) : rows;
   const int hk = blk.h / p.heads_per_kv();
   const float slope = alibi_slope(p, blk.b, blk.h);
   const bool plain_scores = p.score.softcap == 0.0f && slope == 0.0f && p.score.scale > 0.0f;
@@ -79,11 +80,11 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
   std::fill(l, l + rows, 0.0f);
   const void* q_rows = row_address(p.q, p.dtype, blk.b, seq.q_row0, blk.q0, blk.h);
   float* q = nullptr;
-  uint16_t* q16 = nullptr;  // AMX: q's bf16 rows, zero-padded to rows_pad x Dp
-  if (amx) {
-    cpu::amx_configure_thread();
-    q16 = cpu::amx_bf16(ws.q.get(static_cast<size_t>(rows_pad) * Dp / 2));
-    cpu::amx_copy_rows(q_rows, rows, D, p.q.row_stride, rows_pad, Dp, q16);
+  uint16_t* q16 = nullptr;  // bf16 dots: q's bf16 rows, zero-padded to rows_pad x Dp
+  if (bf16_dots) {
+    cpu::bf16_products_begin();
+    q16 = cpu::as_bf16(ws.q.get(static_cast<size_t>(rows_pad) * Dp / 2));
+    cpu::bf16_copy_rows(q_rows, rows, D, p.q.row_stride, rows_pad, Dp, q16);
   } else {
     q = ws.q.get(static_cast<size_t>(rows) * D);
     K.load_rows(q_rows, p.dtype, rows, D, p.q.row_stride, 1.0f, q, D);
@@ -94,18 +95,18 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
   float* kt = ws.kt.get(static_cast<size_t>(Dp) * kBlockK);
   float* v = ws.v.get(static_cast<size_t>(kBlockK) * Dp);
   float* s = ws.s.get(static_cast<size_t>(kSubQ) * kBlockK);
-  uint16_t* p16 = cpu::amx_bf16(ws.p16.get(static_cast<size_t>(kSubQ) * kBlockK / 2));
+  uint16_t* p16 = cpu::as_bf16(ws.p16.get(static_cast<size_t>(kSubQ) * kBlockK / 2));
 
   for (int64_t k0 = key_lo; k0 < key_hi; k0 += kBlockK) {
     const int nk = static_cast<int>(std::min<int64_t>(kBlockK, key_hi - k0));
-    const int nk_pad = round_up(nk, amx ? cpu::kAmxDepth : NR);
+    const int nk_pad = round_up(nk, bf16_dots ? cpu::kBf16Depth : NR);
     const void* k_rows = row_address(p.k, p.dtype, blk.b, seq.k_row0, k0, hk);
     const void* v_rows = row_address(p.v, p.dtype, blk.b, seq.k_row0, k0, hk);
-    if (amx) {
-      cpu::amx_pack_transposed(static_cast<const uint16_t*>(k_rows), nk, D, p.k.row_stride, Dp, nk_pad,
-                               cpu::amx_pairs(kt));
-      cpu::amx_pack(static_cast<const uint16_t*>(v_rows), nk, D, p.v.row_stride, nk_pad, Dp,
-                    cpu::amx_pairs(v));
+    if (bf16_dots) {
+      cpu::bf16_pack_transposed(static_cast<const uint16_t*>(k_rows), nk, D, p.k.row_stride, Dp, nk_pad,
+                               cpu::as_pairs(kt));
+      cpu::bf16_pack(static_cast<const uint16_t*>(v_rows), nk, D, p.v.row_stride, nk_pad, Dp,
+                    cpu::as_pairs(v));
     } else {
       K.pack_bt(k_rows, p.dtype, nk, D, p.k.row_stride, kt);
       K.pack_b(v_rows, p.dtype, nk, D, p.v.row_stride, v);
@@ -123,9 +124,9 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
       // Slices that the mask hides from this whole tile cost nothing (causal's upper triangle).
       if (p.mask.key_begin(i0, off) >= k0 + nk || p.mask.key_end(i0 + sr - 1, off, seq.len_k) <= k0) continue;
       float* o_slice = o + static_cast<int64_t>(r0) * Dp;
-      const int sr_pad = amx ? round_up(sr, cpu::kAmxRows) : sr;
-      if (amx) {
-        cpu::amx_gemm(sr_pad, nk_pad, Dp, q16 + static_cast<int64_t>(r0) * Dp, Dp, cpu::amx_pairs(kt),
+      const int sr_pad = bf16_dots ? round_up(sr, cpu::kBf16Rows) : sr;
+      if (bf16_dots) {
+        cpu::bf16_gemm(sr_pad, nk_pad, Dp, q16 + static_cast<int64_t>(r0) * Dp, Dp, cpu::as_pairs(kt),
                       s, nk_pad, false);
       } else {
         K.gemm(sr, nk_pad, D, q + static_cast<int64_t>(r0) * D, D, kt, s, nk_pad, false);
@@ -136,16 +137,16 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
                             p.mask.key_end(i0, off, seq.len_k) >= k0 + nk;
       const cpu::ScoreRow geom = score_geometry(p, slope, nk, i0 + off - k0, -1.0f);
       K.softmax_step(s, nk_pad, sr, nk_pad, unmasked ? nullptr : &geom, p.score.scale, m + r0, l + r0, o_slice, Dp, Dp);
-      if (amx) {
+      if (bf16_dots) {
         // Rows sr..sr_pad hold the scores of q's zero rows (0): they add nothing to rows never stored.
-        cpu::amx_round_rows(s, nk_pad, sr_pad, nk_pad, p16, nk_pad);
-        cpu::amx_gemm(sr_pad, Dp, nk_pad, p16, nk_pad, cpu::amx_pairs(v), o_slice, Dp, true);
+        cpu::bf16_round_rows(s, nk_pad, sr_pad, nk_pad, p16, nk_pad);
+        cpu::bf16_gemm(sr_pad, Dp, nk_pad, p16, nk_pad, cpu::as_pairs(v), o_slice, Dp, true);
       } else {
         K.gemm(sr, Dp, nk, s, nk_pad, v, o_slice, Dp, true);
       }
     }
   }
-  if (amx) cpu::amx_release_thread();
+  if (bf16_dots) cpu::bf16_products_end();
 
   // The single final normalisation; rows that saw no key keep o = 0 and get lse = -inf.
   for (int r = 0; r < rows; ++r) {

@@ -1,11 +1,13 @@
-// The bf16 forward's and backward's tiles: on processors with AMX their products run on bf16 tiles
-// that need rows in 16s and keys and head dims in 32s (cpu/amx_products.h), so the shapes here sit
+// The bf16 forward's and backward's tiles: on processors with AMX or AVX512-BF16 their products run
+// on bf16 operands that need rows in 16s and keys and head dims in 32s (cpu/bf16_products.h), so
+// the shapes here sit
 // on either side of those steps and of the blocks (forward: 128 keys, 512 rows; backward: 64 x 64), with the options that change a
 // tile's masking or scores (causal, windows, softcap, ALiBi, variable length with seqused and NaN
 // in the key rows no sequence uses) and odd row strides. Each is held to the same bar as the
 // other low-precision tests: no more than twice the error of a naive bf16 implementation against
-// the fp64 reference on the same values. ctest runs them again with FLASHATTN_AMX=0 (the float32
-// products) and under the narrower SIMD flavours.
+// the fp64 reference on the same values. ctest runs them again with each narrower engine
+// (FLASHATTN_BF16_PRODUCTS=avx512bf16, =float: the float32 products) and under the narrower SIMD
+// flavours.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,7 +15,7 @@
 
 #include "common/attn_case.h"
 #include "common/checks.h"
-#include "cpu/amx_products.h"
+#include "cpu/bf16_products.h"
 
 namespace fa_test {
 namespace {
@@ -49,7 +51,9 @@ CaseSpec tile_spec(const TileCase& t) {
   return s;
 }
 
-const char* products() { return flashattn::cpu::amx_usable() ? " (AMX products)" : " (float32 products)"; }
+std::string products() {
+  return std::string(" (") + flashattn::cpu::bf16_engine_name(flashattn::cpu::bf16_engine()) + " products)";
+}
 
 // The forward alone, then forward and backward (the backward from the flash forward's O and L, as
 // a training step runs it).
