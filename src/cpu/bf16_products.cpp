@@ -61,6 +61,8 @@ const char* bf16_engine_name(Bf16Engine engine) {
   return "float32";
 }
 
+int bf16_row_step() { return bf16_engine() == Bf16Engine::kAmx ? kBf16Rows : kDotPairsRows; }
+
 void bf16_products_begin() {
   if (bf16_engine() == Bf16Engine::kAmx) amx_configure_thread();
 }

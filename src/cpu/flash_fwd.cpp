@@ -69,7 +69,7 @@ void prefetch_rows(const void* first_row, int rows, int64_t row_bytes, int64_t s
 // bf16 on its dot-product instructions, AMX or AVX512-BF16 (cpu/bf16_products.h): the products
 // take the operands in their bf16 storage, P is rounded to bf16 for P V (as the GPU kernels do),
 // and everything else stays float32. Rows, keys and the head dim are padded to the engines' steps
-// (kBf16Rows, kBf16Depth).
+// (bf16_row_step(), kBf16Depth).
 struct Workspace {
   AlignedBuffer q, kt, v, s, o, row_max, row_sum, p16;
 };
@@ -103,7 +103,8 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
   // Row r of the task is query q0 + r % rows_per_head of q head h0 + r / rows_per_head.
   const int rows_per_head = static_cast<int>(std::min<int64_t>(kBlockQ / heads, seq.len_q - blk.q0));
   const int rows = rows_per_head * heads;
-  const int rows_pad = bf16_dots ? round_up(rows, cpu::kBf16Rows) : rows;
+  const int row_step = bf16_dots ? cpu::bf16_row_step() : 1;
+  const int rows_pad = round_up(rows, row_step);
   const int hk = blk.h0 / p.heads_per_kv();
   const float neg_inf = -std::numeric_limits<float>::infinity();
   auto query_of = [&](int r) { return blk.q0 + r % rows_per_head; };
@@ -173,7 +174,7 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
       for_each_head_rows(r0, sr, rows_per_head, [&](const HeadRows& h) { seen = seen || !hidden(h); });
       if (!seen) continue;
       float* o_slice = o + static_cast<int64_t>(r0) * Dp;
-      const int sr_pad = bf16_dots ? round_up(sr, cpu::kBf16Rows) : sr;
+      const int sr_pad = round_up(sr, row_step);
       if (bf16_dots) {
         cpu::bf16_gemm(sr_pad, nk_pad, Dp, q16 + static_cast<int64_t>(r0) * Dp, Dp, cpu::as_pairs(kt), s, nk_pad,
                        false);

@@ -103,15 +103,18 @@ void check_product(Gemm gemm, int M, int N, int K, bool transposed, bool accumul
 struct Engine {
   const char* name;
   Gemm gemm;
+  int row_step;  // M's step
 };
 
 std::vector<Engine> engines_here() {
   std::vector<Engine> engines;
   const Bf16Engine chosen = flashattn::cpu::bf16_engine();
   if (chosen == Bf16Engine::kNone) return engines;
-  engines.push_back({flashattn::cpu::bf16_engine_name(chosen), flashattn::cpu::bf16_gemm});
+  engines.push_back({flashattn::cpu::bf16_engine_name(chosen), flashattn::cpu::bf16_gemm, flashattn::cpu::bf16_row_step()});
   // AMX is chosen only where AVX512-BF16 exists too (the packing needs it).
-  if (chosen == Bf16Engine::kAmx) engines.push_back({"AVX512-BF16", flashattn::cpu::dot_pairs_gemm});
+  if (chosen == Bf16Engine::kAmx) {
+    engines.push_back({"AVX512-BF16", flashattn::cpu::dot_pairs_gemm, flashattn::cpu::kDotPairsRows});
+  }
   return engines;
 }
 
@@ -120,7 +123,8 @@ TEST(Bf16Products, EveryEngineAgainstDoubleSums) {
   if (engines.empty()) GTEST_SKIP() << "no bf16 dot-product instructions here (or FLASHATTN_BF16_PRODUCTS=float)";
   uint32_t seed = 1;
   for (const Engine& engine : engines) {
-    for (int M : {16, 32, 48, 80}) {
+    for (int M : {8, 16, 24, 32, 48, 80}) {
+      if (M % engine.row_step != 0) continue;
       for (int N : {16, 32, 48, 64, 80, 128, 144}) {
         for (int K : {32, 64, 96, 256}) {
           for (int variant = 0; variant < 4; ++variant) {
