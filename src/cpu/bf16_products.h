@@ -28,7 +28,8 @@ constexpr int kBf16Depth = 32;
 enum class Bf16Engine { kNone, kDotPairs, kAmx };
 
 // The engine this process runs, chosen once: the best the processor and operating system offer,
-// at most the one FLASHATTN_BF16_PRODUCTS names (amx | avx512bf16 | float; unset: the best).
+// at most the one FLASHATTN_BF16_PRODUCTS names (amx | avx512bf16 | float; unset or another
+// value: the best; FLASHATTN_AMX=0 as avx512bf16).
 // Choosing AMX asks Linux for the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM), once, for the
 // whole process: its signal frames grow by the 8 KB of tile data, so a later sigaltstack smaller
 // than that is refused (FLASHATTN_BF16_PRODUCTS=avx512bf16 avoids it).
@@ -59,8 +60,9 @@ void bf16_products_end();
 void bf16_gemm(int M, int N, int K, const uint16_t* A, int64_t lda, const uint32_t* B, float* C, int64_t ldc,
                bool accumulate);
 
-// Pair-packs B = src^T for src (rows x cols, bf16, row stride ld elements): K = cols padded to
-// k_pad (a multiple of 32) and N = rows padded to n_pad (a multiple of 16), zeros in the padding.
+// Pair-packs B = src^T for src (rows x cols, bf16, row stride ld elements): K = cols (even: a
+// head dim) padded to k_pad (a multiple of 32) and N = rows padded to n_pad (a multiple of 16),
+// zeros in the padding.
 // For S = Q K^T with src = K's rows.
 void bf16_pack_transposed(const uint16_t* src, int rows, int cols, int64_t ld, int k_pad, int n_pad, uint32_t* dst);
 
