@@ -13,7 +13,7 @@ namespace cpu {
 namespace {
 
 constexpr int kLanes = 16;      // a pair-packed panel's width: one zmm of 32-bit words
-constexpr int kBlockRows = 8;   // rows of C a block; the callers' 16-row padding is two blocks
+constexpr int kBlockRows = kDotPairsRows;  // rows of C a block
 constexpr int kBlockPanels = 3; // 8 x 3 accumulators + 3 panel rows + 1 broadcast of 32 zmm
 
 // C[kRows x 16 kPanels] (+)= A * B over half_k pairs: a step loads one word row of each panel and,

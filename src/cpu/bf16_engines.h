@@ -13,7 +13,8 @@ void amx_release_thread();
 void amx_gemm(int M, int N, int K, const uint16_t* A, int64_t lda, const uint32_t* B, float* C, int64_t ldc,
               bool accumulate);
 
-// AVX512-BF16 (bf16_dot_pairs.cpp, -mavx512f -mavx512bf16).
+// AVX512-BF16 (bf16_dot_pairs.cpp, -mavx512f -mavx512bf16): M a multiple of its register block's rows.
+constexpr int kDotPairsRows = 8;
 void dot_pairs_gemm(int M, int N, int K, const uint16_t* A, int64_t lda, const uint32_t* B, float* C, int64_t ldc,
                     bool accumulate);
 

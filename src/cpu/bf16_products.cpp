@@ -35,8 +35,10 @@ bool has_amx_bf16() {
 
 Bf16Engine choose() {
   const char* want = std::getenv("FLASHATTN_BF16_PRODUCTS");
+  const char* amx = std::getenv("FLASHATTN_AMX");  // session 57's switch, still honoured
   const bool float_only = want != nullptr && std::strcmp(want, "float") == 0;
-  const bool no_amx = want != nullptr && std::strcmp(want, "avx512bf16") == 0;
+  const bool no_amx = (want != nullptr && std::strcmp(want, "avx512bf16") == 0) ||
+                      (amx != nullptr && std::strcmp(amx, "0") == 0);
   if (float_only || !has_avx512_bf16()) return Bf16Engine::kNone;
   // Linux hands out the 8 KB of tile data per process on request (kernel 5.16 and later).
   if (!no_amx && has_amx_bf16() && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureTileData) == 0) {
@@ -60,6 +62,8 @@ const char* bf16_engine_name(Bf16Engine engine) {
   }
   return "float32";
 }
+
+int bf16_row_step() { return bf16_engine() == Bf16Engine::kAmx ? kBf16Rows : kDotPairsRows; }
 
 void bf16_products_begin() {
   if (bf16_engine() == Bf16Engine::kAmx) amx_configure_thread();

@@ -20,20 +20,25 @@
 namespace flashattn {
 namespace cpu {
 
-// The steps: rows of A and C in 16s, the depth K in 32 bf16 (one 64-byte tile row); callers pad
-// their rows, keys, queries and head dims to these.
+// The steps: rows of A and C in 16s (or bf16_row_step()), the depth K in 32 bf16 (one 64-byte tile
+// row); callers pad their rows, keys, queries and head dims to these.
 constexpr int kBf16Rows = 16;
 constexpr int kBf16Depth = 32;
 
 enum class Bf16Engine { kNone, kDotPairs, kAmx };
 
 // The engine this process runs, chosen once: the best the processor and operating system offer,
-// at most the one FLASHATTN_BF16_PRODUCTS names (amx | avx512bf16 | float; unset: the best).
+// at most the one FLASHATTN_BF16_PRODUCTS names (amx | avx512bf16 | float; unset or another
+// value: the best; FLASHATTN_AMX=0 as avx512bf16).
 // Choosing AMX asks Linux for the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM), once, for the
 // whole process: its signal frames grow by the 8 KB of tile data, so a later sigaltstack smaller
 // than that is refused (FLASHATTN_BF16_PRODUCTS=avx512bf16 avoids it).
 Bf16Engine bf16_engine();
 const char* bf16_engine_name(Bf16Engine engine);
+
+// The row step of A and C that this process's engine takes: AMX's 16-row tiles, or the
+// AVX512-BF16 engine's 8-row register blocks (a decode step's few stacked rows pad to 8, not 16).
+int bf16_row_step();
 
 // Whether problems of this dtype run their products here: bf16 where an engine exists.
 inline bool bf16_products_take(DType dtype) {
@@ -50,12 +55,14 @@ inline uint32_t* as_pairs(float* p) { return reinterpret_cast<uint32_t*>(p); }
 void bf16_products_begin();
 void bf16_products_end();
 
-// C (+)= A * B, A bf16 with row stride lda elements, B pair-packed, C float32 with row stride ldc.
+// C (+)= A * B, A bf16 with row stride lda elements, B pair-packed, C float32 with row stride ldc;
+// M a multiple of bf16_row_step() (kBf16Rows always is).
 void bf16_gemm(int M, int N, int K, const uint16_t* A, int64_t lda, const uint32_t* B, float* C, int64_t ldc,
                bool accumulate);
 
-// Pair-packs B = src^T for src (rows x cols, bf16, row stride ld elements): K = cols padded to
-// k_pad (a multiple of 32) and N = rows padded to n_pad (a multiple of 16), zeros in the padding.
+// Pair-packs B = src^T for src (rows x cols, bf16, row stride ld elements): K = cols (even: a
+// head dim) padded to k_pad (a multiple of 32) and N = rows padded to n_pad (a multiple of 16),
+// zeros in the padding.
 // For S = Q K^T with src = K's rows.
 void bf16_pack_transposed(const uint16_t* src, int rows, int cols, int64_t ld, int k_pad, int n_pad, uint32_t* dst);
 

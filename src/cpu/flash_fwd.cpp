@@ -25,17 +25,33 @@ constexpr int kBlockQ = 512;
 constexpr int kSubQ = 64;
 constexpr int kBlockK = 128;
 
+// With GQA and short query rows (decode), a task stacks the rows of `heads` q heads that share a
+// kv head, head after head, so that their K/V tiles are packed once and fill the products' rows
+// together (FlashAttention-3's PackGQA on the GPU). Only where every sequence of every stacked
+// head fits one task, and only as far as two tasks a thread remain; 1 otherwise. A row's products
+// and softmax do not depend on the task's other rows, so the results are the same bits.
+int heads_per_task(const AttentionProblem& p) {
+  const int group = p.heads_per_kv();
+  const int64_t wanted_tasks = 2 * static_cast<int64_t>(resolve_threads(p.num_threads));
+  for (int heads = group; heads > 1; --heads) {
+    if (group % heads != 0 || static_cast<int64_t>(p.seqlen_q) * heads > kBlockQ) continue;
+    if (static_cast<int64_t>(p.batch) * (p.nheads_q / heads) >= wanted_tasks) return heads;
+  }
+  return 1;
+}
+
 struct QueryBlock {
-  int b, h;
+  int b, h0;  // the first of the task's q heads
   int64_t q0;
 };
 
-std::vector<QueryBlock> query_blocks(const AttentionProblem& p) {
+std::vector<QueryBlock> query_blocks(const AttentionProblem& p, int heads) {
   std::vector<QueryBlock> blocks;
+  const int rows_per_head = kBlockQ / heads;
   for (int b = 0; b < p.batch; ++b) {
     const SequenceSpan seq = host_sequence(p, b);
-    for (int h = 0; h < p.nheads_q; ++h) {
-      for (int64_t q0 = 0; q0 < seq.len_q; q0 += kBlockQ) blocks.push_back({b, h, q0});
+    for (int h0 = 0; h0 < p.nheads_q; h0 += heads) {
+      for (int64_t q0 = 0; q0 < seq.len_q; q0 += rows_per_head) blocks.push_back({b, h0, q0});
     }
   }
   return blocks;
@@ -53,12 +69,30 @@ void prefetch_rows(const void* first_row, int rows, int64_t row_bytes, int64_t s
 // bf16 on its dot-product instructions, AMX or AVX512-BF16 (cpu/bf16_products.h): the products
 // take the operands in their bf16 storage, P is rounded to bf16 for P V (as the GPU kernels do),
 // and everything else stays float32. Rows, keys and the head dim are padded to the engines' steps
-// (kBf16Rows, kBf16Depth).
+// (bf16_row_step(), kBf16Depth).
 struct Workspace {
   AlignedBuffer q, kt, v, s, o, row_max, row_sum, p16;
 };
 
-void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& ws) {
+// Rows [a, b) of a task's stack that belong to its q head `head` and to the slice [r0, r0 + n),
+// cut where the head's queries cross a multiple of kSubQ: the softmax then sees the same groups
+// of rows (and takes the same unmasked shortcut) whether heads are stacked or not, so the results
+// are the same bits either way. (A task's first query q0 is 0 or a multiple of kBlockQ.)
+struct HeadRows {
+  int head, a, b;
+};
+
+template <typename Fn>
+void for_each_head_rows(int r0, int n, int rows_per_head, Fn&& fn) {
+  for (int a = r0; a < r0 + n;) {
+    const int head = a / rows_per_head, in_head = a - head * rows_per_head;
+    const int b = std::min({r0 + n, (head + 1) * rows_per_head, a + kSubQ - in_head % kSubQ});
+    fn(HeadRows{head, a, b});
+    a = b;
+  }
+}
+
+void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, Workspace& ws) {
   const cpu::Kernels& K = cpu::kernels();
   const bool bf16_dots = cpu::bf16_products_take(p.dtype);
   const int NR = K.nr;
@@ -66,32 +100,44 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
   const int Dp = round_up(D, bf16_dots ? cpu::kBf16Depth : NR);  // o's row; with bf16 dots also q's and P V's N
   const SequenceSpan seq = host_sequence(p, blk.b);
   const int64_t off = seq.diag_offset();
-  const int rows = static_cast<int>(std::min<int64_t>(kBlockQ, seq.len_q - blk.q0));
-  const int rows_pad = bf16_dots ? round_up(rows, cpu::kBf16Rows) : rows;
-  const int hk = blk.h / p.heads_per_kv();
-  const float slope = alibi_slope(p, blk.b, blk.h);
-  const bool plain_scores = p.score.softcap == 0.0f && slope == 0.0f && p.score.scale > 0.0f;
+  // Row r of the task is query q0 + r % rows_per_head of q head h0 + r / rows_per_head.
+  const int rows_per_head = static_cast<int>(std::min<int64_t>(kBlockQ / heads, seq.len_q - blk.q0));
+  const int rows = rows_per_head * heads;
+  const int row_step = bf16_dots ? cpu::bf16_row_step() : 1;
+  const int rows_pad = round_up(rows, row_step);
+  const int hk = blk.h0 / p.heads_per_kv();
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  auto query_of = [&](int r) { return blk.q0 + r % rows_per_head; };
 
   float* o = ws.o.zeros(static_cast<size_t>(rows_pad) * Dp);
   float* m = ws.row_max.get(rows);
   float* l = ws.row_sum.get(rows);
   std::fill(m, m + rows, neg_inf);
   std::fill(l, l + rows, 0.0f);
-  const void* q_rows = row_address(p.q, p.dtype, blk.b, seq.q_row0, blk.q0, blk.h);
   float* q = nullptr;
   uint16_t* q16 = nullptr;  // bf16 dots: q's bf16 rows, zero-padded to rows_pad x Dp
   if (bf16_dots) {
     cpu::bf16_products_begin();
     q16 = cpu::as_bf16(ws.q.get(static_cast<size_t>(rows_pad) * Dp / 2));
-    cpu::bf16_copy_rows(q_rows, rows, D, p.q.row_stride, rows_pad, Dp, q16);
   } else {
     q = ws.q.get(static_cast<size_t>(rows) * D);
-    K.load_rows(q_rows, p.dtype, rows, D, p.q.row_stride, 1.0f, q, D);
+  }
+  for (int j = 0; j < heads; ++j) {
+    const void* q_rows = row_address(p.q, p.dtype, blk.b, seq.q_row0, blk.q0, blk.h0 + j);
+    const int r0 = j * rows_per_head;
+    const bool last = j == heads - 1;  // pads the stack's rows up to rows_pad
+    if (bf16_dots) {
+      cpu::bf16_copy_rows(q_rows, rows_per_head, D, p.q.row_stride, last ? rows_pad - r0 : rows_per_head, Dp,
+                          q16 + static_cast<int64_t>(r0) * Dp);
+    } else {
+      K.load_rows(q_rows, p.dtype, rows_per_head, D, p.q.row_stride, 1.0f, q + static_cast<int64_t>(r0) * D, D);
+    }
   }
 
+  // The mask depends on the query alone, so every stacked head sees the same keys.
+  const int64_t q_last = blk.q0 + rows_per_head - 1;
   const int64_t key_lo = std::max<int64_t>(0, p.mask.key_begin(blk.q0, off));
-  const int64_t key_hi = std::min<int64_t>(seq.len_k, p.mask.key_end(blk.q0 + rows - 1, off, seq.len_k));
+  const int64_t key_hi = std::min<int64_t>(seq.len_k, p.mask.key_end(q_last, off, seq.len_k));
   float* kt = ws.kt.get(static_cast<size_t>(Dp) * kBlockK);
   float* v = ws.v.get(static_cast<size_t>(kBlockK) * Dp);
   float* s = ws.s.get(static_cast<size_t>(kSubQ) * kBlockK);
@@ -104,9 +150,8 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
     const void* v_rows = row_address(p.v, p.dtype, blk.b, seq.k_row0, k0, hk);
     if (bf16_dots) {
       cpu::bf16_pack_transposed(static_cast<const uint16_t*>(k_rows), nk, D, p.k.row_stride, Dp, nk_pad,
-                               cpu::as_pairs(kt));
-      cpu::bf16_pack(static_cast<const uint16_t*>(v_rows), nk, D, p.v.row_stride, nk_pad, Dp,
-                    cpu::as_pairs(v));
+                                cpu::as_pairs(kt));
+      cpu::bf16_pack(static_cast<const uint16_t*>(v_rows), nk, D, p.v.row_stride, nk_pad, Dp, cpu::as_pairs(v));
     } else {
       K.pack_bt(k_rows, p.dtype, nk, D, p.k.row_stride, kt);
       K.pack_b(v_rows, p.dtype, nk, D, p.v.row_stride, v);
@@ -117,26 +162,44 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
       prefetch_rows(row_address(p.k, p.dtype, blk.b, seq.k_row0, k0 + kBlockK, hk), next, D * esize, p.k.row_stride * esize);
       prefetch_rows(row_address(p.v, p.dtype, blk.b, seq.k_row0, k0 + kBlockK, hk), next, D * esize, p.v.row_stride * esize);
     }
+    // Whether the mask hides all of this tile from the queries of rows [a, b) of one head.
+    auto hidden = [&](const HeadRows& h) {
+      return p.mask.key_begin(query_of(h.a), off) >= k0 + nk || p.mask.key_end(query_of(h.b - 1), off, seq.len_k) <= k0;
+    };
 
     for (int r0 = 0; r0 < rows; r0 += kSubQ) {
       const int sr = std::min(kSubQ, rows - r0);
-      const int64_t i0 = blk.q0 + r0;
       // Slices that the mask hides from this whole tile cost nothing (causal's upper triangle).
-      if (p.mask.key_begin(i0, off) >= k0 + nk || p.mask.key_end(i0 + sr - 1, off, seq.len_k) <= k0) continue;
+      bool seen = false;
+      for_each_head_rows(r0, sr, rows_per_head, [&](const HeadRows& h) { seen = seen || !hidden(h); });
+      if (!seen) continue;
       float* o_slice = o + static_cast<int64_t>(r0) * Dp;
-      const int sr_pad = bf16_dots ? round_up(sr, cpu::kBf16Rows) : sr;
+      const int sr_pad = round_up(sr, row_step);
       if (bf16_dots) {
-        cpu::bf16_gemm(sr_pad, nk_pad, Dp, q16 + static_cast<int64_t>(r0) * Dp, Dp, cpu::as_pairs(kt),
-                      s, nk_pad, false);
+        cpu::bf16_gemm(sr_pad, nk_pad, Dp, q16 + static_cast<int64_t>(r0) * Dp, Dp, cpu::as_pairs(kt), s, nk_pad,
+                       false);
       } else {
         K.gemm(sr, nk_pad, D, q + static_cast<int64_t>(r0) * D, D, kt, s, nk_pad, false);
       }
-      // Every row of the slice sees every key of a full tile and the score is just scale * q.k:
-      // the score pass folds into exp (one pass over the slice instead of two).
-      const bool unmasked = plain_scores && nk == nk_pad && p.mask.key_begin(i0 + sr - 1, off) <= k0 &&
-                            p.mask.key_end(i0, off, seq.len_k) >= k0 + nk;
-      const cpu::ScoreRow geom = score_geometry(p, slope, nk, i0 + off - k0, -1.0f);
-      K.softmax_step(s, nk_pad, sr, nk_pad, unmasked ? nullptr : &geom, p.score.scale, m + r0, l + r0, o_slice, Dp, Dp);
+      // The softmax per head's rows (its ALiBi slope, and queries that restart at each head).
+      // Rows the mask hides from the tile come out as P = 0. Where every row sees every key of
+      // a full tile and the score is just scale * q.k, the score pass folds into exp (one pass
+      // over the rows instead of two).
+      for_each_head_rows(r0, sr, rows_per_head, [&](const HeadRows& h) {
+        const float slope = alibi_slope(p, blk.b, blk.h0 + h.head);
+        const int64_t i0 = query_of(h.a);
+        // The shortcut is decided for the whole kSubQ group of queries that the rows belong to,
+        // as an unstacked task decides it, even where a slice holds only part of the group.
+        const int64_t group_first = blk.q0 + (i0 - blk.q0) / kSubQ * kSubQ;
+        const int64_t group_last = std::min<int64_t>(group_first + kSubQ, blk.q0 + rows_per_head) - 1;
+        const bool unmasked = p.score.softcap == 0.0f && slope == 0.0f && p.score.scale > 0.0f && nk == nk_pad &&
+                              p.mask.key_begin(group_last, off) <= k0 &&
+                              p.mask.key_end(group_first, off, seq.len_k) >= k0 + nk;
+        const cpu::ScoreRow geom = score_geometry(p, slope, nk, i0 + off - k0, -1.0f);
+        K.softmax_step(s + static_cast<int64_t>(h.a - r0) * nk_pad, nk_pad, h.b - h.a, nk_pad,
+                       unmasked ? nullptr : &geom, p.score.scale, m + h.a, l + h.a, o + static_cast<int64_t>(h.a) * Dp,
+                       Dp, Dp);
+      });
       if (bf16_dots) {
         // Rows sr..sr_pad hold the scores of q's zero rows (0): they add nothing to rows never stored.
         cpu::bf16_round_rows(s, nk_pad, sr_pad, nk_pad, p16, nk_pad);
@@ -152,21 +215,26 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, Workspace& 
   for (int r = 0; r < rows; ++r) {
     const bool empty = l[r] == 0.0f;
     if (p.lse) {
-      p.lse[lse_offset(p, blk.b, seq.q_row0, blk.q0 + r, blk.h)] = empty ? neg_inf : m[r] + std::log(l[r]);
+      const int h = blk.h0 + r / rows_per_head;
+      p.lse[lse_offset(p, blk.b, seq.q_row0, query_of(r), h)] = empty ? neg_inf : m[r] + std::log(l[r]);
     }
     l[r] = empty ? 0.0f : 1.0f / l[r];
   }
-  void* out = row_address(p.out, p.dtype, blk.b, seq.q_row0, blk.q0, blk.h);
-  K.store_rows(o, Dp, rows, D, l, out, p.dtype, p.out.row_stride);
+  for (int j = 0; j < heads; ++j) {
+    void* out = row_address(p.out, p.dtype, blk.b, seq.q_row0, blk.q0, blk.h0 + j);
+    const int64_t r0 = static_cast<int64_t>(j) * rows_per_head;
+    K.store_rows(o + r0 * Dp, Dp, rows_per_head, D, l + r0, out, p.dtype, p.out.row_stride);
+  }
 }
 
 }  // namespace
 
 Status cpu_flash_forward(const AttentionProblem& p) {
-  const std::vector<QueryBlock> blocks = query_blocks(p);
+  const int heads = heads_per_task(p);
+  const std::vector<QueryBlock> blocks = query_blocks(p, heads);
   parallel_for(static_cast<int64_t>(blocks.size()), p.num_threads, [&](int64_t t) {
     thread_local Workspace ws;
-    forward_block(p, blocks[static_cast<size_t>(t)], ws);
+    forward_block(p, blocks[static_cast<size_t>(t)], heads, ws);
   });
   return Status::Ok();
 }

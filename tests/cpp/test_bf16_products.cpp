@@ -47,11 +47,12 @@ Operand random_operand(std::mt19937& rng, int rows, int cols, int ld) {
 
 // One product: A is m x k_real (padded to M x K by bf16_copy_rows), B is k_real x n_real, given
 // as its rows or as the rows of its transpose, packed to K x N; C starts random when accumulating.
-void check_product(Gemm gemm, int M, int N, int K, bool transposed, bool accumulate, uint32_t seed) {
+void check_product(Gemm gemm, int M, int N, int K, bool transposed, bool accumulate, bool sparse, uint32_t seed) {
   std::mt19937 rng(seed);
   // Real sizes short of the padding where the layout allows: the transposed source's rows are
   // head-dim rows (multiples of 8 in the API), the plain source's rows are keys (any count).
-  const int m = M - 3, n = N - 5, k = transposed ? K - 8 : K - 7;
+  // Sparse: a few real rows, columns and depth, so whole panels and depth blocks are padding.
+  const int m = sparse ? 5 : M - 3, n = sparse ? 7 : N - 5, k = sparse ? 8 : (transposed ? K - 8 : K - 7);
   const Operand a = random_operand(rng, m, k, k + 3);
   const Operand b = transposed ? random_operand(rng, n, k, k + 2) : random_operand(rng, k, n, n + 2);
   const int ldb = transposed ? k + 2 : n + 2;
@@ -103,15 +104,18 @@ void check_product(Gemm gemm, int M, int N, int K, bool transposed, bool accumul
 struct Engine {
   const char* name;
   Gemm gemm;
+  int row_step;  // M's step
 };
 
 std::vector<Engine> engines_here() {
   std::vector<Engine> engines;
   const Bf16Engine chosen = flashattn::cpu::bf16_engine();
   if (chosen == Bf16Engine::kNone) return engines;
-  engines.push_back({flashattn::cpu::bf16_engine_name(chosen), flashattn::cpu::bf16_gemm});
+  engines.push_back({flashattn::cpu::bf16_engine_name(chosen), flashattn::cpu::bf16_gemm, flashattn::cpu::bf16_row_step()});
   // AMX is chosen only where AVX512-BF16 exists too (the packing needs it).
-  if (chosen == Bf16Engine::kAmx) engines.push_back({"AVX512-BF16", flashattn::cpu::dot_pairs_gemm});
+  if (chosen == Bf16Engine::kAmx) {
+    engines.push_back({"AVX512-BF16", flashattn::cpu::dot_pairs_gemm, flashattn::cpu::kDotPairsRows});
+  }
   return engines;
 }
 
@@ -120,15 +124,16 @@ TEST(Bf16Products, EveryEngineAgainstDoubleSums) {
   if (engines.empty()) GTEST_SKIP() << "no bf16 dot-product instructions here (or FLASHATTN_BF16_PRODUCTS=float)";
   uint32_t seed = 1;
   for (const Engine& engine : engines) {
-    for (int M : {16, 32, 48, 80}) {
+    for (int M : {8, 16, 24, 32, 48, 80}) {
+      if (M % engine.row_step != 0) continue;
       for (int N : {16, 32, 48, 64, 80, 128, 144}) {
         for (int K : {32, 64, 96, 256}) {
-          for (int variant = 0; variant < 4; ++variant) {
-            const bool transposed = variant & 1, accumulate = variant & 2;
+          for (int variant = 0; variant < 8; ++variant) {
+            const bool transposed = variant & 1, accumulate = variant & 2, sparse = variant & 4;
             SCOPED_TRACE(std::string(engine.name) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
                          " K=" + std::to_string(K) + (transposed ? " transposed" : "") +
-                         (accumulate ? " accumulate" : ""));
-            check_product(engine.gemm, M, N, K, transposed, accumulate, seed++);
+                         (accumulate ? " accumulate" : "") + (sparse ? " sparse" : ""));
+            check_product(engine.gemm, M, N, K, transposed, accumulate, sparse, seed++);
             if (::testing::Test::HasFailure()) return;
           }
         }

@@ -221,32 +221,89 @@ static void gemm(int M, int N, int K, const float* A, int64_t lda, const float* 
   }
 }
 
+// W storage elements at src + offset as floats.
+static inline vf load_span(const void* src, DType dtype, int64_t offset) {
+  if (dtype == DType::kFloat32) return load(static_cast<const float*>(src) + offset);
+  if (dtype == DType::kBFloat16) return bf16_vec(static_cast<const uint16_t*>(src) + offset);
+  return fp16_vec(static_cast<const uint16_t*>(src) + offset);
+}
+
+static inline float load_element(const void* src, DType dtype, int64_t offset) {
+  if (dtype == DType::kFloat32) return static_cast<const float*>(src)[offset];
+  if (dtype == DType::kBFloat16) return bf16_to_float(static_cast<const uint16_t*>(src)[offset]);
+  return fp16_to_float(static_cast<const uint16_t*>(src)[offset]);
+}
+
+// W x W floats transposed in place: stage H swaps the off-diagonal H x H blocks inside every
+// 2H x 2H block. For rows i and i + H (bit H of i clear), lane c of the new row i is row i's
+// lane c where bit H of c is clear, else row i + H's lane c - H; the new row i + H is row i's
+// lane c + H where clear, else row i + H's lane c.
+template <int H, int... I>
+static inline vf butterfly_low(vf a, vf b, std::integer_sequence<int, I...>) {
+  return __builtin_shufflevector(a, b, ((I & H) ? W + I - H : I)...);
+}
+template <int H, int... I>
+static inline vf butterfly_high(vf a, vf b, std::integer_sequence<int, I...>) {
+  return __builtin_shufflevector(a, b, ((I & H) ? W + I : I + H)...);
+}
+template <int H = W / 2>
+static inline void transpose(vf* m) {
+  if constexpr (H > 0) {
+#pragma GCC unroll 16
+    for (int i = 0; i < W; ++i) {
+      if (i & H) continue;
+      const vf a = m[i], b = m[i + H];
+      m[i] = butterfly_low<H>(a, b, std::make_integer_sequence<int, W>{});
+      m[i + H] = butterfly_high<H>(a, b, std::make_integer_sequence<int, W>{});
+    }
+    transpose<H / 2>(m);
+  }
+}
+
 static void pack_b(const void* src, DType dtype, int rows, int cols, int64_t ld, float* dst) {
-  const int panels = (cols + NR - 1) / NR;
-  alignas(64) float row[256 + NR];
+  const int panels = (cols + NR - 1) / NR, full_panels = cols / NR;
+  alignas(64) float row[NR];
   for (int r = 0; r < rows; ++r) {
-    convert_span(row_address(src, dtype, r * ld), dtype, cols, 1.0f, row);
-    for (int c = cols; c < panels * NR; ++c) row[c] = 0.0f;
-    for (int pn = 0; pn < panels; ++pn) {
+    const int64_t at = static_cast<int64_t>(r) * ld;
+    // Whole panels straight from the source; a last partial one through a zero-padded row.
+    for (int pn = 0; pn < full_panels; ++pn) {
       float* d = dst + (static_cast<int64_t>(pn) * rows + r) * NR;
-      store(d, load(row + pn * NR));
-      store(d + W, load(row + pn * NR + W));
+      store(d, load_span(src, dtype, at + pn * NR));
+      store(d + W, load_span(src, dtype, at + pn * NR + W));
+    }
+    if (full_panels < panels) {
+      const int c0 = full_panels * NR;
+      convert_span(row_address(src, dtype, at + c0), dtype, cols - c0, 1.0f, row);
+      for (int c = cols - c0; c < NR; ++c) row[c] = 0.0f;
+      float* d = dst + (static_cast<int64_t>(full_panels) * rows + r) * NR;
+      store(d, load(row));
+      store(d + W, load(row + W));
     }
   }
 }
 
 static void pack_bt(const void* src, DType dtype, int rows, int cols, int64_t ld, float* dst) {
-  const int panels = (rows + NR - 1) / NR;
-  alignas(64) float row[256 + NR];
+  const int panels = (rows + NR - 1) / NR, full_cols = cols / W * W;
   for (int pn = 0; pn < panels; ++pn) {
     float* d = dst + static_cast<int64_t>(pn) * cols * NR;
-    for (int c = 0; c < NR; ++c) {
-      const int r = pn * NR + c;
-      if (r < rows) {
-        convert_span(row_address(src, dtype, r * ld), dtype, cols, 1.0f, row);
-        for (int k = 0; k < cols; ++k) d[k * NR + c] = row[k];
-      } else {
-        for (int k = 0; k < cols; ++k) d[k * NR + c] = 0.0f;
+    // A panel's NR source rows in two halves of W; each W x W block of them transposed in
+    // registers becomes W panel rows (columns past the rows are zeros).
+    for (int half = 0; half < NR; half += W) {
+      const int r0 = pn * NR + half;
+      const int n = rows - r0 >= W ? W : (rows > r0 ? rows - r0 : 0);
+      for (int k0 = 0; k0 < full_cols; k0 += W) {
+        vf m[W];
+        for (int r = 0; r < W; ++r) {
+          m[r] = r < n ? load_span(src, dtype, static_cast<int64_t>(r0 + r) * ld + k0) : splat(0.0f);
+        }
+        transpose(m);
+        for (int k = 0; k < W; ++k) store(d + static_cast<int64_t>(k0 + k) * NR + half, m[k]);
+      }
+      for (int k = full_cols; k < cols; ++k) {
+        for (int r = 0; r < W; ++r) {
+          d[static_cast<int64_t>(k) * NR + half + r] =
+              r < n ? load_element(src, dtype, static_cast<int64_t>(r0 + r) * ld + k) : 0.0f;
+        }
       }
     }
   }
