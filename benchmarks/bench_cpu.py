@@ -4,6 +4,9 @@ Run once per thread count, with OMP_NUM_THREADS set to it (flashattn's OpenMP ru
 PyTorch's is set through torch.set_num_threads):
 
     OMP_NUM_THREADS=16 python3 benchmarks/bench_cpu.py --threads 16 --out cpu16.json
+
+--decode adds decode steps (a few queries against a long cache, GQA and MHA, unmasked on both
+sides), timed the same way, with the K/V bytes read per second.
 """
 import argparse
 import json
@@ -24,6 +27,11 @@ SHAPES = [  # (batch, nheads, seqlen, headdim, causal)
     (1, 16, 2048, 128, True), (1, 16, 4096, 128, True),
 ]
 
+DECODE_SHAPES = [  # (batch, seqlen_q, seqlen_k, nheads_q, nheads_kv, headdim)
+    (1, 1, 8192, 32, 8, 128), (4, 1, 4096, 32, 8, 128),
+    (1, 1, 8192, 32, 32, 128), (1, 16, 8192, 32, 8, 128),
+]
+
 
 def median_seconds(fn, reps):
     fn()
@@ -42,6 +50,7 @@ def main():
     ap.add_argument("--dtypes", default="fp32,bf16")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seqlens", default="1024,2048,4096", help="comma-separated subset of the shape table")
+    ap.add_argument("--decode", action="store_true", help="also time the decode steps of DECODE_SHAPES")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     seqlens = {int(n) for n in args.seqlens.split(",")}
@@ -70,11 +79,38 @@ def main():
             print(f"{dtype_name} threads={args.threads} n={n} d={d} causal={int(causal)}: ours "
                   f"{row['flashattn_gflops']:7.1f} torch {row['torch_sdpa_gflops']:7.1f} GFLOP/s  "
                   f"ratio {row['ratio']:.2f}  err {err:.1e}", flush=True)
+    if args.decode:
+        rows += decode_rows(args)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"header": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
                                   "threads": args.threads, "simd": flashattn.cpu_simd_flavour()
                                   if hasattr(flashattn, "cpu_simd_flavour") else None}, "rows": rows}, f, indent=1)
+
+
+def decode_rows(args):
+    rows = []
+    for dtype_name in args.dtypes.split(","):
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+        for b, sq, sk, hq, hk, d in DECODE_SHAPES:
+            q = torch.randn(b, sq, hq, d, dtype=dtype)
+            k, v = (torch.randn(b, sk, hk, d, dtype=dtype) for _ in range(2))
+            qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+            reps = max(args.reps, 20)  # a step takes milliseconds
+            ours = median_seconds(lambda: flashattn.flash_attn_func(q, k, v), reps)
+            peer = median_seconds(lambda: F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True), reps)
+            out = flashattn.flash_attn_func(q, k, v).double()
+            ref = F.scaled_dot_product_attention(qt.double(), kt.double(), vt.double(), enable_gqa=True).transpose(1, 2)
+            err = ((out - ref).norm() / ref.norm()).item()
+            kv_bytes = 2 * k.numel() * k.element_size()
+            row = dict(threads=args.threads, dtype=dtype_name, decode=True, batch=b, seqlen_q=sq, seqlen_k=sk,
+                       nheads_q=hq, nheads_kv=hk, headdim=d, flashattn_ms=ours * 1e3, torch_sdpa_ms=peer * 1e3,
+                       flashattn_kv_gbps=kv_bytes / ours / 1e9, ratio=peer / ours, rel_error_vs_fp64=err)
+            rows.append(row)
+            print(f"{dtype_name} threads={args.threads} decode b={b} q={sq} k={sk} heads={hq}/{hk} d={d}: ours "
+                  f"{row['flashattn_ms']:7.2f} ms ({row['flashattn_kv_gbps']:5.1f} GB/s of K/V) torch "
+                  f"{row['torch_sdpa_ms']:7.2f} ms  ratio {row['ratio']:.2f}  err {err:.1e}", flush=True)
+    return rows
 
 
 if __name__ == "__main__":

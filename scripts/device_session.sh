@@ -266,7 +266,7 @@ cpu_bench() {
     local seqlens=1024,2048,4096
     [ "$threads" = 2 ] && seqlens=1024,2048
     OMP_NUM_THREADS=$threads PYTHONPATH="$PWD/python" timeout 200 python3 benchmarks/bench_cpu.py \
-      --threads "$threads" --seqlens $seqlens --reps 3 --out "$OUT/cpu_$threads.json" > "$OUT/bench_cpu_$threads.log" 2>&1
+      --threads "$threads" --seqlens $seqlens --reps 3 --decode --out "$OUT/cpu_$threads.json" > "$OUT/bench_cpu_$threads.log" 2>&1
     echo "CPU bench ($threads threads) exit $?"
     cat "$OUT/bench_cpu_$threads.log"
   done

@@ -17,11 +17,7 @@ using flashattn::Backend;
 
 void expect_flash_matches_reference(const CaseSpec& spec) {
   SCOPED_TRACE(spec.describe());
-  const AttnCase c = make_case(spec);
-  const ForwardResult ref = run_forward(c, Backend::kCPUReference);
-  ASSERT_TRUE(forward_written(c, ref)) << "reference";
-  const ForwardResult got = run_forward(c, Backend::kCPU);
-  EXPECT_TRUE(forward_close(c, got, ref));
+  EXPECT_TRUE(cpu_forward_matches_reference(make_case(spec)));
 }
 
 // ---- random shapes ------------------------------------------------------------------------

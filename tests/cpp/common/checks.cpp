@@ -103,6 +103,16 @@ double rel_l2_against_impl(const HostTensor& a, const HostTensor& ref, const Hos
                                        << " (tol " << tol.lse << ")";
 }
 
+::testing::AssertionResult cpu_forward_matches_reference(const AttnCase& c, ForwardResult* got) {
+  const ForwardResult ref = run_forward(c, flashattn::Backend::kCPUReference);
+  ::testing::AssertionResult ref_written = forward_written(c, ref);
+  if (!ref_written) return ::testing::AssertionFailure() << "reference: " << ref_written.message();
+  ForwardResult flash = run_forward(c, flashattn::Backend::kCPU);
+  ::testing::AssertionResult close = forward_close(c, flash, ref);
+  if (got) *got = flash;
+  return close;
+}
+
 ::testing::AssertionResult backward_close(const AttnCase& c, const BackwardResult& got, const BackwardResult& ref,
                                           double tol) {
   ::testing::AssertionResult written = backward_written(c, got);

@@ -22,6 +22,10 @@ struct Tolerance {
 // Written, and within `tol` of `ref` (usually the fp64 reference).
 ::testing::AssertionResult forward_close(const AttnCase& c, const ForwardResult& got, const ForwardResult& ref,
                                          Tolerance tol = {});
+// The CPU flash forward of c against the fp64 reference's (itself checked as written), at the
+// default tolerance; the flash result goes to *got where given.
+::testing::AssertionResult cpu_forward_matches_reference(const AttnCase& c, ForwardResult* got = nullptr);
+
 // Relative L2 per gradient. Where the exact gradient cancels to almost nothing (dQ and dK when
 // every query sees a single key: dP - D = 0), its own norm says nothing about rounding, so the
 // error is then measured against the norm of the same sums over absolute terms
