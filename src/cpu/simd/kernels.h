@@ -64,6 +64,11 @@ struct Kernels {
   // ds[c] = p[c] * (dp[c] - delta[c]) * d(score)/d(dot) at capped[c] (capped may be null).
   void (*ds_row)(float* ds, const float* p, int n, const float* delta, const float* capped, float scale,
                  float softcap);
+  // Rows of a storage-dtype matrix (row stride ld) used where they lie, for a few query rows
+  // (decode) that would not repay packing: s[j] = sum over d < D of q[d] * rows[j][d] for j < n,
+  // and o[d] += sum over j < n of p[j] * rows[j][d] for d < D (in order of j, as gemm adds).
+  void (*dot_rows)(const float* q, const void* rows, DType dtype, int64_t ld, int n, int D, float* s);
+  void (*axpy_rows)(const float* p, const void* rows, DType dtype, int64_t ld, int n, int D, float* o);
   // x[c] *= a
   void (*scale_row)(float* x, int n, float a);
   // sum over c of a[c] * b[c]

@@ -309,6 +309,85 @@ static void pack_bt(const void* src, DType dtype, int rows, int cols, int64_t ld
   }
 }
 
+// Lane r of the result is the sum of m[r]'s lanes (m[0..W) are consumed): each stage adds the two
+// butterfly halves of a pair, so that the pair's row sums share one vector, lanes with bit H clear
+// holding the first row's and lanes with it set the second's; after the last stage lane r holds
+// row r's whole sum.
+template <int H = W / 2>
+static inline vf sum_rows(vf* m) {
+  if constexpr (H == 0) {
+    return m[0];
+  } else {
+#pragma GCC unroll 16
+    for (int i = 0; i < H; ++i) {
+      m[i] = butterfly_low<H>(m[i], m[i + H], std::make_integer_sequence<int, W>{}) +
+             butterfly_high<H>(m[i], m[i + H], std::make_integer_sequence<int, W>{});
+    }
+    return sum_rows<H / 2>(m);
+  }
+}
+
+static void dot_rows(const float* q, const void* rows, DType dtype, int64_t ld, int n, int D, float* s) {
+  const int full_d = D / W * W;
+  int j = 0;
+  for (; j + W <= n; j += W) {
+    vf acc[W];
+#pragma GCC unroll 16
+    for (int r = 0; r < W; ++r) acc[r] = splat(0.0f);
+    for (int d = 0; d < full_d; d += W) {
+      const vf qv = load(q + d);
+#pragma GCC unroll 16
+      for (int r = 0; r < W; ++r) acc[r] += qv * load_span(rows, dtype, static_cast<int64_t>(j + r) * ld + d);
+    }
+    store(s + j, sum_rows(acc));
+    for (int d = full_d; d < D; ++d) {
+      for (int r = 0; r < W; ++r) s[j + r] += q[d] * load_element(rows, dtype, static_cast<int64_t>(j + r) * ld + d);
+    }
+  }
+  for (; j < n; ++j) {
+    vf acc = splat(0.0f);
+    for (int d = 0; d < full_d; d += W) acc += load(q + d) * load_span(rows, dtype, static_cast<int64_t>(j) * ld + d);
+    float sum = hsum(acc);
+    for (int d = full_d; d < D; ++d) sum += q[d] * load_element(rows, dtype, static_cast<int64_t>(j) * ld + d);
+    s[j] = sum;
+  }
+}
+
+// o[d0 .. d0 + V W) += p V over n rows, the V vectors of o held in registers.
+template <int V>
+static inline void axpy_block(const float* p, const void* rows, DType dtype, int64_t ld, int n, int d0, float* o) {
+  vf acc[V];
+#pragma GCC unroll 8
+  for (int t = 0; t < V; ++t) acc[t] = load(o + d0 + t * W);
+  for (int j = 0; j < n; ++j) {
+    const float pj = p[j];
+#pragma GCC unroll 8
+    for (int t = 0; t < V; ++t) acc[t] += pj * load_span(rows, dtype, static_cast<int64_t>(j) * ld + d0 + t * W);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < V; ++t) store(o + d0 + t * W, acc[t]);
+}
+
+static void axpy_rows(const float* p, const void* rows, DType dtype, int64_t ld, int n, int D, float* o) {
+  const int full_d = D / W * W;
+  int d0 = 0;
+  for (; d0 + 8 * W <= full_d; d0 += 8 * W) axpy_block<8>(p, rows, dtype, ld, n, d0, o);
+  if (d0 + 4 * W <= full_d) {
+    axpy_block<4>(p, rows, dtype, ld, n, d0, o);
+    d0 += 4 * W;
+  }
+  if (d0 + 2 * W <= full_d) {
+    axpy_block<2>(p, rows, dtype, ld, n, d0, o);
+    d0 += 2 * W;
+  }
+  if (d0 + W <= full_d) axpy_block<1>(p, rows, dtype, ld, n, d0, o);
+  for (int d = full_d; d < D; ++d) {
+    float sum = o[d];
+    for (int j = 0; j < n; ++j) sum += p[j] * load_element(rows, dtype, static_cast<int64_t>(j) * ld + d);
+    o[d] = sum;
+  }
+}
+
 static void load_rows(const void* src, DType dtype, int rows, int cols, int64_t ld, float scale, float* dst,
                       int64_t ldd) {
   for (int r = 0; r < rows; ++r) {
@@ -463,9 +542,9 @@ static float dot_row(const float* a, const float* b, int n) {
   return s;
 }
 
-static const Kernels kTable = {FA_SIMD_NAME, NR,      gemm,    pack_b,         pack_bt,     load_rows,
-                               store_rows,   score_row, exp_row, softmax_step, exp_row_lse,
-                               ds_row,       scale_row, dot_row};
+static const Kernels kTable = {FA_SIMD_NAME, NR,        gemm,    pack_b,       pack_bt,     load_rows,
+                               store_rows,   score_row, exp_row, softmax_step, exp_row_lse, ds_row,
+                               dot_rows,     axpy_rows, scale_row, dot_row};
 
 }  // namespace FA_SIMD_NS
 }  // namespace cpu
