@@ -6,45 +6,20 @@
 #include <cstring>
 
 #include "cpu/bf16_products.h"
+#include "cpu/simd/butterfly.h"
 
 namespace flashattn {
 namespace cpu {
 namespace {
 
-// m (16 rows of 16 words) transposed in place: four butterfly stages, each swapping the
-// off-diagonal half x half blocks inside every 2 half x 2 half block (half = 8, 4, 2, 1). For a
-// row pair (i, i + half) with bit `half` clear in i, lane c of the new row i is row i's lane c
-// where bit `half` of c is clear, else row i + half's lane c - half; the new row i + half is
-// row i's lane c + half where clear, else row i + half's lane c.
-template <int kHalf>
-struct ButterflyLanes {
-  int low[16] = {}, high[16] = {};
-  constexpr ButterflyLanes() {
-    for (int c = 0; c < 16; ++c) {
-      const bool upper = c & kHalf;
-      low[c] = upper ? 16 + c - kHalf : c;  // vpermt2d: lanes 16-31 name the second source's
-      high[c] = upper ? 16 + c : c + kHalf;
-    }
-  }
-};
-
-template <int kHalf>
-inline void butterfly(__m512i* m) {
-  static constexpr ButterflyLanes<kHalf> lanes{};
-  const __m512i take_low = _mm512_loadu_si512(lanes.low), take_high = _mm512_loadu_si512(lanes.high);
-  for (int i = 0; i < 16; ++i) {
-    if (i & kHalf) continue;
-    const __m512i a = m[i], b = m[i + kHalf];
-    m[i] = _mm512_permutex2var_epi32(a, take_low, b);
-    m[i + kHalf] = _mm512_permutex2var_epi32(a, take_high, b);
-  }
-}
+// 16 rows of 16 32-bit words transposed in place (simd/butterfly.h's stages on a word vector).
+typedef int32_t Words __attribute__((vector_size(64)));
 
 inline void transpose_words(__m512i* m) {
-  butterfly<8>(m);
-  butterfly<4>(m);
-  butterfly<2>(m);
-  butterfly<1>(m);
+  Words w[16];
+  for (int r = 0; r < 16; ++r) w[r] = reinterpret_cast<Words>(m[r]);
+  butterfly::transpose<Words, 16>(w);
+  for (int r = 0; r < 16; ++r) m[r] = reinterpret_cast<__m512i>(w[r]);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #endif
 
 #include "cpu/convert.h"
+#include "cpu/simd/butterfly.h"
 #include "cpu/simd/kernels.h"
 
 namespace flashattn {
@@ -151,22 +152,24 @@ static inline void store_fp16_vec(uint16_t* p, vf f) {
 #endif
 }
 
+// W storage elements at src + offset as floats.
+static inline vf load_span(const void* src, DType dtype, int64_t offset) {
+  if (dtype == DType::kFloat32) return load(static_cast<const float*>(src) + offset);
+  if (dtype == DType::kBFloat16) return bf16_vec(static_cast<const uint16_t*>(src) + offset);
+  return fp16_vec(static_cast<const uint16_t*>(src) + offset);
+}
+
+static inline float load_element(const void* src, DType dtype, int64_t offset) {
+  if (dtype == DType::kFloat32) return static_cast<const float*>(src)[offset];
+  if (dtype == DType::kBFloat16) return bf16_to_float(static_cast<const uint16_t*>(src)[offset]);
+  return fp16_to_float(static_cast<const uint16_t*>(src)[offset]);
+}
+
 // n elements of storage dtype -> float32, times `scale`.
 static inline void convert_span(const void* src, DType dtype, int n, float scale, float* dst) {
   int c = 0;
-  if (dtype == DType::kFloat32) {
-    const float* s = static_cast<const float*>(src);
-    for (; c + W <= n; c += W) store(dst + c, load(s + c) * scale);
-    for (; c < n; ++c) dst[c] = s[c] * scale;
-  } else if (dtype == DType::kBFloat16) {
-    const uint16_t* s = static_cast<const uint16_t*>(src);
-    for (; c + W <= n; c += W) store(dst + c, bf16_vec(s + c) * scale);
-    for (; c < n; ++c) dst[c] = bf16_to_float(s[c]) * scale;
-  } else {
-    const uint16_t* s = static_cast<const uint16_t*>(src);
-    for (; c + W <= n; c += W) store(dst + c, fp16_vec(s + c) * scale);
-    for (; c < n; ++c) dst[c] = fp16_to_float(s[c]) * scale;
-  }
+  for (; c + W <= n; c += W) store(dst + c, load_span(src, dtype, c) * scale);
+  for (; c < n; ++c) dst[c] = load_element(src, dtype, c) * scale;
 }
 
 static inline const void* row_address(const void* base, DType dtype, int64_t offset) {
@@ -221,45 +224,6 @@ static void gemm(int M, int N, int K, const float* A, int64_t lda, const float* 
   }
 }
 
-// W storage elements at src + offset as floats.
-static inline vf load_span(const void* src, DType dtype, int64_t offset) {
-  if (dtype == DType::kFloat32) return load(static_cast<const float*>(src) + offset);
-  if (dtype == DType::kBFloat16) return bf16_vec(static_cast<const uint16_t*>(src) + offset);
-  return fp16_vec(static_cast<const uint16_t*>(src) + offset);
-}
-
-static inline float load_element(const void* src, DType dtype, int64_t offset) {
-  if (dtype == DType::kFloat32) return static_cast<const float*>(src)[offset];
-  if (dtype == DType::kBFloat16) return bf16_to_float(static_cast<const uint16_t*>(src)[offset]);
-  return fp16_to_float(static_cast<const uint16_t*>(src)[offset]);
-}
-
-// W x W floats transposed in place: stage H swaps the off-diagonal H x H blocks inside every
-// 2H x 2H block. For rows i and i + H (bit H of i clear), lane c of the new row i is row i's
-// lane c where bit H of c is clear, else row i + H's lane c - H; the new row i + H is row i's
-// lane c + H where clear, else row i + H's lane c.
-template <int H, int... I>
-static inline vf butterfly_low(vf a, vf b, std::integer_sequence<int, I...>) {
-  return __builtin_shufflevector(a, b, ((I & H) ? W + I - H : I)...);
-}
-template <int H, int... I>
-static inline vf butterfly_high(vf a, vf b, std::integer_sequence<int, I...>) {
-  return __builtin_shufflevector(a, b, ((I & H) ? W + I : I + H)...);
-}
-template <int H = W / 2>
-static inline void transpose(vf* m) {
-  if constexpr (H > 0) {
-#pragma GCC unroll 16
-    for (int i = 0; i < W; ++i) {
-      if (i & H) continue;
-      const vf a = m[i], b = m[i + H];
-      m[i] = butterfly_low<H>(a, b, std::make_integer_sequence<int, W>{});
-      m[i + H] = butterfly_high<H>(a, b, std::make_integer_sequence<int, W>{});
-    }
-    transpose<H / 2>(m);
-  }
-}
-
 static void pack_b(const void* src, DType dtype, int rows, int cols, int64_t ld, float* dst) {
   const int panels = (cols + NR - 1) / NR, full_panels = cols / NR;
   alignas(64) float row[NR];
@@ -296,7 +260,7 @@ static void pack_bt(const void* src, DType dtype, int rows, int cols, int64_t ld
         for (int r = 0; r < W; ++r) {
           m[r] = r < n ? load_span(src, dtype, static_cast<int64_t>(r0 + r) * ld + k0) : splat(0.0f);
         }
-        transpose(m);
+        butterfly::transpose<vf, W>(m);
         for (int k = 0; k < W; ++k) store(d + static_cast<int64_t>(k0 + k) * NR + half, m[k]);
       }
       for (int k = full_cols; k < cols; ++k) {
@@ -306,24 +270,6 @@ static void pack_bt(const void* src, DType dtype, int rows, int cols, int64_t ld
         }
       }
     }
-  }
-}
-
-// Lane r of the result is the sum of m[r]'s lanes (m[0..W) are consumed): each stage adds the two
-// butterfly halves of a pair, so that the pair's row sums share one vector, lanes with bit H clear
-// holding the first row's and lanes with it set the second's; after the last stage lane r holds
-// row r's whole sum.
-template <int H = W / 2>
-static inline vf sum_rows(vf* m) {
-  if constexpr (H == 0) {
-    return m[0];
-  } else {
-#pragma GCC unroll 16
-    for (int i = 0; i < H; ++i) {
-      m[i] = butterfly_low<H>(m[i], m[i + H], std::make_integer_sequence<int, W>{}) +
-             butterfly_high<H>(m[i], m[i + H], std::make_integer_sequence<int, W>{});
-    }
-    return sum_rows<H / 2>(m);
   }
 }
 
@@ -339,7 +285,7 @@ static void dot_rows(const float* q, const void* rows, DType dtype, int64_t ld, 
 #pragma GCC unroll 16
       for (int r = 0; r < W; ++r) acc[r] += qv * load_span(rows, dtype, static_cast<int64_t>(j + r) * ld + d);
     }
-    store(s + j, sum_rows(acc));
+    store(s + j, butterfly::sum_rows<vf, W>(acc));
     for (int d = full_d; d < D; ++d) {
       for (int r = 0; r < W; ++r) s[j + r] += q[d] * load_element(rows, dtype, static_cast<int64_t>(j + r) * ld + d);
     }
