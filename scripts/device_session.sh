@@ -15,6 +15,9 @@
 #
 # Logs, JSON and charts go to $OUT; short summaries print last.
 #
+# BUILD_TARGETS: the targets to build (space-separated) instead of everything, e.g.
+# "flashattn flashattn_gpu_tests _C": the default target builds the variant harness too, which
+# alone can take most of a call's 600 s (session 58).
 # BUILD_CMAKE_ARGS: more cmake options for the build, e.g. -DFLASHATTN_SM90_BASELINE=$PWD/.base for
 # an older sm90 kernel in the variant harness (benchmarks/cpp/sm90_baseline.cu; carry ".base").
 #
@@ -35,7 +38,7 @@ build() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_BUILD_PYTHON=ON \
     -DPython_EXECUTABLE="$(command -v python3)" -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" ${BUILD_CMAKE_ARGS:-} \
     > "$OUT/build.log" 2>&1 &&
-    cmake --build "$BUILD" -j "$jobs" >> "$OUT/build.log" 2>&1
+    cmake --build "$BUILD" -j "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >> "$OUT/build.log" 2>&1
   local rc=$?
   # The package imports its extension from inside python/flashattn.
   cp "$BUILD"/python/_C*.so python/flashattn/ 2>/dev/null
