@@ -33,14 +33,15 @@ int64_t sm90_pack_gqa_launches();
 
 // The persistent tile schedule: the dynamic one (atomic tile counter) is the default; sm90_forward
 // runs the static one, whose tiles start without the mailbox hand-over, for
-//  - causal problems at head dim 128 (65..128) at any length (past kSm90OneHeadGroupMaxKeys
-//    keys sm90_forward runs tall tiles, below, also a static schedule), and at head dim 64 with
-//    at most kSm90StaticCausalMaxKeysHdim64 keys (varlen: the longest);
+//  - causal problems at head dim 128 (97..128) at any length (past kSm90OneHeadGroupMaxKeys
+//    keys sm90_forward runs tall tiles, below, also a static schedule), at head dim 96 (65..96)
+//    with at most kSm90StaticCausalMaxKeysHdim96 keys, and at head dim 64 with at most
+//    kSm90StaticCausalMaxKeysHdim64 keys (varlen: the longest);
 //  - causal problems above head dim 128 at any length (since session 22; before it the dynamic
 //    schedule took them up to kSm90L2GroupMaxKeys keys, in L2-sized head groups, below);
 //  - other masks (local windows) with at most kSm90StaticScheduleMaxKeys keys, except head dims
 //    above 128 with at most kSm90L2GroupMaxKeys;
-//  - unmasked problems at head dim 128 (65..128) with at most kSm90StaticUnmaskedMaxKeys keys, and
+//  - unmasked problems at head dim 128 (97..128) with at most kSm90StaticUnmaskedMaxKeys keys, and
 //    at head dim 256 at every length (session 13, same process, 6 rounds: static against dynamic +4.1% at
 //    512, +3.1% at 1k, +2.0% at 2k, +1.1% at 4k; session 21 with 64-key blocks, 4 rounds: +4.3%
 //    at 512, +2.8% at 1k, +1.1% at 2k, +1.9% at 4k, +1.3% at 8k, +0.4% at 16k; from 4k the static
@@ -57,6 +58,17 @@ int64_t sm90_pack_gqa_launches();
 // 4, 5) at 2k, and gave d64's unmasked rows to the dynamic schedule at every length: there it
 // led by +4.2 / +5.1% at 1k, +0.6 / +0.8% at 2k and was level at 512 (calls 4-5; v8 had read
 // static +2% at 1k).
+// Head dim 96 (d128's tile shape on three quarters of the columns) took d128's rules when it was
+// instantiated (session 58) until session 59's harness (4 rounds, 200 ms windows) timed its
+// static kernel against the dynamic one: unmasked the dynamic kernel led at every length (+7.3 /
+// +11.3 / +12.1 / +11.8 / +12.5 / +14.9% at 512-16k), causal the static one up to 2k (+7.5 /
+// +2.3 / +1.6% at 512 / 1k / 2k) and the dynamic one from 4k (+2.3 / +7.7 / +25.4% at 4k / 8k /
+// 16k; d96 has no tall tiles, which take d128's causal rows past 8k). The package, same process,
+// 3 rounds (FLASHATTN_SM90_VARIANT=static / default), dynamic against static: unmasked -0.4 /
+// -0.8 / +0.3 / +2.5 / +5.5 / +3.3% at 512-16k, causal -6.2 / -5.4 / -3.4 / -1.4 / +4.9 / +18.7%.
+// So at head dims 65-96 unmasked rows run the dynamic schedule and causal ones the static one up
+// to kSm90StaticCausalMaxKeysHdim96 keys (4k level in both); windows keep d128's rule (untimed).
+constexpr int kSm90StaticCausalMaxKeysHdim96 = 2048;
 constexpr int kSm90StaticScheduleMaxKeys = 2048;
 constexpr int kSm90StaticCausalMaxKeysHdim64 = 4096;
 constexpr int kSm90StaticUnmaskedMaxKeys = 2048;

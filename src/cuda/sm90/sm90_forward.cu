@@ -277,12 +277,16 @@ int64_t sm90_tall_tiles_launches() { return launches_of(Variant::kTallTiles); }
 
 bool sm90_picks_static_schedule(const AttentionProblem& p) {
   if (!sm90::kDefaultDynamicSchedule || between_instantiations(p)) return false;
+  const bool d96_kernel = p.headdim > 64 && p.headdim <= 96;
   if (!p.mask.has_mask()) {
     if (p.headdim == 256) return true;
-    return p.headdim > 64 && p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
+    return p.headdim > 96 && p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
   }
   // Causal (a right bound only): the masks whose tiles go longest first (launch.h).
-  if (p.mask.right_bound_only()) return p.headdim > 64 || p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64;
+  if (p.mask.right_bound_only()) {
+    if (d96_kernel) return p.seqlen_k <= kSm90StaticCausalMaxKeysHdim96;
+    return p.headdim > 64 || p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64;
+  }
   return p.seqlen_k <= kSm90StaticScheduleMaxKeys && !(p.headdim > 128 && p.seqlen_k <= kSm90L2GroupMaxKeys);
 }
 

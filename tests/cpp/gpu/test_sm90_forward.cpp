@@ -714,28 +714,31 @@ std::vector<Case> cases() {
   c = make("seqused_persistent_bf16", bf, 64, 8, 256, 256, 16, 4);
   c.used_q = {256, 200, 129, 128, 127, 1, 64, 0}, c.used_k = {256, 255, 1, 128, 200, 256, 64, 9}, v.push_back(c);
   // Head dim 96 (d128's tiles on three quarters of the columns: the second 64-element column half
-  // used, config.h TileShape<96>), on the kernels d128's rules give it: the static kernel (Q in
+  // used, config.h TileShape<96>), on the kernels its rules give it: the static kernel (Q in
   // registers, released at load; the checked max, bf16 with the tile recompute, fp16 with the
-  // fallback a block) for unmasked rows up to 2k keys and causal rows, the dynamic one past 2k
-  // (the small / ragged / causal cases above run it too). The wgmma of P V is N = 96 over a
-  // column and a half of V, and S's last two steps read Q and K's second column.
-  rising("rising_scores_d96_bf16", bf, 96, 2, 300, 700, 2, 2, false, 64.0f, Kernel::kStatic);
-  rising("rising_scores_overflow_d96_fp16", fp, 96, 2, 300, 700, 2, 1, false, 64.0f, Kernel::kStatic);
+  // fallback a block) for causal rows up to 2k keys and windows, the dynamic one for unmasked rows
+  // and longer causal ones (the small / ragged cases above run it too). The wgmma of P V is
+  // N = 96 over a column and a half of V, and S's last two steps read Q and K's second column.
+  rising("rising_scores_d96_bf16", bf, 96, 2, 300, 700, 2, 2, false, 64.0f, Kernel::kDynamic);
+  rising("rising_scores_overflow_d96_fp16", fp, 96, 2, 300, 700, 2, 1, false, 64.0f, Kernel::kDynamic);
+  rising("rising_scores_causal_d96_bf16", bf, 96, 1, 700, 700, 2, 2, true, 64.0f, Kernel::kStatic);
+  rising("rising_scores_overflow_causal_d96_fp16", fp, 96, 1, 700, 700, 2, 1, true, 64.0f, Kernel::kStatic);
+  rising("rising_scores_causal_long_d96_bf16", bf, 96, 1, 2300, 2300, 2, 1, true, 12.0f, Kernel::kDynamic);
   rising("rising_scores_long_d96_fp16", fp, 96, 1, 300, 2200, 2, 1, false, 12.0f, Kernel::kDynamic);
   boosted("sink_scores_long_padded_d96_bf16", bf, 96, 1, 300, 3000, 2, 1, false, 64.0f, 0, 6, Kernel::kDynamic);
   v.back().layout = Layout::kPadded;
   boosted("band_scores_causal_d96_bf16", bf, 96, 1, 900, 900, 2, 2, true, 64.0f, 300, 500, Kernel::kStatic);
   // Variable lengths under a local window (padded rows) and seqused in a head-major layout: rows
   // stored one by one by the predicated epilogue, tiles without keys.
-  const auto varlen_and_seqused = [&](int d_varlen, int d_seqused, Kernel kernel) {
+  const auto varlen_and_seqused = [&](int d_varlen, int d_seqused, Kernel window_kernel, Kernel kernel) {
     Case w = make("varlen_window_d" + std::to_string(d_varlen) + "_fp16", fp, d_varlen, 0, 0, 0, 4, 2);
-    w.kernel = kernel, w.layout = Layout::kPadded, w.lens_q = {100, 1, 257, 130}, w.lens_k = {200, 50, 257, 5};
+    w.kernel = window_kernel, w.layout = Layout::kPadded, w.lens_q = {100, 1, 257, 130}, w.lens_k = {200, 50, 257, 5};
     w.window_left = 60, w.window_right = 10, v.push_back(w);
     Case u = make("seqused_head_major_d" + std::to_string(d_seqused) + "_bf16", bf, d_seqused, 3, 300, 333, 2, 2);
     u.kernel = kernel, u.layout = Layout::kHeadMajor, u.used_q = {300, 77, 0}, u.used_k = {333, 100, 1};
     v.push_back(u);
   };
-  varlen_and_seqused(96, 96, Kernel::kStatic);
+  varlen_and_seqused(96, 96, Kernel::kStatic, Kernel::kDynamic);
   c = make("persistent_causal_d96_fp16", fp, 96, 4, 640, 640, 8, 8), c.kernel = Kernel::kStatic, c.causal = true;
   v.push_back(c);
   // Head dims between the instantiations run on the next larger one, in the default kernel's
@@ -756,7 +759,7 @@ std::vector<Case> cases() {
   }
   c = make("ragged_padded_d80_bf16", bf, 80, 2, 200, 333, 2, 2), c.kernel = Kernel::kDynamic;
   c.layout = Layout::kPadded, v.push_back(c);
-  varlen_and_seqused(112, 88, Kernel::kDynamic);
+  varlen_and_seqused(112, 88, Kernel::kDynamic, Kernel::kDynamic);
   c = make("decode_gqa_d112_bf16", bf, 112, 2, 16, 500, 8, 2), c.kernel = Kernel::kDynamic, c.causal = true;
   v.push_back(c);
   rising("rising_scores_overflow_d80_bf16", bf, 80, 2, 300, 700, 2, 2, false, 64.0f, Kernel::kDynamic);
@@ -1136,21 +1139,26 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
       EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " causal, " << keys << " keys";
     }
   }
-  // Head dim 96 takes head dim 128's rules, but not the kernels built at 128 alone (tall tiles,
-  // cluster pairs, the short-rows twin): the static schedule for causal rows at every length and
-  // for unmasked rows up to the bound, the dynamic one past it.
+  // Head dim 96 has rules of its own (session 59), and none of the kernels built at 128 alone
+  // (tall tiles, cluster pairs, the short-rows twin): the static schedule for causal rows up to
+  // its bound, the dynamic one past it and for unmasked rows at every length.
   p.headdim = 96, p.mask.window_right = 0;
-  for (int keys : {512, kSm90OneHeadGroupMaxKeys + 1}) {
+  for (int keys : {512, kSm90StaticCausalMaxKeysHdim96, kSm90StaticCausalMaxKeysHdim96 + 1, kSm90OneHeadGroupMaxKeys + 1}) {
     p.seqlen_q = p.seqlen_k = keys;
-    EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 96 causal, " << keys << " keys";
+    EXPECT_EQ(sm90_picks_static_schedule(p), dyn && keys <= kSm90StaticCausalMaxKeysHdim96)
+        << "hdim 96 causal, " << keys << " keys";
     EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim 96 causal, " << keys << " keys";
     EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 96 causal, " << keys << " keys";
   }
-  p.mask.window_right = -1, p.seqlen_q = p.seqlen_k = kSm90StaticUnmaskedMaxKeys;
-  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 96, no mask, at the bound";
-  p.seqlen_q = p.seqlen_k = 2 * kSm90ClusterPairsMinKeys;
-  EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 96, no mask, past the bound";
+  p.mask.window_right = -1;
+  for (int keys : {512, kSm90StaticUnmaskedMaxKeys, 2 * kSm90ClusterPairsMinKeys}) {
+    p.seqlen_q = p.seqlen_k = keys;
+    EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 96, no mask, " << keys << " keys";
+  }
   EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "hdim 96, no mask (no cluster pairs built)";
+  p.mask.window_left = 100, p.mask.window_right = 10, p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys;
+  EXPECT_EQ(sm90_picks_static_schedule(p), dyn) << "hdim 96 local window at d128's bound";
+  p.mask.window_left = -1;
   p.headdim = 128, p.mask.window_right = -1, p.seqlen_q = p.seqlen_k = 512;
 
   // Unmasked long rows at head dim 128 take cluster pairs (since session 20) where they can, else
