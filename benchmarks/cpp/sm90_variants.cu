@@ -501,9 +501,10 @@ const Variant kVariants[] = {
     // d96; at 160 registers a thread 128-key blocks spill 144 bytes and serialise every wgmma).
     {96, "n128_s2", run<96, 128, 2, false>},
     {96, "n128_s2_dyn", run<96, 128, 2, true>},
-    // The static d96 kernel with the dynamic one's turns around the GEMMs (it has d128's exp2
-    // turns, in_d128_class): session 59 found it 7-15% behind the dynamic kernel unmasked.
-    {96, "n128_s2_gemmturns", run_cfg<TurnsAt<TileCfg<96, 128, 2, false>, sm90::kTurnsAtGemms>>},
+    // The static d96 kernel with d128's turns around the exp2s, as the library ran it until
+    // session 60 (7-15% behind the dynamic kernel unmasked, session 59); `n128_s2` has the GEMM
+    // turns since (config.h kStaticD96Class).
+    {96, "n128_s2_expturns", run_cfg<TurnsAt<TileCfg<96, 128, 2, false>, sm90::kTurnsAtExp>>},
     {96, "n64_s2_3wg", run_cfg<sm90::KernelConfig<96, __nv_bfloat16, 64, 2, false, sm90::kOutputAuto, false, 3,
                                                   sm90::kTurnsAtGemms>>},
     {96, "n64_s2_3wg_dyn", run_cfg<sm90::KernelConfig<96, __nv_bfloat16, 64, 2, true, sm90::kOutputAuto, false, 3,

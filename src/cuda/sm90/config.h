@@ -179,8 +179,15 @@ struct KernelConfig {
   // -3.4..+1.3% with the exp2 turns, -3.2..+1.8% with both; d256 static -1..-2.5% /
   // -0.9..+1.3%, dynamic +0..+4% / -0.8..+3.1% but the API ran it for causal rows up to 1k keys
   // (until session 22; local windows only since), where it gained 0..1%; GQA packing not timed.
+  // d96's static kernel (d128's tiles on three quarters of the columns) takes the GEMM turns:
+  // with a quarter less product time a block, two warpgroups whose exp2s may not overlap wait on
+  // each other (session 59's harness: the GEMM turns +9..+13% unmasked at every length, causal
+  // -0.7..+1.2% up to 8k and +21% at 16k, against the exp2 turns). It keeps Q released at load
+  // (kQReleasedAtLoad below), the form that harness timed.
+  static constexpr bool kStaticD96Class = in_d128_class(HeadDim_) && HeadDim_ <= 96 && !PackGqa_ && !Dynamic_;
   static constexpr int kTurns = Turns_ != kTurnsByRule                                   ? Turns_
                                 : (HeadDim_ <= 64 && Consumers_ == 2 && !PackGqa_)        ? kTurnsAtExp
+                                : kStaticD96Class                                         ? kTurnsAtGemms
                                 : (in_d128_class(HeadDim_) && !PackGqa_ && !Dynamic_)     ? kTurnsAtExp
                                                                                           : kTurnsAtGemms;
   static constexpr int kExpTurnBarrier0 = kStageHandoverBarrier0 + kConsumerWarpgroups;
@@ -528,7 +535,9 @@ struct KernelConfig {
   // blocks). The kernels with turns around the GEMMs lost with it (dynamic -0.9..-1.9% from 4k,
   // cluster pairs -1.4..-3.0% from 2k; not understood), so they keep Q's tile until their last
   // S, as before.
-  static constexpr bool kQReleasedAtLoad = kTurns == kTurnsAtExp;
+  // d96's static kernel keeps it with the GEMM turns (kStaticD96Class above; its turns were timed
+  // with Q released at load).
+  static constexpr bool kQReleasedAtLoad = kTurns == kTurnsAtExp || (kStaticD96Class && Turns_ == kTurnsByRule);
   // The tile's last P V issued together with the next tile's first S = Q K^T (kernel.h,
   // overlapped_tiles), and O normalised while that S runs: a tile's boundary cost about 0.9 key
   // blocks of time a tile in session 30's traces of the static d128 kernel (2k-8k keys), and its
