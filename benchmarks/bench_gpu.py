@@ -26,6 +26,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -248,10 +249,15 @@ def main():
         flops = attention_flops(b, h, n, n, d, causal)
         row = dict(s, dtype=args.dtype, rel_error=check_close(q[:1], k[:1], v[:1], causal))
         times = {name: ([], []) for name in IMPLS}
+        # Wall-clock span of each implementation's timing in each round (Unix seconds), to line the
+        # rounds up with nvidia-smi's samples of the clock (session 60: low rounds of ours).
+        walls = {name: [] for name in IMPLS}
         for r in range(args.rounds):
             names = round_order(list(IMPLS), r)
             for name in names:
+                start = time.time()
                 fwd, bwd, err = time_impl(IMPLS[name], q, k, v, causal, None if args.fwd_only else do)
+                walls[name].append((round(start, 3), round(time.time(), 3)))
                 if fwd:
                     times[name][0].append(fwd)
                 if bwd:
@@ -263,6 +269,7 @@ def main():
             row[f"{name}_bwd_tflops"] = 2.5 * flops / statistics.median(bwds) / 1e9 if bwds else None
             row[f"{name}_fwd_tflops_rounds"] = [round(flops / t / 1e9, 1) for t in fwds]
             row[f"{name}_bwd_tflops_rounds"] = [round(2.5 * flops / t / 1e9, 1) for t in bwds]
+            row[f"{name}_walls"] = walls[name]
         for direction in ("fwd", "bwd"):
             peers = [row[f"{p}_{direction}_tflops"] for p in ("fa2", "cudnn") if row.get(f"{p}_{direction}_tflops")]
             ours = row[f"flashattn_{direction}_tflops"]
