@@ -199,6 +199,14 @@ def _plain_eager(tensors) -> bool:
     return all(t is None or type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
 
 
+def _records_grad(differentiable) -> bool:
+    """Whether autograd would record a call on these inputs. Where it would not (inference, no_grad,
+    inputs without requires_grad), the eager paths call the forward directly: autograd.Function.apply
+    alone cost ~14 us of host time a call on a 2-core host (session 60), beside a forward kernel of
+    26-35 us at 512 keys whose timing the host's time per call reaches (docs/perf.md)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable)
+
+
 def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
               window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None):
     """flashattn::fwd with its backward: through the custom op when compiling or tracing, else
@@ -206,6 +214,8 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
     inputs = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
               window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k)
     if _plain_eager((q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k)):
+        if not _records_grad((q, k, v)):
+            return _run_forward(*inputs[:13], *inputs[14:])  # inputs[13]: deterministic
         return _EagerAttention.apply(*inputs)
     return fwd(*inputs)
 
@@ -358,5 +368,7 @@ def attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_se
     inputs = (packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
               window_right, softcap, alibi_slopes, deterministic)
     if _plain_eager((packed, q, cu_seqlens_q, cu_seqlens_k, alibi_slopes)):
+        if not _records_grad((packed, q)):
+            return _packed_forward(*inputs)
         return _EagerPackedAttention.apply(*inputs)
     return fwd_packed(*inputs)

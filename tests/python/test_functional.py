@@ -315,3 +315,40 @@ def test_eager_packed_path_matches_custom_op():
     (op_grad,) = torch.autograd.grad(op_out, (qkv,), dout)
     assert torch.equal(out, op_out)
     assert torch.equal(grad, op_grad)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inputs_without_grad", "inference_mode"])
+def test_calls_autograd_does_not_record_skip_the_function(mode, monkeypatch):
+    # Where autograd would record nothing, the eager paths call the forward without
+    # autograd.Function (ops._records_grad): the same outputs, no graph, and a call whose inputs
+    # require grad under grad mode still gets its backward node.
+    from flashattn import ops
+    torch.manual_seed(3)
+    q = torch.randn(2, 37, 4, 64, requires_grad=True)
+    k = torch.randn(2, 50, 2, 64, requires_grad=True)
+    v = torch.randn(2, 50, 2, 64, requires_grad=True)
+    qkv = torch.randn(2, 41, 3, 4, 32, requires_grad=True)
+    kw = dict(causal=True, window_size=(20, 0), softcap=5.0, return_attn_probs=True)
+    out, lse, _ = flash_attn_func(q, k, v, **kw)
+    packed_out = flash_attn_qkvpacked_func(qkv, causal=True)
+    assert out.grad_fn is not None and packed_out.grad_fn is not None
+
+    def refuse(*args):
+        raise AssertionError("autograd.Function applied where autograd records nothing")
+    monkeypatch.setattr(ops._EagerAttention, "apply", refuse)
+    monkeypatch.setattr(ops._EagerPackedAttention, "apply", refuse)
+    if mode == "no_grad":
+        with torch.no_grad():
+            out2, lse2, _ = flash_attn_func(q, k, v, **kw)
+            packed_out2 = flash_attn_qkvpacked_func(qkv, causal=True)
+    elif mode == "inference_mode":
+        with torch.inference_mode():
+            out2, lse2, _ = flash_attn_func(q, k, v, **kw)
+            packed_out2 = flash_attn_qkvpacked_func(qkv, causal=True)
+    else:
+        out2, lse2, _ = flash_attn_func(q.detach(), k.detach(), v.detach(), **kw)
+        packed_out2 = flash_attn_qkvpacked_func(qkv.detach(), causal=True)
+    for t in (out2, lse2, packed_out2):
+        assert t.grad_fn is None and not t.requires_grad
+    assert torch.equal(out2, out.detach()) and torch.equal(lse2, lse)
+    assert torch.equal(packed_out2, packed_out.detach())
