@@ -13,6 +13,7 @@ from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.autograd import forward_ad
 
 from flashattn import _ext
 from flashattn._torch_util import kernel_ready, launch_options, on_device, output_dlpack
@@ -203,7 +204,12 @@ def _records_grad(differentiable) -> bool:
     """Whether autograd would record a call on these inputs. Where it would not (inference, no_grad,
     inputs without requires_grad), the eager paths call the forward directly: autograd.Function.apply
     alone cost ~14 us of host time a call on a 2-core host (session 60), beside a forward kernel of
-    26-35 us at 512 keys whose timing the host's time per call reaches (docs/perf.md)."""
+    26-35 us at 512 keys whose timing the host's time per call reaches (docs/perf.md). Inside a
+    forward-mode AD level or a functorch transform (vmap, torch.func.grad) the Function runs, so
+    that dual or wrapped inputs meet its refusal (no jvp, no setup_context) instead of losing their
+    tangents or reaching the library as tensors without storage."""
+    if forward_ad._current_level >= 0 or torch._C._functorch.maybe_current_level() is not None:
+        return True
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable)
 
 

@@ -352,3 +352,25 @@ def test_calls_autograd_does_not_record_skip_the_function(mode, monkeypatch):
         assert t.grad_fn is None and not t.requires_grad
     assert torch.equal(out2, out.detach()) and torch.equal(lse2, lse)
     assert torch.equal(packed_out2, packed_out.detach())
+
+
+def test_forward_mode_ad_is_refused_not_dropped():
+    # No jvp is defined: a dual input must meet autograd.Function's refusal, not lose its tangent
+    # on the path that skips the Function (ops._records_grad).
+    import torch.autograd.forward_ad as fwAD
+    q, k, v = (torch.randn(1, 5, 2, 32) for _ in range(3))
+    with fwAD.dual_level():
+        dual_q = fwAD.make_dual(q, torch.randn_like(q))
+        with pytest.raises(NotImplementedError, match="jvp"):
+            flash_attn_func(dual_q, k, v)
+        dual_qkv = fwAD.make_dual(torch.stack((q, k, v), 2), torch.randn(1, 5, 3, 2, 32))
+        with pytest.raises(NotImplementedError, match="jvp"):
+            flash_attn_qkvpacked_func(dual_qkv)
+
+
+def test_functorch_transforms_meet_the_functions_refusal():
+    # Under vmap the inputs are batched wrappers without storage: the Function's clear refusal,
+    # not the library's view of a tensor it cannot read (ops._records_grad).
+    q, k, v = (torch.randn(3, 1, 5, 2, 32) for _ in range(3))
+    with pytest.raises(RuntimeError, match="functorch transforms"):
+        torch.vmap(lambda q, k, v: flash_attn_func(q, k, v))(q, k, v)
