@@ -509,6 +509,23 @@ const Variant kVariants[] = {
                                                   sm90::kTurnsAtGemms>>},
     {96, "n64_s2_3wg_dyn", run_cfg<sm90::KernelConfig<96, __nv_bfloat16, 64, 2, true, sm90::kOutputAuto, false, 3,
                                                       sm90::kTurnsAtGemms>>},
+    // Head dim 192 (issue 4 welcomes it): the library's kernels (112-key blocks, output staged in
+    // K / V), never timed against other shapes. 64- and 80-key blocks leave room for an output
+    // tile of its own (config.h kStagedOutput) and end on the causal diagonal more often, as
+    // d256's move to 64 keys did (session 20); 64 keys also fit a third stage (O in K / V again).
+    {192, "n112_s2", run<192, 112, 2, false>},
+    {192, "n112_s2_dyn", run<192, 112, 2, true>},
+    {192, "n64_s2", run<192, 64, 2, false>},
+    {192, "n64_s2_dyn", run<192, 64, 2, true>},
+    {192, "n64_s3", run<192, 64, 3, false>},
+    {192, "n80_s2", run<192, 80, 2, false>},
+    {192, "n80_s2_dyn", run<192, 80, 2, true>},
+    // d256's later gains that d192 never took (config.h: HeadDim_ == 256 only): warpgroup 0 passing
+    // over a causal tile's last block (kSkipMaskedLastBlock) and the next tile's Q prefetched into
+    // the L2 after the loads (kPrefetchNextQ).
+    {192, "n112_s2_skip", run_cfg<SkipMaskedLastBlock<TileCfg<192, 112, 2, false>>>},
+    {192, "n64_s2_skip", run_cfg<SkipMaskedLastBlock<TileCfg<192, 64, 2, false>>>},
+    {192, "n112_s2_qpf", run_cfg<QPrefetch<TileCfg<192, 112, 2, false>, sm90::kQPrefetchAfterLoads>>},
     {256, "n80_s2", run<256, 80, 2, false>},
     {256, "n80_s2_dyn", run<256, 80, 2, true>},
     // O staged through Q as before kOutputInKV (the A/B reference of session 8's candidate).
