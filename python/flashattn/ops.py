@@ -207,8 +207,12 @@ def _records_grad(differentiable) -> bool:
     26-35 us at 512 keys whose timing the host's time per call reaches (docs/perf.md). Inside a
     forward-mode AD level or a functorch transform (vmap, torch.func.grad) the Function runs, so
     that dual or wrapped inputs meet its refusal (no jvp, no setup_context) instead of losing their
-    tangents or reaching the library as tensors without storage."""
-    if forward_ad._current_level >= 0 or torch._C._functorch.maybe_current_level() is not None:
+    tangents or reaching the library as tensors without storage; under torch.jit.trace it runs so
+    that the trace records the call (the library's writes into out are invisible to the tracer,
+    whose graph would return the empty output). differentiable: every tensor input, as
+    Function.apply counts them (alibi_slopes included, though no gradient reaches it)."""
+    if (forward_ad._current_level >= 0 or torch._C._functorch.maybe_current_level() is not None
+            or torch._C._get_tracing_state() is not None):
         return True
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable)
 
@@ -220,7 +224,7 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
     inputs = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
               window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k)
     if _plain_eager((q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k)):
-        if not _records_grad((q, k, v)):
+        if not _records_grad((q, k, v, alibi_slopes)):
             return _run_forward(*inputs[:13], *inputs[14:])  # inputs[13]: deterministic
         return _EagerAttention.apply(*inputs)
     return fwd(*inputs)
@@ -374,7 +378,7 @@ def attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_se
     inputs = (packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
               window_right, softcap, alibi_slopes, deterministic)
     if _plain_eager((packed, q, cu_seqlens_q, cu_seqlens_k, alibi_slopes)):
-        if not _records_grad((packed, q)):
+        if not _records_grad((packed, q, alibi_slopes)):
             return _packed_forward(*inputs)
         return _EagerPackedAttention.apply(*inputs)
     return fwd_packed(*inputs)

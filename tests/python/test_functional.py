@@ -374,3 +374,34 @@ def test_functorch_transforms_meet_the_functions_refusal():
     q, k, v = (torch.randn(3, 1, 5, 2, 32) for _ in range(3))
     with pytest.raises(RuntimeError, match="functorch transforms"):
         torch.vmap(lambda q, k, v: flash_attn_func(q, k, v))(q, k, v)
+
+
+def test_jit_trace_without_grad_records_the_call():
+    # The library writes into its output where the tracer cannot see it: the trace must record
+    # the Function (ops._records_grad), or its graph returns the empty output.
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(64, 192)
+
+        def forward(self, x):
+            q, k, v = self.proj(x).view(1, 5, 3, 2, 32).unbind(2)
+            return flash_attn_func(q, k, v, causal=True)
+
+    torch.manual_seed(5)
+    module = Attention().eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(module, (torch.randn(1, 5, 64),), check_trace=False)
+        x = torch.randn(1, 5, 64)
+        assert torch.equal(traced(x), module(x))
+
+
+def test_slopes_that_require_grad_keep_the_graph():
+    # As autograd.Function counts every tensor input: an output built from slopes that require
+    # grad has a backward node (no gradient reaches the slopes themselves).
+    q, k, v = (torch.randn(1, 6, 2, 32) for _ in range(3))
+    slopes = torch.rand(2, requires_grad=True)
+    out = flash_attn_func(q, k, v, alibi_slopes=slopes)
+    assert out.grad_fn is not None
+    out.sum().backward()
+    assert slopes.grad is None
