@@ -25,6 +25,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -197,7 +198,6 @@ def check_close(q, k, v, causal):
 
 
 def main():
-    global WARMUP_MS  # median_ms reads it; --warmup-ms sets it
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--out", default=None)
@@ -216,7 +216,31 @@ def main():
                          "'flashattn[NAME=VALUE]_fwd_tflops' and the like, the log a line each")
     ap.add_argument("--masks", default="both", choices=["both", "unmasked", "causal"],
                     help="which of the protocol's non-causal and causal rows to time (GQA rows are causal)")
+    ap.add_argument("--smi-out", default=None, metavar="CSV",
+                    help="nvidia-smi's SM clock, power and clock-event reasons every 50 ms of the run into CSV "
+                         "(benchmarks/round_clocks.py lines them up with the rounds' wall-clock spans)")
     args = ap.parse_args()
+    smi = start_smi(args.smi_out) if args.smi_out else None
+    try:
+        run(args, ap)
+    finally:
+        if smi:
+            smi.terminate()
+
+
+def start_smi(path):
+    """nvidia-smi sampling in the background (only reads the card's state), or None where it fails."""
+    fields = "timestamp,clocks.sm,power.draw,clocks_event_reasons.active"
+    try:
+        return subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits",
+                                 "-lms", "50", "-f", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError as e:
+        print(f"--smi-out: no nvidia-smi ({e}); timing without it", file=sys.stderr)
+        return None
+
+
+def run(args, ap):
+    global WARMUP_MS  # median_ms reads it; --warmup-ms sets it
     WARMUP_MS = args.warmup_ms
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
