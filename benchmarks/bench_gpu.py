@@ -220,7 +220,12 @@ def main():
                     help="nvidia-smi's SM clock, power and clock-event reasons every 50 ms of the run into CSV "
                          "(benchmarks/round_clocks.py lines them up with the rounds' wall-clock spans)")
     args = ap.parse_args()
-    smi = start_smi(args.smi_out) if args.smi_out else None
+    smi = None
+    if args.smi_out:
+        try:
+            smi = start_smi(args.smi_out, "timestamp," + smi_fields())
+        except OSError as e:
+            print(f"--smi-out: no nvidia-smi ({e}); timing without it", file=sys.stderr)
     try:
         run(args, ap)
     finally:
@@ -228,15 +233,21 @@ def main():
             smi.terminate()
 
 
-def start_smi(path):
-    """nvidia-smi sampling in the background (only reads the card's state), or None where it fails."""
-    fields = "timestamp,clocks.sm,power.draw,clocks_event_reasons.active"
-    try:
-        return subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits",
-                                 "-lms", "50", "-f", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except OSError as e:
-        print(f"--smi-out: no nvidia-smi ({e}); timing without it", file=sys.stderr)
-        return None
+def smi_fields():
+    """The query fields this driver's nvidia-smi accepts (the reasons field was renamed in 535)."""
+    for reasons in ("clocks_event_reasons.active", "clocks_throttle_reasons.active"):
+        fields = f"clocks.sm,power.draw,temperature.gpu,{reasons}"
+        if subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+                          capture_output=True).returncode == 0:
+            return fields
+    return "clocks.sm,power.draw,temperature.gpu"
+
+
+def start_smi(path, fields):
+    """nvidia-smi sampling `fields` every 50 ms into the CSV at path, in the background (it only
+    reads the card's state); the caller terminates it."""
+    return subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-lms", "50",
+                             "-f", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def run(args, ap):

@@ -15,7 +15,6 @@ Only reads the card's state; changes no setting.
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,17 +24,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashattn
-from bench_gpu import ours_with_env  # benchmarks/ is the script's directory, so on sys.path
-
-def smi_fields():
-    """The query fields this driver's nvidia-smi accepts (the reasons field was renamed in 535)."""
-    for reasons in ("clocks_event_reasons.active", "clocks_throttle_reasons.active"):
-        fields = f"clocks.sm,power.draw,temperature.gpu,{reasons}"
-        if subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-                          capture_output=True).returncode == 0:
-            return fields
-    return "clocks.sm,power.draw,temperature.gpu"
-
+from bench_gpu import ours_with_env, smi_fields, start_smi  # benchmarks/ is the script's directory, so on sys.path
 
 FIELDS = smi_fields()
 
@@ -82,8 +71,7 @@ def cold_ms(fn):
 def sustained(fn, seconds):
     """(ms per call over the window, samples of nvidia-smi while it ran)."""
     with tempfile.NamedTemporaryFile("r", suffix=".csv") as log:
-        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits", "-lms", "50",
-                                "-f", log.name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        smi = start_smi(log.name, FIELDS)
         time.sleep(0.3)
         torch.cuda.synchronize()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

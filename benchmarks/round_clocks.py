@@ -3,13 +3,14 @@ TFLOP/s of the round, then the SM clock (mean and lowest), the board power (mean
 the clock-event reasons seen while it ran. For telling a low round that ran at a lower clock from
 one that lost its time elsewhere (the host, the schedule).
 
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active \\
-        --format=csv,noheader,nounits -lms 50 -f smi.csv &
-    python3 benchmarks/bench_gpu.py --fwd-only --rounds 6 --headdims 128 --seqlens 512 --out run.json
+    python3 benchmarks/bench_gpu.py --fwd-only --rounds 6 --headdims 128 --seqlens 512 \\
+        --smi-out smi.csv --out run.json
     python3 benchmarks/round_clocks.py run.json smi.csv
 
-bench_gpu.py records each implementation's wall-clock span a round (`<impl>_walls`, Unix seconds);
-the smi timestamps are read as UTC, the device machine's clock.
+bench_gpu.py records each implementation's wall-clock span a round (`<impl>_walls`, Unix seconds)
+and, with --smi-out, samples timestamp, clocks.sm, power.draw, temperature.gpu and the
+clock-event reasons (where the driver has them; bench_gpu.smi_fields); the smi timestamps are
+read as UTC, the device machine's clock.
 """
 import argparse
 import csv
@@ -19,7 +20,8 @@ import statistics
 
 
 def read_samples(path):
-    """(unix time, SM MHz, watts, reasons) per line of nvidia-smi's CSV (timestamp first)."""
+    """(unix time, SM MHz, watts, reasons) per line of nvidia-smi's CSV (timestamp, clock, power,
+    temperature, reasons; "?" where the driver gave no reasons column)."""
     samples = []
     with open(path) as f:
         for fields in csv.reader(f):
@@ -28,7 +30,8 @@ def read_samples(path):
             try:
                 stamp = datetime.datetime.strptime(fields[0].strip(), "%Y/%m/%d %H:%M:%S.%f")
                 when = stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
-                samples.append((when, float(fields[1]), float(fields[2]), fields[-1].strip()))
+                reasons = fields[4].strip() if len(fields) > 4 else "?"
+                samples.append((when, float(fields[1]), float(fields[2]), reasons))
             except ValueError:
                 continue  # a header or a field the driver did not report
     return samples
@@ -55,7 +58,7 @@ def round_lines(row, samples):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", help="bench_gpu.py --out JSON")
-    ap.add_argument("smi", help="nvidia-smi CSV: timestamp, clocks.sm, power.draw, ..., reasons")
+    ap.add_argument("smi", help="nvidia-smi CSV: timestamp, clocks.sm, power.draw, temperature.gpu[, reasons]")
     args = ap.parse_args()
     samples = read_samples(args.smi)
     for row in json.load(open(args.run))["rows"]:

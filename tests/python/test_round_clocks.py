@@ -44,3 +44,12 @@ def test_main_prints_every_row(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert out.startswith("d192 n1024 unmasked fp16")
     assert "500.0 TFLOP/s" in out and "2 samples" in out
+
+
+def test_a_csv_without_the_reasons_column_reads_them_as_unknown(tmp_path):
+    # Drivers whose nvidia-smi has neither reasons field (bench_gpu.smi_fields falls back to the
+    # first four columns): the temperature must not be taken for the reasons.
+    smi = tmp_path / "smi.csv"
+    smi.write_text("2026/12/05 06:03:11.000, 1980, 400.5, 40\n")
+    (sample,) = round_clocks.read_samples(smi)
+    assert sample[1:] == (1980.0, 400.5, "?")
