@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends.h"
+#include "overlap.h"
 #include "flashattn/flashattn.h"
 
 namespace flashattn {
@@ -143,6 +144,40 @@ struct NamedTensor {
   const char* name;
   const TensorView* t;
 };
+
+// What every call reads: q, k, v and the tensors among the params.
+std::vector<NamedTensor> read_tensors(const TensorView& q, const TensorView& k, const TensorView& v,
+                                      const AttentionParams& params) {
+  return {{"q", &q},
+          {"k", &k},
+          {"v", &v},
+          {"alibi_slopes", &params.alibi_slopes},
+          {"cu_seqlens_q", &params.cu_seqlens_q},
+          {"cu_seqlens_k", &params.cu_seqlens_k},
+          {"seqused_q", &params.seqused_q},
+          {"seqused_k", &params.seqused_k}};
+}
+
+// No output may share memory with an input or with another output (overlap.h, provably_overlap:
+// what can be proven from the two spans, which covers an output passed as an input or inside one).
+Status check_outputs_apart(const std::vector<NamedTensor>& outputs, const std::vector<NamedTensor>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const NamedTensor& o = outputs[i];
+    for (const NamedTensor& in : inputs) {
+      if (provably_overlap(*o.t, *in.t)) {
+        return invalid(o.name, std::string("shares memory with input '") + in.name +
+                                   "'; an output needs memory of its own");
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (provably_overlap(*o.t, *outputs[j].t)) {
+        return invalid(o.name, std::string("shares memory with output '") + outputs[j].name +
+                                   "'; each output needs memory of its own");
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 Status check_devices(const std::vector<NamedTensor>& tensors) {
   const NamedTensor& first = tensors.front();
@@ -496,6 +531,9 @@ Status forward(const ForwardArgs& args, const AttentionParams& params) {
   if (!s.ok()) return s;
   if (!(s = check_distinct_elements("out", args.out)).ok()) return s;
   if (args.lse.defined() && !(s = check_distinct_elements("lse", args.lse)).ok()) return s;
+  if (!(s = check_outputs_apart({{"out", &args.out}, {"lse", &args.lse}}, read_tensors(args.q, args.k, args.v, params))).ok()) {
+    return s;
+  }
   const Backend backend = choose_backend(p, params.backend);
   std::vector<NamedTensor> tensors = {{"q", &args.q}, {"k", &args.k}, {"v", &args.v}, {"out", &args.out}, {"lse", &args.lse}};
   if (!(s = check_backend_device(backend, p, tensors, true)).ok()) return s;
@@ -534,6 +572,9 @@ Status backward(const BackwardArgs& args, const AttentionParams& params) {
   if (!(s = check_distinct_elements("dq", args.dq)).ok()) return s;
   if (!(s = check_distinct_elements("dk", args.dk)).ok()) return s;
   if (!(s = check_distinct_elements("dv", args.dv)).ok()) return s;
+  std::vector<NamedTensor> inputs = read_tensors(args.q, args.k, args.v, params);
+  for (const NamedTensor& t : {NamedTensor{"out", &args.out}, {"lse", &args.lse}, {"dout", &args.dout}}) inputs.push_back(t);
+  if (!(s = check_outputs_apart({{"dq", &args.dq}, {"dk", &args.dk}, {"dv", &args.dv}}, inputs)).ok()) return s;
   std::vector<NamedTensor> tensors = {{"q", &args.q},       {"k", &args.k},   {"v", &args.v},
                                       {"out", &args.out},   {"lse", &args.lse}, {"dout", &args.dout},
                                       {"dq", &args.dq},     {"dk", &args.dk}, {"dv", &args.dv}};

@@ -58,6 +58,9 @@ struct AttentionParams {
   void* stream = nullptr;   // CUDA: a cudaStream_t; null is the default stream
 };
 
+// Outputs (out, lse; dq, dk, dv) need memory of their own: an output on an input or on another
+// output is refused, naming it (inputs may share memory; gradients interleaved in one packed buffer,
+// each element its own, are taken).
 struct ForwardArgs {
   TensorView q, k, v;
   TensorView out;  // same shape and dtype as q

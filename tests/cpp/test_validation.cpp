@@ -405,6 +405,87 @@ TEST(Validation, OutputsWithSharedElements) {
   }
 }
 
+// An output on top of an input, or of another output, is refused naming the output and the other
+// argument: the result would depend on the backend's order of reads and writes. Views that
+// interleave without touching, as the gradients of a packed kv do, are taken.
+TEST(Validation, OutputsSharingMemoryWithOthers) {
+  {
+    Problem p;
+    p.fwd.out = p.fwd.q;  // attention written over its own queries
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'out'", p, "input 'q'"));
+  }
+  {
+    Problem p;  // v's rows in the spare memory, out starting at v's second batch
+    p.fwd.v.data = p.spare.storage();
+    p.fwd.out.data = static_cast<float*>(p.spare.storage()) + S * Hk * D;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'out'", p, "input 'v'"));
+  }
+  {
+    Problem p;  // lse's last rows run into out's first ones (both in the spare memory)
+    float* const out = static_cast<float*>(p.spare.storage()) + B * Hq * S;
+    p.fwd.out.data = out;
+    p.fwd.lse.data = out - B * Hq * S + 3;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'lse'", p, "output 'out'"));
+  }
+  {
+    VarlenProblem p;  // lse written over the key lengths it is computed with
+    p.fwd.lse.data = p.cu_k.storage();
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'lse'", p, "input 'cu_seqlens_k'"));
+    EXPECT_EQ(p.cu_k.get(2), 24.0f);
+  }
+  {
+    Problem p;
+    p.bwd.dk = p.bwd.k;
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dk'", p, "input 'k'"));
+  }
+  {
+    Problem p;
+    p.bwd.dq = p.bwd.dout;
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dq'", p, "input 'dout'"));
+  }
+  {
+    Problem p;
+    p.bwd.dv = p.bwd.dk;
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dv'", p, "output 'dk'"));
+  }
+  {
+    Problem p;  // lse, read by the backward, inside dq's memory
+    p.bwd.dq.data = p.spare.storage();
+    p.bwd.lse.data = static_cast<float*>(p.spare.storage()) + 5;
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dq'", p, "input 'lse'"));
+  }
+  {
+    // dk and dv interleaved in one (B, S, 2, Hk, D) buffer: taken, and the gradients are those of
+    // separate buffers (both deterministic: bitwise the same at any thread count).
+    Problem p;  // out and lse from the forward first (the backward reads them)
+    p.params.deterministic = true;
+    ASSERT_TRUE(flashattn::forward(p.fwd, p.params).ok());
+    ASSERT_TRUE(flashattn::backward(p.bwd, p.params).ok());
+    HostTensor packed(DType::kFloat32, {B, S, 2, Hk, D});
+    packed.poison();
+    Problem q;
+    q.params.deterministic = true;
+    for (TensorView* t : {&q.bwd.dk, &q.bwd.dv}) {
+      t->data = static_cast<float*>(packed.storage()) + (t == &q.bwd.dv ? Hk * D : 0);
+      t->stride[0] = S * 2 * Hk * D;
+      t->stride[1] = 2 * Hk * D;
+    }
+    ASSERT_TRUE(flashattn::forward(q.fwd, q.params).ok());
+    const Status s = flashattn::backward(q.bwd, q.params);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(packed.count_nonfinite(), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t i = 0; i < S * Hk * D; ++i) {
+        const int64_t at = b * S * Hk * D + i;  // element of the separate buffers
+        const int64_t row = i / (Hk * D), col = i % (Hk * D);
+        const int64_t in_packed = b * S * 2 * Hk * D + row * 2 * Hk * D + col;
+        ASSERT_EQ(packed.get(in_packed), p.dk.get(at)) << "dk element " << at;
+        ASSERT_EQ(packed.get(in_packed + Hk * D), p.dv.get(at)) << "dv element " << at;
+      }
+    }
+  }
+}
+
 TEST(Validation, DeviceMismatch) {
   {
     Problem p;

@@ -64,6 +64,17 @@ def test_caller_provided_output_and_errors():
         array.forward(np.asfortranarray(q), k, v)
     with pytest.raises(TypeError, match="DLPack"):
         array.forward([1.0], k, v)
+    with pytest.raises(ValueError, match="argument 'out': shares memory with input 'q'"):
+        array.forward(q, k, v, out=q)
+    kv = np.zeros((1, 8, 2, 2, 16), np.float32)  # dk, dv interleaved in one buffer: their own elements
+    out, lse = array.forward(q, k, v, return_lse=True)
+    dout = np.ones_like(q)
+    dq, dk, dv = array.backward(dout, q, k, v, out, lse, dk=kv[:, :, 0], dv=kv[:, :, 1])
+    expected = array.backward(dout, q, k, v, out, lse)
+    for actual, separate in zip((dk, dv), expected[1:]):
+        np.testing.assert_allclose(actual, separate, atol=1e-6)
+    with pytest.raises(ValueError, match="argument 'dv': shares memory with output 'dk'"):
+        array.backward(dout, q, k, v, out, lse, dk=kv[:, :, 0], dv=kv[:, :, 0])
 
 
 @pytest.mark.gpu
