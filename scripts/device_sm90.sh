@@ -53,13 +53,15 @@ for t in "${tests[@]}"; do
 done
 
 if [ "$what" != bench ]; then
-  small=${SM90_SANITIZE:-'*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*:*Sm90*small_d256_bf16*:*Sm90*varlen_window_d256*:*Sm90*seqused_varlen_causal_bf16*:*Sm90*seqused_qk_fixed_causal_d256*:*Sm90GqaPacking*g4_varlen_causal_bf16*:*Sm90GqaPacking*g8_persistent_q1_k1000_fp16*:*Sm90GqaPacking*g4_q64_k700_d256_causal_softcap_fp16*'}
+  # Every kernel the API can pick at least once: static / dynamic / tall / packed, cluster pairs,
+  # the split tail (both), short rows, d96 and d192.
+  small=${SM90_SANITIZE:-'*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:*Sm90*causal_long_q_masked_rows_fp16*:*Sm90*persistent_many_tiles*:*Sm90*small_d256_bf16*:*Sm90*varlen_window_d256*:*Sm90*seqused_varlen_causal_bf16*:*Sm90*seqused_qk_fixed_causal_d256*:*Sm90GqaPacking*g4_varlen_causal_bf16*:*Sm90GqaPacking*g8_persistent_q1_k1000_fp16*:*Sm90GqaPacking*g4_q64_k700_d256_causal_softcap_fp16*:*Sm90ClusterPairs*waves_q512_k256_gqa*:*Sm90SplitTail*thin_tail*:*Sm90ClusterSplitTail*gqa_softcap*:*short_rows_gqa_window*:*Sm90Forward*ragged_d96_bf16*:*Sm90Forward*causal_d192_fp16*:*Sm90*seqused_qk_fixed_window_d192*'}
   for t in "${tests[@]}"; do
     timeout 150 "$BIN/$t" --gtest_filter="${SM90_TESTS:-*Sm90*}" > "$LOG/tests_$t.log" 2>&1
     note "tests $t exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$LOG/tests_$t.log" | tr '\n' ' ')"
     grep -E "^\[  FAILED  \]|Failure|Expected|Which is|relative L2|logsumexp off|NaN|outside" "$LOG/tests_$t.log" | head -30 | tee -a "$summary"
     for tool in memcheck racecheck synccheck; do
-      timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/$t" --gtest_filter="$small" \
+      timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/$t" --gtest_filter="$small" \
         > "$LOG/sanitizer_${tool}_$t.log" 2>&1
       note "compute-sanitizer $tool $t exit $? ($(grep -c 'OK \]' "$LOG/sanitizer_${tool}_$t.log") tests ok): $(grep -m2 -E 'ERROR SUMMARY|RACECHECK SUMMARY|Error' "$LOG/sanitizer_${tool}_$t.log" | tr '\n' ' ')"
     done
