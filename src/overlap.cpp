@@ -1,6 +1,6 @@
 #include "overlap.h"
 
-#include <algorithm>
+#include <utility>
 #include <cstdint>
 
 namespace flashattn {
@@ -36,7 +36,9 @@ Span span_of(const TensorView& t) {
   for (int d = 0; d < t.ndim; ++d) {
     if (t.shape[d] > 1) order[n++] = d;
   }
-  std::sort(order, order + n, [&](int x, int y) { return t.stride[x] < t.stride[y]; });
+  for (int i = 1; i < n; ++i) {  // by stride, ascending (an insertion sort of at most 4)
+    for (int j = i; j > 0 && t.stride[order[j]] < t.stride[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+  }
   int64_t packed = 1;
   s.dense = true;
   for (int i = 0; i < n && s.dense; ++i) {
