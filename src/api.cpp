@@ -102,13 +102,7 @@ std::string strides_str(const TensorView& t) {
 Status check_distinct_elements(const char* arg, const TensorView& t) {
   if (t.numel() == 0) return Status::Ok();
   int order[TensorView::kMaxDims];
-  int n = 0;
-  for (int d = 0; d < t.ndim; ++d) {
-    if (t.shape[d] > 1) order[n++] = d;
-  }
-  for (int i = 1; i < n; ++i) {  // by stride, ascending (an insertion sort of at most 4)
-    for (int j = i; j > 0 && t.stride[order[j]] < t.stride[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
-  }
+  const int n = dims_by_stride(t, order);
   int64_t span = 1;  // elements from the first to one past the last of the dimensions so far
   for (int i = 0; i < n; ++i) {
     const int d = order[i];

@@ -32,13 +32,7 @@ Span span_of(const TensorView& t) {
   s.end = s.last + static_cast<uintptr_t>(size);
   // Dense: the dimensions, by stride from the smallest up, each step exactly past the ones inside.
   int order[TensorView::kMaxDims];
-  int n = 0;
-  for (int d = 0; d < t.ndim; ++d) {
-    if (t.shape[d] > 1) order[n++] = d;
-  }
-  for (int i = 1; i < n; ++i) {  // by stride, ascending (an insertion sort of at most 4)
-    for (int j = i; j > 0 && t.stride[order[j]] < t.stride[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
-  }
+  const int n = dims_by_stride(t, order);
   int64_t packed = 1;
   s.dense = true;
   for (int i = 0; i < n && s.dense; ++i) {
@@ -51,6 +45,17 @@ Span span_of(const TensorView& t) {
 bool inside(uintptr_t address, const Span& s) { return address >= s.first && address < s.end; }
 
 }  // namespace
+
+int dims_by_stride(const TensorView& t, int* order) {
+  int n = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] > 1) order[n++] = d;
+  }
+  for (int i = 1; i < n; ++i) {  // an insertion sort of at most 4
+    for (int j = i; j > 0 && t.stride[order[j]] < t.stride[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+  }
+  return n;
+}
 
 bool provably_overlap(const TensorView& a, const TensorView& b) {
   if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;

@@ -6,6 +6,10 @@
 
 namespace flashattn {
 
+// The dimensions of t with more than one element, by stride from the smallest up, into order
+// (room for TensorView::kMaxDims); returns how many.
+int dims_by_stride(const TensorView& t, int* order);
+
 // True when some byte of a is provably a byte of b: both are non-empty, on the same device, and
 // they start at the same address, or one of them fills its span with no gaps (a dense layout, in
 // any order of dimensions) and the other's first or last element lies inside that span. Views
