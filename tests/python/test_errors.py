@@ -96,6 +96,29 @@ def test_varlen_errors():
         flash_attn_varlen_func(q, q, q, cu_seqlens([4, 6]), cu_seqlens([4, 6]), 6, 6, block_table=torch.zeros(2, 1))
 
 
+def test_bad_window_right_and_scale():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="argument 'window_right': is -2"):
+        flash_attn_func(q, k, v, window_size=(4, -2))
+    for scale in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="argument 'softmax_scale'"):
+            flash_attn_func(q, k, v, softmax_scale=scale)
+
+
+def test_seqused_errors():
+    q = torch.randn(10, 4, 32)
+    cu = cu_seqlens([4, 6])
+    call = lambda **kw: flash_attn_varlen_func(q, q, q, cu, cu, 6, 6, **kw)  # noqa: E731
+    with pytest.raises(ValueError, match="argument 'seqused_k': entry 1 is 7 but sequence 1 has 6 rows"):
+        call(seqused_k=torch.tensor([4, 7], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'seqused_q': entry 0 is -1"):
+        call(seqused_q=torch.tensor([-1, 6], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'seqused_q': has 3 entries"):
+        call(seqused_q=torch.tensor([1, 2, 3], dtype=torch.int32))
+    with pytest.raises(TypeError, match="seqused_k"):
+        call(seqused_k=torch.tensor([4, 6], dtype=torch.int64))
+
+
 def test_not_a_tensor():
     _, k, v = qkv()
     with pytest.raises(TypeError, match="argument 'q'"):
@@ -107,6 +130,24 @@ def test_mismatched_devices():
     q, k, v = qkv()
     with pytest.raises(ValueError, match="all tensors must be on one device"):
         flash_attn_func(q.cuda().half(), k.half(), v.half())
+
+
+@pytest.mark.gpu
+def test_length_vectors_on_another_device():
+    q = torch.randn(10, 4, 32, device="cuda", dtype=torch.bfloat16)
+    cu = cu_seqlens([4, 6])
+    with pytest.raises(ValueError, match="argument 'cu_seqlens_q'.*all tensors must be on one device"):
+        flash_attn_varlen_func(q, q, q, cu, cu.cuda(), 6, 6)
+    with pytest.raises(ValueError, match="argument 'seqused_k'.*all tensors must be on one device"):
+        flash_attn_varlen_func(q, q, q, cu.cuda(), cu.cuda(), 6, 6, seqused_k=torch.tensor([4, 6], dtype=torch.int32))
+
+
+@pytest.mark.gpu
+def test_output_buffers_on_the_gpu_are_checked_too():
+    from flashattn import array
+    q = torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="argument 'out': shares memory with input 'q'"):
+        array.forward(q, q, q, out=q)
 
 
 def test_errors_inside_compiled_graph_are_python_exceptions():
