@@ -15,6 +15,12 @@
 //   j >= i + (sk - sq) - window_left
 // where a window side of -1 is unbounded. A query row that sees no key gets output 0 and lse = -inf.
 // sq and sk are the lengths of one sequence: seqlen, the cu_seqlens span, or seqused where given.
+//
+// Every argument is checked before anything runs, and a bad one returns kInvalidArgument naming
+// it, with one exception: while the stream is being captured into a CUDA graph, device memory
+// cannot be read back, so cu_seqlens and seqused on the GPU are trusted there (as flash_attn
+// trusts them everywhere) and max_seqlen_q / max_seqlen_k must be given; lengths past the tensors
+// then give wrong results or faults, not an error.
 #pragma once
 
 #include "flashattn/types.h"
