@@ -1,0 +1,88 @@
+"""The protocol's decode rows side by side (../shared/docs/benchmark-protocol.md): one query token
+against a KV cache, bf16, head dim 128; the figure is the bytes of K and V read over the time, in
+TB/s, and the ratio is ours over the best peer. Same peers, warm-up and rotated rounds as
+bench_gpu.py (whose helpers it uses).
+
+    python3 benchmarks/bench_decode.py --out decode.json [--rounds 3] [--rows 0,1,2,3]
+
+A single query sees every key whether causal or not (the masks are bottom-right aligned), but
+PyTorch's is_causal aligns them top-left (the query would see key 0 only), so every
+implementation runs unmasked.
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+
+# (batch, nheads_q, nheads_kv, kv_len), the protocol's decode rows.
+ROWS = [(1, 32, 8, 131072), (16, 32, 8, 8192), (64, 32, 8, 4096), (8, 32, 32, 32768)]
+HEADDIM = 128
+
+
+def kv_bytes(batch, nheads_kv, kv_len, headdim=HEADDIM, element_bytes=2):
+    """Bytes of K and V one decode step reads."""
+    return 2 * batch * kv_len * nheads_kv * headdim * element_bytes
+
+
+def tbps(nbytes, ms):
+    return nbytes / (ms * 1e-3) / 1e12
+
+
+def ratio_to_best_peer(row, peers=("fa2", "cudnn")):
+    """Ours over the fastest peer that ran (None when ours or every peer failed)."""
+    best = max((row[f"{p}_tbps"] for p in peers if row.get(f"{p}_tbps")), default=None)
+    ours = row.get("flashattn_tbps")
+    return ours / best if ours and best else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rows", default=None, help="comma-separated indices into the protocol's decode rows")
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch
+    import bench_gpu as bg
+
+    picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
+    props = torch.cuda.get_device_properties(0)
+    header = {"gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+              "cudnn": torch.backends.cudnn.version(), "dtype": "bf16", "headdim": HEADDIM,
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "ceilings": bg.ceilings(), "rounds": args.rounds, "warmup_ms": bg.WARMUP_MS}
+    torch.manual_seed(0)
+    out_rows = []
+    for batch, hq, hkv, kv_len in picked:
+        q = torch.randn(batch, 1, hq, HEADDIM, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(batch, kv_len, hkv, HEADDIM, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(batch, kv_len, hkv, HEADDIM, device="cuda", dtype=torch.bfloat16)
+        nbytes = kv_bytes(batch, hkv, kv_len)
+        row = {"batch": batch, "nheads": hq, "nheads_kv": hkv, "kv_len": kv_len, "headdim": HEADDIM,
+               "rel_error": bg.check_close(q[:1], k[:1], v[:1], False)}
+        times = {name: [] for name in bg.IMPLS}
+        for r in range(args.rounds):
+            for name in bg.round_order(list(bg.IMPLS), r):
+                fwd, _, err = bg.time_impl(bg.IMPLS[name], q, k, v, False, None)
+                if fwd:
+                    times[name].append(fwd)
+                if err:
+                    row[f"{name}_error"] = err
+        for name, ms in times.items():
+            row[f"{name}_tbps"] = tbps(nbytes, statistics.median(ms)) if ms else None
+            row[f"{name}_tbps_rounds"] = [round(tbps(nbytes, t), 3) for t in ms]
+        row["ratio"] = ratio_to_best_peer(row)
+        out_rows.append(row)
+        print(f"b={batch} h={hq}/{hkv} kv={kv_len}: " +
+              " ".join(f"{name} {bg.fmt(row[name + '_tbps'], '5.2f')}" for name in bg.IMPLS) +
+              f" TB/s  x{bg.fmt(row['ratio'], '.2f')}  err={row['rel_error']:.1e}", file=sys.stderr, flush=True)
+        del q, k, v
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"header": header, "rows": out_rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""benchmarks/bench_decode.py's arithmetic: the bytes a decode step reads and the ratio to the best peer."""
+import pytest
+
+from benchmark_tools import BENCHMARKS, load
+
+bench_decode = load("bench_decode", BENCHMARKS)
+
+
+def test_kv_bytes_counts_k_and_v_of_every_kv_head():
+    # 1 x 131072 keys x 8 heads x 128 columns x 2 bytes, for K and for V: 512 MiB.
+    assert bench_decode.kv_bytes(1, 8, 131072) == 2 * 131072 * 8 * 128 * 2 == 512 << 20
+    assert bench_decode.kv_bytes(8, 32, 32768) == 8 * bench_decode.kv_bytes(1, 32, 32768)
+
+
+def test_tbps():
+    assert bench_decode.tbps(4e12, 1000.0) == pytest.approx(4.0)
+    assert bench_decode.tbps(1e9, 0.5) == pytest.approx(2.0)  # 1 GB in half a millisecond
+
+
+def test_ratio_to_the_fastest_peer_that_ran():
+    assert bench_decode.ratio_to_best_peer({"flashattn_tbps": 3.0, "fa2_tbps": 2.0, "cudnn_tbps": 2.5}) == 1.2
+    assert bench_decode.ratio_to_best_peer({"flashattn_tbps": 3.0, "fa2_tbps": None, "cudnn_tbps": 1.5}) == 2.0
+    assert bench_decode.ratio_to_best_peer({"flashattn_tbps": 3.0, "fa2_tbps": None, "cudnn_tbps": None}) is None
+    assert bench_decode.ratio_to_best_peer({"flashattn_tbps": None, "fa2_tbps": 1.0}) is None
+
+
+def test_the_protocol_rows():
+    assert bench_decode.ROWS == [(1, 32, 8, 131072), (16, 32, 8, 8192), (64, 32, 8, 4096), (8, 32, 32, 32768)]
