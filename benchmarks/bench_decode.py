@@ -30,10 +30,11 @@ def tbps(nbytes, ms):
     return nbytes / (ms * 1e-3) / 1e12
 
 
-def ratio_to_best_peer(row, peers=("fa2", "cudnn")):
-    """Ours over the fastest peer that ran (None when ours or every peer failed)."""
+def ratio_to_best_peer(row, peers=("fa2", "cudnn"), ours="flashattn"):
+    """Ours (or ours with --ours-env settings) over the fastest peer that ran (None when ours or
+    every peer failed)."""
     best = max((row[f"{p}_tbps"] for p in peers if row.get(f"{p}_tbps")), default=None)
-    ours = row.get("flashattn_tbps")
+    ours = row.get(f"{ours}_tbps")
     return ours / best if ours and best else None
 
 
@@ -42,10 +43,15 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rows", default=None, help="comma-separated indices into the protocol's decode rows")
+    ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]",
+                    help="also time ours with these settings (bench_gpu.py's option), e.g. "
+                         "'FLASHATTN_SM90_PACK_GQA=0;FLASHATTN_SM90_VARIANT=static;FLASHATTN_SM90_SPLIT_TAIL=always'")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
     import bench_gpu as bg
+
+    bg.add_ours_with_env(args.ours_env, ap)
 
     picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
     props = torch.cuda.get_device_properties(0)
@@ -75,6 +81,9 @@ def main():
             row[f"{name}_tbps_rounds"] = [round(tbps(nbytes, t), 3) for t in ms]
         row["ratio"] = ratio_to_best_peer(row)
         out_rows.append(row)
+        for name in bg.IMPLS:
+            if name.startswith("flashattn["):
+                row[f"ratio_{name}"] = ratio_to_best_peer(row, ours=name)
         print(f"b={batch} h={hq}/{hkv} kv={kv_len}: " +
               " ".join(f"{name} {bg.fmt(row[name + '_tbps'], '5.2f')}" for name in bg.IMPLS) +
               f" TB/s  x{bg.fmt(row['ratio'], '.2f')}  err={row['rel_error']:.1e}", file=sys.stderr, flush=True)

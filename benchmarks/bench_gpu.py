@@ -111,7 +111,7 @@ def env_set(name, value):
 
 # The library's overrides read at every call (the rest, such as FLASHATTN_CUDA_KERNELS, once).
 PER_CALL_ENV = ("FLASHATTN_SM90_VARIANT", "FLASHATTN_SM90_CAUSAL_GROUPS", "FLASHATTN_SM90_BACKWARD",
-                "FLASHATTN_SM90_SPLIT_TAIL")
+                "FLASHATTN_SM90_SPLIT_TAIL", "FLASHATTN_SM90_PACK_GQA")
 
 
 @contextlib.contextmanager
@@ -121,6 +121,19 @@ def envs_set(settings):
         for name, value in settings:
             stack.enter_context(env_set(name, value))
         yield
+
+
+def add_ours_with_env(settings, ap):
+    """Ours once more per --ours-env setting ("NAME=VALUE[;NAME=VALUE...]"), as flashattn[setting]."""
+    for setting in settings:
+        pairs = [part.partition("=") for part in setting.split(";")]
+        for name, _, _ in pairs:
+            if name not in PER_CALL_ENV:
+                # FLASHATTN_CUDA_KERNELS is read once per process: set around a call it changes nothing
+                # (session 9 timed the sm90 forward twice that way, thinking one was the sm80 one).
+                ap.error(f"--ours-env {name}: the library reads only {', '.join(PER_CALL_ENV)} at every "
+                         f"call; set {name} for the whole run instead")
+        IMPLS[f"flashattn[{setting}]"] = ours_with_env([(name, value) for name, _, value in pairs])
 
 
 def ours_with_env(settings):
@@ -255,15 +268,7 @@ def run(args, ap):
     WARMUP_MS = args.warmup_ms
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
-    for setting in args.ours_env:
-        pairs = [part.partition("=") for part in setting.split(";")]
-        for name, _, _ in pairs:
-            if name not in PER_CALL_ENV:
-                # FLASHATTN_CUDA_KERNELS is read once per process: set around a call it changes nothing
-                # (session 9 timed the sm90 forward twice that way, thinking one was the sm80 one).
-                ap.error(f"--ours-env {name}: the library reads only {', '.join(PER_CALL_ENV)} at every "
-                         f"call; set {name} for the whole run instead")
-        IMPLS[f"flashattn[{setting}]"] = ours_with_env([(name, value) for name, _, value in pairs])
+    add_ours_with_env(args.ours_env, ap)
     HEADDIMS[:] = [int(d) for d in args.headdims.split(",")]
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     torch.manual_seed(0)

@@ -26,3 +26,9 @@ def test_ratio_to_the_fastest_peer_that_ran():
 
 def test_the_protocol_rows():
     assert bench_decode.ROWS == [(1, 32, 8, 131072), (16, 32, 8, 8192), (64, 32, 8, 4096), (8, 32, 32, 32768)]
+
+
+def test_ratio_of_ours_with_settings():
+    row = {"flashattn_tbps": 1.0, "flashattn[FLASHATTN_SM90_PACK_GQA=0]_tbps": 3.0, "fa2_tbps": 2.0, "cudnn_tbps": None}
+    assert bench_decode.ratio_to_best_peer(row, ours="flashattn[FLASHATTN_SM90_PACK_GQA=0]") == 1.5
+    assert bench_decode.ratio_to_best_peer(row) == 0.5

@@ -228,6 +228,13 @@ bool forced_variant(Variant* variant) {
   return true;
 }
 
+// FLASHATTN_SM90_PACK_GQA=0 leaves GQA packing out (read at every call, as the variant above), so
+// that a benchmark times a decode shape packed and not in one process (benchmarks/bench_decode.py).
+bool pack_gqa_allowed() {
+  const char* v = std::getenv("FLASHATTN_SM90_PACK_GQA");
+  return v == nullptr || std::string(v) != "0";
+}
+
 }  // namespace
 
 bool sm90_picks_pack_gqa(const AttentionProblem& p) {
@@ -239,7 +246,7 @@ Status sm90_forward(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
   if (runs_narrow(p)) return launch_counted(p, Variant::kDefault);
-  if (sm90_picks_pack_gqa(p)) return launch_counted(p, Variant::kPackGqa);
+  if (pack_gqa_allowed() && sm90_picks_pack_gqa(p)) return launch_counted(p, Variant::kPackGqa);
   Variant variant = Variant::kDefault;
   if (forced_variant(&variant)) return launch_counted(p, variant);
   if (sm90_picks_cluster_pairs(p)) variant = Variant::kClusterPairs;
