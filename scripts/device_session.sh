@@ -247,6 +247,14 @@ measure() {
       > "$OUT/package.log" 2>&1
     echo "package exit $?"; tail -25 "$OUT/package.log"
   fi
+  # MEASURE_DECODE: benchmarks/bench_decode.py arguments (the protocol's decode rows; "--rounds 3"
+  # for the defaults), e.g. --ours-env FLASHATTN_SM90_PACK_GQA=0 for an A/B.
+  if [ -n "${MEASURE_DECODE:-}" ]; then
+    eval "set -- $MEASURE_DECODE"  # keeps quoted settings with ';' in them whole
+    PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_TIMEOUT:-150} python3 benchmarks/bench_decode.py "$@" \
+      --out "$OUT/decode.json" > "$OUT/decode.log" 2>&1
+    echo "decode exit $?"; tail -8 "$OUT/decode.log"
+  fi
   kill $smi
   archive_logs './*.log' './*.csv' './*.err'
 }
