@@ -20,7 +20,7 @@ inline cpu::ScoreRow score_geometry(const AttentionProblem& p, float slope, int 
                                     float dist_step) {
   cpu::ScoreRow row;
   row.n_valid = n_valid;
-  row.dist0 = static_cast<float>(dist0);
+  row.dist0 = dist0;
   row.dist_step = dist_step;
   row.window_left = p.mask.window_left;
   row.window_right = p.mask.window_right;

@@ -286,7 +286,7 @@ TEST_P(Simd, ScoreRowMasksCapsAndBiases) {
           SCOPED_TRACE(testing::Message() << "step=" << step << " softcap=" << softcap << " wl=" << wl << " wr=" << wr);
           cpu::ScoreRow row;
           row.n_valid = n - 5;
-          row.dist0 = 7.0f;
+          row.dist0 = 7;
           row.dist_step = step;
           row.window_left = wl;
           row.window_right = wr;
@@ -317,6 +317,56 @@ TEST_P(Simd, ScoreRowMasksCapsAndBiases) {
           EXPECT_EQ(mx, want_max);
         }
       }
+    }
+  }
+}
+
+// Windows past 2^24 keys: the distance to the diagonal no longer fits a float's 24 bits, but
+// the window's edge must still fall on the right column (each side, 196 columns in; the first
+// column outside lies at an odd distance past 2^24, which a float rounds onto the edge).
+TEST_P(Simd, ScoreRowWindowsPastTwoTo24) {
+  const int n = ((256 + k_->nr - 1) / k_->nr) * k_->nr;
+  const int64_t far = int64_t{1} << 24;
+  for (int side = 0; side < 2; ++side) {
+    SCOPED_TRACE(side == 0 ? "left" : "right");
+    cpu::ScoreRow row;
+    row.n_valid = n;
+    row.scale = 1.0f;
+    if (side == 0) {  // dist = far + 200 - c <= far + 4 from c = 196 on
+      row.dist0 = far + 200, row.dist_step = -1.0f, row.window_left = int(far + 4);
+    } else {  // dist = -(far + 200) + c >= -(far + 4) from c = 196 on
+      row.dist0 = -(far + 200), row.dist_step = 1.0f, row.window_right = int(far + 4);
+    }
+    std::vector<float> s(static_cast<size_t>(n), 1.0f);
+    k_->score_row(s.data(), n, row, nullptr);
+    for (int c = 0; c < n; ++c) {
+      if (c < 196) {
+        ASSERT_EQ(s[c], kNegInf) << "c=" << c << " lies outside the window";
+      } else {
+        ASSERT_EQ(s[c], 1.0f) << "c=" << c << " lies inside the window";
+      }
+    }
+  }
+}
+
+// Soft caps far above the scores: cap * tanh(x / cap) is x to float precision, not 0 (the form
+// 1 - 2 / (exp(2x) + 1) cancelled there) and not anything else.
+TEST_P(Simd, SoftcapOfScoresFarBelowIt) {
+  const int n = 4 * k_->nr;
+  for (float softcap : {30.0f, 1e3f, 1e5f, 1e7f, 1e8f, 1e20f}) {
+    SCOPED_TRACE(testing::Message() << "softcap=" << softcap);
+    cpu::ScoreRow row;
+    row.n_valid = n;
+    row.scale = 1.0f;
+    row.softcap = softcap;
+    std::vector<float> s(static_cast<size_t>(n)), capped(static_cast<size_t>(n), kNaN);
+    for (int c = 0; c < n; ++c) s[c] = c == 0 ? 0.0f : normal() * (c % 3 == 0 ? 50.0f : 3.0f);
+    const std::vector<float> raw = s;
+    k_->score_row(s.data(), n, row, capped.data());
+    for (int c = 0; c < n; ++c) {
+      const double want = double(softcap) * std::tanh(double(raw[c]) / softcap);
+      ASSERT_NEAR(capped[c], want, 4e-7 * std::fabs(want) + 1e-30) << "c=" << c << " score " << raw[c];
+      ASSERT_EQ(s[c], capped[c]) << "c=" << c;
     }
   }
 }

@@ -17,7 +17,7 @@ namespace cpu {
 // and is visible when c < n_valid and -window_right <= dist <= window_left (a side < 0: unbounded).
 struct ScoreRow {
   int n_valid = 0;
-  float dist0 = 0.0f;
+  int64_t dist0 = 0;
   float dist_step = -1.0f;
   int window_left = -1;
   int window_right = -1;

@@ -96,10 +96,16 @@ static inline vf vexp(vf x) {
   return x < -86.0f ? splat(0.0f) : p * scale;
 }
 
-// tanh through exp of the magnitude, so large inputs saturate instead of overflowing.
+// tanh(|x|) = m / (m + 2) with m = exp(2 |x|) - 1, so large inputs saturate instead of
+// overflowing. m comes from its series below 2 |x| = ln 2 / 2, where exp(2 |x|) - 1 would cancel:
+// 1 - 2 / (e + 1), the form before, lost all of a small x (a soft cap of 1e7 turned every score
+// into 0).
 static inline vf vtanh(vf x) {
-  const vf e = vexp(vmin(vabs(x) * 2.0f, splat(80.0f)));
-  const vf t = 1.0f - 2.0f / (e + 1.0f);
+  const vf a = vmin(vabs(x) * 2.0f, splat(80.0f));
+  const vf series =
+      a * (1.0f + a * (0.5f + a * (1.0f / 6 + a * (1.0f / 24 + a * (1.0f / 120 + a * (1.0f / 720 + a * (1.0f / 5040)))))));
+  const vf m = a < 0.34657359f ? series : vexp(a) - 1.0f;
+  const vf t = m / (m + 2.0f);
   return x < 0.0f ? -t : t;
 }
 
@@ -371,7 +377,13 @@ static float score_row(float* s, int n, const ScoreRow& row, float* capped) {
   vf running_max = splat(neg_inf);
   const vf lane = iota();
   const bool has_left = row.window_left >= 0, has_right = row.window_right >= 0;
-  const float left = static_cast<float>(row.window_left), right = -static_cast<float>(row.window_right);
+  // The window's bounds as offsets from dist0, exact in 64 bits before the rounding to float:
+  // dist_step * c stays small, so an offset that rounds (past 2^24) is far from every column
+  // either way, where dist0 + dist_step * c itself rounded past 2^24 (a key beyond a window of
+  // 2^24 keys let in).
+  const float left = static_cast<float>(int64_t{row.window_left} - row.dist0);
+  const float right = static_cast<float>(-int64_t{row.window_right} - row.dist0);
+  const float dist0 = static_cast<float>(row.dist0);
   for (int c = 0; c < n; c += W) {
     vf x = load(s + c) * row.scale;
     if (row.softcap > 0.0f) {
@@ -379,11 +391,11 @@ static float score_row(float* s, int n, const ScoreRow& row, float* capped) {
       if (capped) store(capped + c, x);
     }
     const vf col = lane + static_cast<float>(c);
-    const vf dist = row.dist0 + row.dist_step * col;
-    if (row.alibi_slope != 0.0f) x -= row.alibi_slope * vabs(dist);
+    const vf offset = row.dist_step * col;
+    if (row.alibi_slope != 0.0f) x -= row.alibi_slope * vabs(dist0 + offset);
     vi visible = col < static_cast<float>(row.n_valid);
-    if (has_left) visible &= dist <= left;
-    if (has_right) visible &= dist >= right;
+    if (has_left) visible &= offset <= left;
+    if (has_right) visible &= offset >= right;
     x = visible ? x : splat(neg_inf);
     running_max = vmax(running_max, x);
     store(s + c, x);
@@ -431,7 +443,7 @@ static void softmax_step(float* s, int64_t lds, int rows, int n, const ScoreRow*
     float tile_max;
     if (masked) {
       ScoreRow geom = *masked;
-      geom.dist0 += static_cast<float>(r);
+      geom.dist0 += r;
       tile_max = score_row(srow, n, geom, nullptr);
     } else {
       tile_max = scale * row_max(srow, n);
