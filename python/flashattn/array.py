@@ -110,6 +110,8 @@ def _lse_shape(q, varlen: bool) -> Tuple[int, ...]:
 
 
 def _scale(softmax_scale: Optional[float], q) -> float:
+    if softmax_scale is not None and float(softmax_scale) == 0.0:  # the library reads 0 as the default
+        raise ValueError("argument 'softmax_scale': 0 is not supported (uniform weights: take v's mean)")
     return 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
 
 

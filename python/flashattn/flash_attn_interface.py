@@ -39,6 +39,8 @@ def _check_dropout(dropout_p: float) -> None:
 def _scale(softmax_scale: Optional[float], q: Tensor) -> float:
     if softmax_scale is None:
         return 1.0 / math.sqrt(q.shape[-1])
+    if float(softmax_scale) == 0.0:  # the library reads 0 as "the default", 1 / sqrt(headdim)
+        raise ValueError("argument 'softmax_scale': 0 is not supported (uniform weights: take v's mean)")
     return float(softmax_scale)
 
 

@@ -58,10 +58,11 @@ def fwd(
 def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
                  window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None):
     varlen = cu_seqlens_q is not None
-    if seqused_q is None:
+    if seqused_q is None and not varlen:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
         lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32, device=q.device)
-    else:  # the library leaves the unused rows alone
+    else:  # the library leaves the unused rows alone, and varlen rows outside every sequence
+        # (cu_seqlens_q[0] > 0, or a padded tail past cu_seqlens_q[-1]): 0 there, as their gradient
         out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
         lse = torch.full(lse_shape(q, varlen), float("-inf"), dtype=torch.float32, device=q.device)
     with on_device(q):
@@ -114,9 +115,12 @@ def bwd(
 def _grads(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
            causal, window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q=None,
            seqused_k=None):
-    # The library leaves dq rows past seqused_q and dk, dv rows past seqused_k alone.
-    fresh_q = torch.empty_like if seqused_q is None else torch.zeros_like
-    fresh_k = torch.empty_like if seqused_k is None else torch.zeros_like
+    # The library leaves dq rows past seqused_q and dk, dv rows past seqused_k alone, and (varlen)
+    # the rows outside every sequence, whose gradient is 0 (not whatever the memory held, which
+    # reached the weights of the layers before).
+    varlen = cu_seqlens_q is not None
+    fresh_q = torch.empty_like if seqused_q is None and not varlen else torch.zeros_like
+    fresh_k = torch.empty_like if seqused_k is None and not varlen else torch.zeros_like
     dq = fresh_q(q, memory_format=torch.contiguous_format)
     dk = fresh_k(k, memory_format=torch.contiguous_format)
     dv = fresh_k(v, memory_format=torch.contiguous_format)
@@ -191,7 +195,9 @@ class _EagerAttention(torch.autograd.Function):
         ctx.set_materialize_grads(False)  # lse's gradient (unused) stays None instead of a zeros launch
         return out, lse
 
-    backward = staticmethod(_backward_with(_grads))
+    # The backward is not itself differentiable: a second derivative through it would silently
+    # drop attention's own second-order term (gradient penalties came out 13-100% off).
+    backward = staticmethod(torch.autograd.function.once_differentiable(_backward_with(_grads)))
 
 
 def _plain_eager(tensors) -> bool:
@@ -315,12 +321,14 @@ def bwd_packed(
 def _packed_grads(dout, packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
                   causal, window_left, window_right, softcap, alibi_slopes, deterministic):
     _check_packed(packed, q)
-    dpacked = torch.empty(packed.shape, dtype=packed.dtype, device=packed.device)
+    # Varlen rows outside every sequence get gradient 0 (see _grads).
+    fresh = torch.empty if cu_seqlens_q is None else torch.zeros
+    dpacked = fresh(packed.shape, dtype=packed.dtype, device=packed.device)
     q_, k, v = _unpack(packed, q)
     if q is None:
         dq, dk, dv = dpacked.unbind(-3)
     else:
-        dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        dq = fresh(q.shape, dtype=q.dtype, device=q.device)
         dk, dv = dpacked.unbind(-3)
     _run_backward(dout, q_, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                   softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic)
@@ -368,7 +376,7 @@ class _EagerPackedAttention(torch.autograd.Function):
         _setup_packed_context(ctx, inputs, (out, lse))
         return out, lse
 
-    backward = staticmethod(_backward_packed_with(_packed_grads))
+    backward = staticmethod(torch.autograd.function.once_differentiable(_backward_packed_with(_packed_grads)))
 
 
 def attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,

@@ -105,6 +105,33 @@ def test_bad_window_right_and_scale():
             flash_attn_func(q, k, v, softmax_scale=scale)
 
 
+def test_softmax_scale_zero_is_refused_not_replaced():
+    # The library reads 0 as "the default" (1 / sqrt(headdim)); a caller's 0 must not become that.
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="argument 'softmax_scale': 0 is not supported"):
+        flash_attn_func(q, k, v, softmax_scale=0.0)
+    from flashattn import array
+    with pytest.raises(ValueError, match="argument 'softmax_scale': 0 is not supported"):
+        array.forward(q.numpy(), k.numpy(), v.numpy(), softmax_scale=0.0)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_double_backward_raises(packed):
+    # A gradient penalty through attention needs its second derivative, which the backward does not
+    # have: an error, not a silently incomplete gradient.
+    from flashattn import flash_attn_qkvpacked_func
+    w = torch.randn(32, 32, requires_grad=True)
+    x = torch.randn(1, 4, 2, 32, requires_grad=True)
+    k, v = torch.randn(1, 4, 2, 32), torch.randn(1, 4, 2, 32)
+    if packed:
+        out = flash_attn_qkvpacked_func(torch.stack([x @ w, k, v], dim=2))
+    else:
+        out = flash_attn_func(x @ w, k, v)
+    (g,) = torch.autograd.grad((out ** 2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        (g ** 2).sum().backward()
+
+
 def test_seqused_errors():
     q = torch.randn(10, 4, 32)
     cu = cu_seqlens([4, 6])

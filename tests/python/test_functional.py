@@ -246,6 +246,27 @@ def test_varlen_qkvpacked_and_kvpacked():
     assert_close_to_reference(out, ref, name="kvpacked out")
 
 
+def test_varlen_rows_outside_every_sequence_are_zero():
+    # A padded tail past cu_seqlens[-1] and rows before cu_seqlens[0]: output and gradient 0 there,
+    # whatever the allocator's memory held (NaN here), so nothing reaches the layers before.
+    cu = torch.tensor([2, 5, 10], dtype=torch.int32)
+    for fill in range(2):
+        junk = [torch.full((13, 2, 32), float("nan")) for _ in range(8)]
+        del junk
+        q, k, v = (torch.randn(13, 2, 32, requires_grad=True) for _ in range(3))
+        out = flash_attn_varlen_func(q, k, v, cu, cu, 5, 5)
+        junk = [torch.full((13, 2, 32), float("nan")) for _ in range(8)]
+        del junk
+        dq, dk, dv = torch.autograd.grad(out[2:10].sum(), (q, k, v))
+        outside = torch.tensor([0, 1, 10, 11, 12])
+        for name, t in (("out", out), ("dq", dq), ("dk", dk), ("dv", dv)):
+            assert torch.all(t[outside] == 0), name
+        qkv = torch.stack([q, k, v], dim=1).detach().requires_grad_()
+        out = flash_attn_varlen_qkvpacked_func(qkv, cu, 5)
+        (dqkv,) = torch.autograd.grad(out[2:10].sum(), (qkv,))
+        assert torch.all(out[outside] == 0) and torch.all(dqkv[outside] == 0), "qkvpacked"
+
+
 def test_deterministic_backward_is_bitwise_reproducible():
     q, k, v, _, _ = make_inputs(nheads_k=2)
     dout = torch.randn_like(q)

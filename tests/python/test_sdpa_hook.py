@@ -76,6 +76,20 @@ def test_cpu_unsupported_inputs_fall_back():
     assert fa_torch.stats[CPU_FWD] == 0 and fa_torch.stats[CPU_FWD + ":fallback"] == 2
 
 
+def test_cpu_scale_zero_falls_back():
+    # The library reads a scale of 0 as its default (1 / sqrt(d)): PyTorch's kernel answers (uniform
+    # weights, v's mean), forward and backward.
+    q, k, v = (torch.randn(1, 2, 16, 32) for _ in range(3))
+    ref_out, ref_grads = sdpa_outputs_and_grads(q, k, v, scale=0.0)
+    torch.testing.assert_close(ref_out, v.mean(2, keepdim=True).expand_as(ref_out), atol=1e-6, rtol=0)
+    with fa_torch.activate():
+        out, grads = sdpa_outputs_and_grads(q, k, v, scale=0.0)
+    assert fa_torch.stats[CPU_FWD] == 0 and fa_torch.stats[CPU_FWD + ":fallback"] == 1, dict(fa_torch.stats)
+    torch.testing.assert_close(out, ref_out)
+    for g, ref in zip(grads, ref_grads):
+        torch.testing.assert_close(g, ref)
+
+
 def test_cpu_causal_with_unequal_lengths_falls_back():
     # SDPA aligns is_causal top-left, flashattn bottom-right: PyTorch's kernel must answer.
     q = torch.randn(1, 2, 10, 32)
