@@ -1,6 +1,7 @@
 """The compiled extension, imported in one place so that its absence gives one clear error."""
 
 import functools
+import math
 
 try:
     from flashattn import _C
@@ -17,3 +18,14 @@ empty = _C.empty
 synchronize = _C.synchronize
 # Asked on every SDPA call while the hook is active; the answer cannot change within a process.
 cuda_available = functools.lru_cache(maxsize=None)(_C.cuda_available)
+
+
+def softmax_scale(given, headdim: int) -> float:
+    """The softmax_scale to pass the library for a caller's value (None: 1 / sqrt(headdim)). The
+    library reads 0 as that default, so a caller's 0 is refused, not turned into it (the SDPA hook
+    hands it back to PyTorch on the ValueError)."""
+    if given is None:
+        return 1.0 / math.sqrt(headdim)
+    if float(given) == 0.0:
+        raise ValueError("argument 'softmax_scale': 0 is not supported (uniform weights: take v's mean)")
+    return float(given)

@@ -71,23 +71,23 @@ def _bshd(t: Tensor) -> Tensor:
 
 def _forward(q, k, v, out, lse, *, cu_q=None, cu_k=None, max_q=0, max_k=0, scale=None, causal=False,
              window=(-1, -1), alibi=None):
-    _require(scale is None or float(scale) != 0.0, "scale 0 (the library reads 0 as the default)")
     with on_device(q):
         _ext.forward(kernel_ready(q), kernel_ready(k), kernel_ready(v), output_dlpack(out), output_dlpack(lse),
                      cu_seqlens_q=kernel_ready(cu_q), cu_seqlens_k=kernel_ready(cu_k), max_seqlen_q=max_q,
-                     max_seqlen_k=max_k, softmax_scale=0.0 if scale is None else float(scale),
+                     max_seqlen_k=max_k,
+                     softmax_scale=0.0 if scale is None else _ext.softmax_scale(scale, q.shape[-1]),
                      causal=causal, window=window, alibi_slopes=kernel_ready(alibi), **launch_options(q))
 
 
 def _backward(dout, q, k, v, out, lse, dq, dk, dv, *, cu_q=None, cu_k=None, max_q=0, max_k=0,
               scale=None, causal=False, window=(-1, -1)):
-    _require(scale is None or float(scale) != 0.0, "scale 0 (the library reads 0 as the default)")
     with on_device(q):
         _ext.backward(kernel_ready(dout), kernel_ready(q), kernel_ready(k), kernel_ready(v), kernel_ready(out),
                       kernel_ready(lse), output_dlpack(dq), output_dlpack(dk), output_dlpack(dv),
                       cu_seqlens_q=kernel_ready(cu_q), cu_seqlens_k=kernel_ready(cu_k), max_seqlen_q=max_q,
-                      max_seqlen_k=max_k, softmax_scale=0.0 if scale is None else float(scale), causal=causal,
-                      window=window,
+                      max_seqlen_k=max_k,
+                      softmax_scale=0.0 if scale is None else _ext.softmax_scale(scale, q.shape[-1]),
+                      causal=causal, window=window,
                       deterministic=torch.are_deterministic_algorithms_enabled(), **launch_options(q))
 
 

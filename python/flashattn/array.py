@@ -14,7 +14,6 @@ them (its DLPack export waits for that), and the call waits for flashattn's kern
 handing the results back, since JAX does not tell DLPack producers its stream.
 """
 
-import math
 from typing import Optional, Sequence, Tuple
 
 from flashattn import _ext
@@ -109,12 +108,6 @@ def _lse_shape(q, varlen: bool) -> Tuple[int, ...]:
     return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
 
 
-def _scale(softmax_scale: Optional[float], q) -> float:
-    if softmax_scale is not None and float(softmax_scale) == 0.0:  # the library reads 0 as the default
-        raise ValueError("argument 'softmax_scale': 0 is not supported (uniform weights: take v's mean)")
-    return 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
-
-
 def _backend(name: str):
     try:
         return getattr(_ext.Backend, name)
@@ -145,7 +138,7 @@ def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, se
     stream = _current_stream(q, stream)
     _ext.forward(q, k, v, out, lse, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                  seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-                 softmax_scale=_scale(softmax_scale, q),
+                 softmax_scale=_ext.softmax_scale(softmax_scale, q.shape[-1]),
                  causal=causal, window=tuple(window_size), softcap=softcap, alibi_slopes=alibi_slopes,
                  backend=_backend(backend), num_threads=num_threads, stream=stream)
     converted = _results(q, stream, allocated)
@@ -173,7 +166,7 @@ def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, s
     stream = _current_stream(q, stream)
     _ext.backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                   seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-                  softmax_scale=_scale(softmax_scale, q), causal=causal, window=tuple(window_size),
+                  softmax_scale=_ext.softmax_scale(softmax_scale, q.shape[-1]), causal=causal, window=tuple(window_size),
                   softcap=softcap, alibi_slopes=alibi_slopes, deterministic=deterministic,
                   backend=_backend(backend), num_threads=num_threads, stream=stream)
     converted = _results(q, stream, allocated)

@@ -11,13 +11,12 @@ Masks follow flash_attn: causal and sliding windows are aligned to the bottom-ri
 score matrix, and a query row that sees no key gets output 0.
 """
 
-import math
-from typing import Optional, Tuple
+from typing import Tuple
 
 import torch
 from torch import Tensor
 
-from flashattn import ops
+from flashattn import _ext, ops
 
 __all__ = [
     "flash_attn_func",
@@ -34,14 +33,6 @@ def _check_dropout(dropout_p: float) -> None:
         raise ValueError(
             f"argument 'dropout_p': is {dropout_p}; flashattn has no dropout kernel yet, so only "
             "dropout_p=0.0 is supported (use 0.0 at evaluation time or apply dropout elsewhere)")
-
-
-def _scale(softmax_scale: Optional[float], q: Tensor) -> float:
-    if softmax_scale is None:
-        return 1.0 / math.sqrt(q.shape[-1])
-    if float(softmax_scale) == 0.0:  # the library reads 0 as "the default", 1 / sqrt(headdim)
-        raise ValueError("argument 'softmax_scale': 0 is not supported (uniform weights: take v's mean)")
-    return float(softmax_scale)
 
 
 def _window(window_size: Tuple[int, int]) -> Tuple[int, int]:
@@ -65,7 +56,7 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     _check_tensors(q=q, k=k, v=v)
     left, right = _window(window_size)
     out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                             _scale(softmax_scale, q), bool(causal), left, right, float(softcap),
+                             _ext.softmax_scale(softmax_scale, q.shape[-1]), bool(causal), left, right, float(softcap),
                              alibi_slopes, bool(deterministic), seqused_q, seqused_k)
     return (out, lse, None) if return_attn_probs else out
 
@@ -81,7 +72,7 @@ def _packed_attention(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
         _check_tensors(q=q, kv=packed)
     left, right = _window(window_size)
     out, lse = ops.attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                                    _scale(softmax_scale, packed), bool(causal), left, right, float(softcap),
+                                    _ext.softmax_scale(softmax_scale, packed.shape[-1]), bool(causal), left, right, float(softcap),
                                     alibi_slopes, bool(deterministic))
     return (out, lse, None) if return_attn_probs else out
 
