@@ -68,17 +68,11 @@ def main():
         nbytes = kv_bytes(batch, hkv, kv_len)
         row = {"batch": batch, "nheads": hq, "nheads_kv": hkv, "kv_len": kv_len, "headdim": HEADDIM,
                "rel_error": bg.check_close(q[:1], k[:1], v[:1], False)}
-        times = {name: [] for name in bg.IMPLS}
-        for r in range(args.rounds):
-            for name in bg.round_order(list(bg.IMPLS), r):
-                fwd, _, err = bg.time_impl(bg.IMPLS[name], q, k, v, False, None)
-                if fwd:
-                    times[name].append(fwd)
-                if err:
-                    row[f"{name}_error"] = err
-        for name, ms in times.items():
+        times, walls = bg.timed_rounds(q, k, v, False, None, args.rounds, row)
+        for name, (ms, _) in times.items():
             row[f"{name}_tbps"] = tbps(nbytes, statistics.median(ms)) if ms else None
             row[f"{name}_tbps_rounds"] = [round(tbps(nbytes, t), 3) for t in ms]
+            row[f"{name}_walls"] = walls[name]
         row["ratio"] = ratio_to_best_peer(row)
         out_rows.append(row)
         for name in bg.IMPLS:

@@ -186,6 +186,27 @@ def time_impl(fn, q, k, v, causal, do):
         return fwd, None, f"backward: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
 
 
+def timed_rounds(q, k, v, causal, do, rounds, row):
+    """Every implementation timed once a round in round_order's order: ({name: (forward ms list,
+    backward ms list)}, {name: wall-clock span of each round's timing}), the latter in Unix
+    seconds, to line the rounds up with nvidia-smi's samples of the clock (session 60: low rounds
+    of ours). An implementation's error goes into row as <name>_error."""
+    times = {name: ([], []) for name in IMPLS}
+    walls = {name: [] for name in IMPLS}
+    for r in range(rounds):
+        for name in round_order(list(IMPLS), r):
+            start = time.time()
+            fwd, bwd, err = time_impl(IMPLS[name], q, k, v, causal, do)
+            walls[name].append((round(start, 3), round(time.time(), 3)))
+            if fwd:
+                times[name][0].append(fwd)
+            if bwd:
+                times[name][1].append(bwd)
+            if err:
+                row[f"{name}_error"] = err
+    return times, walls
+
+
 def shapes(quick, only_seqlens=None, masks="both"):
     seqlens = only_seqlens or ([512, 2048, 8192] if quick else SEQLENS)
     causals = {"both": (False, True), "unmasked": (False,), "causal": (True,)}[masks]
@@ -288,22 +309,7 @@ def run(args, ap):
         do = torch.randn(b, n, h, d, device="cuda", dtype=dtype)
         flops = attention_flops(b, h, n, n, d, causal)
         row = dict(s, dtype=args.dtype, rel_error=check_close(q[:1], k[:1], v[:1], causal))
-        times = {name: ([], []) for name in IMPLS}
-        # Wall-clock span of each implementation's timing in each round (Unix seconds), to line the
-        # rounds up with nvidia-smi's samples of the clock (session 60: low rounds of ours).
-        walls = {name: [] for name in IMPLS}
-        for r in range(args.rounds):
-            names = round_order(list(IMPLS), r)
-            for name in names:
-                start = time.time()
-                fwd, bwd, err = time_impl(IMPLS[name], q, k, v, causal, None if args.fwd_only else do)
-                walls[name].append((round(start, 3), round(time.time(), 3)))
-                if fwd:
-                    times[name][0].append(fwd)
-                if bwd:
-                    times[name][1].append(bwd)
-                if err:
-                    row[f"{name}_error"] = err
+        times, walls = timed_rounds(q, k, v, causal, None if args.fwd_only else do, args.rounds, row)
         for name, (fwds, bwds) in times.items():
             row[f"{name}_fwd_tflops"] = flops / statistics.median(fwds) / 1e9 if fwds else None
             row[f"{name}_bwd_tflops"] = 2.5 * flops / statistics.median(bwds) / 1e9 if bwds else None
