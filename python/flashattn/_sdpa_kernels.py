@@ -92,7 +92,8 @@ def _backward(dout, q, k, v, out, lse, dq, dk, dv, *, cu_q=None, cu_k=None, max_
 
 
 def _window(left: Optional[int], right: Optional[int]):
-    return (-1 if left is None else int(left), -1 if right is None else int(right))
+    # None or any negative side is unbounded, as in the flash kernels aten wraps.
+    return (-1 if left is None else max(int(left), -1), -1 if right is None else max(int(right), -1))
 
 
 def _rng_placeholders(device):

@@ -40,7 +40,9 @@ def _window(window_size: Tuple[int, int]) -> Tuple[int, int]:
         left, right = window_size
     except (TypeError, ValueError):
         raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
-    return int(left), int(right)
+    # flash_attn reads every negative side as unbounded (its C++ turns any left < 0 into seqlen_k);
+    # the library takes only -1 for that, so callers written against flash_attn keep working.
+    return max(int(left), -1), max(int(right), -1)
 
 
 def _check_tensors(**tensors) -> None:

@@ -66,6 +66,11 @@ def test_caller_provided_output_and_errors():
         array.forward([1.0], k, v)
     with pytest.raises(ValueError, match="argument 'out': shares memory with input 'q'"):
         array.forward(q, k, v, out=q)
+    # The library's own API takes only -1 for an unbounded side (flash_attn_func maps any negative).
+    with pytest.raises(ValueError, match="argument 'window_left': is -5"):
+        array.forward(q, k, v, window_size=(-5, 0))
+    with pytest.raises(ValueError, match="argument 'window_right': is -2"):
+        array.forward(q, k, v, window_size=(4, -2))
     kv = np.zeros((1, 8, 2, 2, 16), np.float32)  # dk, dv interleaved in one buffer: their own elements
     out, lse = array.forward(q, k, v, return_lse=True)
     dout = np.ones_like(q)

@@ -79,6 +79,15 @@ def test_half_precision(dtype):
         assert_close_to_reference(actual, expected, atol=5e-2, rtol=2e-2, name="d" + name)
 
 
+def test_every_negative_window_side_is_unbounded_as_in_flash_attn():
+    q, k, v = (torch.randn(2, 37, 3, 32) for _ in range(3))
+    for negative, minus_one in (((-5, 0), (-1, 0)), ((4, -2), (4, -1)), ((-3, -7), (-1, -1))):
+        out = flash_attn_func(q, k, v, window_size=negative)
+        assert torch.equal(out, flash_attn_func(q, k, v, window_size=minus_one)), negative
+    # The mask is really there: a bounded side changes the output.
+    assert not torch.equal(flash_attn_func(q, k, v, window_size=(4, -1)), flash_attn_func(q, k, v))
+
+
 def test_strided_views_are_accepted_without_copies_changing_results():
     base = torch.randn(2, 4, 45, 32, requires_grad=True)  # (B, H, S, D), as SDPA users hold them
     q = k = v = base.transpose(1, 2)
