@@ -24,6 +24,7 @@ if importlib.util.find_spec("torch") is not None:
         flash_attn_varlen_func,
         flash_attn_varlen_kvpacked_func,
         flash_attn_varlen_qkvpacked_func,
+        flash_attn_with_kvcache,
     )
     try:
         from flashattn import torch  # noqa: F401  (flashattn.torch.activate() after `import flashattn`)
@@ -38,6 +39,7 @@ if importlib.util.find_spec("torch") is not None:
         "flash_attn_qkvpacked_func",
         "flash_attn_varlen_func",
         "flash_attn_varlen_kvpacked_func",
+        "flash_attn_with_kvcache",
         "flash_attn_varlen_qkvpacked_func",
     ]
 

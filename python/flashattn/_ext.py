@@ -29,3 +29,14 @@ def softmax_scale(given, headdim: int) -> float:
     if float(given) == 0.0:
         raise ValueError("argument 'softmax_scale': 0 is not supported (uniform weights: take v's mean)")
     return float(given)
+
+
+def flash_attn_window(window_size) -> tuple:
+    """(left, right) for the library from flash_attn's window_size. flash_attn reads every negative
+    side as unbounded (its C++ turns any left < 0 into seqlen_k); the library takes only -1 for that,
+    so callers written against flash_attn keep working."""
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
+    return max(int(left), -1), max(int(right), -1)

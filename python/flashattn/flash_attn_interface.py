@@ -11,12 +11,11 @@ Masks follow flash_attn: causal and sliding windows are aligned to the bottom-ri
 score matrix, and a query row that sees no key gets output 0.
 """
 
-from typing import Tuple
-
 import torch
 from torch import Tensor
 
 from flashattn import _ext, ops
+from flashattn.kvcache import flash_attn_with_kvcache  # noqa: F401  (flash_attn exports it here too)
 
 __all__ = [
     "flash_attn_func",
@@ -35,16 +34,6 @@ def _check_dropout(dropout_p: float) -> None:
             "dropout_p=0.0 is supported (use 0.0 at evaluation time or apply dropout elsewhere)")
 
 
-def _window(window_size: Tuple[int, int]) -> Tuple[int, int]:
-    try:
-        left, right = window_size
-    except (TypeError, ValueError):
-        raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
-    # flash_attn reads every negative side as unbounded (its C++ turns any left < 0 into seqlen_k);
-    # the library takes only -1 for that, so callers written against flash_attn keep working.
-    return max(int(left), -1), max(int(right), -1)
-
-
 def _check_tensors(**tensors) -> None:
     for name, t in tensors.items():
         if not isinstance(t, Tensor):
@@ -56,7 +45,7 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
                return_attn_probs, seqused_q=None, seqused_k=None):
     _check_dropout(dropout_p)
     _check_tensors(q=q, k=k, v=v)
-    left, right = _window(window_size)
+    left, right = _ext.flash_attn_window(window_size)
     out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                              _ext.softmax_scale(softmax_scale, q.shape[-1]), bool(causal), left, right, float(softcap),
                              alibi_slopes, bool(deterministic), seqused_q, seqused_k)
@@ -72,7 +61,7 @@ def _packed_attention(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
         _check_tensors(qkv=packed)
     else:
         _check_tensors(q=q, kv=packed)
-    left, right = _window(window_size)
+    left, right = _ext.flash_attn_window(window_size)
     out, lse = ops.attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                                     _ext.softmax_scale(softmax_scale, packed.shape[-1]), bool(causal), left, right, float(softcap),
                                     alibi_slopes, bool(deterministic))

@@ -1,0 +1,191 @@
+"""flash_attn_with_kvcache: decoding against a KV cache, as flash_attn 2.x names and shapes it.
+
+The new keys and values (rotated first where rotary tables are given) are written into the cache
+in place at each sequence's cache_seqlens, then q attends to the first cache_seqlens + seqlen_new
+rows of its sequence's cache through the forward kernel's seqused_k (masks aligned to that
+length, as flash_attn aligns them). What flashattn does differently:
+  * the append and the rotary embedding are PyTorch operations, not fused into the kernel;
+  * a paged cache (block_table) and cache_batch_idx other than the identity are gathered into a
+    contiguous copy before the kernel (correct, with the copy's time and memory);
+  * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
+    back once a call to check them, so a bad index is an error rather than a write out of bounds;
+  * cache_leftpad is not supported; num_splits is accepted and ignored (the kernel picks its own
+    schedule).
+"""
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from flashattn import _ext, ops
+
+
+def _fail(argument: str, message: str) -> None:
+    raise ValueError(f"argument '{argument}': {message}")
+
+
+def _index_vector(name: str, t: Optional[Tensor], batch: int, device) -> Optional[Tensor]:
+    if t is None:
+        return None
+    if not isinstance(t, Tensor) or t.dtype != torch.int32 or t.shape != (batch,):
+        _fail(name, f"expected an int32 tensor of shape ({batch},), got "
+                    f"{tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__}"
+                    f"{' ' + str(t.dtype) if isinstance(t, Tensor) else ''}")
+    if t.device != device:
+        _fail(name, f"is on {t.device}; expected q's device {device}")
+    return t
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, interleaved: bool) -> Tensor:
+    """x (B, S, H, D) with its first 2 * cos.shape[1] channels rotated at positions (B, S)."""
+    half = cos.shape[1]
+    c = cos[positions].unsqueeze(2).float()  # (B, S, 1, half)
+    s = sin[positions].unsqueeze(2).float()
+    rotary, rest = x[..., :2 * half].float(), x[..., 2 * half:]
+    if interleaved:  # GPT-J: channel pairs (2i, 2i + 1)
+        x1, x2 = rotary[..., 0::2], rotary[..., 1::2]
+        rotated = torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+    else:  # GPT-NeoX: the two halves
+        x1, x2 = rotary[..., :half], rotary[..., half:]
+        rotated = torch.cat((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+    return torch.cat((rotated.to(x.dtype), rest), dim=-1)
+
+
+def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Optional[Tensor] = None,
+                            v: Optional[Tensor] = None, rotary_cos: Optional[Tensor] = None,
+                            rotary_sin: Optional[Tensor] = None,
+                            cache_seqlens: Optional[Union[int, Tensor]] = None,
+                            cache_batch_idx: Optional[Tensor] = None, cache_leftpad: Optional[Tensor] = None,
+                            block_table: Optional[Tensor] = None, softmax_scale: Optional[float] = None,
+                            causal: bool = False, window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                            rotary_interleaved: bool = True, alibi_slopes: Optional[Tensor] = None,
+                            num_splits: int = 0, return_softmax_lse: bool = False):
+    """Attention of q against a KV cache, appending k and v to the cache first (in place).
+
+    Arguments:
+        q: (batch, seqlen_q, nheads, headdim).
+        k_cache, v_cache: (batch_cache, seqlen_cache, nheads_k, headdim), or with block_table a
+            paged cache (num_blocks, page_block_size, nheads_k, headdim).
+        k, v: optional (batch, seqlen_new, nheads_k, headdim), written into the cache at rows
+            cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1 of sequence b.
+        rotary_cos, rotary_sin: optional (seqlen_ro, rotary_dim / 2): the first rotary_dim
+            channels of k are rotated at their cache positions; those of q at cache_seqlens + i
+            where causal or windowed, else all at cache_seqlens. rotary_interleaved: GPT-J pairs
+            (True) or GPT-NeoX halves (False).
+        cache_seqlens: int or (batch,) int32 rows of the cache already filled (None: all of it,
+            only without k and v).
+        cache_batch_idx: optional (batch,) int32: the cache row of each sequence (else b).
+        block_table: optional (batch, max_blocks) int32 page indices of a paged cache.
+        softmax_scale, causal, window_size, softcap, alibi_slopes: as flash_attn_func.
+    Return:
+        out (batch, seqlen_q, nheads, headdim); with return_softmax_lse, (out, softmax_lse
+        (batch, nheads, seqlen_q)).
+    """
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(t, Tensor) or t.dim() != 4:
+            _fail(name, "expected a 4-D torch.Tensor")
+    if (k is None) != (v is None):
+        _fail("k" if k is None else "v", "k and v are given together or not at all")
+    if cache_leftpad is not None:
+        raise NotImplementedError("argument 'cache_leftpad': not supported by flashattn")
+    if block_table is not None and cache_batch_idx is not None:
+        _fail("cache_batch_idx", "cannot be combined with block_table (as in flash_attn)")
+    if k_cache.shape != v_cache.shape:
+        _fail("v_cache", f"has shape {tuple(v_cache.shape)}; expected k_cache's {tuple(k_cache.shape)}")
+    del num_splits  # the kernel's scheduler chooses; accepted for flash_attn's signature
+    window = _ext.flash_attn_window(window_size)
+    batch, seqlen_q, _, headdim = q.shape
+    device = q.device
+    seqlen_new = 0
+    if k is not None:
+        for name, t in (("k", k), ("v", v)):
+            if not isinstance(t, Tensor) or t.dim() != 4 or t.shape[0] != batch or t.shape[2:] != k_cache.shape[2:]:
+                _fail(name, f"expected shape (batch {batch}, seqlen_new, {k_cache.shape[2]}, {k_cache.shape[3]})")
+        if v.shape != k.shape:
+            _fail("v", f"has shape {tuple(v.shape)}; expected k's {tuple(k.shape)}")
+        seqlen_new = k.shape[1]
+
+    if block_table is not None:
+        if not isinstance(block_table, Tensor) or block_table.dtype != torch.int32 or block_table.dim() != 2 \
+                or block_table.shape[0] != batch:
+            _fail("block_table", f"expected an int32 tensor of shape ({batch}, max_blocks)")
+        if block_table.device != device:
+            _fail("block_table", f"is on {block_table.device}; expected q's device {device}")
+        page = k_cache.shape[1]
+        capacity = block_table.shape[1] * page
+    else:
+        capacity = k_cache.shape[1]
+    cache_batch_idx = _index_vector("cache_batch_idx", cache_batch_idx, batch, device)
+    if cache_batch_idx is None and block_table is None and k_cache.shape[0] != batch:
+        _fail("k_cache", f"has {k_cache.shape[0]} sequences; expected batch {batch} (or give cache_batch_idx)")
+
+    if cache_seqlens is None:
+        if k is not None:
+            _fail("cache_seqlens", "is needed where k and v are appended")
+        cache_seqlens = torch.full((batch,), capacity, dtype=torch.int32, device=device)
+    elif isinstance(cache_seqlens, int):
+        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=device)
+    else:
+        cache_seqlens = _index_vector("cache_seqlens", cache_seqlens, batch, device)
+
+    # One read-back of the indices, so that every index below is known to be in bounds.
+    lengths = cache_seqlens.tolist()
+    for b, n in enumerate(lengths):
+        if n < 0 or n + seqlen_new > capacity:
+            _fail("cache_seqlens", f"entry {b} is {n}; with {seqlen_new} new rows it must lie in "
+                                   f"[0, {capacity - seqlen_new}] (the cache holds {capacity} rows)")
+    if cache_batch_idx is not None:
+        bad = [i for i in cache_batch_idx.tolist() if not 0 <= i < k_cache.shape[0]]
+        if bad:
+            _fail("cache_batch_idx", f"entry {bad[0]} is outside the cache's {k_cache.shape[0]} sequences")
+    if block_table is not None:
+        used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
+        for b, row in enumerate(block_table.tolist()):
+            bad = [i for i in row[:used_blocks[b]] if not 0 <= i < k_cache.shape[0]]
+            if bad:
+                _fail("block_table", f"row {b} names block {bad[0]}; the cache has {k_cache.shape[0]}")
+
+    rotary = rotary_cos is not None or rotary_sin is not None
+    if rotary:
+        if not (isinstance(rotary_cos, Tensor) and isinstance(rotary_sin, Tensor)) or rotary_cos.dim() != 2 \
+                or rotary_cos.shape != rotary_sin.shape or 2 * rotary_cos.shape[1] > headdim:
+            _fail("rotary_cos", f"expected rotary_cos and rotary_sin of one shape (seqlen_ro, rotary_dim / 2), "
+                                f"rotary_dim <= headdim {headdim}")
+        local = causal or window != (-1, -1)
+        reach = max(lengths, default=0) + max(seqlen_new, seqlen_q if local else 1)
+        if reach > rotary_cos.shape[0]:
+            _fail("rotary_cos", f"has {rotary_cos.shape[0]} positions; this call needs {reach}")
+
+    with torch.no_grad():
+        starts = cache_seqlens.long().unsqueeze(1)  # (B, 1)
+        if rotary:
+            q_offsets = torch.arange(seqlen_q, device=device) if local else torch.zeros(seqlen_q, dtype=torch.long,
+                                                                                         device=device)
+            q = _rotate(q, rotary_cos, rotary_sin, starts + q_offsets, rotary_interleaved)
+        if k is not None:
+            positions = starts + torch.arange(seqlen_new, device=device)  # (B, S_new)
+            if rotary:
+                k = _rotate(k, rotary_cos, rotary_sin, positions, rotary_interleaved)
+            if block_table is not None:
+                rows = block_table.long().gather(1, positions // page)
+                k_cache[rows, positions % page] = k.to(k_cache.dtype)
+                v_cache[rows, positions % page] = v.to(v_cache.dtype)
+            else:
+                rows = (torch.arange(batch, device=device) if cache_batch_idx is None
+                        else cache_batch_idx.long()).unsqueeze(1)
+                k_cache[rows, positions] = k.to(k_cache.dtype)
+                v_cache[rows, positions] = v.to(v_cache.dtype)
+
+        if block_table is not None:
+            keys = k_cache[block_table.long()].flatten(1, 2)  # (B, max_blocks * page, Hk, D): a copy
+            values = v_cache[block_table.long()].flatten(1, 2)
+        elif cache_batch_idx is not None:
+            keys, values = k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
+        else:
+            keys, values = k_cache, v_cache
+        seqused_k = cache_seqlens + seqlen_new
+        out, lse = ops.attention(q, keys, values, None, None, 0, 0, _ext.softmax_scale(softmax_scale, headdim),
+                                 bool(causal), *window, float(softcap), alibi_slopes, False, None,
+                                 seqused_k.to(torch.int32))
+    return (out, lse) if return_softmax_lse else out

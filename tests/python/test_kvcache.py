@@ -1,0 +1,200 @@
+"""flash_attn_with_kvcache against a per-sequence float64 reference: the cache appended row by row,
+the rotary embedding channel pair by channel pair, then reference.attention on the used rows."""
+
+import math
+
+import pytest
+import torch
+
+from flashattn import flash_attn_with_kvcache
+from reference import assert_close_to_reference, attention
+
+
+def rotate_reference(x, cos, sin, position, interleaved):
+    """x (H, D) at one position, in float64, pair by pair."""
+    x = x.double().clone()
+    out = x.clone()
+    half = cos.shape[1]
+    for i in range(half):
+        a, b = (2 * i, 2 * i + 1) if interleaved else (i, i + half)
+        c, s = float(cos[position, i]), float(sin[position, i])
+        out[:, a] = x[:, a] * c - x[:, b] * s
+        out[:, b] = x[:, a] * s + x[:, b] * c
+    return out
+
+
+def rotary_tables(seqlen_ro, rotary_dim):
+    angles = torch.arange(seqlen_ro).double().unsqueeze(1) / 10000.0 ** (torch.arange(rotary_dim // 2).double() /
+                                                                         (rotary_dim // 2))
+    return angles.cos().float(), angles.sin().float()
+
+
+def reference(q, k_cache, v_cache, k, v, lengths, rows, rotary, interleaved, causal, window, softcap):
+    """The caches after the append (float64) and out, lse per sequence."""
+    kc, vc = k_cache.double().clone(), v_cache.double().clone()
+    outs, lses = [], []
+    seqlen_new = 0 if k is None else k.shape[1]
+    local = causal or window != (-1, -1)
+    for b in range(q.shape[0]):
+        n, r = lengths[b], rows[b]
+        for j in range(seqlen_new):
+            kc[r, n + j] = (rotate_reference(k[b, j], *rotary, n + j, interleaved) if rotary else k[b, j].double())
+            vc[r, n + j] = v[b, j].double()
+        qb = q[b].double().clone()
+        if rotary:
+            for i in range(q.shape[1]):
+                qb[i] = rotate_reference(q[b, i], *rotary, n + (i if local else 0), interleaved)
+        used = n + seqlen_new
+        if used == 0:  # no key: output 0, lse -inf (flash_attn's convention)
+            outs.append(torch.zeros_like(qb))
+            lses.append(torch.full((q.shape[2], q.shape[1]), -math.inf, dtype=torch.float64))
+            continue
+        out, lse = attention(qb[None], kc[r, :used][None], vc[r, :used][None], causal=causal, window=window,
+                             softcap=softcap)
+        outs.append(out[0])
+        lses.append(lse[0])
+    return kc, vc, torch.stack(outs), torch.stack(lses)
+
+
+CASES = [
+    # batch, seqlen_q, seqlen_new, nheads, nheads_k, cache rows, lengths, options
+    dict(lengths=[0, 17, 39], seqlen_q=1, seqlen_new=1),
+    dict(lengths=[5, 30, 12], seqlen_q=1, seqlen_new=1, causal=True, rotary="interleaved"),
+    dict(lengths=[5, 30, 12], seqlen_q=3, seqlen_new=3, causal=True, rotary="halves"),
+    dict(lengths=[9, 0, 25], seqlen_q=2, seqlen_new=0),
+    dict(lengths=[9, 2, 25], seqlen_q=4, seqlen_new=4, window=(6, 0), softcap=5.0, rotary="interleaved"),
+    dict(lengths=[3, 21, 14], seqlen_q=2, seqlen_new=2, batch_idx=[4, 0, 2], rotary="halves"),
+    dict(lengths=[3, 21, 14], seqlen_q=1, seqlen_new=1, paged=8, causal=True, rotary="interleaved"),
+    dict(lengths=[0, 33, 7], seqlen_q=5, seqlen_new=5, paged=20, causal=True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items() if k != "lengths"))
+def test_with_kvcache_matches_reference(case):
+    torch.manual_seed(7)
+    batch, nheads, nheads_k, headdim, capacity = 3, 4, 2, 32, 40
+    lengths, seqlen_q, seqlen_new = case["lengths"], case["seqlen_q"], case["seqlen_new"]
+    causal, window, softcap = case.get("causal", False), case.get("window", (-1, -1)), case.get("softcap", 0.0)
+    batch_idx = case.get("batch_idx")
+    cache_batch = 5 if batch_idx else batch
+    q = torch.randn(batch, seqlen_q, nheads, headdim)
+    k_cache = torch.randn(cache_batch, capacity, nheads_k, headdim)
+    v_cache = torch.randn(cache_batch, capacity, nheads_k, headdim)
+    k = torch.randn(batch, seqlen_new, nheads_k, headdim) if seqlen_new else None
+    v = torch.randn(batch, seqlen_new, nheads_k, headdim) if seqlen_new else None
+    rotary = rotary_tables(64, 24) if case.get("rotary") else None
+    interleaved = case.get("rotary") == "interleaved"
+    rows = batch_idx or list(range(batch))
+    kc_ref, vc_ref, out_ref, lse_ref = reference(q, k_cache, v_cache, k, v, lengths, rows, rotary, interleaved,
+                                                 causal, window, softcap)
+    options = dict(k=k, v=v, cache_seqlens=torch.tensor(lengths, dtype=torch.int32), causal=causal,
+                   window_size=window, softcap=softcap, rotary_interleaved=interleaved, return_softmax_lse=True)
+    if rotary:
+        options.update(rotary_cos=rotary[0], rotary_sin=rotary[1])
+    if batch_idx:
+        options["cache_batch_idx"] = torch.tensor(batch_idx, dtype=torch.int32)
+    if case.get("paged"):
+        # The same rows laid out in pages of a shuffled pool with spare blocks.
+        page = case["paged"]
+        blocks = capacity // page
+        pool = torch.randperm(batch * blocks + 3)[:batch * blocks].view(batch, blocks).to(torch.int32)
+        k_pages = torch.randn(batch * blocks + 3, page, nheads_k, headdim)
+        v_pages = torch.randn_like(k_pages)
+        for b in range(batch):
+            for i in range(blocks):
+                k_pages[pool[b, i]] = k_cache[b, i * page:(i + 1) * page]
+                v_pages[pool[b, i]] = v_cache[b, i * page:(i + 1) * page]
+        out, lse = flash_attn_with_kvcache(q, k_pages, v_pages, block_table=pool, **options)
+        k_cache = torch.stack([k_pages[pool[b].long()].flatten(0, 1) for b in range(batch)])
+        v_cache = torch.stack([v_pages[pool[b].long()].flatten(0, 1) for b in range(batch)])
+    else:
+        out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, **options)
+    assert_close_to_reference(out, out_ref, name="out")
+    assert_close_to_reference(lse, lse_ref, name="lse")
+    # The append happened in place, at the right rows only (every other row keeps its bits).
+    assert_close_to_reference(k_cache, kc_ref, atol=1e-6, name="k_cache")
+    assert torch.equal(v_cache.double(), vc_ref), "v_cache"
+
+
+def test_int_cache_seqlens_and_plain_output():
+    torch.manual_seed(1)
+    q = torch.randn(2, 1, 2, 16)
+    k_cache, v_cache = torch.randn(2, 10, 2, 16), torch.randn(2, 10, 2, 16)
+    out = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=6, softmax_scale=0.3)
+    ref, _ = attention(q, k_cache[:, :6], v_cache[:, :6], scale=0.3)
+    assert_close_to_reference(out, ref, name="out")
+    # Without cache_seqlens the whole cache is read.
+    ref_all, _ = attention(q, k_cache, v_cache)
+    assert_close_to_reference(flash_attn_with_kvcache(q, k_cache, v_cache), ref_all, name="out (whole cache)")
+
+
+def test_with_kvcache_errors():
+    q = torch.randn(2, 1, 2, 16)
+    k_cache, v_cache = torch.randn(2, 10, 2, 16), torch.randn(2, 10, 2, 16)
+    k = v = torch.randn(2, 1, 2, 16)
+    lengths = torch.tensor([3, 9], dtype=torch.int32)
+    k_before = k_cache.clone()
+    with pytest.raises(ValueError, match="argument 'cache_seqlens': entry 1 is 10"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=torch.tensor([3, 10], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'cache_seqlens': entry 0 is -1"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([-1, 2], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'cache_seqlens': expected an int32"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths.long())
+    with pytest.raises(ValueError, match="argument 'cache_seqlens': is needed"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v)
+    with pytest.raises(ValueError, match="argument 'v': k and v"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, None, cache_seqlens=lengths)
+    with pytest.raises(ValueError, match="argument 'k': expected shape"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, torch.randn(2, 1, 3, 16), v, cache_seqlens=lengths)
+    with pytest.raises(ValueError, match="argument 'cache_batch_idx': entry 7"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths,
+                                cache_batch_idx=torch.tensor([0, 7], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'block_table': row 0 names block 5"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([3, 1], dtype=torch.int32),
+                                block_table=torch.tensor([[5], [1]], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'cache_batch_idx': cannot be combined"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=torch.zeros(2, 1, dtype=torch.int32),
+                                cache_batch_idx=torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'rotary_cos': has 4 positions; this call needs 10"):
+        cos, sin = rotary_tables(4, 8)
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, rotary_cos=cos, rotary_sin=sin)
+    with pytest.raises(NotImplementedError, match="cache_leftpad"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, cache_leftpad=lengths)
+    with pytest.raises(ValueError, match="argument 'k_cache': has 2 sequences; expected batch 3"):
+        flash_attn_with_kvcache(torch.randn(3, 1, 2, 16), k_cache, v_cache)
+    # The refused calls wrote nothing into the cache.
+    assert torch.equal(k_cache, k_before)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("paged", [False, True])
+def test_with_kvcache_on_gpu_bf16(paged):
+    # A decode step as an inference loop runs it: GQA 8 / 2 heads, d128, one new token each, bf16.
+    torch.manual_seed(3)
+    batch, nheads, nheads_k, headdim, capacity, page = 4, 8, 2, 128, 512, 128
+    lengths = [0, 100, 383, 511]
+    q = torch.randn(batch, 1, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+    k_cache = torch.randn(batch, capacity, nheads_k, headdim, device="cuda", dtype=torch.bfloat16)
+    v_cache = torch.randn_like(k_cache)
+    k, v = (torch.randn(batch, 1, nheads_k, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    cos, sin = (t.cuda() for t in rotary_tables(capacity, 64))
+    kc_ref, vc_ref, out_ref, lse_ref = reference(q.cpu(), k_cache.cpu(), v_cache.cpu(), k.cpu(), v.cpu(), lengths,
+                                                 list(range(batch)), (cos.cpu(), sin.cpu()), False, True, (-1, -1), 0.0)
+    options = dict(cache_seqlens=torch.tensor(lengths, dtype=torch.int32, device="cuda"), causal=True,
+                   rotary_cos=cos, rotary_sin=sin, rotary_interleaved=False, return_softmax_lse=True)
+    if paged:
+        blocks = capacity // page
+        table = torch.randperm(batch * blocks, device="cuda").view(batch, blocks).to(torch.int32)
+        k_pages = torch.empty(batch * blocks, page, nheads_k, headdim, device="cuda", dtype=torch.bfloat16)
+        v_pages = torch.empty_like(k_pages)
+        k_pages[table.long()] = k_cache.view(batch, blocks, page, nheads_k, headdim)
+        v_pages[table.long()] = v_cache.view(batch, blocks, page, nheads_k, headdim)
+        out, lse = flash_attn_with_kvcache(q, k_pages, v_pages, k, v, block_table=table, **options)
+        k_cache, v_cache = k_pages[table.long()].flatten(1, 2), v_pages[table.long()].flatten(1, 2)
+    else:
+        out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, **options)
+    # bf16 inputs rotated in float32 and rounded once: a few units of bf16 in O.
+    assert_close_to_reference(out.cpu(), out_ref, atol=2e-2, rtol=2e-2, name="out")
+    assert_close_to_reference(lse.cpu(), lse_ref, atol=1e-2, rtol=1e-3, name="lse")
+    assert_close_to_reference(k_cache.cpu(), kc_ref, atol=2e-2, rtol=1e-2, name="k_cache")
+    assert torch.equal(v_cache.cpu().double(), vc_ref), "v_cache"
