@@ -104,6 +104,9 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 _fail(name, f"expected shape (batch {batch}, seqlen_new, {k_cache.shape[2]}, {k_cache.shape[3]})")
         if v.shape != k.shape:
             _fail("v", f"has shape {tuple(v.shape)}; expected k's {tuple(k.shape)}")
+        for name, t, cache in (("k", k, k_cache), ("v", v, v_cache)):
+            if t.dtype != cache.dtype or t.device != cache.device:
+                _fail(name, f"is {t.dtype} on {t.device}; expected the cache's {cache.dtype} on {cache.device}")
         seqlen_new = k.shape[1]
 
     if block_table is not None:
@@ -169,13 +172,13 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 k = _rotate(k, rotary_cos, rotary_sin, positions, rotary_interleaved)
             if block_table is not None:
                 rows = block_table.long().gather(1, positions // page)
-                k_cache[rows, positions % page] = k.to(k_cache.dtype)
-                v_cache[rows, positions % page] = v.to(v_cache.dtype)
+                k_cache[rows, positions % page] = k
+                v_cache[rows, positions % page] = v
             else:
                 rows = (torch.arange(batch, device=device) if cache_batch_idx is None
                         else cache_batch_idx.long()).unsqueeze(1)
-                k_cache[rows, positions] = k.to(k_cache.dtype)
-                v_cache[rows, positions] = v.to(v_cache.dtype)
+                k_cache[rows, positions] = k
+                v_cache[rows, positions] = v
 
         if block_table is not None:
             keys = k_cache[block_table.long()].flatten(1, 2)  # (B, max_blocks * page, Hk, D): a copy

@@ -146,6 +146,8 @@ def test_with_kvcache_errors():
         flash_attn_with_kvcache(q, k_cache, v_cache, k, None, cache_seqlens=lengths)
     with pytest.raises(ValueError, match="argument 'k': expected shape"):
         flash_attn_with_kvcache(q, k_cache, v_cache, torch.randn(2, 1, 3, 16), v, cache_seqlens=lengths)
+    with pytest.raises(ValueError, match="argument 'v': is torch.float16 on cpu; expected the cache's torch.float32"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v.half(), cache_seqlens=lengths)
     with pytest.raises(ValueError, match="argument 'cache_batch_idx': entry 7"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths,
                                 cache_batch_idx=torch.tensor([0, 7], dtype=torch.int32))
