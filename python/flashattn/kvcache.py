@@ -8,7 +8,8 @@ length, as flash_attn aligns them). What flashattn does differently:
   * a paged cache (block_table) and cache_batch_idx other than the identity are gathered into a
     contiguous copy before the kernel (correct, with the copy's time and memory);
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
-    back once a call to check them, so a bad index is an error rather than a write out of bounds;
+    back once a call to check them, so a bad index is an error rather than a write out of bounds
+    (except while a CUDA graph is captured: trusted there, as the library trusts length vectors);
   * cache_leftpad is not supported; num_splits is accepted and ignored (the kernel picks its own
     schedule).
 """
@@ -132,32 +133,33 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
     else:
         cache_seqlens = _index_vector("cache_seqlens", cache_seqlens, batch, device)
 
-    # One read-back of the indices, so that every index below is known to be in bounds.
-    lengths = cache_seqlens.tolist()
-    for b, n in enumerate(lengths):
-        if n < 0 or n + seqlen_new > capacity:
-            _fail("cache_seqlens", f"entry {b} is {n}; with {seqlen_new} new rows it must lie in "
-                                   f"[0, {capacity - seqlen_new}] (the cache holds {capacity} rows)")
-    if cache_batch_idx is not None:
-        bad = [i for i in cache_batch_idx.tolist() if not 0 <= i < k_cache.shape[0]]
-        if bad:
-            _fail("cache_batch_idx", f"entry {bad[0]} is outside the cache's {k_cache.shape[0]} sequences")
-    if block_table is not None:
-        used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
-        for b, row in enumerate(block_table.tolist()):
-            bad = [i for i in row[:used_blocks[b]] if not 0 <= i < k_cache.shape[0]]
-            if bad:
-                _fail("block_table", f"row {b} names block {bad[0]}; the cache has {k_cache.shape[0]}")
-
     rotary = rotary_cos is not None or rotary_sin is not None
-    if rotary:
-        if not (isinstance(rotary_cos, Tensor) and isinstance(rotary_sin, Tensor)) or rotary_cos.dim() != 2 \
-                or rotary_cos.shape != rotary_sin.shape or 2 * rotary_cos.shape[1] > headdim:
-            _fail("rotary_cos", f"expected rotary_cos and rotary_sin of one shape (seqlen_ro, rotary_dim / 2), "
-                                f"rotary_dim <= headdim {headdim}")
-        local = causal or window != (-1, -1)
+    local = causal or window != (-1, -1)
+    if rotary and (not (isinstance(rotary_cos, Tensor) and isinstance(rotary_sin, Tensor)) or rotary_cos.dim() != 2
+                   or rotary_cos.shape != rotary_sin.shape or 2 * rotary_cos.shape[1] > headdim):
+        _fail("rotary_cos", f"expected rotary_cos and rotary_sin of one shape (seqlen_ro, rotary_dim / 2), "
+                            f"rotary_dim <= headdim {headdim}")
+    # One read-back of the indices, so that every index below is known to be in bounds. Not while
+    # a CUDA graph is being captured (nothing can be read back there): the indices are then
+    # trusted, as the library trusts GPU length vectors under capture (flashattn.h).
+    if not (q.is_cuda and torch.cuda.is_current_stream_capturing()):
+        lengths = cache_seqlens.tolist()
+        for b, n in enumerate(lengths):
+            if n < 0 or n + seqlen_new > capacity:
+                _fail("cache_seqlens", f"entry {b} is {n}; with {seqlen_new} new rows it must lie in "
+                                       f"[0, {capacity - seqlen_new}] (the cache holds {capacity} rows)")
+        if cache_batch_idx is not None:
+            bad = [i for i in cache_batch_idx.tolist() if not 0 <= i < k_cache.shape[0]]
+            if bad:
+                _fail("cache_batch_idx", f"entry {bad[0]} is outside the cache's {k_cache.shape[0]} sequences")
+        if block_table is not None:
+            used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
+            for b, row in enumerate(block_table.tolist()):
+                bad = [i for i in row[:used_blocks[b]] if not 0 <= i < k_cache.shape[0]]
+                if bad:
+                    _fail("block_table", f"row {b} names block {bad[0]}; the cache has {k_cache.shape[0]}")
         reach = max(lengths, default=0) + max(seqlen_new, seqlen_q if local else 1)
-        if reach > rotary_cos.shape[0]:
+        if rotary and reach > rotary_cos.shape[0]:
             _fail("rotary_cos", f"has {rotary_cos.shape[0]} positions; this call needs {reach}")
 
     with torch.no_grad():
@@ -181,8 +183,10 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 v_cache[rows, positions] = v
 
         if block_table is not None:
-            keys = k_cache[block_table.long()].flatten(1, 2)  # (B, max_blocks * page, Hk, D): a copy
-            values = v_cache[block_table.long()].flatten(1, 2)
+            # (B, max_blocks * page, Hk, D), a copy. Entries past a sequence's used blocks may be
+            # anything (pools pad tables with -1 or stale pages): clamped, their rows are never read.
+            pages = block_table.long().clamp(0, k_cache.shape[0] - 1)
+            keys, values = k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
         elif cache_batch_idx is not None:
             keys, values = k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
         else:

@@ -200,3 +200,44 @@ def test_with_kvcache_on_gpu_bf16(paged):
     assert_close_to_reference(lse.cpu(), lse_ref, atol=1e-2, rtol=1e-3, name="lse")
     assert_close_to_reference(k_cache.cpu(), kc_ref, atol=2e-2, rtol=1e-2, name="k_cache")
     assert torch.equal(v_cache.cpu().double(), vc_ref), "v_cache"
+
+
+def test_block_table_entries_past_the_used_blocks_may_be_anything():
+    torch.manual_seed(5)
+    q = torch.randn(2, 1, 2, 16)
+    pages = torch.randn(6, 4, 2, 16), torch.randn(6, 4, 2, 16)
+    table = torch.tensor([[3, 1, -1, 99], [0, 5, 2, -7]], dtype=torch.int32)  # used: 2 and 3 blocks
+    lengths = torch.tensor([6, 9], dtype=torch.int32)
+    out = flash_attn_with_kvcache(q, *pages, cache_seqlens=lengths, block_table=table)
+    for b, blocks in enumerate(([3, 1], [0, 5, 2])):
+        keys, values = (torch.cat([p[i] for i in blocks])[:int(lengths[b])] for p in pages)
+        ref, _ = attention(q[b:b + 1], keys[None], values[None])
+        assert_close_to_reference(out[b:b + 1], ref, name=f"out[{b}]")
+
+
+@pytest.mark.gpu
+def test_with_kvcache_under_cuda_graph_capture():
+    # A captured decode step replayed with new lengths gives what an eager call gives.
+    torch.manual_seed(4)
+    dev, dt = "cuda", torch.bfloat16
+    q = torch.randn(2, 1, 8, 64, device=dev, dtype=dt)
+    k_cache, v_cache = (torch.randn(2, 256, 2, 64, device=dev, dtype=dt) for _ in range(2))
+    k, v = (torch.randn(2, 1, 2, 64, device=dev, dtype=dt) for _ in range(2))
+    lengths = torch.tensor([10, 200], dtype=torch.int32, device=dev)
+    caches = k_cache.clone(), v_cache.clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        flash_attn_with_kvcache(q, k_cache.clone(), v_cache.clone(), k, v, cache_seqlens=lengths, causal=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flash_attn_with_kvcache(q, *caches, k, v, cache_seqlens=lengths, causal=True)
+    lengths.copy_(torch.tensor([37, 101], dtype=torch.int32))
+    graph.replay()
+    eager_caches = k_cache.clone(), v_cache.clone()
+    expected = flash_attn_with_kvcache(q, *eager_caches, k, v, cache_seqlens=lengths, causal=True)
+    torch.cuda.synchronize()
+    assert torch.equal(out, expected)
+    assert torch.equal(caches[0], eager_caches[0]) and torch.equal(caches[1], eager_caches[1])
+    assert torch.equal(caches[0][1, 101], k[1, 0])  # the replay appended at the new lengths
