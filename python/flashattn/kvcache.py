@@ -26,11 +26,13 @@ def _fail(argument: str, message: str) -> None:
     raise ValueError(f"argument '{argument}': {message}")
 
 
-def _index_vector(name: str, t: Optional[Tensor], batch: int, device) -> Optional[Tensor]:
+def _index_tensor(name: str, t: Optional[Tensor], batch: int, device, table: bool = False) -> Optional[Tensor]:
+    """t checked as an int32 index tensor on q's device: (batch,), or (batch, max_blocks) for a table."""
     if t is None:
         return None
-    if not isinstance(t, Tensor) or t.dtype != torch.int32 or t.shape != (batch,):
-        _fail(name, f"expected an int32 tensor of shape ({batch},), got "
+    shape_ok = isinstance(t, Tensor) and (t.dim() == 2 and t.shape[0] == batch if table else t.shape == (batch,))
+    if not shape_ok or t.dtype != torch.int32:
+        _fail(name, f"expected an int32 tensor of shape ({batch},{' max_blocks' if table else ''}), got "
                     f"{tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__}"
                     f"{' ' + str(t.dtype) if isinstance(t, Tensor) else ''}")
     if t.device != device:
@@ -110,17 +112,13 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 _fail(name, f"is {t.dtype} on {t.device}; expected the cache's {cache.dtype} on {cache.device}")
         seqlen_new = k.shape[1]
 
+    block_table = _index_tensor("block_table", block_table, batch, device, table=True)
     if block_table is not None:
-        if not isinstance(block_table, Tensor) or block_table.dtype != torch.int32 or block_table.dim() != 2 \
-                or block_table.shape[0] != batch:
-            _fail("block_table", f"expected an int32 tensor of shape ({batch}, max_blocks)")
-        if block_table.device != device:
-            _fail("block_table", f"is on {block_table.device}; expected q's device {device}")
         page = k_cache.shape[1]
         capacity = block_table.shape[1] * page
     else:
         capacity = k_cache.shape[1]
-    cache_batch_idx = _index_vector("cache_batch_idx", cache_batch_idx, batch, device)
+    cache_batch_idx = _index_tensor("cache_batch_idx", cache_batch_idx, batch, device)
     if cache_batch_idx is None and block_table is None and k_cache.shape[0] != batch:
         _fail("k_cache", f"has {k_cache.shape[0]} sequences; expected batch {batch} (or give cache_batch_idx)")
 
@@ -131,7 +129,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
     elif isinstance(cache_seqlens, int):
         cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=device)
     else:
-        cache_seqlens = _index_vector("cache_seqlens", cache_seqlens, batch, device)
+        cache_seqlens = _index_tensor("cache_seqlens", cache_seqlens, batch, device)
 
     rotary = rotary_cos is not None or rotary_sin is not None
     local = causal or window != (-1, -1)
@@ -139,23 +137,27 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                    or rotary_cos.shape != rotary_sin.shape or 2 * rotary_cos.shape[1] > headdim):
         _fail("rotary_cos", f"expected rotary_cos and rotary_sin of one shape (seqlen_ro, rotary_dim / 2), "
                             f"rotary_dim <= headdim {headdim}")
-    # One read-back of the indices, so that every index below is known to be in bounds. Not while
-    # a CUDA graph is being captured (nothing can be read back there): the indices are then
-    # trusted, as the library trusts GPU length vectors under capture (flashattn.h).
+    # One read-back of the indices (one transfer for all of them), so that every index below is
+    # known to be in bounds. Not while a CUDA graph is being captured (nothing can be read back
+    # there): the indices are then trusted, as the library trusts GPU length vectors under capture
+    # (flashattn.h).
     if not (q.is_cuda and torch.cuda.is_current_stream_capturing()):
-        lengths = cache_seqlens.tolist()
+        indices = [t.flatten() for t in (cache_seqlens, cache_batch_idx, block_table) if t is not None]
+        values = torch.cat(indices).tolist()
+        lengths, others = values[:batch], values[batch:]  # others: cache_batch_idx or the table
         for b, n in enumerate(lengths):
             if n < 0 or n + seqlen_new > capacity:
                 _fail("cache_seqlens", f"entry {b} is {n}; with {seqlen_new} new rows it must lie in "
                                        f"[0, {capacity - seqlen_new}] (the cache holds {capacity} rows)")
         if cache_batch_idx is not None:
-            bad = [i for i in cache_batch_idx.tolist() if not 0 <= i < k_cache.shape[0]]
+            bad = [i for i in others if not 0 <= i < k_cache.shape[0]]
             if bad:
                 _fail("cache_batch_idx", f"entry {bad[0]} is outside the cache's {k_cache.shape[0]} sequences")
         if block_table is not None:
             used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
-            for b, row in enumerate(block_table.tolist()):
-                bad = [i for i in row[:used_blocks[b]] if not 0 <= i < k_cache.shape[0]]
+            width = block_table.shape[1]
+            for b in range(batch):
+                bad = [i for i in others[b * width:b * width + used_blocks[b]] if not 0 <= i < k_cache.shape[0]]
                 if bad:
                     _fail("block_table", f"row {b} names block {bad[0]}; the cache has {k_cache.shape[0]}")
         reach = max(lengths, default=0) + max(seqlen_new, seqlen_q if local else 1)
@@ -163,6 +165,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             _fail("rotary_cos", f"has {rotary_cos.shape[0]} positions; this call needs {reach}")
 
     with torch.no_grad():
+        table = None if block_table is None else block_table.long()
         starts = cache_seqlens.long().unsqueeze(1)  # (B, 1)
         if rotary:
             q_offsets = torch.arange(seqlen_q, device=device) if local else torch.zeros(seqlen_q, dtype=torch.long,
@@ -173,7 +176,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             if rotary:
                 k = _rotate(k, rotary_cos, rotary_sin, positions, rotary_interleaved)
             if block_table is not None:
-                rows = block_table.long().gather(1, positions // page)
+                rows = table.gather(1, positions // page)
                 k_cache[rows, positions % page] = k
                 v_cache[rows, positions % page] = v
             else:
@@ -185,7 +188,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         if block_table is not None:
             # (B, max_blocks * page, Hk, D), a copy. Entries past a sequence's used blocks may be
             # anything (pools pad tables with -1 or stale pages): clamped, their rows are never read.
-            pages = block_table.long().clamp(0, k_cache.shape[0] - 1)
+            pages = table.clamp(0, k_cache.shape[0] - 1)
             keys, values = k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
         elif cache_batch_idx is not None:
             keys, values = k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
@@ -194,5 +197,5 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         seqused_k = cache_seqlens + seqlen_new
         out, lse = ops.attention(q, keys, values, None, None, 0, 0, _ext.softmax_scale(softmax_scale, headdim),
                                  bool(causal), *window, float(softcap), alibi_slopes, False, None,
-                                 seqused_k.to(torch.int32))
+                                 seqused_k)
     return (out, lse) if return_softmax_lse else out
