@@ -287,6 +287,7 @@ bool sm90_picks_static_schedule(const AttentionProblem& p) {
   const bool d96_kernel = p.headdim > 64 && p.headdim <= 96;
   if (!p.mask.has_mask()) {
     if (p.headdim == 256) return true;
+    if (d96_kernel) return p.seqlen_k <= kSm90StaticUnmaskedMaxKeysHdim96;
     return p.headdim > 96 && p.headdim <= 128 && p.seqlen_k <= kSm90StaticUnmaskedMaxKeys;
   }
   // Causal (a right bound only): the masks whose tiles go longest first (launch.h).

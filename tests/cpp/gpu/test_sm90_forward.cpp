@@ -716,16 +716,19 @@ std::vector<Case> cases() {
   // Head dim 96 (d128's tiles on three quarters of the columns: the second 64-element column half
   // used, config.h TileShape<96>), on the kernels its rules give it: the static kernel (Q in
   // registers, released at load, turns around the GEMMs; the checked max, bf16 with the tile
-  // recompute, fp16 with the fallback a block) for causal rows up to 2k keys and windows, the dynamic one for unmasked rows
-  // and longer causal ones (the small / ragged cases above run it too). The wgmma of P V is
-  // N = 96 over a column and a half of V, and S's last two steps read Q and K's second column.
-  rising("rising_scores_d96_bf16", bf, 96, 2, 300, 700, 2, 2, false, 64.0f, Kernel::kDynamic);
-  rising("rising_scores_overflow_d96_fp16", fp, 96, 2, 300, 700, 2, 1, false, 64.0f, Kernel::kDynamic);
+  // recompute, fp16 with the fallback a block) up to 4k keys and for windows, the dynamic one past
+  // 4k keys. The wgmma of P V is N = 96 over a column and a half of V, and S's last two steps read
+  // Q and K's second column.
+  rising("rising_scores_d96_bf16", bf, 96, 2, 300, 700, 2, 2, false, 64.0f, Kernel::kStatic);
+  rising("rising_scores_overflow_d96_fp16", fp, 96, 2, 300, 700, 2, 1, false, 64.0f, Kernel::kStatic);
   rising("rising_scores_causal_d96_bf16", bf, 96, 1, 700, 700, 2, 2, true, 64.0f, Kernel::kStatic);
   rising("rising_scores_overflow_causal_d96_fp16", fp, 96, 1, 700, 700, 2, 1, true, 64.0f, Kernel::kStatic);
-  rising("rising_scores_causal_long_d96_bf16", bf, 96, 1, 2300, 2300, 2, 1, true, 12.0f, Kernel::kDynamic);
-  rising("rising_scores_long_d96_fp16", fp, 96, 1, 300, 2200, 2, 1, false, 12.0f, Kernel::kDynamic);
-  boosted("sink_scores_long_padded_d96_bf16", bf, 96, 1, 300, 3000, 2, 1, false, 64.0f, 0, 6, Kernel::kDynamic);
+  rising("rising_scores_causal_mid_d96_bf16", bf, 96, 1, 2300, 2300, 2, 1, true, 12.0f, Kernel::kStatic);
+  rising("rising_scores_causal_long_d96_bf16", bf, 96, 1, 4300, 4300, 1, 1, true, 12.0f, Kernel::kDynamic);
+  rising("rising_scores_long_d96_fp16", fp, 96, 1, 300, 4500, 2, 1, false, 12.0f, Kernel::kDynamic);
+  boosted("sink_scores_long_padded_d96_bf16", bf, 96, 1, 300, 3000, 2, 1, false, 64.0f, 0, 6, Kernel::kStatic);
+  v.back().layout = Layout::kPadded;
+  boosted("sink_scores_longer_padded_d96_fp16", fp, 96, 1, 300, 4400, 2, 1, false, 64.0f, 0, 6, Kernel::kDynamic);
   v.back().layout = Layout::kPadded;
   boosted("band_scores_causal_d96_bf16", bf, 96, 1, 900, 900, 2, 2, true, 64.0f, 300, 500, Kernel::kStatic);
   // Variable lengths under a local window (padded rows) and seqused in a head-major layout: rows
@@ -738,7 +741,7 @@ std::vector<Case> cases() {
     u.kernel = kernel, u.layout = Layout::kHeadMajor, u.used_q = {300, 77, 0}, u.used_k = {333, 100, 1};
     v.push_back(u);
   };
-  varlen_and_seqused(96, 96, Kernel::kStatic, Kernel::kDynamic);
+  varlen_and_seqused(96, 96, Kernel::kStatic, Kernel::kStatic);
   c = make("persistent_causal_d96_fp16", fp, 96, 4, 640, 640, 8, 8), c.kernel = Kernel::kStatic, c.causal = true;
   v.push_back(c);
   // Head dims between the instantiations run on the next larger one, in the default kernel's
@@ -1139,9 +1142,9 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
       EXPECT_FALSE(sm90_picks_tall_tiles(p)) << "hdim " << headdim << " causal, " << keys << " keys";
     }
   }
-  // Head dim 96 has rules of its own (session 59), and none of the kernels built at 128 alone
-  // (tall tiles, cluster pairs, the short-rows twin): the static schedule for causal rows up to
-  // its bound, the dynamic one past it and for unmasked rows at every length.
+  // Head dim 96 has rules of its own (sessions 59-60), and none of the kernels built at 128 alone
+  // (tall tiles, cluster pairs, the short-rows twin): the static schedule for causal and unmasked
+  // rows up to their bounds, the dynamic one past them.
   p.headdim = 96, p.mask.window_right = 0;
   for (int keys : {512, kSm90StaticCausalMaxKeysHdim96, kSm90StaticCausalMaxKeysHdim96 + 1, kSm90OneHeadGroupMaxKeys + 1}) {
     p.seqlen_q = p.seqlen_k = keys;
@@ -1151,9 +1154,10 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
     EXPECT_FALSE(sm90_picks_short_rows(p)) << "hdim 96 causal, " << keys << " keys";
   }
   p.mask.window_right = -1;
-  for (int keys : {512, kSm90StaticUnmaskedMaxKeys, 2 * kSm90ClusterPairsMinKeys}) {
+  for (int keys : {512, kSm90StaticUnmaskedMaxKeysHdim96, kSm90StaticUnmaskedMaxKeysHdim96 + 1, 16384}) {
     p.seqlen_q = p.seqlen_k = keys;
-    EXPECT_FALSE(sm90_picks_static_schedule(p)) << "hdim 96, no mask, " << keys << " keys";
+    EXPECT_EQ(sm90_picks_static_schedule(p), dyn && keys <= kSm90StaticUnmaskedMaxKeysHdim96)
+        << "hdim 96, no mask, " << keys << " keys";
   }
   EXPECT_FALSE(sm90_picks_cluster_pairs(p)) << "hdim 96, no mask (no cluster pairs built)";
   p.mask.window_left = 100, p.mask.window_right = 10, p.seqlen_q = p.seqlen_k = kSm90StaticScheduleMaxKeys;
