@@ -151,6 +151,9 @@ Status sm90_supports_forward(const AttentionProblem& p) {
                                "up to head dim " + std::to_string(sm90::kZeroKvTailMaxHeadDim) +
                                "; the sm80 kernel takes head dim " + std::to_string(p.headdim));
   }
+  // A tensor map needs at least one row (cuTensorMapEncodeTiled fails on none): k without rows
+  // (every sequence without keys) is the sm80 kernel's, which writes O = 0 and lse = -inf.
+  if (p.tensor_rows_k() == 0) return Status::Unsupported("the sm90 forward kernel needs at least one row of k");
   if (p.score.softcap <= 0.0f && !(p.score.scale > 0.0f)) {
     return Status::Unsupported("the sm90 forward kernel needs a positive softmax_scale without softcap; got " +
                                std::to_string(p.score.scale));

@@ -33,8 +33,10 @@ enum class Layout { kPacked, kPadded, kHeadMajor };
 
 // The sm90 kernel a case is written for (its comment's claim), which the API must run it on:
 // checked by the launch counters, so that a rule change that moves a case to another kernel fails
-// the case instead of leaving the kernel it was written for untested. kAny: not checked.
-enum class Kernel { kAny, kDynamic, kStatic, kShortRows, kClusterPairs, kTallTiles };
+// the case instead of leaving the kernel it was written for untested. kAny: some sm90 kernel
+// (Sm90Forward checks that one ran, so a problem the sm90 path stopped taking fails there
+// instead of passing on the sm80 kernel); kSm80: none, the problem is the sm80 kernel's.
+enum class Kernel { kAny, kDynamic, kStatic, kShortRows, kClusterPairs, kTallTiles, kSm80 };
 
 struct Case {
   std::string name;
@@ -448,15 +450,22 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
 
 class Sm90Forward : public ::testing::TestWithParam<Case> {};
 
-// The launch counter of the kernel k names (null for kAny) and that kernel's name. Builds whose
+// The launch counter of the kernel k names (kAny, kSm80: all sm90 ones) and its name. Builds whose
 // default is the static schedule run it for every rule's static and dynamic rows alike.
 struct KernelCheck {
   int64_t (*launches)();
   const char* name;
 };
+// Forward launches of every sm90 kernel through the API so far (the narrow twins count as the
+// default's, the split tail's as its parent's).
+int64_t sm90_any_launches() {
+  return sm90_default_launches() + sm90_static_schedule_launches() + sm90_short_rows_launches() +
+         sm90_cluster_pairs_launches() + sm90_tall_tiles_launches() + sm90_pack_gqa_launches();
+}
 KernelCheck kernel_check(Kernel k) {
   switch (k) {
-    case Kernel::kAny: break;
+    case Kernel::kAny:
+    case Kernel::kSm80: return {sm90_any_launches, k == Kernel::kAny ? "some sm90 kernel" : "sm80 kernel"};
     case Kernel::kDynamic: return {sm90_default_launches, "dynamic-schedule kernel"};
     case Kernel::kStatic:
       return {sm90_dynamic_schedule_by_default() ? sm90_static_schedule_launches : sm90_default_launches,
@@ -475,7 +484,7 @@ TEST_P(Sm90Forward, MatchesReference) {
   // kernel's), whatever kernel the case is written for.
   AttentionProblem built;
   built.dtype = c.dtype, built.headdim = c.headdim;
-  const KernelCheck check = kernel_check(c.kernel != Kernel::kAny && sm90_runs_narrow_twin(built) ? Kernel::kDynamic
+  const KernelCheck check = kernel_check(c.kernel != Kernel::kAny && c.kernel != Kernel::kSm80 && sm90_runs_narrow_twin(built) ? Kernel::kDynamic
                                                                                                   : c.kernel);
   const int64_t before = check.launches != nullptr ? check.launches() : 0;
   const uint32_t seeds[] = {1u, 2u};
@@ -484,7 +493,8 @@ TEST_P(Sm90Forward, MatchesReference) {
     run_case(c, seed + 977u * uint32_t(c.name.size()));
   }
   if (check.launches != nullptr) {
-    EXPECT_EQ(check.launches() - before, int64_t(std::size(seeds)))
+    // kSm80: no sm90 launch at all.
+    EXPECT_EQ(check.launches() - before, c.kernel == Kernel::kSm80 ? 0 : int64_t(std::size(seeds)))
         << "the API did not run the case on the " << check.name << " it is written for";
   }
 }
@@ -777,6 +787,36 @@ std::vector<Case> cases() {
   c.layout = Layout::kPadded, c.window_left = 50, c.window_right = 20, c.softcap = 20.0f, v.push_back(c);
   c = make("causal_gqa_d224_fp16", fp, 224, 2, 300, 300, 4, 2), c.kernel = Kernel::kDynamic, c.causal = true;
   v.push_back(c);
+  // No key rows at all (a tensor map needs one): the sm80 kernel's, O = 0 and lse = -inf.
+  c = make("no_keys_bf16", bf, 128, 2, 100, 0, 4, 2), c.kernel = Kernel::kSm80, v.push_back(c);
+  c = make("no_keys_gqa_short_q_causal_fp16", fp, 64, 2, 16, 0, 8, 2), c.kernel = Kernel::kSm80, c.causal = true;
+  v.push_back(c);
+  c = make("varlen_no_keys_bf16", bf, 256, 0, 0, 0, 2, 1), c.kernel = Kernel::kSm80;
+  c.lens_q = {5, 70, 130}, c.lens_k = {0, 0, 0}, v.push_back(c);
+  // Every sequence without keys but k / v rows past them (padded serving buffers): the sm90 kernels'.
+  c = make("varlen_no_keys_extra_rows_fp16", fp, 128, 0, 0, 0, 4, 2);
+  c.lens_q = {5, 130}, c.lens_k = {0, 0}, c.extra_k = 70, v.push_back(c);
+  // Pairs of options at every head dim and dtype (issue 4, item 5), each on whichever sm90 kernel
+  // the rules give it: a window with softcap, a window over variable lengths, a window with
+  // seqused, softcap with seqused_q, causal variable lengths with softcap.
+  for (DType dt : {bf, fp}) {
+    const std::string t = dt == bf ? "_bf16" : "_fp16";
+    for (int d : {64, 96, 128, 192, 256}) {
+      const std::string dd = "_d" + std::to_string(d);
+      c = make("pair_window_softcap" + dd + t, dt, d, 2, 300, 350, 4, 2);
+      c.window_left = 70, c.window_right = 30, c.softcap = 15.0f, v.push_back(c);
+      c = make("pair_window_varlen" + dd + t, dt, d, 0, 0, 0, 4, 1);
+      c.lens_q = {130, 40, 0, 260}, c.lens_k = {200, 40, 7, 230}, c.window_left = 50, c.window_right = 0;
+      c.layout = dt == bf ? Layout::kPadded : Layout::kPacked, v.push_back(c);
+      c = make("pair_window_seqused" + dd + t, dt, d, 2, 300, 400, 2, 2);
+      c.used_q = {250, 300}, c.used_k = {400, 123}, c.window_left = 60, c.window_right = 20, v.push_back(c);
+      c = make("pair_softcap_seqused_q_causal" + dd + t, dt, d, 3, 260, 300, 2, 1);
+      c.used_q = {260, 1, 131}, c.softcap = 10.0f, c.causal = true, v.push_back(c);
+      c = make("pair_varlen_causal_softcap" + dd + t, dt, d, 0, 0, 0, 2, 2);
+      c.lens_q = {90, 300, 17}, c.lens_k = {150, 300, 5}, c.causal = true, c.softcap = 25.0f;
+      c.layout = dt == fp ? Layout::kHeadMajor : Layout::kPacked, v.push_back(c);
+    }
+  }
   return v;
 }
 
@@ -992,6 +1032,16 @@ std::vector<Case> pack_gqa_cases() {
   c = make("g8_varlen_softcap_d96_fp16", fp, 96, 0, 0, 0, 16, 2);
   c.lens_q = {16, 1, 9}, c.lens_k = {300, 129, 64}, c.softcap = 20.0f, v.push_back(c);
   c = make("g2_rising_scores_q64_k700_d96_bf16", bf, 96, 2, 64, 700, 4, 2), c.early_key_boost = 64.0f, v.push_back(c);
+  // Pairs of options packed: a window with seqused, softcap with seqused_q, a window with softcap.
+  c = make("g4_window_seqused_q20_k300_d128_fp16", fp, 128, 2, 20, 300, 8, 2), c.window_left = 40;
+  c.window_right = 3, c.used_q = {20, 9}, c.used_k = {300, 77}, v.push_back(c);
+  c = make("g2_softcap_seqused_q_q64_k260_d192_bf16", bf, 192, 3, 64, 260, 4, 2), c.softcap = 12.0f;
+  c.used_q = {64, 0, 33}, c.causal = true, v.push_back(c);
+  c = make("g8_window_softcap_q16_k500_d256_fp16", fp, 256, 1, 16, 500, 8, 1), c.window_left = 100;
+  c.window_right = 10, c.softcap = 20.0f, v.push_back(c);
+  c = make("g4_window_softcap_varlen_d96_bf16", bf, 96, 0, 0, 0, 8, 2);
+  c.lens_q = {30, 1, 64}, c.lens_k = {400, 2, 130}, c.window_left = 25, c.window_right = 25, c.softcap = 8.0f;
+  v.push_back(c);
   return v;
 }
 
