@@ -1340,6 +1340,23 @@ std::vector<ApiPick> api_pick_cases() {
   return v;
 }
 
+// FLASHATTN_SM90_PACK_GQA=0 (read at every call): a shape the rule packs runs unpacked, on sm90.
+TEST(Sm90ApiPickOverride, PackGqaLeftOut) {
+  SKIP_UNLESS_SM90();
+  struct Unpacked {
+    Unpacked() { setenv("FLASHATTN_SM90_PACK_GQA", "0", 1); }
+    ~Unpacked() { unsetenv("FLASHATTN_SM90_PACK_GQA"); }
+  };
+  const Case c = make("api_decode_q1_g4_unpacked_bf16", DType::kBFloat16, 128, 4, 1, 700, 32, 8);
+  const int64_t packed = sm90_pack_gqa_launches(), any = sm90_any_launches();
+  {
+    Unpacked unpacked;
+    run_case(c, 5);
+  }
+  EXPECT_EQ(sm90_pack_gqa_launches(), packed) << "the packed kernel ran with FLASHATTN_SM90_PACK_GQA=0";
+  EXPECT_EQ(sm90_any_launches() - any, 1) << "no sm90 kernel ran";
+}
+
 INSTANTIATE_TEST_SUITE_P(GqaPacking, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(api_pick_cases(), sm90_pack_gqa_launches, "packed kernel", 17u)),
                          api_pick_name);
