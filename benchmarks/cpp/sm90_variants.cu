@@ -14,7 +14,7 @@
 // higher clock than sustained work (docs/perf.md, v8: 670 vs 608 TFLOP/s for the same kernel), so
 // A/B comparisons take windows of a few hundred milliseconds. One JSON object per line.
 // One shape and one variant with reps=1 rounds=1 gives ncu three launches of that kernel.
-// Decode-like GQA shapes (seqlen_q 1 to 128 against 1k / 4k keys, G = 2, 4, 8) time the GQA head packing
+// Decode-like GQA shapes (seqlen_q 1 to 128 against 1k / 4k keys, G = 2, 3, 4, 5, 7, 8) time the GQA head packing
 // (variant "n128_s2_dyn_pack_gqa", PackGqaConfig; the API picks it by sm90_picks_pack_gqa) beside the default,
 // and both with seqused_k = seqlen_k - 1 (the V-tail zeroing, mainloop_load.h).
 // `_trace` variants (KernelConfig::kTrace, sm90/trace.h) also write their last launch's event trace
@@ -1057,6 +1057,10 @@ int main(int argc, char** argv) {
   // G = 8 (32/4) and G = 2 (32/16).
   for (int seqlen_q : {1, 16, 32}) shapes.push_back({128, 1024, 32, 4, false, seqlen_q});
   for (int seqlen_q : {1, 64, 128}) shapes.push_back({128, 1024, 32, 16, false, seqlen_q});
+  // Groups that are not powers of two (session 61): G = 7 (28/4, Qwen2-7B), 5 (40/8), 3 (24/8).
+  const int odd_groups[][2] = {{28, 4}, {40, 8}, {24, 8}};
+  for (const auto& g : odd_groups)
+    for (int seqlen_q : {1, 16, 32}) shapes.push_back({128, 1024, g[0], g[1], false, seqlen_q});
   // Wave probes (not protocol rows): d128 unmasked 2k, 6 sequences of 21 / 22 / 23 heads, 2016 /
   // 2112 / 2208 tiles of 128 rows on 132 SMs, that is 15.27 / 16.00 / 16.73 waves. If the last,
   // partial wave costs a whole tile time the three read 95.5 / 100 / 98.4% of one another's

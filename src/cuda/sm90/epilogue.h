@@ -14,9 +14,10 @@
 // LSE rows in shared memory beside O and stored by one more TMA store of 64 rows a warpgroup
 // (the map clips rows past the sequence); otherwise each row's thread stores it (store_lse).
 // Direct (forced through KernelConfig's Output_): each thread stores its pairs of O.
-// GQA packing (Cfg::kPackGqa, pack_gqa.h): tile row r is query row r >> log2 G of head
-// kv * G + (r & (G - 1)); lse and the predicated paths address each row that way, and the TMA
-// store goes through the 5-D output map with boxes (64, G, 64 / G, 1, 1) per warpgroup.
+// GQA packing (Cfg::kPackGqa, pack_gqa.h): tile row r is query row r / G of head kv * G + r % G
+// (rows past pack_rows * G hold none and store nothing); lse and the predicated paths address each
+// row that way, and the TMA store (G a power of two) goes through the 5-D output map with boxes
+// (64, G, 64 / G, 1, 1) per warpgroup.
 #pragma once
 
 #include <cmath>
@@ -60,7 +61,7 @@ struct Epilogue {
       if constexpr (Cfg::kPackGqa) {
         const int r = wg * kRowsPerConsumer + pos.row0 + 8 * h;
         const int row = tile_row_query<Cfg>(p, t, r), head = tile_row_head<Cfg>(p, t, r);
-        if (row < seq.len_q) {
+        if (tile_row_holds_query<Cfg>(p, r) && row < seq.len_q) {
           p.lse[t.batch * p.lse_batch_stride + head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride] =
               lse[h];
         }
@@ -188,7 +189,8 @@ struct Epilogue {
 #pragma unroll
         for (int c = 0; c < Cfg::kColumns; ++c) {
           if constexpr (Cfg::kPackGqa) {
-            // The warpgroup's 64 rows: 64 / G query rows of all G heads (G <= 64).
+            // The warpgroup's 64 rows: 64 / G query rows of all G heads (G a power of two up to 64:
+            // other groups clip rows, the launch's KernelParams::clip_rows).
             tma_store_5d(&p.tma_o, staged_column(c, kv_stage) + row0 * kLineBytes, c * kColumnElems, 0,
                          tile_row_query<Cfg>(p, t, warpgroup_row0), t.head, t.batch);
           } else {
@@ -212,9 +214,10 @@ struct Epilogue {
         if (8 * chunk >= p.head_dim) continue;  // the columns past the problem's head dim
       }
       if constexpr (Cfg::kPackGqa) {
-        // Query rows grow with r, so the first row past the sequence ends the loop here too.
+        // Query rows grow with r and the rows without one come last, so the first row past the
+        // sequence or past the query rows ends the loop here too.
         const int row = tile_row_query<Cfg>(p, t, warpgroup_row0 + r);
-        if (row >= seq.len_q) break;
+        if (!tile_row_holds_query<Cfg>(p, warpgroup_row0 + r) || row >= seq.len_q) break;
         const int64_t offset = out_offset_at(seq, t, row, tile_row_head<Cfg>(p, t, warpgroup_row0 + r));
         uint4 v;
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -247,7 +250,7 @@ struct Epilogue {
       if constexpr (Cfg::kPackGqa) {
         const int r = wg * kRowsPerConsumer + pos.row0 + 8 * h;
         const int row = tile_row_query<Cfg>(p, t, r);
-        if (row >= seq.len_q) continue;
+        if (!tile_row_holds_query<Cfg>(p, r) || row >= seq.len_q) continue;
         row_out = out + out_offset_at(seq, t, row, tile_row_head<Cfg>(p, t, r)) * sizeof(Element);
       } else {
         const int row = t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
@@ -276,7 +279,7 @@ struct Epilogue {
       if constexpr (Cfg::kPackGqa) {
         const int r = wg * kRowsPerConsumer + pos.row0 + 8 * h;
         const int row = tile_row_query<Cfg>(p, t, r);
-        if (row >= seq.len_q) continue;
+        if (!tile_row_holds_query<Cfg>(p, r) || row >= seq.len_q) continue;
         const int64_t offset = out_offset_at(seq, t, row, tile_row_head<Cfg>(p, t, r));
         for (int i = 0; i < kOAccum / 4; ++i) {
           if constexpr (Cfg::kNarrowHeadDim) {

@@ -14,7 +14,8 @@
 
 namespace flashattn {
 
-// sm90_forward packs when the group G = nheads_q / nheads_kv is a power of two in 2..64,
+// sm90_forward packs when the group G = nheads_q / nheads_kv is in 2..64 (powers of two until
+// session 61; other groups leave kBlockM mod G rows of a tile without a query row),
 // seqlen_q (varlen: the longest) is at most kSm90PackGqaMaxQuery and seqlen_q * G at most
 // kSm90PackGqaMaxRows. Measured on the H200 (docs/perf.md, "GQA head packing"), hdim 128, 1k keys:
 // packed 1.5-3.0x faster up to 256 packed rows with seqlen_q <= 64 (G = 2, 4, 8), 0.99x at
@@ -22,7 +23,7 @@ namespace flashattn {
 constexpr int kSm90PackGqaMaxQuery = 64;
 constexpr int64_t kSm90PackGqaMaxRows = 256;
 
-// Ok when sm90_supports_forward(p) is and nheads_q / nheads_kv is a power of two in 2..64.
+// Ok when sm90_supports_forward(p) is and nheads_q / nheads_kv is in 2..64.
 Status sm90_supports_forward_pack_gqa(const AttentionProblem& p);
 // The sm90 forward with the query heads of each KV head packed into shared 128-row tiles.
 Status sm90_forward_pack_gqa(const AttentionProblem& p);

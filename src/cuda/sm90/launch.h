@@ -160,18 +160,17 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
                                                     : " runs that head dim only") +
                                ", not " + std::to_string(pb.headdim));
   }
-  // GQA packing (pack_gqa.h; the caller, sm90_forward_pack_gqa, has checked that the group is a
-  // power of two in 2..64): a tile holds Cfg::kBlockM / G query rows of the G heads of one KV head.
+  // GQA packing (pack_gqa.h; the caller, sm90_forward_pack_gqa, has checked that the group is in
+  // 2..64): a tile holds Cfg::kBlockM / G (rounded down) query rows of the G heads of one KV head.
   const int group = pb.heads_per_kv();
-  int pack_log2 = 0;
+  int tile_rows_q = Cfg::kBlockM;  // query rows per tile
   if constexpr (Cfg::kPackGqa) {
-    while ((2 << pack_log2) <= group) ++pack_log2;
-    if (group < 2 || group > kRowsPerConsumer || (1 << pack_log2) != group) {
-      return Status::Unsupported("GQA head packing needs a power-of-two group of 2..64 query heads per KV head, not " +
+    if (group < 2 || group > kRowsPerConsumer) {
+      return Status::Unsupported("GQA head packing needs a group of 2..64 query heads per KV head, not " +
                                  std::to_string(group));
     }
+    tile_rows_q = Cfg::kBlockM / group;
   }
-  const int tile_rows_q = Cfg::kBlockM >> pack_log2;  // query rows per tile
   if constexpr (Cfg::kClusterPairs) {
     // Both CTAs of a pair must read the same key blocks (kernel_choice.h: the rule that picks
     // this kernel asks the same question).
@@ -194,7 +193,7 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   if constexpr (Cfg::kPackGqa) {
     if (s.ok()) {
       s = encode_packed_operand_map(&kp.tma_o, pb.out, pb.dtype, pb.headdim, rows_q, pb.nheads_kv, group, pb.batch,
-                                    varlen, kRowsPerConsumer >> pack_log2);
+                                    varlen, kRowsPerConsumer / group);
     }
   } else {
     if (s.ok()) s = encode_operand_map(&kp.tma_o, pb.out, pb.dtype, pb.headdim, rows_q, pb.nheads_q, pb.batch, varlen, kRowsPerConsumer);
@@ -226,7 +225,8 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   kp.cu_seqlens_k = pb.cu_seqlens_k;
   kp.seqused_q = pb.seqused_q;
   kp.seqused_k = pb.seqused_k;
-  kp.clip_rows = varlen || pb.seqused_q != nullptr;
+  // A packed group that does not divide a warpgroup's 64 rows has no output box (epilogue.h).
+  kp.clip_rows = varlen || pb.seqused_q != nullptr || (Cfg::kPackGqa && kRowsPerConsumer % group != 0);
   // The LSE through TMA (epilogue.h): with the output's TMA store, rows contiguous, and strides
   // the map takes (multiples of 16 bytes); else each row's thread stores it.
   if constexpr (Epilogue<Cfg>::kLseByTma) {
@@ -247,7 +247,8 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   // Tiles are numbered over (m block, head, batch); with GQA packing the head is the KV head.
   const int tile_heads = Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q;
   kp.num_tiles = kp.num_m_blocks * pb.batch * tile_heads;
-  kp.pack_log2 = pack_log2;
+  if constexpr (Cfg::kPackGqa) kp.pack_div = FastDivisor::make(uint32_t(group));
+  kp.pack_rows = tile_rows_q;
   kp.nheads_kv = pb.nheads_kv;
   kp.longest_first = pb.mask.right_bound_only();
   // Key rows past a sequence's length that may hold anything (mainloop_load.h zeroes their V).

@@ -73,7 +73,8 @@ struct MainloopLoad {
   // GQA packing: the G heads of KV head `head_kv`, query rows from `row` on, through the 5-D map
   // (dim, head in group, row, kv head, batch) with boxes (64, G, kBlockM / G, 1, 1).
   __device__ __forceinline__ void load_packed_q(int row, int head_kv, int batch) const {
-    mbarrier_arrive_expect_tx(bars.q_full(), Cfg::kBlockM * kLineBytes * Cfg::kColumns);
+    // The box's rows: pack_rows query rows of G heads (kBlockM where G is a power of two).
+    mbarrier_arrive_expect_tx(bars.q_full(), p.pack_rows * int(p.pack_div.divisor) * kLineBytes * Cfg::kColumns);
 #pragma unroll
     for (int c = 0; c < Cfg::kColumns; ++c) {
       tma_load_5d(tiles.q_column(c), &p.tma_q, bars.q_full(), c * kColumnElems, 0, row, head_kv, batch);

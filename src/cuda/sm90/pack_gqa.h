@@ -1,17 +1,21 @@
 // GQA head packing (Cfg::kPackGqa; PackGqaConfig, picked by sm90_forward for decode-like GQA: kernel_choice.h).
 //
-// With G = nheads_q / nheads_kv query heads per KV head (G a power of two, 2..64), one 128-row
-// query tile holds kBlockM / G query rows of all G heads of one KV head: tile row r is query row
-// m_block * (kBlockM / G) + (r >> log2 G) of query head kv * G + (r & (G - 1)). K and V of a key
-// block are then loaded once for the G heads instead of once per head, and a decode-like problem
-// (seqlen_q * G <= 128) needs one tile per KV head instead of one per query head.
+// With G = nheads_q / nheads_kv query heads per KV head (2..64), one 128-row query tile holds
+// R = kBlockM / G (rounded down) query rows of all G heads of one KV head: tile row r < R * G is
+// query row m_block * R + r / G of query head kv * G + r % G (divisions by KernelParams::pack_div);
+// the kBlockM - R * G rows after them (none where G is a power of two) hold no query row, and
+// nothing of theirs is stored. K and V of a key block are then loaded once for the G heads instead
+// of once per head, and a decode-like problem (seqlen_q * G <= 128) needs one tile per KV head
+// instead of one per query head.
 //
-// Q and O go through 5-D tensor maps (dim, head in group, row, kv head, batch) whose boxes are
-// (64, G, rows, 1, 1): the box lands in shared memory with the group dimension fastest, which is
-// exactly the row order above (tensor_map.cu: encode_packed_operand_map). Tiles are
-// (m block, kv head, batch): TileCoord::head is the KV head. Masks, the key-block range, lse and
-// the row clipping of the output use the query row r >> log2 G; each query row is still bottom-
-// right aligned to its own sequence (the same for every head of the group).
+// Q goes through a 5-D tensor map (dim, head in group, row, kv head, batch) whose box is
+// (64, G, R, 1, 1): the box lands in shared memory with the group dimension fastest, which is
+// exactly the row order above (tensor_map.cu: encode_packed_operand_map). O leaves through the
+// same kind of map with boxes (64, G, 64 / G, 1, 1) per warpgroup where G divides a warpgroup's
+// 64 rows (a power of two), else by the epilogue's predicated stores (KernelParams::clip_rows).
+// Tiles are (m block, kv head, batch): TileCoord::head is the KV head. Masks, the key-block range,
+// lse and the row clipping of the output use the query row r / G; each query row is still
+// bottom-right aligned to its own sequence (the same for every head of the group).
 //
 // Every helper here gives the unpacked expressions unchanged when Cfg::kPackGqa is false, so the
 // default kernel's code is the same as before the packing was added (checked on the SASS).
@@ -27,9 +31,20 @@ namespace sm90 {
 template <class Cfg>
 __device__ __forceinline__ int tile_query_rows(const KernelParams& p) {
   if constexpr (Cfg::kPackGqa) {
-    return Cfg::kBlockM >> p.pack_log2;
+    return p.pack_rows;
   } else {
     return Cfg::kBlockM;
+  }
+}
+
+// Whether tile row r (0 .. kBlockM - 1) holds a query row: GQA packing leaves the rows past
+// pack_rows * G without one, where G does not divide kBlockM.
+template <class Cfg>
+__device__ __forceinline__ bool tile_row_holds_query(const KernelParams& p, int r) {
+  if constexpr (Cfg::kPackGqa) {
+    return r < p.pack_rows * int(p.pack_div.divisor);
+  } else {
+    return true;
   }
 }
 
@@ -54,11 +69,13 @@ __device__ __forceinline__ int tile_kv_head(const KernelParams& p, const TileCoo
   }
 }
 
-// Query row (within the sequence) and query head of tile row r (0 .. kBlockM - 1).
+// Query row (within the sequence) and query head of tile row r (0 .. kBlockM - 1). A packed row
+// without a query row (tile_row_holds_query) gets the next tile's first rows: callers that store
+// test tile_row_holds_query first.
 template <class Cfg>
 __device__ __forceinline__ int tile_row_query(const KernelParams& p, const TileCoord& t, int r) {
   if constexpr (Cfg::kPackGqa) {
-    return t.m_block * (Cfg::kBlockM >> p.pack_log2) + (r >> p.pack_log2);
+    return t.m_block * p.pack_rows + int(p.pack_div.quotient(uint32_t(r)));
   } else {
     return t.m_block * Cfg::kBlockM + r;
   }
@@ -66,7 +83,9 @@ __device__ __forceinline__ int tile_row_query(const KernelParams& p, const TileC
 template <class Cfg>
 __device__ __forceinline__ int tile_row_head(const KernelParams& p, const TileCoord& t, int r) {
   if constexpr (Cfg::kPackGqa) {
-    return (t.head << p.pack_log2) + (r & ((1 << p.pack_log2) - 1));
+    int in_group = 0;
+    p.pack_div.divide(r, in_group);
+    return t.head * int(p.pack_div.divisor) + in_group;
   } else {
     return t.head;
   }

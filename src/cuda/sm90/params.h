@@ -52,8 +52,10 @@ struct KernelParams {
 
   // GQA head packing (Cfg::kPackGqa only; pack_gqa.h). Appended after every field the default
   // kernel reads, so its parameter offsets stay as they were.
-  int pack_log2 = 0;   // log2 of the group G = heads_per_kv; tile row r is query row r >> pack_log2
-                       // of head kv * G + (r & (G - 1))
+  // The query rows a tile holds, pack_rows = kBlockM / G (rounded down) for the group
+  // G = heads_per_kv (2..64, pack_div below): tile row r < pack_rows * G is query row r / G of
+  // head kv * G + r % G; the rows past pack_rows * G (none where G is a power of two) hold none.
+  int pack_rows = 0;
   int nheads_kv = 0;   // tiles are (m block, kv head, batch) when packing
 
   // Key rows past a sequence's length may hold anything (seqused_k, varlen rows past the last
@@ -97,6 +99,9 @@ struct KernelParams {
   // loads and leaves them out of stores; the stores and loads that go around TMA (the predicated
   // epilogue, the checked max's fallback from global memory) test it. Appended, as above.
   int head_dim = 0;
+
+  // GQA head packing's group G (pack_rows above). Appended, as above.
+  FastDivisor pack_div;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims

@@ -209,8 +209,7 @@ int64_t launches_of(Variant variant) { return g_launches[int(variant)].load(std:
 // (its TMA store box is (64, G, 64 / G)).
 bool pack_gqa_group_ok(const AttentionProblem& p) {
   const int group = p.nheads_kv > 0 ? p.heads_per_kv() : 0;
-  return p.nheads_kv > 0 && p.nheads_q == group * p.nheads_kv && group >= 2 && group <= sm90::kRowsPerConsumer &&
-         (group & (group - 1)) == 0;
+  return p.nheads_kv > 0 && p.nheads_q == group * p.nheads_kv && group >= 2 && group <= sm90::kRowsPerConsumer;
 }
 
 // FLASHATTN_SM90_VARIANT (default, static, short_rows, cluster, tall) overrides the rules of
@@ -322,7 +321,7 @@ Status sm90_supports_forward_pack_gqa(const AttentionProblem& p) {
                                dtype_name(p.dtype) + "; FLASHATTN_HDIMS / FLASHATTN_DTYPES)");
   }
   if (!pack_gqa_group_ok(p)) {
-    return Status::Unsupported("GQA head packing needs nheads_q / nheads_kv a power of two in 2..64; got " +
+    return Status::Unsupported("GQA head packing needs nheads_q / nheads_kv in 2..64; got " +
                                std::to_string(p.nheads_q) + " / " + std::to_string(p.nheads_kv));
   }
   return Status::Ok();

@@ -117,7 +117,7 @@ struct OnlineSoftmax {
   }
 
   // The same with the query row of each of the thread's two fragment rows given (GQA packing:
-  // tile row r is query row r >> log2 G, pack_gqa.h).
+  // tile row r is query row r / G, pack_gqa.h).
   template <bool kByBits = false>
   __device__ __forceinline__ static void apply_mask_rows(float (&s)[kAccum], const KernelParams& p,
                                                          const SequenceInfo& seq, const int (&rows)[2], int n_block,

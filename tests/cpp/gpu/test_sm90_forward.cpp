@@ -1050,6 +1050,23 @@ std::vector<Case> pack_gqa_cases() {
   c = make("g8_varlen_softcap_d96_fp16", fp, 96, 0, 0, 0, 16, 2);
   c.lens_q = {16, 1, 9}, c.lens_k = {300, 129, 64}, c.softcap = 20.0f, v.push_back(c);
   c = make("g2_rising_scores_q64_k700_d96_bf16", bf, 96, 2, 64, 700, 4, 2), c.early_key_boost = 64.0f, v.push_back(c);
+  // Groups that are not powers of two: kBlockM mod G tile rows without a query row (2 at G = 3,
+  // 3 at G = 5, 2 at G = 6 and 7, 8 at G = 12, 32 at G = 48), stored through the predicated path;
+  // several tiles a KV head (G = 3, 64 query rows: 42 a tile), causal rows past the keys, variable
+  // lengths, seqused, softcap and windows, every head dim.
+  c = make("g3_q64_k300_causal_bf16", bf, 128, 2, 64, 300, 6, 2), c.causal = true, v.push_back(c);
+  c = make("g3_q1_k1000_d256_fp16", fp, 256, 3, 1, 1000, 9, 3), v.push_back(c);
+  c = make("g5_q20_k15_causal_d64_bf16", bf, 64, 2, 20, 15, 40, 8), c.causal = true, v.push_back(c);
+  c = make("g6_seqused_q_q30_k500_window_d192_fp16", fp, 192, 3, 30, 500, 12, 2), c.window_left = 100;
+  c.window_right = 0, c.used_q = {30, 7, 0}, c.used_k = {500, 33, 250}, v.push_back(c);
+  c = make("g7_varlen_softcap_d128_bf16", bf, 128, 0, 0, 0, 28, 4);
+  c.lens_q = {1, 18, 5, 0}, c.lens_k = {900, 40, 129, 3}, c.softcap = 20.0f, v.push_back(c);
+  c = make("g7_decode_persistent_q1_k700_d96_fp16", fp, 96, 40, 1, 700, 28, 4), c.causal = true, v.push_back(c);
+  c = make("g12_q10_k333_padded_bf16", bf, 128, 2, 10, 333, 24, 2), c.layout = Layout::kPadded, v.push_back(c);
+  c = make("g48_q2_k260_head_major_no_lse_fp16", fp, 64, 1, 2, 260, 48, 1), c.layout = Layout::kHeadMajor;
+  c.with_lse = false, v.push_back(c);
+  c = make("g5_rising_scores_q25_k700_d128_bf16", bf, 128, 2, 25, 700, 10, 2), c.early_key_boost = 64.0f;
+  v.push_back(c);
   // Pairs of options packed: a window with seqused, softcap with seqused_q, a window with softcap.
   c = make("g4_window_seqused_q20_k300_d128_fp16", fp, 128, 2, 20, 300, 8, 2), c.window_left = 40;
   c.window_right = 3, c.used_q = {20, 9}, c.used_k = {300, 77}, v.push_back(c);
@@ -1065,7 +1082,7 @@ std::vector<Case> pack_gqa_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()), case_name);
 
-// Groups the packing does not take: not a power of two, 1 (nothing to pack) and above 64.
+// Groups the packing does not take: 1 (nothing to pack) and above 64; every group in 2..64 it takes.
 // Host-side checks only: these run without a GPU.
 TEST(Sm90GqaPackingDirect, RefusesUnsupportedGroups) {
   AttentionProblem p;
@@ -1074,16 +1091,16 @@ TEST(Sm90GqaPackingDirect, RefusesUnsupportedGroups) {
   p.q = p.k = p.v = p.out = flashattn::Operand{nullptr, 64 * row, row, 128};
   const struct {
     int q, kv;
-  } refused[] = {{6, 2}, {2, 2}, {128, 1}, {12, 4}};
+  } refused[] = {{2, 2}, {128, 1}, {130, 2}};
   for (const auto& r : refused) {
     p.nheads_q = r.q, p.nheads_kv = r.kv;
     Status s = sm90_supports_forward_pack_gqa(p);
     EXPECT_FALSE(s.ok()) << r.q << " / " << r.kv;
     if (sm90_supports_forward(p).ok()) {
-      EXPECT_NE(s.message.find("power of two"), std::string::npos) << s.message;
+      EXPECT_NE(s.message.find("2..64"), std::string::npos) << s.message;
     }
   }
-  for (int g : {2, 4, 8, 16, 32, 64}) {
+  for (int g = 2; g <= 64; ++g) {
     p.nheads_q = 2 * g, p.nheads_kv = 2;
     if (!sm90_supports_forward(p).ok()) continue;  // head dim 128 bf16 not built
     EXPECT_TRUE(sm90_supports_forward_pack_gqa(p).ok()) << "group " << g;
@@ -1103,8 +1120,10 @@ TEST(Sm90KernelChoice, RulesAsDocumented) {
   EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "seqlen_q past the bound";
   p.seqlen_q = 64, p.nheads_q = 64;  // G = 8: 512 packed rows
   EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "too many packed rows";
-  p.seqlen_q = 1, p.nheads_q = 24;  // G = 3
-  EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "group not a power of two";
+  p.seqlen_q = 1, p.nheads_q = 24;  // G = 3: 42 query rows a tile, 2 of its 128 rows without one
+  EXPECT_TRUE(sm90_picks_pack_gqa(p)) << "a group that is not a power of two";
+  p.seqlen_q = 37, p.nheads_q = 56;  // G = 7: 259 packed rows
+  EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "too many packed rows, G = 7";
   p.nheads_q = 8;  // G = 1
   EXPECT_FALSE(sm90_picks_pack_gqa(p)) << "no group";
 
@@ -1332,11 +1351,15 @@ std::vector<ApiPick> api_pick_cases() {
   c = make("api_varlen_decode_g4_seqused_k_bf16", bf, 128, 0, 0, 0, 16, 4);
   c.lens_q = {1, 3, 1, 2}, c.lens_k = {700, 64, 1, 300}, c.used_k = {650, 64, 1, 17}, c.extra_k = 5, c.causal = true;
   v.push_back({c, true});
-  // Not picked: too many packed rows (64 * 8), a longer query, no group, a group of 3.
+  // Groups that are not powers of two (Qwen2's 28 / 4 = 7, 40 / 8 = 5).
+  c = make("api_q1_g3_bf16", bf, 128, 4, 1, 300, 6, 2), v.push_back({c, true});
+  c = make("api_decode_q1_g7_fp16", fp, 128, 8, 1, 900, 28, 4), v.push_back({c, true});
+  c = make("api_q16_g5_causal_bf16", bf, 128, 2, 16, 400, 40, 8), c.causal = true, v.push_back({c, true});
+  // Not picked: too many packed rows (64 * 8, 37 * 7), a longer query, no group.
   c = make("api_q64_g8_default_bf16", bf, 128, 1, 64, 300, 16, 2), v.push_back({c, false});
+  c = make("api_q37_g7_default_fp16", fp, 128, 1, 37, 300, 14, 2), v.push_back({c, false});
   c = make("api_q100_g2_default_fp16", fp, 64, 1, 100, 300, 4, 2), v.push_back({c, false});
   c = make("api_q1_mha_default_bf16", bf, 128, 4, 1, 300, 4, 4), v.push_back({c, false});
-  c = make("api_q1_g3_default_bf16", bf, 128, 4, 1, 300, 6, 2), v.push_back({c, false});
   return v;
 }
 
