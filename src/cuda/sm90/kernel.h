@@ -340,6 +340,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
     for (int i = threadIdx.x; i < Cfg::kOnesBytes / 4; i += Cfg::kThreads) ones[i] = one_pair;
     fence_proxy_async_smem();
   }
+  if constexpr (Cfg::kPackGqa) {
+    // Tile rows past pack_rows * G (G not dividing kBlockM) hold no query row and no TMA box writes
+    // their Q lines: zeroed once here, their scores are 0, not whatever an earlier kernel left in
+    // shared memory, which would reach the checked max's per-warp votes (and through them the
+    // arithmetic of the warp's other rows). Staging O in Q (kOutputInQ) later leaves finite values
+    // there, in configurations without those votes.
+    const int first_word = p.pack_rows * int(p.pack_div.divisor) * kLineBytes / 4;
+#pragma unroll 1
+    for (int c = 0; c < Cfg::kColumns; ++c) {
+      uint32_t* q = reinterpret_cast<uint32_t*>(smem_raw + (tiles.q_column(c) - smem_address(smem_raw)));
+      for (int i = first_word + int(threadIdx.x); i < Cfg::kQColumnBytes / 4; i += Cfg::kThreads) q[i] = 0u;
+    }
+    fence_proxy_async_smem();
+  }
   trace_start<Cfg>();
   // The tail kernel (Cfg::kHasTailKernel) may take each SM as soon as this CTA leaves it.
   if constexpr (Cfg::kHasTailKernel) launch_dependent_grids();

@@ -4,7 +4,7 @@
 // R = kBlockM / G (rounded down) query rows of all G heads of one KV head: tile row r < R * G is
 // query row m_block * R + r / G of query head kv * G + r % G (divisions by KernelParams::pack_div);
 // the kBlockM - R * G rows after them (none where G is a power of two) hold no query row, and
-// nothing of theirs is stored. K and V of a key block are then loaded once for the G heads instead
+// nothing of theirs is stored; their Q lines are zeroed once at the kernel's start (kernel.h). K and V of a key block are then loaded once for the G heads instead
 // of once per head, and a decode-like problem (seqlen_q * G <= 128) needs one tile per KV head
 // instead of one per query head.
 //

@@ -205,8 +205,8 @@ Status launch_counted(const AttentionProblem& p, Variant variant) {
 
 int64_t launches_of(Variant variant) { return g_launches[int(variant)].load(std::memory_order_relaxed); }
 
-// G <= 64: each consumer warpgroup's 64 rows hold at least one query row of the whole group
-// (its TMA store box is (64, G, 64 / G)).
+// G <= 64: a tile holds at least two query rows of the whole group, and warpgroup 0's 64 rows
+// are all query rows (pack_gqa.h).
 bool pack_gqa_group_ok(const AttentionProblem& p) {
   const int group = p.nheads_kv > 0 ? p.heads_per_kv() : 0;
   return p.nheads_kv > 0 && p.nheads_q == group * p.nheads_kv && group >= 2 && group <= sm90::kRowsPerConsumer;
