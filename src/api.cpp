@@ -473,11 +473,15 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
   p->mask.window_left = params.window_left;
   p->mask.window_right = params.causal ? 0 : params.window_right;
   if (params.causal && params.window_right > 0) p->mask.window_right = 0;
-  // A window reaching past every key is no window (query i sees keys i + offset - window_left ..
-  // i + offset + window_right, offset = seqlen_k - seqlen_q): -1 keeps the kernels' int32 bounds,
-  // such as i + offset + window_right, from overflowing at windows near INT_MAX.
-  if (p->mask.window_left >= p->seqlen_k) p->mask.window_left = -1;
-  if (p->mask.window_right >= p->seqlen_q) p->mask.window_right = -1;
+  // A window side that reaches every key is no window: query i (0 .. seqlen_q - 1) sees keys
+  // i + offset - window_left .. i + offset + window_right, offset = seqlen_k - seqlen_q, so the
+  // right side reaches the last key from every row once window_right >= seqlen_q - 1 (row 0 does
+  // then), and the left side the first key once window_left >= seqlen_k - 1 (the last row does).
+  // The longest sequences (varlen, seqused) bound every shorter one's. So a causal decode (one
+  // query) is an unmasked problem, and -1 keeps the kernels' int32 bounds, such as
+  // i + offset + window_right, from overflowing at windows near INT_MAX.
+  if (p->mask.window_left >= p->seqlen_k - 1) p->mask.window_left = -1;
+  if (p->mask.window_right >= p->seqlen_q - 1) p->mask.window_right = -1;
   p->deterministic = params.deterministic;
   p->num_threads = params.num_threads;
   p->stream = params.stream;

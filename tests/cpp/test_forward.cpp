@@ -291,5 +291,53 @@ TEST(Forward, SoftcapFarAboveTheScores) {
   }
 }
 
+// A window side that reaches every key from every row is no mask (the API drops it: a causal
+// decode is an unmasked problem): the same bits as without it, and the reference's answer. One
+// key short of that, it is a mask again: the last row loses key 0 (left) or row 0 the last key
+// (right), and the output differs.
+TEST(Forward, WindowSidesThatReachEveryKey) {
+  struct Sides {
+    int sq, sk;
+    bool causal;
+    int left, right;
+    bool is_mask;  // whether the sides still mask something
+  };
+  const Sides sides[] = {
+      {1, 700, true, -1, -1, false},     // causal decode
+      {300, 300, true, 299, -1, false},  // causal, the left side reaching key 0 from the last row
+      {200, 500, false, -1, 199, false},  // the right side reaching the last key from row 0
+      {200, 500, false, 499, 199, false},
+      {300, 300, true, 298, -1, true},   // one key short on the left
+      {200, 500, false, -1, 198, true},  // one key short on the right
+  };
+  int n = 0;
+  for (const Sides& w : sides) {
+    CaseSpec s;
+    s.seed = 310 + n++;
+    s.batch = 2;
+    s.seqlen_q = w.sq;
+    s.seqlen_k = w.sk;
+    s.nheads_q = 4;
+    s.nheads_kv = 2;
+    s.headdim = 64;
+    s.causal = w.causal;
+    s.window_left = w.left;
+    s.window_right = w.right;
+    CaseSpec plain = s;  // the same inputs without the window: causal alone (but for the decode) or no mask
+    plain.window_left = plain.window_right = -1;
+    plain.causal = w.causal && w.sq > 1;
+    SCOPED_TRACE(s.describe());
+    const AttnCase c = make_case(s), p = make_case(plain);
+    const ForwardResult a = run_forward(c, Backend::kCPU), b = run_forward(p, Backend::kCPU);
+    ASSERT_TRUE(forward_written(c, a));
+    EXPECT_TRUE(forward_close(c, a, run_forward(c, Backend::kCPUReference)));
+    if (w.is_mask) {
+      EXPECT_GT(max_abs_diff(a.out, b.out), 0.0) << "a side one key short masked nothing";
+    } else {
+      EXPECT_EQ(max_abs_diff(a.out, b.out), 0.0) << "a side reaching every key changed the output";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fa_test
