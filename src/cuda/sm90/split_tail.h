@@ -25,6 +25,7 @@
 
 #include "cuda/sm90/config.h"
 #include "cuda/sm90/params.h"
+#include "cuda/sm90/piece_merge.h"
 #include "cuda/sm90/ptx.h"
 #include "cuda/sm90/tile_scheduler.h"
 #include "problem.h"
@@ -80,15 +81,12 @@ __device__ __forceinline__ TailPiece tail_piece_of_this_cta(const KernelParams& 
   return tail_piece_at(p, u, tail_unit(p, int(blockIdx.x) + 1, int(gridDim.x)));
 }
 
-// Where a warpgroup's pieces meet (see the top of the file).
+// Where a warpgroup's pieces meet (see the top of the file; piece_merge.h).
 template <class Cfg>
 struct TailMerge {
-  static constexpr int kOAccum = Cfg::kHeadDim / 2;
-  // O as float4s, then L (two rows a thread) in one more, each thread's at a stride of the
-  // warpgroup: a warp's writes are whole 512-byte lines.
-  static constexpr int kSlotVectors = kWarpgroupThreads * (kOAccum / 4 + 1);
-  static constexpr int kLoadsInFlight = 8;
-  static_assert(kOAccum / 4 % kLoadsInFlight == 0, "");
+  using Slot = PieceSlot<Cfg::kHeadDim>;
+  static constexpr int kOAccum = Slot::kOAccum;
+  static constexpr int kSlotVectors = Slot::kSlotVectors;
 
   const KernelParams& p;
   int wg, thread;
@@ -107,6 +105,7 @@ struct TailMerge {
     const int first_cta = tail_owner(p, first_unit, grid);
     const int last_cta = tail_owner(p, first_unit + p.tail_blocks - 1, grid);
     int* counter = p.tail_counters + tile * Cfg::kConsumerWarpgroups + wg;
+    const int barrier = Cfg::kEpilogueBarrier0 + wg;
     // The piece with the tile's first key block ends its CTA's share (a share is shorter than a
     // tile), so it is as a rule the last of its tile's pieces to end: where the others have all
     // arrived it merges at once, without writing its own partial first (session 32's timeline:
@@ -117,109 +116,20 @@ struct TailMerge {
         others_in = atomicAdd(counter, 0) == last_cta - first_cta;
         __threadfence();
       }
-      // A vote, as below.
-      others_in = __any_sync(0xffffffffu, named_barrier_any(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads, others_in));
+      // A vote, as in count_piece_in.
+      others_in = __any_sync(0xffffffffu, named_barrier_any(barrier, kWarpgroupThreads, others_in));
     }
     if (!others_in) {
-      float4* mine = slot(cta, u == tail_unit(p, cta, grid) ? 0 : 1);
-#pragma unroll
-      for (int i = 0; i < kOAccum / 4; ++i) {
-        __stcg(mine + i * kWarpgroupThreads, make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
-      }
-      __stcg(mine + kOAccum / 4 * kWarpgroupThreads, make_float4(lse[0], lse[1], 0.0f, 0.0f));
-      // Every thread's writes are visible device-wide before the warpgroup counts itself.
-      __threadfence();
-      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
-      bool last = false;
-      if (thread == 0) {
-        last = atomicAdd(counter, 1) == last_cta - first_cta;
-        __threadfence();
-      }
-      // Through a vote the compiler knows the answer is the warp's: O's registers (wgmma
-      // accumulators) rewritten under a branch it cannot prove uniform serialise every wgmma.
-      if (!__any_sync(0xffffffffu, named_barrier_any(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads, last))) {
-        return false;
-      }
+      Slot::write(slot(cta, u == tail_unit(p, cta, grid) ? 0 : 1), o, lse);
+      if (!count_piece_in(counter, last_cta - first_cta, barrier, thread)) return false;
     }
     if (thread == 0) *counter = 0;  // every piece has arrived: clean for the next launch
-    // Merged in the order of the CTAs, this CTA's piece (in registers) at its own place among
-    // them, so that the bits do not depend on which piece arrived last (merged from the last
-    // arrival, as until session 41, the output changed with the timing). Two passes over the
-    // pieces: the rows' largest L with the sum of exp(L_i - largest) kept against it as it grows,
-    // then O as a sum in order, weight exp(L_i - largest) / sum; each other piece's L is read
-    // again where it is needed (one load from L2: once in the first pass, once per
-    // kLoadsInFlight float4s of O in the second, with its weight) rather than kept, as a tile has
-    // as many pieces as the split gives it.
-    const float own_lse[2] = {lse[0], lse[1]};  // lse is the merged tile's by the second pass
-    // Another CTA's piece of this tile: only the first CTA's share can have begun in an earlier
-    // tile (shares are contiguous), and then the piece is in its second slot. Found once here,
-    // not by a division per piece and pass.
+    // Merged in the order of the CTAs. Another CTA's piece of this tile: only the first CTA's
+    // share can have begun in an earlier tile (shares are contiguous), and then the piece is in
+    // its second slot. Found once here, not by a division per piece and pass.
     const int first_cta_slot = tail_unit(p, first_cta, grid) < first_unit ? 1 : 0;
-    auto piece_slot = [&](int c) { return slot(c, c == first_cta ? first_cta_slot : 0); };
-    auto piece_lse = [&](int c, float (&l)[2]) {
-      if (c == cta) {
-        l[0] = own_lse[0], l[1] = own_lse[1];
-      } else {
-        const float4 other_lse = __ldcg(piece_slot(c) + kOAccum / 4 * kWarpgroupThreads);
-        l[0] = other_lse.x, l[1] = other_lse.y;
-      }
-    };
-    // A row's pieces all without a visible key (L = -inf, their O 0) give it weight 0.
-    float top[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
-    for (int c = first_cta; c <= last_cta; ++c) {
-      float l[2];
-      piece_lse(c, l);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (l[h] == -INFINITY) continue;
-        const float grown = fmaxf(top[h], l[h]);
-        sum[h] = sum[h] * __expf(top[h] - grown) + __expf(l[h] - grown);  // exp(-inf) = 0 at first
-        top[h] = grown;
-      }
-    }
-    auto weight = [&](float l, float largest) { return l == -INFINITY ? 0.0f : __expf(l - largest); };
-    float scale[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      scale[h] = sum[h] > 0.0f ? __frcp_rn(sum[h]) : 0.0f;  // no division's slow-path call
-      lse[h] = sum[h] > 0.0f ? top[h] + __logf(sum[h]) : -INFINITY;
-    }
-    // kLoadsInFlight float4s of O at a time: all of them at once took registers the kernel does
-    // not have; 8 (session 32, 4 before) halves the L2 round trips without a spill.
-#pragma unroll
-    for (int i0 = 0; i0 < kOAccum / 4; i0 += kLoadsInFlight) {
-      float4 merged[kLoadsInFlight];
-#pragma unroll
-      for (int i = 0; i < kLoadsInFlight; ++i) merged[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int c = first_cta; c <= last_cta; ++c) {
-        float l[2];
-        piece_lse(c, l);
-        const float w0 = weight(l[0], top[0]) * scale[0], w1 = weight(l[1], top[1]) * scale[1];
-        float4 v[kLoadsInFlight];
-        if (c == cta) {
-#pragma unroll
-          for (int i = 0; i < kLoadsInFlight; ++i) {
-            const int e = 4 * (i0 + i);
-            v[i] = make_float4(o[e], o[e + 1], o[e + 2], o[e + 3]);
-          }
-        } else {
-          const float4* other = piece_slot(c);
-#pragma unroll
-          for (int i = 0; i < kLoadsInFlight; ++i) v[i] = __ldcg(other + (i0 + i) * kWarpgroupThreads);
-        }
-#pragma unroll
-        for (int i = 0; i < kLoadsInFlight; ++i) {
-          merged[i].x += v[i].x * w0, merged[i].y += v[i].y * w0;
-          merged[i].z += v[i].z * w1, merged[i].w += v[i].w * w1;
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < kLoadsInFlight; ++i) {
-        const int e = 4 * (i0 + i);
-        o[e] = merged[i].x, o[e + 1] = merged[i].y, o[e + 2] = merged[i].z, o[e + 3] = merged[i].w;
-      }
-      asm volatile("" ::: "memory");
-    }
+    merge_pieces<Cfg::kHeadDim>(o, lse, first_cta, last_cta, cta,
+                                [&](int c) { return slot(c, c == first_cta ? first_cta_slot : 0); });
     return true;
   }
 };

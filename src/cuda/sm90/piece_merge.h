@@ -1,0 +1,135 @@
+// Pieces of one tile (the same query rows over disjoint key ranges) meeting in global memory:
+// the split tail's (split_tail.h) and the key splits' (split_keys.h). Each piece ends as a short
+// tile, with its normalised O and its logsumexp L per row; they combine as
+//   L = log(sum_i exp(L_i)),  O = sum_i exp(L_i - L) O_i.
+// A warpgroup keeps its piece's O (fp32, in the wgmma fragment layout) and L in a slot of
+// kSlotVectors float4s, each thread's at a stride of the warpgroup so that a warp's writes are
+// whole 512-byte lines, then counts itself in the tile's counter; the last to arrive merges.
+#pragma once
+
+#include <cstddef>
+
+#include "cuda/sm90/config.h"
+#include "cuda/sm90/ptx.h"
+
+namespace flashattn {
+namespace sm90 {
+
+template <int HeadDim>
+struct PieceSlot {
+  static constexpr int kOAccum = HeadDim / 2;
+  // O as float4s, then L (two rows a thread) in one more.
+  static constexpr int kSlotVectors = kWarpgroupThreads * (kOAccum / 4 + 1);
+  // O merged kLoadsInFlight float4s at a time: all of them at once took registers the kernels do
+  // not have; 8 (session 32, 4 before) halves the L2 round trips without a spill.
+  static constexpr int kLoadsInFlight = 8;
+  static_assert(kOAccum / 4 % kLoadsInFlight == 0, "");
+
+  // This thread's O and L into its slot (`slot` already at the thread's first float4).
+  __device__ __forceinline__ static void write(float4* slot, const float (&o)[kOAccum], const float (&lse)[2]) {
+#pragma unroll
+    for (int i = 0; i < kOAccum / 4; ++i) {
+      __stcg(slot + i * kWarpgroupThreads, make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
+    }
+    __stcg(slot + kOAccum / 4 * kWarpgroupThreads, make_float4(lse[0], lse[1], 0.0f, 0.0f));
+  }
+  __device__ __forceinline__ static void read_lse(const float4* slot, float (&l)[2]) {
+    const float4 v = __ldcg(slot + kOAccum / 4 * kWarpgroupThreads);
+    l[0] = v.x, l[1] = v.y;
+  }
+};
+
+// After PieceSlot::write: the warpgroup counts itself in `counter` (named barrier `barrier`) and
+// learns whether it arrived last, i.e. whether `others` arrivals came before it.
+__device__ __forceinline__ bool count_piece_in(int* counter, int others, int barrier, int thread) {
+  // Every thread's writes are visible device-wide before the warpgroup counts itself.
+  __threadfence();
+  named_barrier_sync(barrier, kWarpgroupThreads);
+  bool last = false;
+  if (thread == 0) {
+    last = atomicAdd(counter, 1) == others;
+    __threadfence();
+  }
+  // Through a vote the compiler knows the answer is the warp's: O's registers (wgmma
+  // accumulators) rewritten under a branch it cannot prove uniform serialise every wgmma.
+  return __any_sync(0xffffffffu, named_barrier_any(barrier, kWarpgroupThreads, last));
+}
+
+// The merge of pieces first .. last, `own` among them still in o and lse (its L in own_lse too),
+// the others' read through slot_of(c) (this thread's first float4 of piece c's slot). Merged in
+// piece order, the own piece at its place among them, so that the bits do not depend on which
+// piece arrived last. Two passes: the rows' largest L with the sum of exp(L_i - largest) kept
+// against it as it grows, then O as a sum in order, weight exp(L_i - largest) / sum; each other
+// piece's L is read again where it is needed (one L2 load per kLoadsInFlight float4s of O) rather
+// than kept, as a tile may have many pieces. A row whose pieces all saw no key (L = -inf, O 0)
+// gets weight 0 throughout and L = -inf.
+template <int HeadDim, class SlotOf>
+__device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&lse)[2], int first, int last, int own,
+                                             SlotOf slot_of) {
+  using Slot = PieceSlot<HeadDim>;
+  constexpr int kOAccum = Slot::kOAccum, kLoadsInFlight = Slot::kLoadsInFlight;
+  const float own_lse[2] = {lse[0], lse[1]};  // lse is the merged tile's by the second pass
+  auto piece_lse = [&](int c, float (&l)[2]) {
+    if (c == own) {
+      l[0] = own_lse[0], l[1] = own_lse[1];
+    } else {
+      Slot::read_lse(slot_of(c), l);
+    }
+  };
+  float top[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
+  for (int c = first; c <= last; ++c) {
+    float l[2];
+    piece_lse(c, l);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (l[h] == -INFINITY) continue;
+      const float grown = fmaxf(top[h], l[h]);
+      sum[h] = sum[h] * __expf(top[h] - grown) + __expf(l[h] - grown);  // exp(-inf) = 0 at first
+      top[h] = grown;
+    }
+  }
+  auto weight = [&](float l, float largest) { return l == -INFINITY ? 0.0f : __expf(l - largest); };
+  float scale[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    scale[h] = sum[h] > 0.0f ? __frcp_rn(sum[h]) : 0.0f;  // no division's slow-path call
+    lse[h] = sum[h] > 0.0f ? top[h] + __logf(sum[h]) : -INFINITY;
+  }
+#pragma unroll
+  for (int i0 = 0; i0 < kOAccum / 4; i0 += kLoadsInFlight) {
+    float4 merged[kLoadsInFlight];
+#pragma unroll
+    for (int i = 0; i < kLoadsInFlight; ++i) merged[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int c = first; c <= last; ++c) {
+      float l[2];
+      piece_lse(c, l);
+      const float w0 = weight(l[0], top[0]) * scale[0], w1 = weight(l[1], top[1]) * scale[1];
+      float4 v[kLoadsInFlight];
+      if (c == own) {
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) {
+          const int e = 4 * (i0 + i);
+          v[i] = make_float4(o[e], o[e + 1], o[e + 2], o[e + 3]);
+        }
+      } else {
+        const float4* other = slot_of(c);
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) v[i] = __ldcg(other + (i0 + i) * kWarpgroupThreads);
+      }
+#pragma unroll
+      for (int i = 0; i < kLoadsInFlight; ++i) {
+        merged[i].x += v[i].x * w0, merged[i].y += v[i].y * w0;
+        merged[i].z += v[i].z * w1, merged[i].w += v[i].w * w1;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kLoadsInFlight; ++i) {
+      const int e = 4 * (i0 + i);
+      o[e] = merged[i].x, o[e + 1] = merged[i].y, o[e + 2] = merged[i].z, o[e + 3] = merged[i].w;
+    }
+    asm volatile("" ::: "memory");
+  }
+}
+
+}  // namespace sm90
+}  // namespace flashattn
