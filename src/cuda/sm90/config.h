@@ -201,6 +201,10 @@ struct KernelConfig {
   // GQA head packing (pack_gqa.h): the query heads that share a KV head fill one 128-row tile
   // together. PackGqaConfig sets it; sm90_forward picks that for decode-like GQA (kernel_choice.h).
   static constexpr bool kPackGqa = PackGqa_;
+  // The packed kernel's tiles may be cut into pieces by keys (split_keys.h): a decode step has
+  // one packed tile per KV head and batch, often fewer than the SMs. A run-time choice
+  // (KernelParams::key_splits); the unpacked kernels have no such code.
+  static constexpr bool kSplitKeys = PackGqa_;
   // Problems whose head dim is below kHeadDim (a multiple of 8; NarrowHeadDimConfig below).
   static constexpr bool kNarrowHeadDim = false;
   // Clusters of two CTAs on neighbouring query tiles of one head, each loading half of every K/V

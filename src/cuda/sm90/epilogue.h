@@ -105,6 +105,11 @@ struct Epilogue {
     if constexpr (Cfg::kOutputInKV) {
       named_barrier_sync(Cfg::kStageHandoverBarrier0 + wg, 2 * kWarpgroupThreads);
       release_staging(kv_stage);
+    } else if constexpr (Cfg::kOutputInQ) {
+      // A piece of a split tile (split_keys.h) with O staged in Q: the warpgroup's rows of Q are
+      // released as store_staged would, once every warp is past its last use of them.
+      named_barrier_sync(Cfg::kEpilogueBarrier0 + wg, kWarpgroupThreads);
+      release_staging(kv_stage);
     }
   }
 

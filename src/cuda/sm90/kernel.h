@@ -9,6 +9,7 @@
 #include "cuda/sm90/mainloop_load.h"
 #include "cuda/sm90/mainloop_mma.h"
 #include "cuda/sm90/pack_gqa.h"
+#include "cuda/sm90/split_keys.h"
 #include "cuda/sm90/split_tail.h"
 
 namespace flashattn {
@@ -32,6 +33,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
     BlockRange<Cfg::kBlockN> range;
     int kind;  // kNone: past its sequence's rows; kEmpty: no key visible; kScores: its first S issued
     int unit;  // a piece of the split tail (Cfg::kSplitTail): its first unit; -1: a whole tile
+    // Key splits (Cfg::kSplitKeys): the tile, this piece of it and how many it has.
+    int tile, piece, pieces;
   };
   constexpr int kNone = 0, kEmpty = 1, kScores = 2;
   float s[MainloopMma<Cfg>::kSAccum];
@@ -39,10 +42,12 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
   // `unit`: the first unit of a piece of the split tail, -1 for a whole tile.
   auto classify = [&](int index, int unit) {
     Work w;
-    w.t = tile_coord_of<Cfg>(p, index);
+    w.tile = split_tile_of<Cfg>(p, index, w.piece);
+    w.t = tile_coord_of<Cfg>(p, w.tile);
     w.seq = sequence_info(p, w.t.batch);
     w.kind = kNone;
     w.unit = -1;
+    w.pieces = 1;
     if (w.t.m_block * tile_query_rows<Cfg>(p) < w.seq.len_q) {
       w.range = tile_key_block_range<Cfg>(p, w.seq, w.t.m_block);
       if constexpr (Cfg::kSplitTail) {
@@ -51,6 +56,11 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
           w.range.keep_within(piece.n_lo, piece.n_hi);
           if (piece.n_lo > 0 || piece.n_hi < p.tail_blocks) w.unit = unit;
         }
+      }
+      if constexpr (Cfg::kSplitKeys) {
+        w.pieces = key_pieces(w.range.n_end - w.range.n_begin, p.key_splits);
+        if (w.piece >= w.pieces) return w;  // a work index past its tile's pieces: nothing to do
+        keep_key_piece(w.range, w.piece, w.pieces);
       }
       w.kind = w.range.empty() ? kEmpty : kScores;
     }
@@ -142,6 +152,14 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         prev.kind = kNone;
       }
     }
+    if constexpr (Cfg::kSplitKeys) {
+      // The previous work a piece of a split tile: merged as the split tail's pieces are above.
+      if (prev.kind == kScores && prev.pieces > 1 &&
+          !KeySplitMerge<Cfg>{p, epilogue.wg, epilogue.thread}.merge(leading<MainloopMma<Cfg>::kOutAccum>(o), lse,
+                                                                     prev.tile, prev.piece, prev.pieces)) {
+        prev.kind = kNone;
+      }
+    }
     Work cur;
     cur.kind = kNone;
     // A piece of the split tail is found again from the step count (no state of its own).
@@ -213,11 +231,19 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
   // Key blocks [n_lo, n_hi) of the tile only, the CTA's piece `step` of the split tail (the
   // tail kernel, Cfg::kSplitTail).
   auto run_tile = [&](int index, int n_lo, int n_hi, int step) {
-    const TileCoord t = tile_coord_of<Cfg>(p, index);
+    int piece;  // of a split tile (Cfg::kSplitKeys): index is then a work index
+    const int tile = split_tile_of<Cfg>(p, index, piece);
+    const TileCoord t = tile_coord_of<Cfg>(p, tile);
     const SequenceInfo seq = sequence_info(p, t.batch);
     if (t.m_block * tile_query_rows<Cfg>(p) >= seq.len_q) return;
     BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, seq, t.m_block);
     if constexpr (Cfg::kSplitTail) range.keep_within(n_lo, n_hi);
+    int pieces = 1;
+    if constexpr (Cfg::kSplitKeys) {
+      pieces = key_pieces(range.n_end - range.n_begin, p.key_splits);
+      if (piece >= pieces) return;
+      keep_key_piece(range, piece, pieces);
+    }
     if (range.empty()) {
       epilogue.store_empty(seq, t);
       return;
@@ -249,6 +275,14 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
                                                                            unit)) {
         epilogue.pass_over_store(last_stage);
         timeline_mark<Cfg>(kTimelinePiece0 + kTimelinePieceSlots * step + 2, true);
+        return;
+      }
+    }
+    if constexpr (Cfg::kSplitKeys) {
+      // A piece of a split tile: stored by the last of the tile's pieces to arrive.
+      if (pieces > 1 && !KeySplitMerge<Cfg>{p, epilogue.wg, epilogue.thread}.merge(
+                            leading<MainloopMma<Cfg>::kOutAccum>(o), lse, tile, piece, pieces)) {
+        epilogue.pass_over_store(last_stage);
         return;
       }
     }

@@ -15,6 +15,7 @@
 
 #include "cuda/sm90/kernel.h"
 #include "cuda/sm90/kernel_choice.h"
+#include "cuda/sm90/split_keys.h"
 #include "cuda/sm90/split_tail.h"
 #include "cuda/sm90/tensor_map.h"
 
@@ -99,6 +100,32 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
   if (forced != nullptr && std::strcmp(forced, "never") == 0) return false;
   if (forced != nullptr && std::strcmp(forced, "always") == 0) return true;
   return num_tiles >= wave_ctas && pb.seqlen_k >= Cfg::kSplitTailMinKeys;
+}
+
+// The key splits of a packed launch (split_keys.h; the rule is kernel_choice.h's
+// sm90_key_splits) and their workspace: kp.num_tiles becomes the work indices. Nothing changes
+// where the rule gives one piece, or where there is no workspace (a stream under graph capture).
+template <class Cfg>
+Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms) {
+  const int key_blocks = (std::max(pb.seqlen_k, 1) + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  int splits = sm90_key_splits(kp.num_tiles, sms, key_blocks);
+  if (const char* forced = std::getenv("FLASHATTN_SM90_KEY_SPLITS")) {
+    splits = std::clamp(std::atoi(forced), 1, kKeySplitsForcedMax);
+  }
+  if (splits < 2 || int64_t(kp.num_tiles) * splits >= (int64_t(1) << 31)) return Status::Ok();
+  int* counters = nullptr;
+  float* slots = nullptr;
+  Status w = split_tail_workspace(
+      pb.device_index, pb.stream, key_split_counter_bytes(kp.num_tiles, Cfg::kConsumerWarpgroups),
+      key_split_slot_bytes(int64_t(kp.num_tiles) * splits, Cfg::kConsumerWarpgroups, Cfg::kHeadDim), &counters, &slots);
+  if (!w.ok() || counters == nullptr) return w;
+  kp.key_splits = splits;
+  kp.div_key_splits = FastDivisor::make(uint32_t(splits));
+  kp.split_counters = counters;
+  kp.split_partials = slots;
+  kp.num_tiles *= splits;
+  count_key_split_launch();
+  return Status::Ok();
 }
 
 // kp's split-tail fields for the tail kernel of Tail on `ctas` CTAs, which takes the last
@@ -287,6 +314,10 @@ Status launch_forward(const AttentionProblem& pb) {
   // then the tail kernel the rest by key blocks. The cluster pairs decide below, once they know
   // how many pairs fit.
   bool split = false;
+  if constexpr (Cfg::kSplitKeys) {
+    Status k = arrange_key_splits<Cfg>(pb, kp, sms);
+    if (!k.ok()) return k;
+  }
   if constexpr (kLaunchesTailKernel<Cfg> && !Cfg::kClusterPairs) {
     const int key_blocks = (pb.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
     if (splits_tail<Cfg>(pb, kp.num_tiles, sms, sms, key_blocks)) {

@@ -17,6 +17,7 @@
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/pipeline.h"
+#include "cuda/sm90/split_keys.h"
 #include "cuda/sm90/split_tail.h"
 #include "cuda/sm90/tile_scheduler.h"
 
@@ -124,11 +125,17 @@ struct MainloopLoad {
     uint32_t phases = 0;
     // Key blocks [n_lo, n_hi) of the tile only: a piece of the split tail (Cfg::kSplitTail).
     auto load_tiles_of = [&](int index, int n_lo, int n_hi) {
-      const TileCoord t = tile_coord_of<Cfg>(p, index);
+      int piece;  // of a split tile (Cfg::kSplitKeys, split_keys.h): index is then a work index
+      const TileCoord t = tile_coord_of<Cfg>(p, split_tile_of<Cfg>(p, index, piece));
       const SequenceInfo s = sequence_info(p, t.batch);
       if (t.m_block * tile_query_rows<Cfg>(p) >= s.len_q) return;
       BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, s, t.m_block);
       if constexpr (Cfg::kSplitTail) range.keep_within(n_lo, n_hi);
+      if constexpr (Cfg::kSplitKeys) {
+        const int pieces = key_pieces(range.n_end - range.n_begin, p.key_splits);
+        if (piece >= pieces) return;
+        keep_key_piece(range, piece, pieces);
+      }
       if (range.empty()) return;
       const int batch = varlen ? 0 : t.batch;
       const int head_kv = tile_kv_head<Cfg>(p, t);

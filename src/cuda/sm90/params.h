@@ -102,6 +102,16 @@ struct KernelParams {
 
   // GQA head packing's group G (pack_rows above). Appended, as above.
   FastDivisor pack_div;
+
+  // Key splits of the packed kernel (Cfg::kSplitKeys, split_keys.h): work index i is piece
+  // i % key_splits of tile i / key_splits (num_tiles counts work indices); a tile's pieces meet
+  // in split_partials (a slot per work index and consumer warpgroup), counted in
+  // split_counters (one per tile and consumer warpgroup). key_splits 1: no split, the pointers
+  // null. Appended, as above.
+  int key_splits = 1;
+  FastDivisor div_key_splits;
+  int* split_counters = nullptr;
+  float* split_partials = nullptr;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims

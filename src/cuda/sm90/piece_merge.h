@@ -21,8 +21,9 @@ struct PieceSlot {
   // O as float4s, then L (two rows a thread) in one more.
   static constexpr int kSlotVectors = kWarpgroupThreads * (kOAccum / 4 + 1);
   // O merged kLoadsInFlight float4s at a time: all of them at once took registers the kernels do
-  // not have; 8 (session 32, 4 before) halves the L2 round trips without a spill.
-  static constexpr int kLoadsInFlight = 8;
+  // not have; 8 (session 32, 4 before) halves the L2 round trips without a spill. 4 where 8 does
+  // not divide a thread's float4s (head dim 96: 12).
+  static constexpr int kLoadsInFlight = kOAccum / 4 % 8 == 0 ? 8 : 4;
   static_assert(kOAccum / 4 % kLoadsInFlight == 0, "");
 
   // This thread's O and L into its slot (`slot` already at the thread's first float4).

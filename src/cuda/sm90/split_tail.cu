@@ -1,5 +1,7 @@
-// Host side of the split tail (split_tail.h): its workspace, one per (device, stream).
+// Host side of the split tail (split_tail.h) and the key splits (split_keys.h): their workspace,
+// one per (device, stream), and their launch counts.
 #include "cuda/sm90/split_tail.h"
+#include "cuda/sm90/split_keys.h"
 
 #include "cuda/sm90/kernel_choice.h"
 
@@ -17,6 +19,7 @@ namespace sm90 {
 namespace {
 
 std::atomic<int64_t> g_split_tail_launches{0};
+std::atomic<int64_t> g_key_split_launches{0};
 
 struct Workspace {
   void* base = nullptr;
@@ -67,9 +70,11 @@ Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size
 }
 
 void count_split_tail_launch() { g_split_tail_launches.fetch_add(1, std::memory_order_relaxed); }
+void count_key_split_launch() { g_key_split_launches.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace sm90
 
 int64_t sm90_split_tail_launches() { return sm90::g_split_tail_launches.load(std::memory_order_relaxed); }
+int64_t sm90_key_split_launches() { return sm90::g_key_split_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn

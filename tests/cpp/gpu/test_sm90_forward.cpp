@@ -1082,6 +1082,84 @@ std::vector<Case> pack_gqa_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()), case_name);
 
+// ---- Key splits of the packed kernel (cuda/sm90/split_keys.h) ----
+// Each packed tile's key blocks cut into pieces run as work of their own, merged by the last to
+// arrive. A case named ks<N>_... forces N pieces (FLASHATTN_SM90_KEY_SPLITS), one named rule_...
+// leaves the choice to the launch's rule (kernel_choice.h, sm90_key_splits); either way the test
+// checks that the launch split. Pieces past a tile's key blocks (more pieces than blocks), tiles
+// of other lengths in one launch (varlen, seqused), a tile without a key, windows that start
+// past the first block, scores that jump up in one piece only (the merge's weights far apart),
+// every head dim (192 / 256 store O through Q: a piece that does not store releases Q itself),
+// walks of several work indices a CTA. Each case runs twice, the second three more times, bit for
+// bit (the counters must be clean after a launch; the merge's order must not follow the timing).
+class ForcedKeySplits {
+ public:
+  explicit ForcedKeySplits(const std::string& name) {
+    if (name.rfind("ks", 0) == 0) setenv("FLASHATTN_SM90_KEY_SPLITS", std::to_string(std::atoi(name.c_str() + 2)).c_str(), 1);
+  }
+  ~ForcedKeySplits() { unsetenv("FLASHATTN_SM90_KEY_SPLITS"); }
+};
+
+class Sm90KeySplits : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90KeySplits, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  const ForcedKeySplits forced(c.name);
+  for (uint32_t seed : {1u, 2u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const int repeats = seed == 2u ? 3 : 0;
+    const int64_t before = sm90_key_split_launches();
+    run_case(c, seed + 71u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true, repeats);
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(sm90_key_split_launches() - before, 1 + repeats) << "the packed launch did not split its keys";
+  }
+}
+
+std::vector<Case> key_split_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  Case c;
+  v.push_back(make("ks4_g4_q1_k3000_d128_bf16", bf, 128, 1, 1, 3000, 8, 2));
+  c = make("ks7_g8_q16_k1000_causal_d64_fp16", fp, 64, 1, 16, 1000, 8, 1), c.causal = true, v.push_back(c);
+  // 3 key blocks, 32 pieces asked: 3 pieces, the other 29 work indices of each tile idle.
+  v.push_back(make("ks32_more_pieces_than_blocks_g4_q2_k300_d128_bf16", bf, 128, 2, 2, 300, 8, 2));
+  // Tiles of 12, 1, 0 and 6 key blocks in one launch: 8 pieces, 1, one empty tile stored as such, 6.
+  c = make("ks8_varlen_causal_g4_d128_fp16", fp, 128, 0, 0, 0, 8, 2);
+  c.lens_q = {1, 3, 2, 16}, c.lens_k = {1500, 1, 0, 700}, c.causal = true, v.push_back(c);
+  c = make("ks5_window_g4_q8_k2000_d128_bf16", bf, 128, 1, 8, 2000, 4, 1), c.window_left = 700, c.window_right = 0;
+  v.push_back(c);
+  c = make("ks6_softcap_seqused_k_g2_q4_k1800_d256_fp16", fp, 256, 2, 4, 1800, 4, 2), c.softcap = 20.0f;
+  c.used_k = {1800, 90}, v.push_back(c);
+  c = make("ks9_g6_q3_k1200_no_lse_d192_bf16", bf, 192, 1, 3, 1200, 12, 2), c.with_lse = false, v.push_back(c);
+  c = make("ks10_g7_q1_k2500_causal_d96_fp16", fp, 96, 2, 1, 2500, 14, 2), c.causal = true, v.push_back(c);
+  // A band of keys scored far above the rest, inside the second of four pieces only.
+  c = make("ks4_band_in_one_piece_g4_q5_k2048_d128_bf16", bf, 128, 1, 5, 2048, 8, 2), c.early_key_boost = 64.0f;
+  c.boost_from = 600, c.boost_to = 700, v.push_back(c);
+  c = make("ks3_head_major_g2_q6_k900_d256_bf16", bf, 256, 1, 6, 900, 4, 2), c.layout = Layout::kHeadMajor;
+  v.push_back(c);
+  // 160 tiles of 6 key blocks, 3 pieces each: every CTA walks several work indices.
+  c = make("ks3_persistent_g8_q1_k700_d64_fp16", fp, 64, 40, 1, 700, 32, 4), c.layout = Layout::kPadded, v.push_back(c);
+  // The rule: one tile (MQA decode) of 128 key blocks, cut into kSm90KeySplitsMax pieces.
+  v.push_back(make("rule_mqa_q1_k16384_d128_bf16", bf, 128, 1, 1, 16384, 8, 1));
+  c = make("rule_g4_q1_k8192_d256_fp16", fp, 256, 2, 1, 8192, 8, 2), c.causal = true, v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90KeySplits, ::testing::ValuesIn(key_split_cases()), case_name);
+
+// The rule's arithmetic (kernel_choice.h), host-side.
+TEST(Sm90KeySplitRule, AsDocumented) {
+  EXPECT_EQ(sm90_key_splits(8, 132, 1024), kSm90KeySplitsMax);  // (1, 32 / 8, 128k): 8 tiles
+  EXPECT_EQ(sm90_key_splits(66, 132, 64), 2);
+  EXPECT_EQ(sm90_key_splits(128, 132, 64), 1);  // (16, 32 / 8, 8k): a wave already
+  EXPECT_EQ(sm90_key_splits(512, 132, 32), 1);
+  EXPECT_EQ(sm90_key_splits(1, 132, 8), 2);     // bounded by the key blocks
+  EXPECT_EQ(sm90_key_splits(1, 132, 7), 1);
+  EXPECT_EQ(sm90_key_splits(0, 132, 1024), 1);
+  EXPECT_EQ(sm90_key_splits(30, 132, 1000), 4);
+}
+
 // Groups the packing does not take: 1 (nothing to pack) and above 64; every group in 2..64 it takes.
 // Host-side checks only: these run without a GPU.
 TEST(Sm90GqaPackingDirect, RefusesUnsupportedGroups) {

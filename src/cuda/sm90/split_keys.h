@@ -1,0 +1,85 @@
+// Key splits of the packed kernel (Cfg::kSplitKeys; KernelParams::key_splits, set by the launch
+// where a problem's tiles are fewer than the SMs: launch.h, kernel_choice.h sm90_key_splits).
+// A decode step with GQA packing has one tile per KV head and batch: (1, 32 / 8, 128k keys) is 8
+// tiles, so 8 of 132 SMs would stream 64 MB of K and V each. With S splits, work index
+// i = tile * S + piece is piece `piece` of tile `tile`: the piece's share of the tile's visible
+// key blocks, run as a short tile of its own (its own Q load, softmax state, normalised O and
+// logsumexp); the S pieces of a tile then meet in global memory as the split tail's do
+// (piece_merge.h), the last to arrive merging them in piece order and storing the tile whole.
+// A tile with fewer visible key blocks than S (varlen, seqused, a window) is cut into as many
+// pieces as it has blocks; its work indices past them do nothing. A tile without a visible key is
+// one piece, stored empty. The dynamic schedule hands out the work indices as it does tiles.
+#pragma once
+
+#include "cuda/sm90/block_range.h"
+#include "cuda/sm90/config.h"
+#include "cuda/sm90/params.h"
+#include "cuda/sm90/piece_merge.h"
+
+namespace flashattn {
+namespace sm90 {
+
+// The tile of work index `index`, and in `piece` which of its pieces it is.
+template <class Cfg>
+__device__ __forceinline__ int split_tile_of(const KernelParams& p, int index, int& piece) {
+  if constexpr (Cfg::kSplitKeys) {
+    return p.div_key_splits.divide(index, piece);
+  } else {
+    piece = 0;
+    return index;
+  }
+}
+
+// How many pieces a tile with `blocks` visible key blocks is cut into.
+__device__ __forceinline__ int key_pieces(int blocks, int splits) { return max(1, min(splits, blocks)); }
+
+// Narrows the tile's key-block range to piece `piece` of `pieces` (blocks shared out as evenly
+// as integers allow).
+template <int kBlockN>
+__device__ __forceinline__ void keep_key_piece(BlockRange<kBlockN>& r, int piece, int pieces) {
+  const int first = r.n_begin, blocks = r.n_end - r.n_begin;
+  r.n_begin = first + piece * blocks / pieces;
+  r.n_end = first + (piece + 1) * blocks / pieces;
+}
+
+// Where a warpgroup's pieces of a tile meet: slots by work index, one counter per tile.
+template <class Cfg>
+struct KeySplitMerge {
+  using Slot = PieceSlot<Cfg::kHeadDim>;
+
+  const KernelParams& p;
+  int wg, thread;
+
+  __device__ __forceinline__ float4* slot(int tile, int piece) const {
+    return reinterpret_cast<float4*>(p.split_partials) +
+           (int64_t(tile * p.key_splits + piece) * Cfg::kConsumerWarpgroups + wg) * Slot::kSlotVectors + thread;
+  }
+
+  // Piece `piece` of `pieces` of tile `tile` has left its normalised O and L (this warpgroup's
+  // rows) in o and lse. Returns true where this warpgroup arrived last: o and lse then hold the
+  // whole tile.
+  __device__ bool merge(float (&o)[Slot::kOAccum], float (&lse)[2], int tile, int piece, int pieces) const {
+    int* counter = p.split_counters + tile * Cfg::kConsumerWarpgroups + wg;
+    Slot::write(slot(tile, piece), o, lse);
+    if (!count_piece_in(counter, pieces - 1, Cfg::kEpilogueBarrier0 + wg, thread)) return false;
+    if (thread == 0) *counter = 0;  // every piece has arrived: clean for the next launch
+    merge_pieces<Cfg::kHeadDim>(o, lse, 0, pieces - 1, piece, [&](int c) { return slot(tile, c); });
+    return true;
+  }
+};
+
+// Bytes of the counters (one per tile and consumer warpgroup) and of the slots (one per work
+// index and consumer warpgroup).
+constexpr size_t key_split_counter_bytes(int tiles, int consumers) { return size_t(tiles) * consumers * sizeof(int); }
+constexpr size_t key_split_slot_bytes(int64_t work, int consumers, int head_dim) {
+  return size_t(work) * consumers * kWarpgroupThreads * (head_dim / 2 + 4) * sizeof(float);
+}
+
+// The most pieces FLASHATTN_SM90_KEY_SPLITS may force (the rule's own bound is kernel_choice.h's).
+constexpr int kKeySplitsForcedMax = 256;
+
+// Counts a launch whose tiles were split by keys (kernel_choice.h, sm90_key_split_launches).
+void count_key_split_launch();
+
+}  // namespace sm90
+}  // namespace flashattn
