@@ -124,7 +124,6 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms)
   kp.split_counters = counters;
   kp.split_partials = slots;
   kp.num_tiles *= splits;
-  count_key_split_launch();
   return Status::Ok();
 }
 
@@ -386,6 +385,7 @@ Status launch_forward(const AttentionProblem& pb) {
   }
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return Status::Runtime(std::string("sm90 forward launch: ") + cudaGetErrorString(err));
+  if (Cfg::kSplitKeys && kp.key_splits > 1) count_key_split_launch();
   return Status::Ok();
 }
 

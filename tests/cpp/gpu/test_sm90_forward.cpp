@@ -1080,6 +1080,23 @@ std::vector<Case> pack_gqa_cases() {
   return v;
 }
 
+// The same cases with the key splits left out (FLASHATTN_SM90_KEY_SPLITS=1): the launch's rule
+// splits many of them (few tiles, 8 key blocks or more), and the unsplit packed kernel keeps its
+// own check. One seed.
+struct KeySplitsLeftOut {
+  KeySplitsLeftOut() { setenv("FLASHATTN_SM90_KEY_SPLITS", "1", 1); }
+  ~KeySplitsLeftOut() { unsetenv("FLASHATTN_SM90_KEY_SPLITS"); }
+};
+
+TEST_P(Sm90GqaPacking, MatchesReferenceUnsplit) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  const KeySplitsLeftOut unsplit;
+  const int64_t before = sm90_key_split_launches();
+  run_case(c, 7u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
+  EXPECT_EQ(sm90_key_split_launches(), before) << "FLASHATTN_SM90_KEY_SPLITS=1 split the keys";
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()), case_name);
 
 // ---- Key splits of the packed kernel (cuda/sm90/split_keys.h) ----
@@ -1138,8 +1155,13 @@ std::vector<Case> key_split_cases() {
   c.boost_from = 600, c.boost_to = 700, v.push_back(c);
   c = make("ks3_head_major_g2_q6_k900_d256_bf16", bf, 256, 1, 6, 900, 4, 2), c.layout = Layout::kHeadMajor;
   v.push_back(c);
-  // 160 tiles of 6 key blocks, 3 pieces each: every CTA walks several work indices.
+  // 160 tiles, 3 pieces each: every CTA walks several work indices, so a piece that merges and
+  // one that passes over its store are followed by another piece's Q load (d192 / d256 release
+  // Q after the epilogue or in its place; d64 / d128 at the last key block).
   c = make("ks3_persistent_g8_q1_k700_d64_fp16", fp, 64, 40, 1, 700, 32, 4), c.layout = Layout::kPadded, v.push_back(c);
+  c = make("ks3_persistent_g4_q2_k900_d128_bf16", bf, 128, 40, 2, 900, 16, 4), c.causal = true, v.push_back(c);
+  v.push_back(make("ks3_persistent_g4_q1_k700_d256_bf16", bf, 256, 40, 1, 700, 16, 4));
+  c = make("ks5_persistent_g2_q3_k600_d192_fp16", fp, 192, 40, 3, 600, 8, 4), c.softcap = 20.0f, v.push_back(c);
   // The rule: one tile (MQA decode) of 128 key blocks, cut into kSm90KeySplitsMax pieces.
   v.push_back(make("rule_mqa_q1_k16384_d128_bf16", bf, 128, 1, 1, 16384, 8, 1));
   c = make("rule_g4_q1_k8192_d256_fp16", fp, 256, 2, 1, 8192, 8, 2), c.causal = true, v.push_back(c);
