@@ -279,12 +279,14 @@ struct KernelConfig {
   // the length is 1..64 past a multiple of 128) passes over the whole tile (its turns and
   // releases, no GEMM, softmax or store; MainloopMma::pass_over_tile) instead of computing the
   // key blocks for rows that are never stored. Overlapped epilogue only (kernel.h; the plain tile
-  // loop computes them). Not with GQA packing (its tile rows are not query rows). Session 21's
+  // loop computes them). Session 21's
   // harness, same process, 4 rounds, d64's three warpgroups (static / dynamic): causal 512 +3.8 /
   // +3.8%, 1k +7.8 / +7.6%, 2k +3.9 / -0.8%; unmasked 512 +0.1 / +1.1%, 1k +0.9 / +3.6%; from 4k
   // -0.3..+3.4% (where the lengths leave none: within the noise, as the dynamic d128 kernel's
-  // -0.8..+0.6%); outputs bit-identical (false: the harness's `_computerowless`).
-  static constexpr bool kSkipRowlessWarpgroups = !PackGqa_;
+  // -0.8..+0.6%); outputs bit-identical (false: the harness's `_computerowless`). With GQA packing
+  // since session 63 (MainloopMma::rowless counts packed rows): a decode step's tile holds
+  // seqlen_q x G rows, 4 at (1, 32 / 8), so the second warpgroup computed 64 rows never stored.
+  static constexpr bool kSkipRowlessWarpgroups = true;
   // The previous block's P V waited for, and its V stage released, right after this block's row
   // max instead of after its exp2s (MainloopMma::block_step, overlapped steps): session 18's
   // trace had the loading thread waiting ~2.2-2.5k cycles a block for a free V stage (d128

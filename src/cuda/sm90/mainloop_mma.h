@@ -377,7 +377,14 @@ struct MainloopMma {
 
   // Whether none of this warpgroup's rows is a row of the sequence (Cfg::kSkipRowlessWarpgroups).
   __device__ __forceinline__ bool rowless(const SequenceInfo& seq, const TileCoord& t) const {
-    return t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer >= seq.len_q;
+    if constexpr (Cfg::kPackGqa) {
+      // Query rows grow with the tile row, and the rows without one come last (pack_gqa.h): the
+      // warpgroup's first row tells.
+      const int r = wg * kRowsPerConsumer;
+      return !tile_row_holds_query<Cfg>(p, r) || tile_row_query<Cfg>(p, t, r) >= seq.len_q;
+    } else {
+      return t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer >= seq.len_q;
+    }
   }
 
   // A tile this warpgroup does not compute (rowless): every key block passed over, the turn of
@@ -386,7 +393,6 @@ struct MainloopMma {
   __device__ __forceinline__ void pass_over_tile(const BlockRange<Cfg::kBlockN>& range,
                                                  PipelineState<Cfg::kStages>& k_state) const {
     static_assert(!Cfg::kOutputInQ && !Cfg::kOutputInKV, "Q and the K / V stages are released by the mainloop");
-    static_assert(!Cfg::kPackGqa, "rowless assumes one query row per tile row");
     for (int n = range.n_end - 1; n >= range.n_begin; --n) pass_over_block(k_state);
     wait_turn();
     pass_turn();
