@@ -58,9 +58,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
         }
       }
       if constexpr (Cfg::kSplitKeys) {
-        w.pieces = key_pieces(w.range.n_end - w.range.n_begin, p.key_splits);
-        if (w.piece >= w.pieces) return w;  // a work index past its tile's pieces: nothing to do
-        keep_key_piece(w.range, w.piece, w.pieces);
+        w.pieces = keep_key_piece(w.range, w.piece, p.key_splits);
+        if (w.pieces == 0) return w;  // a work index past its tile's pieces: nothing to do
       }
       w.kind = w.range.empty() ? kEmpty : kScores;
     }
@@ -240,9 +239,8 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     if constexpr (Cfg::kSplitTail) range.keep_within(n_lo, n_hi);
     int pieces = 1;
     if constexpr (Cfg::kSplitKeys) {
-      pieces = key_pieces(range.n_end - range.n_begin, p.key_splits);
-      if (piece >= pieces) return;
-      keep_key_piece(range, piece, pieces);
+      pieces = keep_key_piece(range, piece, p.key_splits);
+      if (pieces == 0) return;
     }
     if (range.empty()) {
       epilogue.store_empty(seq, t);

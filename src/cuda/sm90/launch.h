@@ -115,9 +115,10 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms)
   if (splits < 2 || int64_t(kp.num_tiles) * splits >= (int64_t(1) << 31)) return Status::Ok();
   int* counters = nullptr;
   float* slots = nullptr;
+  // A counter per tile and consumer warpgroup; a slot per work index and consumer warpgroup.
   Status w = split_tail_workspace(
-      pb.device_index, pb.stream, key_split_counter_bytes(kp.num_tiles, Cfg::kConsumerWarpgroups),
-      key_split_slot_bytes(int64_t(kp.num_tiles) * splits, Cfg::kConsumerWarpgroups, Cfg::kHeadDim), &counters, &slots);
+      pb.device_index, pb.stream, size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * sizeof(int),
+      size_t(kp.num_tiles) * splits * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes, &counters, &slots);
   if (!w.ok() || counters == nullptr) return w;
   kp.key_splits = splits;
   kp.div_key_splits = FastDivisor::make(uint32_t(splits));
@@ -136,8 +137,10 @@ Status arrange_split_tail(const AttentionProblem& pb, KernelParams& kp, int tail
                           bool& split) {
   int* counters = nullptr;
   float* slots = nullptr;
-  Status w = split_tail_workspace(pb.device_index, pb.stream, split_tail_counter_bytes(tail_tiles, Tail::kConsumerWarpgroups),
-                                  split_tail_slot_bytes(ctas, Tail::kConsumerWarpgroups, Tail::kHeadDim), &counters, &slots);
+  // A counter per tail tile and consumer warpgroup; two slots per CTA and consumer warpgroup.
+  Status w = split_tail_workspace(pb.device_index, pb.stream, size_t(tail_tiles) * Tail::kConsumerWarpgroups * sizeof(int),
+                                  size_t(2) * ctas * Tail::kConsumerWarpgroups * PieceSlot<Tail::kHeadDim>::kBytes,
+                                  &counters, &slots);
   if (!w.ok() || counters == nullptr) return w;
   split = true;
   kp.tail_first = kp.num_tiles - tail_tiles;

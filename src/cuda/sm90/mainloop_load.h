@@ -132,9 +132,7 @@ struct MainloopLoad {
       BlockRange<Cfg::kBlockN> range = tile_key_block_range<Cfg>(p, s, t.m_block);
       if constexpr (Cfg::kSplitTail) range.keep_within(n_lo, n_hi);
       if constexpr (Cfg::kSplitKeys) {
-        const int pieces = key_pieces(range.n_end - range.n_begin, p.key_splits);
-        if (piece >= pieces) return;
-        keep_key_piece(range, piece, pieces);
+        if (keep_key_piece(range, piece, p.key_splits) == 0) return;
       }
       if (range.empty()) return;
       const int batch = varlen ? 0 : t.batch;

@@ -20,6 +20,7 @@ struct PieceSlot {
   static constexpr int kOAccum = HeadDim / 2;
   // O as float4s, then L (two rows a thread) in one more.
   static constexpr int kSlotVectors = kWarpgroupThreads * (kOAccum / 4 + 1);
+  static constexpr size_t kBytes = size_t(kSlotVectors) * sizeof(float4);  // of the workspace (launch.h)
   // O merged kLoadsInFlight float4s at a time: all of them at once took registers the kernels do
   // not have; 8 (session 32, 4 before) halves the L2 round trips without a spill. 4 where 8 does
   // not divide a thread's float4s (head dim 96: 12).

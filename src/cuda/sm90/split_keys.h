@@ -30,16 +30,18 @@ __device__ __forceinline__ int split_tile_of(const KernelParams& p, int index, i
   }
 }
 
-// How many pieces a tile with `blocks` visible key blocks is cut into.
-__device__ __forceinline__ int key_pieces(int blocks, int splits) { return max(1, min(splits, blocks)); }
-
-// Narrows the tile's key-block range to piece `piece` of `pieces` (blocks shared out as evenly
-// as integers allow).
+// Narrows the tile's key-block range to its piece `piece` and returns how many pieces the tile
+// has (its visible blocks, at most key_splits, at least 1; blocks shared out as evenly as integers
+// allow), or 0 where the tile has no such piece: the work index then does nothing. The producer
+// and the consumers both call it, so they agree on every work index.
 template <int kBlockN>
-__device__ __forceinline__ void keep_key_piece(BlockRange<kBlockN>& r, int piece, int pieces) {
+__device__ __forceinline__ int keep_key_piece(BlockRange<kBlockN>& r, int piece, int splits) {
   const int first = r.n_begin, blocks = r.n_end - r.n_begin;
+  const int pieces = max(1, min(splits, blocks));
+  if (piece >= pieces) return 0;
   r.n_begin = first + piece * blocks / pieces;
   r.n_end = first + (piece + 1) * blocks / pieces;
+  return pieces;
 }
 
 // Where a warpgroup's pieces of a tile meet: slots by work index, one counter per tile.
@@ -67,13 +69,6 @@ struct KeySplitMerge {
     return true;
   }
 };
-
-// Bytes of the counters (one per tile and consumer warpgroup) and of the slots (one per work
-// index and consumer warpgroup).
-constexpr size_t key_split_counter_bytes(int tiles, int consumers) { return size_t(tiles) * consumers * sizeof(int); }
-constexpr size_t key_split_slot_bytes(int64_t work, int consumers, int head_dim) {
-  return size_t(work) * consumers * kWarpgroupThreads * (head_dim / 2 + 4) * sizeof(float);
-}
 
 // The most pieces FLASHATTN_SM90_KEY_SPLITS may force (the rule's own bound is kernel_choice.h's).
 constexpr int kKeySplitsForcedMax = 256;

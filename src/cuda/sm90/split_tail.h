@@ -134,16 +134,8 @@ struct TailMerge {
   }
 };
 
-// Bytes of the counters (one per tail tile and consumer warpgroup) and of the slots (two per CTA)
-// for a launch of `grid` CTAs.
-constexpr size_t split_tail_counter_bytes(int tail_tiles, int consumers) {
-  return size_t(tail_tiles) * consumers * sizeof(int);
-}
-constexpr size_t split_tail_slot_bytes(int grid, int consumers, int head_dim) {
-  return size_t(2) * grid * consumers * kWarpgroupThreads * (head_dim / 2 + 4) * sizeof(float);
-}
-
-// The workspace of the split tail on `stream` of `device` (split_tail.cu): at least the bytes
+// The workspace of the split tail and of the key splits (split_keys.h) on `stream` of `device`
+// (split_tail.cu; launches on one stream take turns with it): at least the bytes
 // asked for, counters zeroed when first made. Kept per (device, stream) for the process's life,
 // so that launches on different streams never share one. Sets both pointers to null where the
 // stream is being captured into a graph (no allocation there); the launch then splits nothing.

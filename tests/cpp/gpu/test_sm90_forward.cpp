@@ -1083,15 +1083,19 @@ std::vector<Case> pack_gqa_cases() {
 // The same cases with the key splits left out (FLASHATTN_SM90_KEY_SPLITS=1): the launch's rule
 // splits many of them (few tiles, 8 key blocks or more), and the unsplit packed kernel keeps its
 // own check. One seed.
-struct KeySplitsLeftOut {
-  KeySplitsLeftOut() { setenv("FLASHATTN_SM90_KEY_SPLITS", "1", 1); }
-  ~KeySplitsLeftOut() { unsetenv("FLASHATTN_SM90_KEY_SPLITS"); }
+// FLASHATTN_SM90_KEY_SPLITS set to `splits` (0: left unset, the launch's rule) for a scope.
+class ForcedKeySplits {
+ public:
+  explicit ForcedKeySplits(int splits) {
+    if (splits > 0) setenv("FLASHATTN_SM90_KEY_SPLITS", std::to_string(splits).c_str(), 1);
+  }
+  ~ForcedKeySplits() { unsetenv("FLASHATTN_SM90_KEY_SPLITS"); }
 };
 
 TEST_P(Sm90GqaPacking, MatchesReferenceUnsplit) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
-  const KeySplitsLeftOut unsplit;
+  const ForcedKeySplits unsplit(1);
   const int64_t before = sm90_key_split_launches();
   run_case(c, 7u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
   EXPECT_EQ(sm90_key_split_launches(), before) << "FLASHATTN_SM90_KEY_SPLITS=1 split the keys";
@@ -1109,20 +1113,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cas
 // every head dim (192 / 256 store O through Q: a piece that does not store releases Q itself),
 // walks of several work indices a CTA. Each case runs twice, the second three more times, bit for
 // bit (the counters must be clean after a launch; the merge's order must not follow the timing).
-class ForcedKeySplits {
- public:
-  explicit ForcedKeySplits(const std::string& name) {
-    if (name.rfind("ks", 0) == 0) setenv("FLASHATTN_SM90_KEY_SPLITS", std::to_string(std::atoi(name.c_str() + 2)).c_str(), 1);
-  }
-  ~ForcedKeySplits() { unsetenv("FLASHATTN_SM90_KEY_SPLITS"); }
-};
-
 class Sm90KeySplits : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Sm90KeySplits, MatchesReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
-  const ForcedKeySplits forced(c.name);
+  const ForcedKeySplits forced(c.name.rfind("ks", 0) == 0 ? std::atoi(c.name.c_str() + 2) : 0);
   for (uint32_t seed : {1u, 2u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const int repeats = seed == 2u ? 3 : 0;
