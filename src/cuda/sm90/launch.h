@@ -103,10 +103,10 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
 }
 
 // The key splits of a packed launch (split_keys.h; the rule is kernel_choice.h's
-// sm90_key_splits) and their workspace: kp.num_tiles becomes the work indices. Nothing changes
-// where the rule gives one piece, or where there is no workspace (a stream under graph capture).
+// sm90_key_splits) and their workspace (the graph's own under capture, in `captured`):
+// kp.num_tiles becomes the work indices. Nothing changes where the rule gives one piece.
 template <class Cfg>
-Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms) {
+Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
   const int key_blocks = (std::max(pb.seqlen_k, 1) + Cfg::kBlockN - 1) / Cfg::kBlockN;
   int splits = sm90_key_splits(kp.num_tiles, sms, key_blocks);
   if (const char* forced = std::getenv("FLASHATTN_SM90_KEY_SPLITS")) {
@@ -118,8 +118,9 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms)
   // A counter per tile and consumer warpgroup; a slot per work index and consumer warpgroup.
   Status w = split_tail_workspace(
       pb.device_index, pb.stream, size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * sizeof(int),
-      size_t(kp.num_tiles) * splits * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes, &counters, &slots);
-  if (!w.ok() || counters == nullptr) return w;
+      size_t(kp.num_tiles) * splits * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes, captured, &counters,
+      &slots);
+  if (!w.ok()) return w;
   kp.key_splits = splits;
   kp.div_key_splits = FastDivisor::make(uint32_t(splits));
   kp.split_counters = counters;
@@ -129,19 +130,18 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms)
 }
 
 // kp's split-tail fields for the tail kernel of Tail on `ctas` CTAs, which takes the last
-// `tail_tiles` of kp.num_tiles tiles of `key_blocks` blocks each, and its workspace. `split`
-// stays false where there is no workspace (a stream under graph capture): the launch then runs
-// whole tiles.
+// `tail_tiles` of kp.num_tiles tiles of `key_blocks` blocks each, and its workspace (the
+// graph's own under capture, in `captured`); `split` becomes true.
 template <class Tail>
 Status arrange_split_tail(const AttentionProblem& pb, KernelParams& kp, int tail_tiles, int key_blocks, int ctas,
-                          bool& split) {
+                          CapturedWorkspaces& captured, bool& split) {
   int* counters = nullptr;
   float* slots = nullptr;
   // A counter per tail tile and consumer warpgroup; two slots per CTA and consumer warpgroup.
   Status w = split_tail_workspace(pb.device_index, pb.stream, size_t(tail_tiles) * Tail::kConsumerWarpgroups * sizeof(int),
                                   size_t(2) * ctas * Tail::kConsumerWarpgroups * PieceSlot<Tail::kHeadDim>::kBytes,
-                                  &counters, &slots);
-  if (!w.ok() || counters == nullptr) return w;
+                                  captured, &counters, &slots);
+  if (!w.ok()) return w;
   split = true;
   kp.tail_first = kp.num_tiles - tail_tiles;
   kp.tail_blocks = key_blocks;
@@ -316,14 +316,15 @@ Status launch_forward(const AttentionProblem& pb) {
   // then the tail kernel the rest by key blocks. The cluster pairs decide below, once they know
   // how many pairs fit.
   bool split = false;
+  CapturedWorkspaces captured;  // freed after the launches, as nodes of the graph being captured
   if constexpr (Cfg::kSplitKeys) {
-    Status k = arrange_key_splits<Cfg>(pb, kp, sms);
+    Status k = arrange_key_splits<Cfg>(pb, kp, sms, captured);
     if (!k.ok()) return k;
   }
   if constexpr (kLaunchesTailKernel<Cfg> && !Cfg::kClusterPairs) {
     const int key_blocks = (pb.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
     if (splits_tail<Cfg>(pb, kp.num_tiles, sms, sms, key_blocks)) {
-      Status t = arrange_split_tail<Cfg>(pb, kp, kp.num_tiles % sms, key_blocks, sms, split);
+      Status t = arrange_split_tail<Cfg>(pb, kp, kp.num_tiles % sms, key_blocks, sms, captured, split);
       if (!t.ok()) return t;
     }
   }
@@ -355,7 +356,7 @@ Status launch_forward(const AttentionProblem& pb) {
         int tail_sms = 0;
         Status t = fill_params<Tail>(pb, tail, tail_sms);
         // A whole pair of tiles in every wave, so the whole waves end on a pair (both even).
-        if (t.ok()) t = arrange_split_tail<Tail>(pb, tail, kp.num_tiles % wave_ctas, key_blocks, sms, split);
+        if (t.ok()) t = arrange_split_tail<Tail>(pb, tail, kp.num_tiles % wave_ctas, key_blocks, sms, captured, split);
         if (!t.ok()) return t;
         if (split) kp.num_tiles = tail.tail_first;
       }
@@ -388,6 +389,8 @@ Status launch_forward(const AttentionProblem& pb) {
   }
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return Status::Runtime(std::string("sm90 forward launch: ") + cudaGetErrorString(err));
+  Status freed = captured.free_after_launch();
+  if (!freed.ok()) return freed;
   if (Cfg::kSplitKeys && kp.key_splits > 1) count_key_split_launch();
   return Status::Ok();
 }

@@ -32,15 +32,54 @@ Status runtime_error(const char* what, cudaError_t err) {
 
 }  // namespace
 
-Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size_t slot_bytes, int** counters,
-                            float** slots) {
+CapturedWorkspaces::~CapturedWorkspaces() {
+  for (int i = 0; i < count_; ++i) cudaFreeAsync(blocks_[i], static_cast<cudaStream_t>(stream_));
+  if (count_ > 0) cudaGetLastError();
+}
+
+Status CapturedWorkspaces::free_after_launch() {
+  cudaError_t err = cudaSuccess;
+  for (int i = 0; i < count_; ++i) {
+    const cudaError_t e = cudaFreeAsync(blocks_[i], static_cast<cudaStream_t>(stream_));
+    if (err == cudaSuccess) err = e;
+  }
+  count_ = 0;
+  if (err != cudaSuccess) return runtime_error("freeing a captured split workspace", err);
+  return Status::Ok();
+}
+
+Status CapturedWorkspaces::allocate(void* stream, size_t bytes, void** base) {
+  *base = nullptr;
+  if (count_ == 2 || (count_ > 0 && stream != stream_)) {
+    return Status::Runtime("internal: a launch asked for a third captured workspace or a second stream");
+  }
+  const cudaError_t err = cudaMallocAsync(base, bytes, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) return runtime_error("allocating a split workspace inside the captured graph", err);
+  stream_ = stream;
+  blocks_[count_++] = *base;
+  return Status::Ok();
+}
+
+Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size_t slot_bytes,
+                            CapturedWorkspaces& captured, int** counters, float** slots) {
   *counters = nullptr;
   *slots = nullptr;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cudaError_t err = cudaStreamIsCapturing(s, &capture);
   if (err != cudaSuccess) return runtime_error("cudaStreamIsCapturing", err);
-  if (capture != cudaStreamCaptureStatusNone) return Status::Ok();
+  // Counters first, rounded up so that the slots start 256-byte aligned.
+  if (capture != cudaStreamCaptureStatusNone) {
+    const size_t counters_rounded = (counter_bytes + 255) / 256 * 256;
+    void* base = nullptr;
+    Status a = captured.allocate(stream, counters_rounded + slot_bytes, &base);
+    if (!a.ok()) return a;
+    err = cudaMemsetAsync(base, 0, counters_rounded, s);
+    if (err != cudaSuccess) return runtime_error("zeroing a captured split workspace's counters", err);
+    *counters = static_cast<int*>(base);
+    *slots = reinterpret_cast<float*>(static_cast<char*>(base) + counters_rounded);
+    return Status::Ok();
+  }
 
   static std::mutex mutex;
   static std::map<std::pair<int, void*>, Workspace> workspaces;
@@ -54,7 +93,6 @@ Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size
       if (err != cudaSuccess) return runtime_error("freeing the split tail's workspace", err);
       w.base = nullptr;
     }
-    // Counters first, rounded up so that the slots start 256-byte aligned.
     const size_t counters_rounded = (std::max(counter_bytes, w.counter_bytes) + 255) / 256 * 256;
     const size_t slots_size = std::max(slot_bytes, w.slot_bytes);
     err = cudaMalloc(&w.base, counters_rounded + slots_size);

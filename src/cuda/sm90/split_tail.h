@@ -134,13 +134,37 @@ struct TailMerge {
   }
 };
 
+// Workspaces made inside a graph being captured (split_tail_workspace): allocated and their
+// counters zeroed by nodes of the graph ahead of the launch, and freed by a node after it
+// (free_after_launch), so that every replay has its own, zeroed, and nothing outlives the graph.
+// A persistent workspace cannot serve a graph: a replay may run on another stream beside eager
+// launches, and a later, larger launch would free what the graph still points at.
+class CapturedWorkspaces {
+ public:
+  CapturedWorkspaces() = default;
+  CapturedWorkspaces(const CapturedWorkspaces&) = delete;
+  CapturedWorkspaces& operator=(const CapturedWorkspaces&) = delete;
+  // Frees what free_after_launch did not (a launch that returned early); errors are dropped, as
+  // the capture has then failed anyway.
+  ~CapturedWorkspaces();
+  // Frees every workspace made for this launch, ordered after the launch's kernels on `stream`.
+  Status free_after_launch();
+  // Allocates `bytes` on the captured `stream` (a node of the graph).
+  Status allocate(void* stream, size_t bytes, void** base);
+
+ private:
+  void* stream_ = nullptr;
+  void* blocks_[2] = {nullptr, nullptr};  // a launch needs at most two (launch.h)
+  int count_ = 0;
+};
+
 // The workspace of the split tail and of the key splits (split_keys.h) on `stream` of `device`
 // (split_tail.cu; launches on one stream take turns with it): at least the bytes
 // asked for, counters zeroed when first made. Kept per (device, stream) for the process's life,
-// so that launches on different streams never share one. Sets both pointers to null where the
-// stream is being captured into a graph (no allocation there); the launch then splits nothing.
-Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size_t slot_bytes, int** counters,
-                            float** slots);
+// so that launches on different streams never share one. On a stream being captured into a
+// graph the workspace is the graph's own instead (CapturedWorkspaces, in `captured`).
+Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size_t slot_bytes,
+                            CapturedWorkspaces& captured, int** counters, float** slots);
 // Counts a launch that splits its tail (kernel_choice.h, sm90_split_tail_launches).
 void count_split_tail_launch();
 

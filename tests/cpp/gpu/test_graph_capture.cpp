@@ -6,11 +6,15 @@
 // replay, against the fp64 reference.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "common/attn_case.h"
 #include "common/checks.h"
+#include "cuda/sm90/kernel_choice.h"
 #include "gpu/sm80_device_run.h"
+#include "gpu/sm90_device.h"
 
 namespace fa_test {
 namespace {
@@ -18,6 +22,24 @@ namespace {
 struct GraphCase {
   const char* name;
   CaseSpec spec;
+  // On Hopper: a split the captured launch must make (the graph's own workspace, split_tail.h's
+  // CapturedWorkspaces), counted by these launch counters; "always" forces the split tail.
+  bool splits_keys = false;
+  bool splits_tail = false;
+};
+
+// FLASHATTN_SM90_SPLIT_TAIL=always for a scope where asked.
+class SplitTailForced {
+ public:
+  explicit SplitTailForced(bool on) : on_(on) {
+    if (on_) setenv("FLASHATTN_SM90_SPLIT_TAIL", "always", 1);
+  }
+  ~SplitTailForced() {
+    if (on_) unsetenv("FLASHATTN_SM90_SPLIT_TAIL");
+  }
+
+ private:
+  bool on_;
 };
 
 CaseSpec fixed_gqa_causal() {
@@ -82,17 +104,61 @@ CaseSpec fixed_noncausal_d128() {
   return s;
 }
 
+// A decode step of GQA 32 / 8 over 8192 keys at head dim 128: on Hopper 8 packed tiles, each cut
+// by keys into 16 pieces (kernel_choice.h, sm90_key_splits).
+CaseSpec decode_gqa_key_splits() {
+  CaseSpec s;
+  s.seed = 5105;
+  s.dtype = DType::kBFloat16;
+  s.batch = 1;
+  s.seqlen_q = 1;
+  s.seqlen_k = 8192;
+  s.nheads_q = 32;
+  s.nheads_kv = 8;
+  s.headdim = 128;
+  return s;
+}
+
+// 160 query tiles of 128 rows over 2100 keys at head dim 128: on Hopper the cluster pairs, with
+// the split tail forced, run a whole wave of pairs and then the tail kernel, launched as a
+// programmatic dependent of the pairs' kernel, so that edge is captured too.
+CaseSpec waves_then_tail_d128() {
+  CaseSpec s;
+  s.seed = 5106;
+  s.dtype = DType::kBFloat16;
+  s.batch = 1;
+  s.seqlen_q = 1024;
+  s.seqlen_k = 2100;
+  s.nheads_q = 20;
+  s.nheads_kv = 20;
+  s.headdim = 128;
+  return s;
+}
+
 class GpuGraphCapture : public ::testing::TestWithParam<GraphCase> {};
 
 TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   SM80_SKIP_WITHOUT_GPU();
-  const CaseSpec& s = GetParam().spec;
+  const GraphCase& gc = GetParam();
+  const CaseSpec& s = gc.spec;
   SCOPED_TRACE(s.describe());
+  std::string why;
+  const bool hopper = sm90_device_present(&why);
+  const SplitTailForced forced(gc.splits_tail);
   const AttnCase c = make_case(s);
   const Reference ref = reference(c, true);
   const CallMode graph{2};
+  const int64_t keys_before = flashattn::sm90_key_split_launches();
+  const int64_t tail_before = flashattn::sm90_split_tail_launches();
   const ForwardResult f = gpu_forward(c, true, graph);
   ASSERT_TRUE(f.status.ok()) << f.status.message;
+  // The capture is one launch whatever the replays; counted when the split is arranged.
+  if (hopper && gc.splits_keys) {
+    EXPECT_EQ(flashattn::sm90_key_split_launches() - keys_before, 1) << "the captured launch did not split its keys";
+  }
+  if (hopper && gc.splits_tail) {
+    EXPECT_EQ(flashattn::sm90_split_tail_launches() - tail_before, 1) << "the captured launch did not split its tail";
+  }
   const BackwardResult g = gpu_backward(c, f, graph);
   ASSERT_TRUE(g.status.ok()) << g.status.message;
   EXPECT_TRUE(forward_written(c, f));
@@ -109,7 +175,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuGraphCapture,
                          ::testing::Values(GraphCase{"fixed_gqa_causal_d128_bf16", fixed_gqa_causal()},
                                            GraphCase{"varlen_window_d64_fp16", varlen_window_fp16()},
                                            GraphCase{"varlen_seqused_causal_d256_bf16", varlen_seqused_d256()},
-                                           GraphCase{"fixed_noncausal_d128_bf16", fixed_noncausal_d128()}),
+                                           GraphCase{"fixed_noncausal_d128_bf16", fixed_noncausal_d128()},
+                                           GraphCase{"decode_gqa_key_splits_d128_bf16", decode_gqa_key_splits(), true},
+                                           GraphCase{"waves_then_split_tail_d128_bf16", waves_then_tail_d128(), false,
+                                                     true}),
                          [](const ::testing::TestParamInfo<GraphCase>& info) { return std::string(info.param.name); });
 
 // Under capture cu_seqlens cannot be read to find the longest sequence, so the bounds must be
