@@ -216,14 +216,20 @@ def test_block_table_entries_past_the_used_blocks_may_be_anything():
 
 
 @pytest.mark.gpu
-def test_with_kvcache_under_cuda_graph_capture():
+@pytest.mark.parametrize("cache_len,heads,kv_heads,d,new_lengths", [
+    (256, 8, 2, 64, (37, 101)),
+    # On Hopper 16 packed tiles cut by keys into pieces (the key splits), their workspace then
+    # the graph's own: the replay must still match the eager call bit for bit.
+    (6144, 32, 8, 128, (5000, 2999)),
+])
+def test_with_kvcache_under_cuda_graph_capture(cache_len, heads, kv_heads, d, new_lengths):
     # A captured decode step replayed with new lengths gives what an eager call gives.
     torch.manual_seed(4)
     dev, dt = "cuda", torch.bfloat16
-    q = torch.randn(2, 1, 8, 64, device=dev, dtype=dt)
-    k_cache, v_cache = (torch.randn(2, 256, 2, 64, device=dev, dtype=dt) for _ in range(2))
-    k, v = (torch.randn(2, 1, 2, 64, device=dev, dtype=dt) for _ in range(2))
-    lengths = torch.tensor([10, 200], dtype=torch.int32, device=dev)
+    q = torch.randn(2, 1, heads, d, device=dev, dtype=dt)
+    k_cache, v_cache = (torch.randn(2, cache_len, kv_heads, d, device=dev, dtype=dt) for _ in range(2))
+    k, v = (torch.randn(2, 1, kv_heads, d, device=dev, dtype=dt) for _ in range(2))
+    lengths = torch.tensor([10, cache_len - 56], dtype=torch.int32, device=dev)
     caches = k_cache.clone(), v_cache.clone()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -233,11 +239,11 @@ def test_with_kvcache_under_cuda_graph_capture():
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = flash_attn_with_kvcache(q, *caches, k, v, cache_seqlens=lengths, causal=True)
-    lengths.copy_(torch.tensor([37, 101], dtype=torch.int32))
+    lengths.copy_(torch.tensor(new_lengths, dtype=torch.int32))
     graph.replay()
     eager_caches = k_cache.clone(), v_cache.clone()
     expected = flash_attn_with_kvcache(q, *eager_caches, k, v, cache_seqlens=lengths, causal=True)
     torch.cuda.synchronize()
     assert torch.equal(out, expected)
     assert torch.equal(caches[0], eager_caches[0]) and torch.equal(caches[1], eager_caches[1])
-    assert torch.equal(caches[0][1, 101], k[1, 0])  # the replay appended at the new lengths
+    assert torch.equal(caches[0][1, new_lengths[1]], k[1, 0])  # the replay appended at the new lengths
