@@ -350,6 +350,10 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     return invalid("softmax_scale", "is " + std::to_string(params.softmax_scale) + "; expected a finite value (0 means 1/sqrt(headdim))");
   }
   if (params.num_threads < 0) return invalid("num_threads", "is " + std::to_string(params.num_threads) + "; expected >= 0 (0 means all)");
+  if (params.num_splits < 0 || params.num_splits > kMaxNumSplits) {
+    return invalid("num_splits", "is " + std::to_string(params.num_splits) + "; expected 0 (the library chooses) to " +
+                                     std::to_string(kMaxNumSplits));
+  }
 
   std::vector<NamedTensor> tensors = {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}};
   if (lse.defined()) tensors.push_back({"lse", &lse});
@@ -484,6 +488,7 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
   if (p->mask.window_right >= p->seqlen_q - 1) p->mask.window_right = -1;
   p->deterministic = params.deterministic;
   p->num_threads = params.num_threads;
+  p->num_splits = params.num_splits;
   p->stream = params.stream;
   return Status::Ok();
 }

@@ -10,6 +10,10 @@
 
 namespace flashattn {
 
+// The most pieces a query tile's keys may be cut into (AttentionParams::num_splits and the
+// FLASHATTN_SM90_KEY_SPLITS test switch).
+constexpr int kMaxNumSplits = 256;
+
 // Element offset of (batch b, row i of that sequence, head h) is
 //   b * batch_stride + (row_begin(b) + i) * row_stride + h * head_stride
 // where row_begin(b) is cu_seqlens[b] for variable length and 0 otherwise.
@@ -58,6 +62,7 @@ struct AttentionProblem {
 
   bool deterministic = false;
   int num_threads = 0;
+  int num_splits = 0;  // AttentionParams::num_splits: 0 the library's choice, 1 none, else that many
   void* stream = nullptr;
 
   bool varlen() const { return cu_seqlens_q != nullptr; }

@@ -10,8 +10,9 @@ length, as flash_attn aligns them). What flashattn does differently:
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
     back once a call to check them, so a bad index is an error rather than a write out of bounds
     (except while a CUDA graph is captured: trusted there, as the library trusts length vectors);
-  * cache_leftpad is not supported; num_splits is accepted and ignored (the kernel picks its own
-    schedule).
+  * cache_leftpad is not supported;
+  * num_splits > 1 sets how many pieces the keys are cut into only where the Hopper kernel packs
+    the query heads of a KV head into one tile (GQA and MQA decode); elsewhere it is taken as 0.
 """
 
 from typing import Optional, Tuple, Union
@@ -81,6 +82,9 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         cache_batch_idx: optional (batch,) int32: the cache row of each sequence (else b).
         block_table: optional (batch, max_blocks) int32 page indices of a paged cache.
         softmax_scale, causal, window_size, softcap, alibi_slopes: as flash_attn_func.
+        num_splits: 0 lets the library choose how many pieces the keys of a query tile are cut
+            into (each run by a CTA of its own, merged after); 1 cuts nothing; more, that many
+            (at most 256 and one piece per key block).
     Return:
         out (batch, seqlen_q, nheads, headdim); with return_softmax_lse, (out, softmax_lse
         (batch, nheads, seqlen_q)).
@@ -96,7 +100,8 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         _fail("cache_batch_idx", "cannot be combined with block_table (as in flash_attn)")
     if k_cache.shape != v_cache.shape:
         _fail("v_cache", f"has shape {tuple(v_cache.shape)}; expected k_cache's {tuple(k_cache.shape)}")
-    del num_splits  # the kernel's scheduler chooses; accepted for flash_attn's signature
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int) or not 0 <= num_splits <= 256:
+        _fail("num_splits", f"is {num_splits!r}; expected an int from 0 (the library chooses) to 256")
     window = _ext.flash_attn_window(window_size)
     batch, seqlen_q, _, headdim = q.shape
     device = q.device
@@ -197,5 +202,5 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         seqused_k = cache_seqlens + seqlen_new
         out, lse = ops.attention(q, keys, values, None, None, 0, 0, _ext.softmax_scale(softmax_scale, headdim),
                                  bool(causal), *window, float(softcap), alibi_slopes, False, None,
-                                 seqused_k)
+                                 seqused_k, num_splits)
     return (out, lse) if return_softmax_lse else out

@@ -46,17 +46,19 @@ def fwd(
     deterministic: bool,
     seqused_q: Optional[Tensor] = None,
     seqused_k: Optional[Tensor] = None,
+    num_splits: int = 0,
 ) -> Tuple[Tensor, Tensor]:
     """Attention output (shape and dtype of q) and row logsumexp (float32).
 
     With seqused_q, the rows past each sequence's used length are not computed: out is 0 and lse
-    -inf there, as for rows that see no key."""
+    -inf there, as for rows that see no key. num_splits: flash_attn's (0 the library's choice, 1
+    keys never split, more the GQA-packed Hopper kernel's pieces)."""
     return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                        window_left, window_right, softcap, alibi_slopes, seqused_q, seqused_k)
+                        window_left, window_right, softcap, alibi_slopes, seqused_q, seqused_k, num_splits)
 
 
 def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                 window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None):
+                 window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None, num_splits=0):
     varlen = cu_seqlens_q is not None
     if seqused_q is None and not varlen:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -72,14 +74,15 @@ def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
             seqused_q=kernel_ready(seqused_q), seqused_k=kernel_ready(seqused_k),
             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
             causal=causal, window=(window_left, window_right), softcap=softcap,
-            alibi_slopes=kernel_ready(alibi_slopes), **launch_options(q),
+            alibi_slopes=kernel_ready(alibi_slopes), num_splits=num_splits, **launch_options(q),
         )
     return out, lse
 
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-              window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None):
+              window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None,
+              num_splits=0):
     out = q.new_empty(q.shape)
     lse = q.new_empty(lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
     return out, lse
@@ -155,7 +158,7 @@ def _bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-     window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k) = inputs
+     window_left, window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k, _num_splits) = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k)
     ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
@@ -168,13 +171,13 @@ def _setup_context(ctx, inputs, output):
 def _backward_with(grads):
     def backward(ctx, dout, _dlse):
         if dout is None:  # only lse was used (set_materialize_grads(False)): no gradient flows
-            return (None,) * 16
+            return (None,) * 17
         q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k = ctx.saved_tensors
         max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap = ctx.options
         dq, dk, dv = grads(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
                            ctx.deterministic, seqused_q, seqused_k)
-        return (dq, dk, dv) + (None,) * 13
+        return (dq, dk, dv) + (None,) * 14
     return backward
 
 
@@ -224,11 +227,11 @@ def _records_grad(differentiable) -> bool:
 
 
 def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-              window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None):
+              window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None, num_splits=0):
     """flashattn::fwd with its backward: through the custom op when compiling or tracing, else
     through _EagerAttention (the same computation with less host time)."""
     inputs = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-              window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k)
+              window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k, num_splits)
     if _plain_eager((q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k)):
         if not _records_grad((q, k, v, alibi_slopes)):
             return _run_forward(*inputs[:13], *inputs[14:])  # inputs[13]: deterministic

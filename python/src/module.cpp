@@ -63,16 +63,17 @@ void forward(const InArray& q, const InArray& k, const InArray& v, const OutArra
              const OptIn& cu_seqlens_q, const OptIn& cu_seqlens_k, const OptIn& seqused_q, const OptIn& seqused_k,
              int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, std::pair<int, int> window,
              float softcap, const OptIn& alibi_slopes, flashattn::Backend backend, int num_threads,
-             uintptr_t stream) {
+             uintptr_t stream, int num_splits) {
   flashattn::ForwardArgs args;
   args.q = to_view("q", q);
   args.k = to_view("k", k);
   args.v = to_view("v", v);
   args.out = to_view("out", out);
   args.lse = to_view("lse", lse);
-  const flashattn::AttentionParams params =
+  flashattn::AttentionParams params =
       make_params(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window, softcap,
                   alibi_slopes, false, backend, num_threads, stream);
+  params.num_splits = num_splits;
   flashattn::Status status;
   {
     nb::gil_scoped_release release;
@@ -193,7 +194,7 @@ NB_MODULE(_C, m) {
         "seqused_q"_a.none() = nb::none(), "seqused_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0,
         "max_seqlen_k"_a = 0, "softmax_scale"_a = 0.0f, "causal"_a = false,
         "window"_a = std::make_pair(-1, -1), "softcap"_a = 0.0f, "alibi_slopes"_a.none() = nb::none(),
-        "backend"_a = flashattn::Backend::kAuto, "num_threads"_a = 0, "stream"_a = 0,
+        "backend"_a = flashattn::Backend::kAuto, "num_threads"_a = 0, "stream"_a = 0, "num_splits"_a = 0,
         "Writes attention of q, k, v into out (and the row logsumexp into lse when given).");
 
   m.def("backward", &backward, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a, "dk"_a, "dv"_a,

@@ -290,6 +290,8 @@ TEST(Validation, WindowSoftcapScaleThreads) {
       {"'softcap'", [](AttentionParams& a) { a.softcap = std::numeric_limits<float>::infinity(); }},
       {"'softmax_scale'", [](AttentionParams& a) { a.softmax_scale = std::numeric_limits<float>::quiet_NaN(); }},
       {"'num_threads'", [](AttentionParams& a) { a.num_threads = -1; }},
+      {"'num_splits'", [](AttentionParams& a) { a.num_splits = -1; }},
+      {"'num_splits'", [](AttentionParams& a) { a.num_splits = 257; }},
   };
   for (const Bad& bad : bads) {
     Problem p;
@@ -297,6 +299,21 @@ TEST(Validation, WindowSoftcapScaleThreads) {
     EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), bad.arg, p));
     EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), bad.arg, p));
   }
+}
+
+// num_splits is the CUDA forward's: every value in range is taken, and the CPU's answer does not
+// move with it.
+TEST(Validation, NumSplitsInRange) {
+  Problem none, one, most;
+  one.params.num_splits = 1;
+  most.params.num_splits = 256;
+  for (Problem* p : {&none, &one, &most}) {
+    const Status f = flashattn::forward(p->fwd, p->params);
+    ASSERT_TRUE(f.ok()) << f.message;
+  }
+  EXPECT_EQ(max_abs_diff(none.out, one.out), 0.0);
+  EXPECT_EQ(max_abs_diff(none.out, most.out), 0.0);
+  EXPECT_EQ(none.out.count_nonfinite(), 0);
 }
 
 // More threads than processors run as many as there are processors: OpenMP would otherwise create

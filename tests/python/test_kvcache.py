@@ -164,14 +164,19 @@ def test_with_kvcache_errors():
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, cache_leftpad=lengths)
     with pytest.raises(ValueError, match="argument 'k_cache': has 2 sequences; expected batch 3"):
         flash_attn_with_kvcache(torch.randn(3, 1, 2, 16), k_cache, v_cache)
+    for bad in (-1, 257, True, 2.0):
+        with pytest.raises(ValueError, match="argument 'num_splits': is"):
+            flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, num_splits=bad)
     # The refused calls wrote nothing into the cache.
     assert torch.equal(k_cache, k_before)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("num_splits", [0, 3])
 @pytest.mark.parametrize("paged", [False, True])
-def test_with_kvcache_on_gpu_bf16(paged):
+def test_with_kvcache_on_gpu_bf16(paged, num_splits):
     # A decode step as an inference loop runs it: GQA 8 / 2 heads, d128, one new token each, bf16.
+    # num_splits 3: on Hopper each packed tile's 4 key blocks cut into 3 pieces (0: not cut here).
     torch.manual_seed(3)
     batch, nheads, nheads_k, headdim, capacity, page = 4, 8, 2, 128, 512, 128
     lengths = [0, 100, 383, 511]
@@ -183,7 +188,8 @@ def test_with_kvcache_on_gpu_bf16(paged):
     kc_ref, vc_ref, out_ref, lse_ref = reference(q.cpu(), k_cache.cpu(), v_cache.cpu(), k.cpu(), v.cpu(), lengths,
                                                  list(range(batch)), (cos.cpu(), sin.cpu()), False, True, (-1, -1), 0.0)
     options = dict(cache_seqlens=torch.tensor(lengths, dtype=torch.int32, device="cuda"), causal=True,
-                   rotary_cos=cos, rotary_sin=sin, rotary_interleaved=False, return_softmax_lse=True)
+                   rotary_cos=cos, rotary_sin=sin, rotary_interleaved=False, return_softmax_lse=True,
+                   num_splits=num_splits)
     if paged:
         blocks = capacity // page
         table = torch.randperm(batch * blocks, device="cuda").view(batch, blocks).to(torch.int32)

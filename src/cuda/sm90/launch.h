@@ -84,9 +84,9 @@ using TailBaseOf = std::conditional_t<Cfg::kClusterPairs, StaticScheduleConfig<C
 // TailKernelConfig<TailBaseOf<Cfg>> after Cfg's whole waves), which needs every tile alike: no
 // mask, one length (no varlen, no seqused), and no GQA packing (kHasTailKernel). Then where the
 // tiles leave a partial wave with at least one key block of it per tail CTA, fill at least one
-// wave, and have at least Cfg::kSplitTailMinKeys keys. FLASHATTN_SM90_SPLIT_TAIL=never|always
-// overrides the last two (read at every launch; tests split small problems with it, whose tiles
-// then all lie in the tail).
+// wave, and have at least Cfg::kSplitTailMinKeys keys, unless the caller asked for no split
+// (num_splits 1). FLASHATTN_SM90_SPLIT_TAIL=never|always overrides the last three (read at every
+// launch; tests split small problems with it, whose tiles then all lie in the tail).
 template <class Cfg>
 bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int tail_ctas, int key_blocks) {
   if (pb.mask.has_mask() || pb.varlen() || pb.seqused_q != nullptr || pb.seqused_k != nullptr) {
@@ -99,18 +99,20 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
   const char* forced = std::getenv("FLASHATTN_SM90_SPLIT_TAIL");
   if (forced != nullptr && std::strcmp(forced, "never") == 0) return false;
   if (forced != nullptr && std::strcmp(forced, "always") == 0) return true;
-  return num_tiles >= wave_ctas && pb.seqlen_k >= Cfg::kSplitTailMinKeys;
+  return pb.num_splits != 1 && num_tiles >= wave_ctas && pb.seqlen_k >= Cfg::kSplitTailMinKeys;
 }
 
 // The key splits of a packed launch (split_keys.h; the rule is kernel_choice.h's
 // sm90_key_splits) and their workspace (the graph's own under capture, in `captured`):
-// kp.num_tiles becomes the work indices. Nothing changes where the rule gives one piece.
+// kp.num_tiles becomes the work indices. The pieces: the caller's num_splits where given (at
+// most one a key block: more would only idle and take workspace), else the rule's;
+// FLASHATTN_SM90_KEY_SPLITS (tests: it may idle pieces) overrides both. Nothing changes at one.
 template <class Cfg>
 Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
   const int key_blocks = (std::max(pb.seqlen_k, 1) + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  int splits = sm90_key_splits(kp.num_tiles, sms, key_blocks);
+  int splits = pb.num_splits > 0 ? std::min(pb.num_splits, key_blocks) : sm90_key_splits(kp.num_tiles, sms, key_blocks);
   if (const char* forced = std::getenv("FLASHATTN_SM90_KEY_SPLITS")) {
-    splits = std::clamp(std::atoi(forced), 1, kKeySplitsForcedMax);
+    splits = std::clamp(std::atoi(forced), 1, kMaxNumSplits);
   }
   if (splits < 2 || int64_t(kp.num_tiles) * splits >= (int64_t(1) << 31)) return Status::Ok();
   int* counters = nullptr;

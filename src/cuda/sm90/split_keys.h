@@ -70,9 +70,6 @@ struct KeySplitMerge {
   }
 };
 
-// The most pieces FLASHATTN_SM90_KEY_SPLITS may force (the rule's own bound is kernel_choice.h's).
-constexpr int kKeySplitsForcedMax = 256;
-
 // Counts a launch whose tiles were split by keys (kernel_choice.h, sm90_key_split_launches).
 void count_key_split_launch();
 

@@ -76,6 +76,7 @@ struct Case {
   // (multiples of 16 bytes), else row by row.
   int lse_pad = 0;
   Kernel kernel = Kernel::kAny;
+  int num_splits = 0;  // AttentionParams::num_splits (the caller's key pieces; 0 the library's)
   bool varlen() const { return !lens_q.empty(); }
 };
 
@@ -248,6 +249,7 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
   std::vector<float> ref_o(o.packed.size()), ref_lse(lse_count);
   AttentionParams prm;
   prm.causal = c.causal, prm.window_left = c.window_left, prm.window_right = c.window_right, prm.softcap = c.softcap;
+  prm.num_splits = c.num_splits;
   ForwardArgs ref;
   ref.q = q.packed_view(q.packed.data()), ref.k = k.packed_view(k.packed.data()), ref.v = v.packed_view(v.packed.data());
   ref.out = o.packed_view(ref_o.data());
@@ -330,6 +332,7 @@ void run_case(const Case& c, uint32_t seed, bool direct = false, bool pack_gqa =
     p.score.scale = 1.0f / std::sqrt(float(c.headdim)), p.score.softcap = c.softcap;
     p.mask.window_left = c.window_left, p.mask.window_right = c.causal ? 0 : c.window_right;
     p.seqused_q = d_used_q, p.seqused_k = d_used_k;
+    p.num_splits = c.num_splits;
     s = pack_gqa ? sm90_supports_forward_pack_gqa(p) : sm90_supports_forward(p);
     if (pack_gqa && !s.ok() && s.message.find("not built") != std::string::npos) GTEST_SKIP() << s.message;
     ASSERT_TRUE(s.ok()) << s.message;
@@ -1161,7 +1164,34 @@ std::vector<Case> key_split_cases() {
   // The rule: one tile (MQA decode) of 128 key blocks, cut into kSm90KeySplitsMax pieces.
   v.push_back(make("rule_mqa_q1_k16384_d128_bf16", bf, 128, 1, 1, 16384, 8, 1));
   c = make("rule_g4_q1_k8192_d256_fp16", fp, 256, 2, 1, 8192, 8, 2), c.causal = true, v.push_back(c);
+  // The caller's num_splits (5) where the rule would not split (80 tiles).
+  c = make("param5_g4_b40_q1_k2000_d128_bf16", bf, 128, 40, 1, 2000, 8, 2), c.num_splits = 5, v.push_back(c);
   return v;
+}
+
+// num_splits through the public API, which packs these decode steps itself: 5 splits where the
+// rule would not (80 tiles), 1 leaves unsplit what the rule splits (2 tiles of 24 key blocks),
+// and 0 there is the rule's split (so the API did pack it).
+TEST(Sm90KeySplitParam, ThroughTheApi) {
+  SKIP_UNLESS_SM90();
+  const DType bf = DType::kBFloat16;
+  struct Expect {
+    Case c;
+    int split_launches;
+  };
+  Case many = make("api_param5_g4_b40_q1_k2000_d128_bf16", bf, 128, 40, 1, 2000, 8, 2);
+  many.num_splits = 5;
+  Case few = make("api_param1_g4_q1_k3000_d128_bf16", bf, 128, 1, 1, 3000, 8, 2);
+  few.num_splits = 1;
+  Case rule = few;
+  rule.name = "api_rule_g4_q1_k3000_d128_bf16", rule.num_splits = 0;
+  for (const Expect& e : {Expect{many, 1}, Expect{few, 0}, Expect{rule, 1}}) {
+    SCOPED_TRACE(e.c.name);
+    const int64_t before = sm90_key_split_launches();
+    run_case(e.c, 11u, /*direct=*/false);
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(sm90_key_split_launches() - before, e.split_launches);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90KeySplits, ::testing::ValuesIn(key_split_cases()), case_name);
