@@ -59,15 +59,15 @@ struct AttentionParams {
   TensorView seqused_k;
 
   bool deterministic = false;  // backward: bitwise reproducible gradients (CPU: at any num_threads)
-  // CUDA forward, 0 .. 256: into how many pieces the keys of a query tile may be cut, each piece
-  // run by a CTA of its own and merged after (flash_attn's num_splits). 0 lets the library choose;
-  // 1 cuts nothing (every row's sum over keys then runs in one order, the same at any batch);
-  // more sets the pieces of the GQA-packed Hopper kernel, which serves decode (elsewhere > 1 is
-  // taken as 0).
-  int num_splits = 0;
   Backend backend = Backend::kAuto;
   int num_threads = 0;      // CPU: 0 means all hardware threads; more than there are runs that many
   void* stream = nullptr;   // CUDA: a cudaStream_t; null is the default stream
+  // CUDA forward, 0 .. 256: into how many pieces the keys of a query tile may be cut, each piece
+  // run by a CTA of its own and merged after (flash_attn's num_splits). 0 lets the library choose;
+  // 1 cuts nothing (no split tail either); more sets the pieces of the GQA-packed Hopper kernel,
+  // which serves decode (elsewhere > 1 is taken as 0), at most one a key block and as many as a
+  // 1 GiB workspace holds.
+  int num_splits = 0;
 };
 
 // Outputs (out, lse; dq, dk, dv) need memory of their own: an output on an input or on another

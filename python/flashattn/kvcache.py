@@ -15,6 +15,7 @@ length, as flash_attn aligns them). What flashattn does differently:
     the query heads of a KV head into one tile (GQA and MQA decode); elsewhere it is taken as 0.
 """
 
+import operator
 from typing import Optional, Tuple, Union
 
 import torch
@@ -100,8 +101,12 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         _fail("cache_batch_idx", "cannot be combined with block_table (as in flash_attn)")
     if k_cache.shape != v_cache.shape:
         _fail("v_cache", f"has shape {tuple(v_cache.shape)}; expected k_cache's {tuple(k_cache.shape)}")
-    if isinstance(num_splits, bool) or not isinstance(num_splits, int) or not 0 <= num_splits <= 256:
-        _fail("num_splits", f"is {num_splits!r}; expected an int from 0 (the library chooses) to 256")
+    try:  # any integer type (numpy's too), not bool or float
+        splits = operator.index(num_splits) if not isinstance(num_splits, bool) else None
+    except TypeError:
+        splits = None
+    if splits is None or not 0 <= splits <= 256:
+        _fail("num_splits", f"is {num_splits!r}; expected an integer from 0 (the library chooses) to 256")
     window = _ext.flash_attn_window(window_size)
     batch, seqlen_q, _, headdim = q.shape
     device = q.device
@@ -202,5 +207,5 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         seqused_k = cache_seqlens + seqlen_new
         out, lse = ops.attention(q, keys, values, None, None, 0, 0, _ext.softmax_scale(softmax_scale, headdim),
                                  bool(causal), *window, float(softcap), alibi_slopes, False, None,
-                                 seqused_k, num_splits)
+                                 seqused_k, splits)
     return (out, lse) if return_softmax_lse else out

@@ -164,7 +164,7 @@ def test_with_kvcache_errors():
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, cache_leftpad=lengths)
     with pytest.raises(ValueError, match="argument 'k_cache': has 2 sequences; expected batch 3"):
         flash_attn_with_kvcache(torch.randn(3, 1, 2, 16), k_cache, v_cache)
-    for bad in (-1, 257, True, 2.0):
+    for bad in (-1, 257, True, 2.0, "2"):
         with pytest.raises(ValueError, match="argument 'num_splits': is"):
             flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, num_splits=bad)
     # The refused calls wrote nothing into the cache.
@@ -206,6 +206,37 @@ def test_with_kvcache_on_gpu_bf16(paged, num_splits):
     assert_close_to_reference(lse.cpu(), lse_ref, atol=1e-2, rtol=1e-3, name="lse")
     assert_close_to_reference(k_cache.cpu(), kc_ref, atol=2e-2, rtol=1e-2, name="k_cache")
     assert torch.equal(v_cache.cpu().double(), vc_ref), "v_cache"
+
+
+def test_num_splits_any_integer_type():
+    # The CPU ignores num_splits, so every accepted value gives the same answer.
+    np = pytest.importorskip("numpy")
+    torch.manual_seed(2)
+    q = torch.randn(2, 1, 4, 16)
+    k_cache, v_cache = torch.randn(2, 10, 2, 16), torch.randn(2, 10, 2, 16)
+    plain = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=7)
+    for splits in (1, 256, np.int64(3), torch.tensor(2).item()):
+        assert torch.equal(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=7, num_splits=splits), plain)
+
+
+@pytest.mark.gpu
+def test_num_splits_reaches_the_hopper_kernel():
+    # GQA 8 / 2 decode over 1000 keys (8 key blocks a packed tile): num_splits 4 cuts each tile's
+    # keys into 4 pieces and 1 into none, so the logsumexp's float32 rounding differs between the
+    # two (were num_splits lost on the way, both would run the rule's same launch), while both
+    # stay within bf16's reach of each other.
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the key splits are the Hopper kernel's")
+    torch.manual_seed(6)
+    q = torch.randn(2, 1, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k_cache, v_cache = (torch.randn(2, 1000, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    lengths = torch.tensor([1000, 990], dtype=torch.int32, device="cuda")
+    runs = {n: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, num_splits=n,
+                                       return_softmax_lse=True) for n in (1, 4)}
+    (out1, lse1), (out4, lse4) = runs[1], runs[4]
+    assert not torch.equal(lse1, lse4), "num_splits 1 and 4 ran the same launch"
+    torch.testing.assert_close(out4.float(), out1.float(), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(lse4, lse1, atol=1e-4, rtol=1e-5)
 
 
 def test_block_table_entries_past_the_used_blocks_may_be_anything():

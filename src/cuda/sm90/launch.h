@@ -104,13 +104,21 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
 
 // The key splits of a packed launch (split_keys.h; the rule is kernel_choice.h's
 // sm90_key_splits) and their workspace (the graph's own under capture, in `captured`):
-// kp.num_tiles becomes the work indices. The pieces: the caller's num_splits where given (at
-// most one a key block: more would only idle and take workspace), else the rule's;
-// FLASHATTN_SM90_KEY_SPLITS (tests: it may idle pieces) overrides both. Nothing changes at one.
+// kp.num_tiles becomes the work indices. The pieces: the caller's num_splits where given, else
+// the rule's; FLASHATTN_SM90_KEY_SPLITS (tests: it may idle pieces) overrides both. Nothing
+// changes at one piece, or without a workspace (split_tail_workspace). A caller's count is held to one piece a key block (more would only idle) and
+// to a workspace of kMaxCallerSplitBytes: a piece's slot holds a whole tile's 64 rows a
+// warpgroup even where G rows are packed, so 512 decode tiles at 256 pieces would ask for 9 GB.
+constexpr size_t kMaxCallerSplitBytes = size_t(1) << 30;
+
 template <class Cfg>
 Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
   const int key_blocks = (std::max(pb.seqlen_k, 1) + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  int splits = pb.num_splits > 0 ? std::min(pb.num_splits, key_blocks) : sm90_key_splits(kp.num_tiles, sms, key_blocks);
+  const size_t piece_bytes = size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes;
+  int splits = sm90_key_splits(kp.num_tiles, sms, key_blocks);
+  if (pb.num_splits > 0) {
+    splits = int(std::min<size_t>({size_t(pb.num_splits), size_t(key_blocks), kMaxCallerSplitBytes / piece_bytes}));
+  }
   if (const char* forced = std::getenv("FLASHATTN_SM90_KEY_SPLITS")) {
     splits = std::clamp(std::atoi(forced), 1, kMaxNumSplits);
   }
@@ -118,11 +126,9 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms,
   int* counters = nullptr;
   float* slots = nullptr;
   // A counter per tile and consumer warpgroup; a slot per work index and consumer warpgroup.
-  Status w = split_tail_workspace(
-      pb.device_index, pb.stream, size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * sizeof(int),
-      size_t(kp.num_tiles) * splits * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes, captured, &counters,
-      &slots);
-  if (!w.ok()) return w;
+  Status w = split_tail_workspace(pb.device_index, pb.stream, size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * sizeof(int),
+                                  piece_bytes * splits, captured, &counters, &slots);
+  if (!w.ok() || counters == nullptr) return w;
   kp.key_splits = splits;
   kp.div_key_splits = FastDivisor::make(uint32_t(splits));
   kp.split_counters = counters;
@@ -133,7 +139,7 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms,
 
 // kp's split-tail fields for the tail kernel of Tail on `ctas` CTAs, which takes the last
 // `tail_tiles` of kp.num_tiles tiles of `key_blocks` blocks each, and its workspace (the
-// graph's own under capture, in `captured`); `split` becomes true.
+// graph's own under capture, in `captured`); `split` becomes true where there is one.
 template <class Tail>
 Status arrange_split_tail(const AttentionProblem& pb, KernelParams& kp, int tail_tiles, int key_blocks, int ctas,
                           CapturedWorkspaces& captured, bool& split) {
@@ -143,7 +149,7 @@ Status arrange_split_tail(const AttentionProblem& pb, KernelParams& kp, int tail
   Status w = split_tail_workspace(pb.device_index, pb.stream, size_t(tail_tiles) * Tail::kConsumerWarpgroups * sizeof(int),
                                   size_t(2) * ctas * Tail::kConsumerWarpgroups * PieceSlot<Tail::kHeadDim>::kBytes,
                                   captured, &counters, &slots);
-  if (!w.ok()) return w;
+  if (!w.ok() || counters == nullptr) return w;
   split = true;
   kp.tail_first = kp.num_tiles - tail_tiles;
   kp.tail_blocks = key_blocks;

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -33,8 +35,9 @@ Status runtime_error(const char* what, cudaError_t err) {
 }  // namespace
 
 CapturedWorkspaces::~CapturedWorkspaces() {
-  for (int i = 0; i < count_; ++i) cudaFreeAsync(blocks_[i], static_cast<cudaStream_t>(stream_));
-  if (count_ > 0) cudaGetLastError();
+  bool failed = false;
+  for (int i = 0; i < count_; ++i) failed |= cudaFreeAsync(blocks_[i], static_cast<cudaStream_t>(stream_)) != cudaSuccess;
+  if (failed) cudaGetLastError();  // this free's error only: the launch has returned its own
 }
 
 Status CapturedWorkspaces::free_after_launch() {
@@ -70,6 +73,14 @@ Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size
   if (err != cudaSuccess) return runtime_error("cudaStreamIsCapturing", err);
   // Counters first, rounded up so that the slots start 256-byte aligned.
   if (capture != cudaStreamCaptureStatusNone) {
+    // Memory nodes need stream-ordered allocation; where the device lacks it, or the caller
+    // turned it off (FLASHATTN_SM90_CAPTURED_SPLITS=0: graphs that must nest as child graphs or be
+    // instantiated twice at once, which memory nodes forbid), the launch runs unsplit.
+    int pools = 0;
+    err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
+    if (err != cudaSuccess) return runtime_error("cudaDeviceGetAttribute", err);
+    const char* allowed = std::getenv("FLASHATTN_SM90_CAPTURED_SPLITS");
+    if (pools == 0 || (allowed != nullptr && std::strcmp(allowed, "0") == 0)) return Status::Ok();
     const size_t counters_rounded = (counter_bytes + 255) / 256 * 256;
     void* base = nullptr;
     Status a = captured.allocate(stream, counters_rounded + slot_bytes, &base);

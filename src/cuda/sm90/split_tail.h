@@ -136,7 +136,9 @@ struct TailMerge {
 
 // Workspaces made inside a graph being captured (split_tail_workspace): allocated and their
 // counters zeroed by nodes of the graph ahead of the launch, and freed by a node after it
-// (free_after_launch), so that every replay has its own, zeroed, and nothing outlives the graph.
+// (free_after_launch), so that the graph owns them, they are zeroed at every replay, and nothing
+// outlives the graph. Memory nodes bind the graph: it cannot be a child graph, and one
+// instantiation lives at a time (FLASHATTN_SM90_CAPTURED_SPLITS=0 keeps capture unsplit).
 // A persistent workspace cannot serve a graph: a replay may run on another stream beside eager
 // launches, and a later, larger launch would free what the graph still points at.
 class CapturedWorkspaces {
@@ -162,7 +164,9 @@ class CapturedWorkspaces {
 // (split_tail.cu; launches on one stream take turns with it): at least the bytes
 // asked for, counters zeroed when first made. Kept per (device, stream) for the process's life,
 // so that launches on different streams never share one. On a stream being captured into a
-// graph the workspace is the graph's own instead (CapturedWorkspaces, in `captured`).
+// graph the workspace is the graph's own instead (CapturedWorkspaces, in `captured`), or none
+// (both pointers null: the launch splits nothing) where the device has no stream-ordered
+// allocation or FLASHATTN_SM90_CAPTURED_SPLITS=0.
 Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size_t slot_bytes,
                             CapturedWorkspaces& captured, int** counters, float** slots);
 // Counts a launch that splits its tail (kernel_choice.h, sm90_split_tail_launches).

@@ -181,6 +181,27 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuGraphCapture,
                                                      true}),
                          [](const ::testing::TestParamInfo<GraphCase>& info) { return std::string(info.param.name); });
 
+// FLASHATTN_SM90_CAPTURED_SPLITS=0 (for graphs that memory nodes would bind: child graphs, two
+// live instantiations) keeps a captured decode step unsplit, as eager calls are not.
+TEST(GpuGraphCaptureArgs, CapturedSplitsCanBeTurnedOff) {
+  SM80_SKIP_WITHOUT_GPU();
+  std::string why;
+  if (!sm90_device_present(&why)) GTEST_SKIP() << why;
+  setenv("FLASHATTN_SM90_CAPTURED_SPLITS", "0", 1);
+  const AttnCase c = make_case(decode_gqa_key_splits());
+  const Reference ref = reference(c, false);
+  const int64_t before = flashattn::sm90_key_split_launches();
+  const ForwardResult f = gpu_forward(c, true, CallMode{2});
+  unsetenv("FLASHATTN_SM90_CAPTURED_SPLITS");
+  ASSERT_TRUE(f.status.ok()) << f.status.message;
+  EXPECT_EQ(flashattn::sm90_key_split_launches(), before) << "the captured launch split its keys";
+  EXPECT_TRUE(forward_written(c, f));
+  EXPECT_TRUE(within_twice_naive(c, ref, f, nullptr));
+  const ForwardResult direct = gpu_forward(c);
+  ASSERT_TRUE(direct.status.ok()) << direct.status.message;
+  EXPECT_EQ(flashattn::sm90_key_split_launches(), before + 1) << "the eager launch did not split its keys";
+}
+
 // Under capture cu_seqlens cannot be read to find the longest sequence, so the bounds must be
 // given; the error names the argument and nothing is launched.
 TEST(GpuGraphCaptureArgs, VarlenWithoutMaxSeqlenIsRefused) {
