@@ -8,6 +8,7 @@
 // whatever these rules say.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "problem.h"
@@ -126,6 +127,19 @@ constexpr int sm90_key_splits(int tiles, int sms, int key_blocks) {
   if (splits > kSm90KeySplitsMax) splits = kSm90KeySplitsMax;
   if (splits > key_blocks / kSm90KeySplitMinBlocks) splits = key_blocks / kSm90KeySplitMinBlocks;
   return splits < 2 ? 1 : splits;
+}
+// The most key blocks of `block_n` keys a tile of p can see, the key splits' key_blocks. A left
+// window bounds it below seqlen_k: rows 0 .. seqlen_q - 1 of a sequence together see keys
+// [offset - window_left, offset + seqlen_q + window_right), offset = seqlen_k - seqlen_q, which
+// is seqlen_q + window_left + window_right keys (seqlen_q + window_left with no right bound: the
+// span then ends at seqlen_k), plus a block for a span that starts mid-block. Variable lengths
+// and seqused only shorten a sequence's rows; a packed tile's rows are some of these rows of G
+// heads. Causal alone (window_right 0, no left bound) bounds nothing.
+inline int sm90_visible_key_blocks(const AttentionProblem& p, int block_n) {
+  const int64_t all = (std::max(p.seqlen_k, 1) + int64_t(block_n) - 1) / block_n;
+  if (p.mask.window_left < 0) return int(all);
+  const int64_t span = int64_t(p.seqlen_q) + p.mask.window_left + std::max(p.mask.window_right, 0);
+  return int(std::min(all, (span + block_n - 1) / block_n + 1));
 }
 // Packed launches so far in this process whose tiles were split by keys.
 int64_t sm90_key_split_launches();

@@ -113,7 +113,7 @@ constexpr size_t kMaxCallerSplitBytes = size_t(1) << 30;
 
 template <class Cfg>
 Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
-  const int key_blocks = (std::max(pb.seqlen_k, 1) + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const int key_blocks = sm90_visible_key_blocks(pb, Cfg::kBlockN);
   const size_t piece_bytes = size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes;
   int splits = sm90_key_splits(kp.num_tiles, sms, key_blocks);
   if (pb.num_splits > 0) {

@@ -1208,6 +1208,47 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(30, 132, 1000), 4);
 }
 
+// The key blocks a tile can see (the rule's key_blocks): all of them but under a left window.
+TEST(Sm90KeySplitRule, VisibleKeyBlocks) {
+  AttentionProblem p;
+  p.seqlen_q = 1, p.seqlen_k = 131072;
+  EXPECT_EQ(sm90_visible_key_blocks(p, 128), 1024);
+  p.mask.window_right = 0;  // causal
+  EXPECT_EQ(sm90_visible_key_blocks(p, 128), 1024);
+  p.mask.window_left = 4095;  // decode with a 4096-key window: 4096 keys, 33 blocks if misaligned
+  EXPECT_EQ(sm90_visible_key_blocks(p, 128), 33);
+  p.seqlen_q = 64, p.mask.window_left = 1000, p.mask.window_right = 100;  // 1164 keys
+  EXPECT_EQ(sm90_visible_key_blocks(p, 128), 11);
+  p.mask.window_right = -1;  // 1064 keys
+  EXPECT_EQ(sm90_visible_key_blocks(p, 128), 10);
+  p.seqlen_k = 700;  // no more than there are
+  EXPECT_EQ(sm90_visible_key_blocks(p, 128), 6);
+  p.seqlen_k = 0;
+  EXPECT_EQ(sm90_visible_key_blocks(p, 128), 1);
+  // Brute force over small shapes: every visible key of every row lies in the counted blocks
+  // from the first visible one, wherever that starts.
+  for (int sq : {1, 3, 17}) {
+    for (int sk : {sq, 40, 300}) {
+      for (int wl : {0, 5, 64, 200}) {
+        for (int wr : {-1, 0, 9}) {
+          p.seqlen_q = sq, p.seqlen_k = sk, p.mask.window_left = wl, p.mask.window_right = wr;
+          const int64_t off = sk - sq;
+          int64_t first = sk, last = -1;
+          for (int64_t i = 0; i < sq; ++i) {
+            for (int64_t j = 0; j < sk; ++j) {
+              if (!p.mask.visible(i, j, off, sk)) continue;
+              first = std::min(first, j), last = std::max(last, j);
+            }
+          }
+          if (last < 0) continue;
+          const int64_t blocks = last / 16 - first / 16 + 1;
+          EXPECT_LE(blocks, sm90_visible_key_blocks(p, 16)) << sq << " " << sk << " " << wl << " " << wr;
+        }
+      }
+    }
+  }
+}
+
 // Groups the packing does not take: 1 (nothing to pack) and above 64; every group in 2..64 it takes.
 // Host-side checks only: these run without a GPU.
 TEST(Sm90GqaPackingDirect, RefusesUnsupportedGroups) {
