@@ -112,18 +112,21 @@ bool sm90_picks_static_schedule(const AttentionProblem& p);
 int64_t sm90_split_tail_launches();
 
 // Key splits of the packed kernel (sm90/split_keys.h): where a packed launch has fewer tiles than
-// SMs (a decode step: one tile per KV head and batch), each tile's key blocks are cut into S
-// pieces that run as work of their own and merge at the end, S = the SMs over the tiles (one wave
-// of pieces), at most kSm90KeySplitsMax (the last piece to arrive merges all S pieces' O alone:
-// 32 KB a piece and warpgroup at head dim 128 from the L2) and at most the tile's key blocks over
-// kSm90KeySplitMinBlocks (a piece pays its own Q load, first S and merge). Not yet timed on a GPU
-// (session 63): the bounds are a first guess, to be set by the decode benchmark's rows.
-// FLASHATTN_SM90_KEY_SPLITS=N forces N pieces (1: none; read at every launch, for tests and A/B).
+// half the SMs (a decode step: one tile per KV head and batch), each tile's key blocks are cut
+// into S pieces that run as work of their own and merge at the end, S = half the SMs over the
+// tiles, at most kSm90KeySplitsMax (the last piece to arrive merges all S pieces' O alone: 32 KB
+// a piece and warpgroup at head dim 128 from the L2) and at most the tile's key blocks over
+// kSm90KeySplitMinBlocks (a piece pays its own Q load, first S and merge). Half a wave, not a
+// wave: on the H100 (session 64, bench_decode, (1, 32 / 8, 128k), 8 tiles) S = 4 / 6 / 8 / 10 /
+// 12 / 16 / 24 / 32 gave 1.78 / 2.50 / 2.70 / 2.65 / 2.60 / 2.50 / 1.90 / 1.78 TB/s: 64-80 CTAs
+// already draw what HBM gives, and each further piece adds its merge and Q load. The 4-block
+// minimum and the cap are still untimed guesses. FLASHATTN_SM90_KEY_SPLITS=N forces N pieces
+// (1: none; read at every launch, for tests and A/B).
 constexpr int kSm90KeySplitsMax = 16;
 constexpr int kSm90KeySplitMinBlocks = 4;
 constexpr int sm90_key_splits(int tiles, int sms, int key_blocks) {
-  if (tiles <= 0 || sms <= tiles) return 1;
-  int splits = sms / tiles;
+  if (tiles <= 0 || sms / 2 <= tiles) return 1;
+  int splits = sms / 2 / tiles;
   if (splits > kSm90KeySplitsMax) splits = kSm90KeySplitsMax;
   if (splits > key_blocks / kSm90KeySplitMinBlocks) splits = key_blocks / kSm90KeySplitMinBlocks;
   return splits < 2 ? 1 : splits;

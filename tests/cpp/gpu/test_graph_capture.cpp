@@ -105,7 +105,7 @@ CaseSpec fixed_noncausal_d128() {
 }
 
 // A decode step of GQA 32 / 8 over 8192 keys at head dim 128: on Hopper 8 packed tiles, each cut
-// by keys into 16 pieces (kernel_choice.h, sm90_key_splits).
+// by keys into 8 pieces (kernel_choice.h, sm90_key_splits).
 CaseSpec decode_gqa_key_splits() {
   CaseSpec s;
   s.seed = 5105;

@@ -1198,14 +1198,16 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sm90KeySplits, ::testing::ValuesIn(key_split_cas
 
 // The rule's arithmetic (kernel_choice.h), host-side.
 TEST(Sm90KeySplitRule, AsDocumented) {
-  EXPECT_EQ(sm90_key_splits(8, 132, 1024), kSm90KeySplitsMax);  // (1, 32 / 8, 128k): 8 tiles
-  EXPECT_EQ(sm90_key_splits(66, 132, 64), 2);
-  EXPECT_EQ(sm90_key_splits(128, 132, 64), 1);  // (16, 32 / 8, 8k): a wave already
+  EXPECT_EQ(sm90_key_splits(8, 132, 1024), 8);  // (1, 32 / 8, 128k): 8 tiles, 64 CTAs
+  EXPECT_EQ(sm90_key_splits(1, 132, 1024), kSm90KeySplitsMax);  // MQA decode: one tile
+  EXPECT_EQ(sm90_key_splits(33, 132, 64), 2);
+  EXPECT_EQ(sm90_key_splits(34, 132, 64), 1);  // half a wave of tiles already
+  EXPECT_EQ(sm90_key_splits(128, 132, 64), 1);  // (16, 32 / 8, 8k)
   EXPECT_EQ(sm90_key_splits(512, 132, 32), 1);
-  EXPECT_EQ(sm90_key_splits(1, 132, 8), 2);     // bounded by the key blocks
+  EXPECT_EQ(sm90_key_splits(1, 132, 8), 2);  // bounded by the key blocks
   EXPECT_EQ(sm90_key_splits(1, 132, 7), 1);
   EXPECT_EQ(sm90_key_splits(0, 132, 1024), 1);
-  EXPECT_EQ(sm90_key_splits(30, 132, 1000), 4);
+  EXPECT_EQ(sm90_key_splits(30, 132, 1000), 2);
 }
 
 // The key blocks a tile can see (the rule's key_blocks): all of them but under a left window.
