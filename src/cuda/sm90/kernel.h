@@ -155,7 +155,8 @@ __device__ __forceinline__ void overlapped_tiles(const KernelParams& p, const Ma
       // The previous work a piece of a split tile: merged as the split tail's pieces are above.
       if (prev.kind == kScores && prev.pieces > 1 &&
           !KeySplitMerge<Cfg>{p, epilogue.wg, epilogue.thread}.merge(leading<MainloopMma<Cfg>::kOutAccum>(o), lse,
-                                                                     prev.tile, prev.piece, prev.pieces)) {
+                                                                     prev.seq, prev.t, prev.tile, prev.piece,
+                                                                     prev.pieces)) {
         prev.kind = kNone;
       }
     }
@@ -279,7 +280,7 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
     if constexpr (Cfg::kSplitKeys) {
       // A piece of a split tile: stored by the last of the tile's pieces to arrive.
       if (pieces > 1 && !KeySplitMerge<Cfg>{p, epilogue.wg, epilogue.thread}.merge(
-                            leading<MainloopMma<Cfg>::kOutAccum>(o), lse, tile, piece, pieces)) {
+                            leading<MainloopMma<Cfg>::kOutAccum>(o), lse, seq, t, tile, piece, pieces)) {
         epilogue.pass_over_store(last_stage);
         return;
       }

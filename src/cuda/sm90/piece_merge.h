@@ -15,6 +15,11 @@
 namespace flashattn {
 namespace sm90 {
 
+// An L2 load where `live`, else zeros.
+__device__ __forceinline__ float4 load_if(const float4* address, bool live) {
+  return live ? __ldcg(address) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
 template <int HeadDim>
 struct PieceSlot {
   static constexpr int kOAccum = HeadDim / 2;
@@ -35,9 +40,9 @@ struct PieceSlot {
     }
     __stcg(slot + kOAccum / 4 * kWarpgroupThreads, make_float4(lse[0], lse[1], 0.0f, 0.0f));
   }
-  __device__ __forceinline__ static void read_lse(const float4* slot, float (&l)[2]) {
-    const float4 v = __ldcg(slot + kOAccum / 4 * kWarpgroupThreads);
-    l[0] = v.x, l[1] = v.y;
+  __device__ __forceinline__ static void read_lse(const float4* slot, float (&l)[2], bool live = true) {
+    const float4 v = load_if(slot + kOAccum / 4 * kWarpgroupThreads, live);
+    l[0] = live ? v.x : -INFINITY, l[1] = live ? v.y : -INFINITY;
   }
 };
 
@@ -64,10 +69,12 @@ __device__ __forceinline__ bool count_piece_in(int* counter, int others, int bar
 // against it as it grows, then O as a sum in order, weight exp(L_i - largest) / sum; each other
 // piece's L is read again where it is needed (one L2 load per kLoadsInFlight float4s of O) rather
 // than kept, as a tile may have many pieces. A row whose pieces all saw no key (L = -inf, O 0)
-// gets weight 0 throughout and L = -inf.
+// gets weight 0 throughout and L = -inf. A thread that is not `live` (none of its rows is stored,
+// nor was written to the slots) reads nothing and merges zeros; O's registers (wgmma
+// accumulators) are still written on the one path for all threads.
 template <int HeadDim, class SlotOf>
 __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&lse)[2], int first, int last, int own,
-                                             SlotOf slot_of) {
+                                             SlotOf slot_of, bool live = true) {
   using Slot = PieceSlot<HeadDim>;
   constexpr int kOAccum = Slot::kOAccum, kLoadsInFlight = Slot::kLoadsInFlight;
   const float own_lse[2] = {lse[0], lse[1]};  // lse is the merged tile's by the second pass
@@ -75,7 +82,7 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
     if (c == own) {
       l[0] = own_lse[0], l[1] = own_lse[1];
     } else {
-      Slot::read_lse(slot_of(c), l);
+      Slot::read_lse(slot_of(c), l, live);
     }
   };
   float top[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
@@ -116,7 +123,7 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
       } else {
         const float4* other = slot_of(c);
 #pragma unroll
-        for (int i = 0; i < kLoadsInFlight; ++i) v[i] = __ldcg(other + (i0 + i) * kWarpgroupThreads);
+        for (int i = 0; i < kLoadsInFlight; ++i) v[i] = load_if(other + (i0 + i) * kWarpgroupThreads, live);
       }
 #pragma unroll
       for (int i = 0; i < kLoadsInFlight; ++i) {

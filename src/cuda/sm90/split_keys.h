@@ -13,6 +13,7 @@
 
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/config.h"
+#include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/params.h"
 #include "cuda/sm90/piece_merge.h"
 
@@ -57,15 +58,29 @@ struct KeySplitMerge {
            (int64_t(tile * p.key_splits + piece) * Cfg::kConsumerWarpgroups + wg) * Slot::kSlotVectors + thread;
   }
 
-  // Piece `piece` of `pieces` of tile `tile` has left its normalised O and L (this warpgroup's
-  // rows) in o and lse. Returns true where this warpgroup arrived last: o and lse then hold the
-  // whole tile.
-  __device__ bool merge(float (&o)[Slot::kOAccum], float (&lse)[2], int tile, int piece, int pieces) const {
+  // Whether either of this thread's two accumulator rows (wgmma's layout: warp w holds rows
+  // 16 w .. 16 w + 15 of the warpgroup's 64, lane l rows l / 4 and l / 4 + 8) is a query row of
+  // the sequence. The others are never stored, so their O and L go neither to a slot nor back:
+  // a decode tile at G = 4 has 4 query rows of a warpgroup's 64, 16 threads of 128.
+  __device__ __forceinline__ bool holds_query_row(const SequenceInfo& seq, const TileCoord& t) const {
+    const int r = wg * kRowsPerConsumer + (thread / 32) * 16 + (thread % 32) / 4;
+    auto is_query = [&](int row) {
+      return tile_row_holds_query<Cfg>(p, row) && tile_row_query<Cfg>(p, t, row) < seq.len_q;
+    };
+    return is_query(r) || is_query(r + 8);
+  }
+
+  // Piece `piece` of `pieces` of tile `t` (work tile `tile`) of sequence `seq` has left its
+  // normalised O and L (this warpgroup's rows) in o and lse. Returns true where this warpgroup
+  // arrived last: o and lse then hold the whole tile in its query rows.
+  __device__ bool merge(float (&o)[Slot::kOAccum], float (&lse)[2], const SequenceInfo& seq, const TileCoord& t,
+                        int tile, int piece, int pieces) const {
     int* counter = p.split_counters + tile * Cfg::kConsumerWarpgroups + wg;
-    Slot::write(slot(tile, piece), o, lse);
+    const bool live = holds_query_row(seq, t);
+    if (live) Slot::write(slot(tile, piece), o, lse);
     if (!count_piece_in(counter, pieces - 1, Cfg::kEpilogueBarrier0 + wg, thread)) return false;
     if (thread == 0) *counter = 0;  // every piece has arrived: clean for the next launch
-    merge_pieces<Cfg::kHeadDim>(o, lse, 0, pieces - 1, piece, [&](int c) { return slot(tile, c); });
+    merge_pieces<Cfg::kHeadDim>(o, lse, 0, pieces - 1, piece, [&](int c) { return slot(tile, c); }, live);
     return true;
   }
 };
