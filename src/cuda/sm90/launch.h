@@ -106,9 +106,10 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
 // sm90_key_splits) and their workspace (the graph's own under capture, in `captured`):
 // kp.num_tiles becomes the work indices. The pieces: the caller's num_splits where given, else
 // the rule's; FLASHATTN_SM90_KEY_SPLITS (tests: it may idle pieces) overrides both. Nothing
-// changes at one piece, or without a workspace (split_tail_workspace). A caller's count is held to one piece a key block (more would only idle) and
-// to a workspace of kMaxCallerSplitBytes: a piece's slot holds a whole tile's 64 rows a
-// warpgroup even where G rows are packed, so 512 decode tiles at 256 pieces would ask for 9 GB.
+// changes at one piece, or without a workspace (split_tail_workspace). A caller's count is held
+// to one piece a key block (more would only idle) and to a workspace of kMaxCallerSplitBytes: a
+// piece's slot holds a whole tile's 64 rows a warpgroup even where G rows are packed, so 512
+// decode tiles at 256 pieces would ask for 9 GB.
 constexpr size_t kMaxCallerSplitBytes = size_t(1) << 30;
 
 template <class Cfg>

@@ -32,12 +32,14 @@ Status runtime_error(const char* what, cudaError_t err) {
   return Status::Runtime(std::string(what) + ": " + cudaGetErrorString(err));
 }
 
+// A workspace holds its counters first, rounded up so that the slots start 256-byte aligned.
+size_t counters_span(size_t counter_bytes) { return (counter_bytes + 255) / 256 * 256; }
+
 }  // namespace
 
 CapturedWorkspaces::~CapturedWorkspaces() {
-  bool failed = false;
-  for (int i = 0; i < count_; ++i) failed |= cudaFreeAsync(blocks_[i], static_cast<cudaStream_t>(stream_)) != cudaSuccess;
-  if (failed) cudaGetLastError();  // this free's error only: the launch has returned its own
+  // This free's error only: the launch has returned its own.
+  if (count_ > 0 && !free_after_launch().ok()) cudaGetLastError();
 }
 
 Status CapturedWorkspaces::free_after_launch() {
@@ -71,7 +73,6 @@ Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cudaError_t err = cudaStreamIsCapturing(s, &capture);
   if (err != cudaSuccess) return runtime_error("cudaStreamIsCapturing", err);
-  // Counters first, rounded up so that the slots start 256-byte aligned.
   if (capture != cudaStreamCaptureStatusNone) {
     // Memory nodes need stream-ordered allocation; where the device lacks it, or the caller
     // turned it off (FLASHATTN_SM90_CAPTURED_SPLITS=0: graphs that must nest as child graphs or be
@@ -81,7 +82,7 @@ Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size
     if (err != cudaSuccess) return runtime_error("cudaDeviceGetAttribute", err);
     const char* allowed = std::getenv("FLASHATTN_SM90_CAPTURED_SPLITS");
     if (pools == 0 || (allowed != nullptr && std::strcmp(allowed, "0") == 0)) return Status::Ok();
-    const size_t counters_rounded = (counter_bytes + 255) / 256 * 256;
+    const size_t counters_rounded = counters_span(counter_bytes);
     void* base = nullptr;
     Status a = captured.allocate(stream, counters_rounded + slot_bytes, &base);
     if (!a.ok()) return a;
@@ -104,7 +105,7 @@ Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size
       if (err != cudaSuccess) return runtime_error("freeing the split tail's workspace", err);
       w.base = nullptr;
     }
-    const size_t counters_rounded = (std::max(counter_bytes, w.counter_bytes) + 255) / 256 * 256;
+    const size_t counters_rounded = counters_span(std::max(counter_bytes, w.counter_bytes));
     const size_t slots_size = std::max(slot_bytes, w.slot_bytes);
     err = cudaMalloc(&w.base, counters_rounded + slots_size);
     if (err != cudaSuccess) return runtime_error("allocating the split tail's workspace", err);

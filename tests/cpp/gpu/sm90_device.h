@@ -31,6 +31,26 @@ inline bool sm90_device_present(std::string* why) {
   return true;
 }
 
+// One of the library's environment overrides (FLASHATTN_*, read at every call) set to `value`
+// for a scope, or unset there where `value` is null (the library's own rule); unset again when
+// the scope ends.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() { unsetenv(name_.c_str()); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+};
+
 }  // namespace fa_test
 
 // Skips the calling test unless device 0 is sm90, saying why.

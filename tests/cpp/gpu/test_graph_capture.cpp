@@ -28,19 +28,6 @@ struct GraphCase {
   bool splits_tail = false;
 };
 
-// FLASHATTN_SM90_SPLIT_TAIL=always for a scope where asked.
-class SplitTailForced {
- public:
-  explicit SplitTailForced(bool on) : on_(on) {
-    if (on_) setenv("FLASHATTN_SM90_SPLIT_TAIL", "always", 1);
-  }
-  ~SplitTailForced() {
-    if (on_) unsetenv("FLASHATTN_SM90_SPLIT_TAIL");
-  }
-
- private:
-  bool on_;
-};
 
 CaseSpec fixed_gqa_causal() {
   CaseSpec s;
@@ -144,7 +131,7 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   SCOPED_TRACE(s.describe());
   std::string why;
   const bool hopper = sm90_device_present(&why);
-  const SplitTailForced forced(gc.splits_tail);
+  const ScopedEnv forced("FLASHATTN_SM90_SPLIT_TAIL", gc.splits_tail ? "always" : nullptr);
   const AttnCase c = make_case(s);
   const Reference ref = reference(c, true);
   const CallMode graph{2};
@@ -187,12 +174,14 @@ TEST(GpuGraphCaptureArgs, CapturedSplitsCanBeTurnedOff) {
   SM80_SKIP_WITHOUT_GPU();
   std::string why;
   if (!sm90_device_present(&why)) GTEST_SKIP() << why;
-  setenv("FLASHATTN_SM90_CAPTURED_SPLITS", "0", 1);
   const AttnCase c = make_case(decode_gqa_key_splits());
   const Reference ref = reference(c, false);
   const int64_t before = flashattn::sm90_key_split_launches();
-  const ForwardResult f = gpu_forward(c, true, CallMode{2});
-  unsetenv("FLASHATTN_SM90_CAPTURED_SPLITS");
+  ForwardResult f;
+  {
+    const ScopedEnv unsplit("FLASHATTN_SM90_CAPTURED_SPLITS", "0");
+    f = gpu_forward(c, true, CallMode{2});
+  }
   ASSERT_TRUE(f.status.ok()) << f.status.message;
   EXPECT_EQ(flashattn::sm90_key_split_launches(), before) << "the captured launch split its keys";
   EXPECT_TRUE(forward_written(c, f));

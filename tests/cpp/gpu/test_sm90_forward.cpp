@@ -27,6 +27,7 @@
 namespace {
 
 using namespace flashattn;
+using fa_test::ScopedEnv;
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
@@ -1086,19 +1087,10 @@ std::vector<Case> pack_gqa_cases() {
 // The same cases with the key splits left out (FLASHATTN_SM90_KEY_SPLITS=1): the launch's rule
 // splits many of them (few tiles, 8 key blocks or more), and the unsplit packed kernel keeps its
 // own check. One seed.
-// FLASHATTN_SM90_KEY_SPLITS set to `splits` (0: left unset, the launch's rule) for a scope.
-class ForcedKeySplits {
- public:
-  explicit ForcedKeySplits(int splits) {
-    if (splits > 0) setenv("FLASHATTN_SM90_KEY_SPLITS", std::to_string(splits).c_str(), 1);
-  }
-  ~ForcedKeySplits() { unsetenv("FLASHATTN_SM90_KEY_SPLITS"); }
-};
-
 TEST_P(Sm90GqaPacking, MatchesReferenceUnsplit) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
-  const ForcedKeySplits unsplit(1);
+  const ScopedEnv unsplit("FLASHATTN_SM90_KEY_SPLITS", "1");
   const int64_t before = sm90_key_split_launches();
   run_case(c, 7u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
   EXPECT_EQ(sm90_key_split_launches(), before) << "FLASHATTN_SM90_KEY_SPLITS=1 split the keys";
@@ -1121,7 +1113,9 @@ class Sm90KeySplits : public ::testing::TestWithParam<Case> {};
 TEST_P(Sm90KeySplits, MatchesReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
-  const ForcedKeySplits forced(c.name.rfind("ks", 0) == 0 ? std::atoi(c.name.c_str() + 2) : 0);
+  const bool forced_splits = c.name.rfind("ks", 0) == 0;
+  const std::string splits = forced_splits ? std::to_string(std::atoi(c.name.c_str() + 2)) : "";
+  const ScopedEnv forced("FLASHATTN_SM90_KEY_SPLITS", forced_splits ? splits.c_str() : nullptr);
   for (uint32_t seed : {1u, 2u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const int repeats = seed == 2u ? 3 : 0;
@@ -1535,14 +1529,10 @@ std::vector<ApiPick> api_pick_cases() {
 // FLASHATTN_SM90_PACK_GQA=0 (read at every call): a shape the rule packs runs unpacked, on sm90.
 TEST(Sm90ApiPickOverride, PackGqaLeftOut) {
   SKIP_UNLESS_SM90();
-  struct Unpacked {
-    Unpacked() { setenv("FLASHATTN_SM90_PACK_GQA", "0", 1); }
-    ~Unpacked() { unsetenv("FLASHATTN_SM90_PACK_GQA"); }
-  };
   const Case c = make("api_decode_q1_g4_unpacked_bf16", DType::kBFloat16, 128, 4, 1, 700, 32, 8);
   const int64_t packed = sm90_pack_gqa_launches(), any = sm90_any_launches();
   {
-    Unpacked unpacked;
+    const ScopedEnv unpacked("FLASHATTN_SM90_PACK_GQA", "0");
     run_case(c, 5);
   }
   EXPECT_EQ(sm90_pack_gqa_launches(), packed) << "the packed kernel ran with FLASHATTN_SM90_PACK_GQA=0";
@@ -1780,20 +1770,13 @@ INSTANTIATE_TEST_SUITE_P(TallTiles, Sm90ApiPick,
 // causal with seqlen_q != seqlen_k (the diagonal's passed-over blocks shift), a right bound past
 // the diagonal, a local window with softcap, GQA, varlen with seqused_k and unused k/v rows,
 // strided layouts, no lse, growing scores, and enough tiles for several waves.
-// FLASHATTN_SM90_VARIANT set for the scope of one test.
-class ForcedVariant {
- public:
-  explicit ForcedVariant(const char* name) { setenv("FLASHATTN_SM90_VARIANT", name, 1); }
-  ~ForcedVariant() { unsetenv("FLASHATTN_SM90_VARIANT"); }
-};
-
 // Runs c with `variant` forced and checks that the API launched that kernel once (launches counts
 // its launches through sm90_forward).
 // repeats: as run_case's (the launch count then includes them).
 void run_forced_case(const Case& c, const char* variant, int64_t (*launches)(), uint32_t seed, const char* kernel,
                      int repeats = 0) {
   SKIP_UNLESS_SM90();
-  const ForcedVariant forced(variant);
+  const ScopedEnv forced("FLASHATTN_SM90_VARIANT", variant);
   const int64_t before = launches();
   run_case(c, seed + uint32_t(c.name.size()), false, false, repeats);
   if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
@@ -1906,11 +1889,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairs, ::testing::ValuesIn(cluster_pa
 // inside a piece), growing scores, GQA with softcap, strided layouts, no lse, whole waves before
 // the tail, and a tail of fewer units than two per CTA. Each case runs twice (the counters the
 // pieces meet on must be clean again after a launch), the second three more times, bit for bit.
-class ForcedSplitTail {
- public:
-  ForcedSplitTail() { setenv("FLASHATTN_SM90_SPLIT_TAIL", "always", 1); }
-  ~ForcedSplitTail() { unsetenv("FLASHATTN_SM90_SPLIT_TAIL"); }
-};
 
 std::vector<Case> split_tail_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
@@ -1946,8 +1924,7 @@ void run_split_tail_case(const Case& c, const char* variant, int64_t (*launches)
                          const char* kernel) {
   SKIP_UNLESS_SM90();
   const bool by_rule = c.name.find("split_rule_") != std::string::npos;
-  if (by_rule) unsetenv("FLASHATTN_SM90_SPLIT_TAIL");
-  std::unique_ptr<ForcedSplitTail> forced(by_rule ? nullptr : new ForcedSplitTail);
+  const ScopedEnv forced("FLASHATTN_SM90_SPLIT_TAIL", by_rule ? nullptr : "always");
   // The second seed's launch is repeated: the pieces of a tile arrive in another order when the
   // timing moves, and the merge must not depend on it (it did until session 41: the harness saw
   // 1-27 words of d128 tiles change from launch to launch).
@@ -2000,7 +1977,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sm90ClusterPairsSplitTail, ::testing::ValuesIn(c
 // What the cluster-pair kernel refuses, host-side (the launch checks before touching memory).
 TEST(Sm90ClusterPairsRefusal, NamesWhatItNeeds) {
   SKIP_UNLESS_SM90();
-  const ForcedVariant forced("cluster");
+  const ScopedEnv forced("FLASHATTN_SM90_VARIANT", "cluster");
   AttentionProblem p;
   p.dtype = DType::kBFloat16, p.headdim = 128, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 256, p.seqlen_k = 256;
   p.nheads_q = p.nheads_kv = 2, p.total_q = p.total_k = 256;
@@ -2102,7 +2079,7 @@ TEST(Sm90TileCount, RefusesWhatWouldWrap) {
 // any memory is touched (null operands).
 TEST(Sm90TallTilesRefusal, NamesTheHeadDims) {
   SKIP_UNLESS_SM90();
-  const ForcedVariant forced("tall");
+  const ScopedEnv forced("FLASHATTN_SM90_VARIANT", "tall");
   for (int headdim : {192, 256}) {
     AttentionProblem p;
     p.dtype = DType::kBFloat16, p.headdim = headdim, p.score.scale = 0.1f, p.batch = 1, p.seqlen_q = 256;

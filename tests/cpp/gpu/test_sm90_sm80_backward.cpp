@@ -22,21 +22,13 @@
 namespace fa_test {
 namespace {
 
-// FLASHATTN_SM90_BACKWARD for the scope: "1" runs the sm90 backward wherever it supports the
-// problem, whatever the rule says; nullptr leaves the rule.
-class BackwardOverride {
- public:
-  explicit BackwardOverride(const char* value) {
-    if (value != nullptr) setenv("FLASHATTN_SM90_BACKWARD", value, 1);
-  }
-  ~BackwardOverride() { unsetenv("FLASHATTN_SM90_BACKWARD"); }
-};
-
 // Forward (whichever kernel the API picks), then the backward, checked against the reference;
 // expect_sm90: whether the API must have run the sm90 backward for it; override: the scope's
 // FLASHATTN_SM90_BACKWARD.
 void check_backward(const CaseSpec& s, bool expect_sm90 = true, const char* override_value = "1") {
-  const BackwardOverride scoped(override_value);
+  // FLASHATTN_SM90_BACKWARD: "1" runs the sm90 backward wherever it supports the problem,
+  // whatever the rule says; nullptr leaves the rule.
+  const ScopedEnv scoped("FLASHATTN_SM90_BACKWARD", override_value);
   SCOPED_TRACE(s.describe());
   const AttnCase c = make_case(s);
   const Reference ref = reference(c, true);
