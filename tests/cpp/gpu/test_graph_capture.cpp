@@ -28,17 +28,22 @@ struct GraphCase {
   bool splits_tail = false;
 };
 
+// A fixed-length bf16 case of these sizes (the fixed cases below differ by nothing else, bar a mask).
+CaseSpec fixed_bf16(uint64_t seed, int batch, int seqlen_q, int seqlen_k, int nheads_q, int nheads_kv, int headdim) {
+  CaseSpec s;
+  s.seed = seed;
+  s.dtype = DType::kBFloat16;
+  s.batch = batch;
+  s.seqlen_q = seqlen_q;
+  s.seqlen_k = seqlen_k;
+  s.nheads_q = nheads_q;
+  s.nheads_kv = nheads_kv;
+  s.headdim = headdim;
+  return s;
+}
 
 CaseSpec fixed_gqa_causal() {
-  CaseSpec s;
-  s.seed = 5101;
-  s.dtype = DType::kBFloat16;
-  s.batch = 2;
-  s.seqlen_q = 300;
-  s.seqlen_k = 517;
-  s.nheads_q = 8;
-  s.nheads_kv = 2;
-  s.headdim = 128;
+  CaseSpec s = fixed_bf16(5101, 2, 300, 517, 8, 2, 128);
   s.causal = true;
   return s;
 }
@@ -78,49 +83,16 @@ CaseSpec varlen_seqused_d256() {
 // Head dim 128 without a mask from 2048 keys, two query tiles: on Hopper the cluster-pair kernel
 // (kernel_choice.h, sm90_picks_cluster_pairs), whose launch (cudaLaunchKernelEx with a cluster
 // dimension, after an occupancy query) is then captured too.
-CaseSpec fixed_noncausal_d128() {
-  CaseSpec s;
-  s.seed = 5104;
-  s.dtype = DType::kBFloat16;
-  s.batch = 2;
-  s.seqlen_q = 256;
-  s.seqlen_k = 4200;
-  s.nheads_q = 4;
-  s.nheads_kv = 2;
-  s.headdim = 128;
-  return s;
-}
+CaseSpec fixed_noncausal_d128() { return fixed_bf16(5104, 2, 256, 4200, 4, 2, 128); }
 
 // A decode step of GQA 32 / 8 over 8192 keys at head dim 128: on Hopper 8 packed tiles, each cut
 // by keys into 8 pieces (kernel_choice.h, sm90_key_splits).
-CaseSpec decode_gqa_key_splits() {
-  CaseSpec s;
-  s.seed = 5105;
-  s.dtype = DType::kBFloat16;
-  s.batch = 1;
-  s.seqlen_q = 1;
-  s.seqlen_k = 8192;
-  s.nheads_q = 32;
-  s.nheads_kv = 8;
-  s.headdim = 128;
-  return s;
-}
+CaseSpec decode_gqa_key_splits() { return fixed_bf16(5105, 1, 1, 8192, 32, 8, 128); }
 
 // 160 query tiles of 128 rows over 2100 keys at head dim 128: on Hopper the cluster pairs, with
 // the split tail forced, run a whole wave of pairs and then the tail kernel, launched as a
 // programmatic dependent of the pairs' kernel, so that edge is captured too.
-CaseSpec waves_then_tail_d128() {
-  CaseSpec s;
-  s.seed = 5106;
-  s.dtype = DType::kBFloat16;
-  s.batch = 1;
-  s.seqlen_q = 1024;
-  s.seqlen_k = 2100;
-  s.nheads_q = 20;
-  s.nheads_kv = 20;
-  s.headdim = 128;
-  return s;
-}
+CaseSpec waves_then_tail_d128() { return fixed_bf16(5106, 1, 1024, 2100, 20, 20, 128); }
 
 class GpuGraphCapture : public ::testing::TestWithParam<GraphCase> {};
 
