@@ -38,7 +38,7 @@ int64_t sm90_pack_gqa_launches();
 //  - causal problems at head dim 128 (97..128) at any length (past kSm90OneHeadGroupMaxKeys
 //    keys sm90_forward runs tall tiles, below, also a static schedule), at head dim 96 (65..96)
 //    with at most kSm90StaticCausalMaxKeysHdim96 keys, and at head dim 64 with at most
-//    kSm90StaticCausalMaxKeysHdim64 keys (varlen: the longest);
+//    kSm90StaticCausalMaxKeysHdim64 keys (varlen: the longest) on cards with the H200's bandwidth;
 //  - causal problems above head dim 128 at any length (since session 22; before it the dynamic
 //    schedule took them up to kSm90L2GroupMaxKeys keys, in L2-sized head groups, below);
 //  - other masks (local windows) with at most kSm90StaticScheduleMaxKeys keys, except head dims
@@ -82,6 +82,15 @@ constexpr int kSm90StaticUnmaskedMaxKeysHdim96 = 4096;
 constexpr int kSm90StaticScheduleMaxKeys = 2048;
 constexpr int kSm90StaticCausalMaxKeysHdim64 = 4096;
 constexpr int kSm90StaticUnmaskedMaxKeys = 2048;
+// ...but d64's causal rows keep that bound only on cards with at least kSm90StaticCausalHdim64MinTBps
+// of HBM bandwidth; below it they run the dynamic schedule past the tall tiles' 1024 keys. Two
+// cards, same code, opposite answers: the H200 (4.8 TB/s; session 49's harness, 4 rounds) ran the
+// static kernel +2.9% / +2.7% ahead of the dynamic one at causal 2k / 4k; the H100 SXM (3.35 TB/s;
+// session 65, the package, three calls of 3-5 rounds, rounds within 2%) ran the dynamic one ahead
+// by +10.2 / +8.6 / +9.5% at 2k and +12.4% at 4k (+18% at 8k, where both cards already run it). Why
+// the cards differ is not measured; bandwidth is what tells these two apart (the bound between
+// them is a guess for cards neither, e.g. GH200's 4.0 TB/s). 0 (a failed query): the H200's rule.
+constexpr double kSm90StaticCausalHdim64MinTBps = 4.0;
 // Causal tiles go longest first within groups of (batch, head) pairs (tile_scheduler.h); the
 // launch picks the group size (launch.h, causal_group_heads): at head dim 128 one head per group
 // up to kSm90OneHeadGroupMaxKeys keys (the CTAs running together share few heads' K and V: at
@@ -104,7 +113,11 @@ constexpr int kSm90StaticUnmaskedMaxKeys = 2048;
 constexpr int kSm90OneHeadGroupMaxKeys = 8192;
 constexpr int kSm90L2GroupMaxKeys = 1024;
 constexpr int kSm90WideOneHeadGroupMaxKeys = 4096;
-bool sm90_picks_static_schedule(const AttentionProblem& p);
+// hbm_tbps: the device's peak memory bandwidth in TB/s (sm90_hbm_tbps), 0 if unknown.
+bool sm90_picks_static_schedule(const AttentionProblem& p, double hbm_tbps);
+// Peak HBM bandwidth of a device in TB/s (memory clock x bus width, both edges), 0 if the
+// queries fail; asked once per device and process.
+double sm90_hbm_tbps(int device_index);
 // Launches so far in this process whose last partial wave was split by keys and run by the tail
 // kernel (sm90/split_tail.h; the static d128 / d256 kernels and the d128 cluster pairs, by the
 // rule in launch.h, splits_tail: unmasked, one length, from KernelConfig::kSplitTailMinKeys = 8192

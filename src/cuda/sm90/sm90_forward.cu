@@ -1,6 +1,8 @@
 // The sm90 kernel set's entry points: which problems the FlashAttention-3 forward takes, and the
 // switch from run-time dtype / head dim to a compiled configuration (which are built:
 // cuda/sm90/head_dims.h).
+#include <cuda_runtime.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -28,6 +30,9 @@ namespace {
 // (sm90::TallTilesConfig; at head dims 64 and 128).
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles };
 constexpr int kVariantCount = int(Variant::kTallTiles) + 1;  // keep the last one named here
+
+// Devices whose HBM bandwidth sm90_hbm_tbps keeps (past it the query runs at every call).
+constexpr int kMaxCachedDevices = 64;
 
 // Query rows per tile of the cluster-pair kernels the rule picks (the same for both dtypes).
 constexpr int kClusterPairsTileRows = sm90::ClusterPairsConfig<128, __nv_bfloat16>::kBlockM;
@@ -254,7 +259,7 @@ Status sm90_forward(const AttentionProblem& p) {
   if (sm90_picks_cluster_pairs(p)) variant = Variant::kClusterPairs;
   else if (sm90_picks_tall_tiles(p)) variant = Variant::kTallTiles;
   else if (sm90_picks_short_rows(p)) variant = Variant::kShortRows;
-  else if (sm90_picks_static_schedule(p)) variant = Variant::kStaticSchedule;
+  else if (sm90_picks_static_schedule(p, sm90_hbm_tbps(p.device_index))) variant = Variant::kStaticSchedule;
   return launch_counted(p, variant);
 }
 
@@ -284,7 +289,29 @@ bool sm90_picks_tall_tiles(const AttentionProblem& p) {
 
 int64_t sm90_tall_tiles_launches() { return launches_of(Variant::kTallTiles); }
 
-bool sm90_picks_static_schedule(const AttentionProblem& p) {
+double sm90_hbm_tbps(int device_index) {
+  // Per device, once: a rule reads it at every call (0.0f: not asked yet; a failed query stays
+  // unknown, -1, and the rules take it as 0).
+  static std::atomic<float> asked[kMaxCachedDevices];
+  const bool cached = device_index >= 0 && device_index < kMaxCachedDevices;
+  if (cached) {
+    const float known = asked[device_index].load(std::memory_order_relaxed);
+    if (known != 0.0f) return known > 0.0f ? known : 0.0;
+  }
+  int clock_khz = 0, bus_bits = 0;
+  float tbps = -1.0f;
+  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device_index) == cudaSuccess &&
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device_index) == cudaSuccess &&
+      clock_khz > 0 && bus_bits > 0) {
+    tbps = float(2.0 * clock_khz * 1e3 * (bus_bits / 8) / 1e12);
+  } else {
+    cudaGetLastError();  // a failed query is not the caller's next error
+  }
+  if (cached) asked[device_index].store(tbps, std::memory_order_relaxed);
+  return tbps > 0.0f ? tbps : 0.0;
+}
+
+bool sm90_picks_static_schedule(const AttentionProblem& p, double hbm_tbps) {
   if (!sm90::kDefaultDynamicSchedule || between_instantiations(p)) return false;
   const bool d96_kernel = p.headdim > 64 && p.headdim <= 96;
   if (!p.mask.has_mask()) {
@@ -295,7 +322,8 @@ bool sm90_picks_static_schedule(const AttentionProblem& p) {
   // Causal (a right bound only): the masks whose tiles go longest first (launch.h).
   if (p.mask.right_bound_only()) {
     if (d96_kernel) return p.seqlen_k <= kSm90StaticCausalMaxKeysHdim96;
-    return p.headdim > 64 || p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64;
+    const bool bandwidth_known_low = hbm_tbps > 0.0 && hbm_tbps < kSm90StaticCausalHdim64MinTBps;
+    return p.headdim > 64 || (p.seqlen_k <= kSm90StaticCausalMaxKeysHdim64 && !bandwidth_known_low);
   }
   return p.seqlen_k <= kSm90StaticScheduleMaxKeys && !(p.headdim > 128 && p.seqlen_k <= kSm90L2GroupMaxKeys);
 }
