@@ -1286,6 +1286,19 @@ TEST(Sm90GqaPackingDirect, RefusesUnsupportedGroups) {
   }
 }
 
+// The bandwidth the d64 causal rule reads (sm90_hbm_tbps): known on a Hopper card, in the range of
+// its HBM (the H100 PCIe's 2.0 to the H200's 4.8 TB/s), the same when asked again (cached).
+TEST(Sm90KernelChoice, DeviceBandwidthKnown) {
+  SKIP_UNLESS_SM90();
+  const double tbps = sm90_hbm_tbps(0);
+  std::printf("device 0: %.2f TB/s peak HBM, d64 causal rows %s\n", tbps,
+              tbps < kSm90StaticCausalHdim64MinTBps ? "dynamic past the tall tiles" : "static up to their bound");
+  EXPECT_GT(tbps, 1.5);
+  EXPECT_LT(tbps, 6.0);
+  EXPECT_EQ(sm90_hbm_tbps(0), tbps);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 // The choice rules themselves (kernel_choice.h), host-side: these run without a GPU.
 TEST(Sm90KernelChoice, RulesAsDocumented) {
   AttentionProblem p;
