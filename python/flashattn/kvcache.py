@@ -11,8 +11,9 @@ length, as flash_attn aligns them). What flashattn does differently:
     back once a call to check them, so a bad index is an error rather than a write out of bounds
     (except while a CUDA graph is captured: trusted there, as the library trusts length vectors);
   * cache_leftpad is not supported;
-  * num_splits > 1 sets how many pieces the keys are cut into only where the Hopper kernel packs
-    the query heads of a KV head into one tile (GQA and MQA decode); elsewhere it is taken as 0.
+  * num_splits > 1 sets how many pieces the keys are cut into only on the Hopper kernel that packs
+    the query heads of a KV head into one tile (GQA and MQA decode, and MHA decode with at most
+    64 query rows, one head a tile); elsewhere (sm80, longer queries) it is taken as 0.
 """
 
 import operator

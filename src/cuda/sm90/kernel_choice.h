@@ -159,6 +159,18 @@ inline int sm90_visible_key_blocks(const AttentionProblem& p, int block_n) {
 }
 // Packed launches so far in this process whose tiles were split by keys.
 int64_t sm90_key_split_launches();
+// MHA decode (one query head a KV head, seqlen_q at most kSm90PackGqaMaxQuery) runs the packed
+// kernel at G = 1, whose tiles are the unpacked kernel's (one per head and batch, 128 query rows)
+// but split by keys, where sm90_key_splits would cut them (sms: the device's SM count, estimated
+// with kSm90MhaSplitBlockKeys-key blocks; the launch recounts with the kernel's own) or the caller
+// asked for num_splits > 1; never with num_splits 1. Without it (1, 32 / 32, 32k) ran 32 CTAs on 132 SMs:
+// the packed decode row at S = 4 (32 CTAs) streamed 1.78 TB/s on the H100 against 2.70 at S = 8
+// (session 64), so MHA steps of few sequences stood where GQA's did before key splits. Not yet
+// timed at G = 1 itself.
+constexpr int kSm90MhaSplitBlockKeys = 128;
+bool sm90_picks_mha_key_splits(const AttentionProblem& p, int sms);
+// The device's SM count, asked once per device (0 if the query fails).
+int sm90_sm_count(int device_index);
 // Launches of the static-schedule instantiation through sm90_forward so far in this process.
 int64_t sm90_static_schedule_launches();
 // Launches of the default instantiation (sm90::KernelConfig<D, T>: the dynamic tile scheduler,

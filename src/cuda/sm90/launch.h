@@ -198,13 +198,14 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
                                                     : " runs that head dim only") +
                                ", not " + std::to_string(pb.headdim));
   }
-  // GQA packing (pack_gqa.h; the caller, sm90_forward_pack_gqa, has checked that the group is in
-  // 2..64): a tile holds Cfg::kBlockM / G (rounded down) query rows of the G heads of one KV head.
+  // GQA packing (pack_gqa.h; the callers have checked the group: 2..64 from sm90_forward_pack_gqa,
+  // 1 for MHA decode's key splits, sm90_picks_mha_key_splits): a tile holds Cfg::kBlockM / G
+  // (rounded down) query rows of the G heads of one KV head.
   const int group = pb.heads_per_kv();
   int tile_rows_q = Cfg::kBlockM;  // query rows per tile
   if constexpr (Cfg::kPackGqa) {
-    if (group < 2 || group > kRowsPerConsumer) {
-      return Status::Unsupported("GQA head packing needs a group of 2..64 query heads per KV head, not " +
+    if (group < 1 || group > kRowsPerConsumer) {
+      return Status::Unsupported("GQA head packing needs a group of 1..64 query heads per KV head, not " +
                                  std::to_string(group));
     }
     tile_rows_q = Cfg::kBlockM / group;

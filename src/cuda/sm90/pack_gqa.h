@@ -6,7 +6,9 @@
 // the kBlockM - R * G rows after them (none where G is a power of two) hold no query row, and
 // nothing of theirs is stored; their Q lines are zeroed once at the kernel's start (kernel.h). K and V of a key block are then loaded once for the G heads instead
 // of once per head, and a decode-like problem (seqlen_q * G <= 128) needs one tile per KV head
-// instead of one per query head.
+// instead of one per query head. MHA decode runs here too at G = 1 (sm90_picks_mha_key_splits):
+// the tiles are then the unpacked kernel's, and what it comes for is the key splits
+// (split_keys.h), which only this kernel has.
 //
 // Q goes through a 5-D tensor map (dim, head in group, row, kv head, batch) whose box is
 // (64, G, R, 1, 1): the box lands in shared memory with the group dimension fastest, which is

@@ -249,11 +249,20 @@ bool sm90_picks_pack_gqa(const AttentionProblem& p) {
          int64_t(p.seqlen_q) * p.heads_per_kv() <= kSm90PackGqaMaxRows;
 }
 
+bool sm90_picks_mha_key_splits(const AttentionProblem& p, int sms) {
+  if (between_instantiations(p) || p.nheads_kv <= 0 || p.nheads_q != p.nheads_kv) return false;
+  if (p.seqlen_q > kSm90PackGqaMaxQuery || p.num_splits == 1) return false;
+  if (p.num_splits > 1) return true;
+  return sm90_key_splits(p.batch * p.nheads_kv, sms, sm90_visible_key_blocks(p, kSm90MhaSplitBlockKeys)) > 1;
+}
+
 Status sm90_forward(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
   if (runs_narrow(p)) return launch_counted(p, Variant::kDefault);
-  if (pack_gqa_allowed() && sm90_picks_pack_gqa(p)) return launch_counted(p, Variant::kPackGqa);
+  if (pack_gqa_allowed() && (sm90_picks_pack_gqa(p) || sm90_picks_mha_key_splits(p, sm90_sm_count(p.device_index)))) {
+    return launch_counted(p, Variant::kPackGqa);
+  }
   Variant variant = Variant::kDefault;
   if (forced_variant(&variant)) return launch_counted(p, variant);
   if (sm90_picks_cluster_pairs(p)) variant = Variant::kClusterPairs;
@@ -289,26 +298,46 @@ bool sm90_picks_tall_tiles(const AttentionProblem& p) {
 
 int64_t sm90_tall_tiles_launches() { return launches_of(Variant::kTallTiles); }
 
-double sm90_hbm_tbps(int device_index) {
-  // Per device, once: a rule reads it at every call (0.0f: not asked yet; a failed query stays
-  // unknown, -1, and the rules take it as 0).
-  static std::atomic<float> asked[kMaxCachedDevices];
+namespace {
+
+// A device attribute the rules read at every call, asked once per device (0.0f: not asked yet; a
+// failed query is kept as -1 and read as 0, unknown). query(device) returns it, or <= 0 on failure.
+template <class Query>
+double asked_once(std::atomic<float> (&cache)[kMaxCachedDevices], int device_index, Query query) {
   const bool cached = device_index >= 0 && device_index < kMaxCachedDevices;
   if (cached) {
-    const float known = asked[device_index].load(std::memory_order_relaxed);
+    const float known = cache[device_index].load(std::memory_order_relaxed);
     if (known != 0.0f) return known > 0.0f ? known : 0.0;
   }
-  int clock_khz = 0, bus_bits = 0;
-  float tbps = -1.0f;
-  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device_index) == cudaSuccess &&
-      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device_index) == cudaSuccess &&
-      clock_khz > 0 && bus_bits > 0) {
-    tbps = float(2.0 * clock_khz * 1e3 * (bus_bits / 8) / 1e12);
-  } else {
+  float value = float(query(device_index));
+  if (!(value > 0.0f)) {
+    value = -1.0f;
     cudaGetLastError();  // a failed query is not the caller's next error
   }
-  if (cached) asked[device_index].store(tbps, std::memory_order_relaxed);
-  return tbps > 0.0f ? tbps : 0.0;
+  if (cached) cache[device_index].store(value, std::memory_order_relaxed);
+  return value > 0.0f ? value : 0.0;
+}
+
+int device_attribute(cudaDeviceAttr attribute, int device_index) {
+  int value = 0;
+  return cudaDeviceGetAttribute(&value, attribute, device_index) == cudaSuccess ? value : 0;
+}
+
+}  // namespace
+
+double sm90_hbm_tbps(int device_index) {
+  static std::atomic<float> cache[kMaxCachedDevices];
+  return asked_once(cache, device_index, [](int device) {
+    const int clock_khz = device_attribute(cudaDevAttrMemoryClockRate, device);
+    const int bus_bits = device_attribute(cudaDevAttrGlobalMemoryBusWidth, device);
+    return 2.0 * clock_khz * 1e3 * (bus_bits / 8) / 1e12;
+  });
+}
+
+int sm90_sm_count(int device_index) {
+  static std::atomic<float> cache[kMaxCachedDevices];
+  return int(asked_once(cache, device_index,
+                        [](int device) { return double(device_attribute(cudaDevAttrMultiProcessorCount, device)); }));
 }
 
 bool sm90_picks_static_schedule(const AttentionProblem& p, double hbm_tbps) {

@@ -1195,7 +1195,19 @@ TEST(Sm90KeySplitParam, ThroughTheApi) {
   few.num_splits = 1;
   Case rule = few;
   rule.name = "api_rule_g4_q1_k3000_d128_bf16", rule.num_splits = 0;
-  for (const Expect& e : {Expect{many, 1}, Expect{few, 0}, Expect{rule, 1}}) {
+  // MHA decode through the packed kernel at G = 1 (sm90_picks_mha_key_splits): the rule's split
+  // (16 tiles of 47 key blocks), the caller's where the rule would not split (160 tiles), none at
+  // num_splits 1, and variable lengths with a causal diagonal and a sequence of one key.
+  const DType fp = DType::kFloat16;
+  Case mha_rule = make("api_mha_rule_q1_k6000_d128_bf16", bf, 128, 2, 1, 6000, 8, 8);
+  Case mha_many = make("api_mha_param6_b40_q1_k2000_d64_fp16", fp, 64, 40, 1, 2000, 4, 4);
+  mha_many.num_splits = 6;
+  Case mha_none = mha_rule;
+  mha_none.name = "api_mha_param1_q1_k6000_d128_bf16", mha_none.num_splits = 1;
+  Case mha_varlen = make("api_mha_varlen_causal_d256_bf16", bf, 256, 0, 0, 0, 4, 4);
+  mha_varlen.lens_q = {1, 2, 1}, mha_varlen.lens_k = {3000, 60, 1}, mha_varlen.causal = true;
+  for (const Expect& e : {Expect{many, 1}, Expect{few, 0}, Expect{rule, 1}, Expect{mha_rule, 1}, Expect{mha_many, 1},
+                          Expect{mha_none, 0}, Expect{mha_varlen, 1}}) {
     SCOPED_TRACE(e.c.name);
     const int64_t before = sm90_key_split_launches();
     run_case(e.c, 11u, /*direct=*/false);
@@ -1205,6 +1217,33 @@ TEST(Sm90KeySplitParam, ThroughTheApi) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90KeySplits, ::testing::ValuesIn(key_split_cases()), case_name);
+
+// Which MHA problems go to the packed kernel for its key splits (kernel_choice.h), host-side.
+TEST(Sm90KeySplitRule, MhaDecode) {
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16, p.headdim = 128, p.batch = 1, p.nheads_q = p.nheads_kv = 32;
+  p.seqlen_q = 1, p.seqlen_k = 32768;
+  const int sms = 132;
+  EXPECT_TRUE(sm90_picks_mha_key_splits(p, sms)) << "32 tiles on 132 SMs, 256 key blocks";
+  p.batch = 4;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "128 tiles: at least half the SMs";
+  p.num_splits = 3;
+  EXPECT_TRUE(sm90_picks_mha_key_splits(p, sms)) << "the caller's count where the rule would not split";
+  p.batch = 1, p.num_splits = 1;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "num_splits 1";
+  p.num_splits = 0, p.seqlen_q = kSm90PackGqaMaxQuery + 1;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "seqlen_q past the packed kernel's bound";
+  p.seqlen_q = 1, p.seqlen_k = 7 * kSm90MhaSplitBlockKeys;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "7 key blocks: fewer than two pieces of 4";
+  p.seqlen_k = 8 * kSm90MhaSplitBlockKeys;
+  EXPECT_TRUE(sm90_picks_mha_key_splits(p, sms)) << "8 key blocks: two pieces";
+  p.mask.window_left = 100, p.mask.window_right = 0;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "a window of 100 keys: 2 visible blocks";
+  p.mask.window_left = p.mask.window_right = -1, p.nheads_kv = 8;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "GQA: the packing rule's (sm90_picks_pack_gqa)";
+  p.nheads_kv = 32;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, 0)) << "SM count unknown: no split";
+}
 
 // The rule's arithmetic (kernel_choice.h), host-side.
 TEST(Sm90KeySplitRule, AsDocumented) {
