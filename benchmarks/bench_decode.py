@@ -38,11 +38,25 @@ def ratio_to_best_peer(row, peers=("fa2", "cudnn"), ours="flashattn"):
     return ours / best if ours and best else None
 
 
+def parse_shape(text):
+    """A decode row outside the protocol's, 'batch,hq,hkv,kv_len' (e.g. MHA at one sequence:
+    '1,32,32,32768'), as the protocol rows' tuples."""
+    parts = text.split(",")
+    if len(parts) != 4 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"--shape {text!r}: expected four positive integers batch,hq,hkv,kv_len")
+    batch, hq, hkv, kv_len = (int(p) for p in parts)
+    if hq % hkv != 0:
+        raise ValueError(f"--shape {text!r}: hq ({hq}) must be a multiple of hkv ({hkv})")
+    return batch, hq, hkv, kv_len
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rows", default=None, help="comma-separated indices into the protocol's decode rows")
+    ap.add_argument("--shape", action="append", default=[], metavar="BATCH,HQ,HKV,KV_LEN",
+                    help="also (or, with --rows '', only) a decode row outside the protocol's, e.g. 1,32,32,32768")
     ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]",
                     help="also time ours with these settings (bench_gpu.py's option), e.g. "
                          "'FLASHATTN_SM90_PACK_GQA=0;FLASHATTN_SM90_VARIANT=static;FLASHATTN_SM90_SPLIT_TAIL=always'")
@@ -53,7 +67,15 @@ def main():
 
     bg.add_ours_with_env(args.ours_env, ap)
 
-    picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
+    try:
+        extra = [parse_shape(t) for t in args.shape]
+    except ValueError as e:
+        ap.error(str(e))
+    if args.rows is None:
+        picked = ROWS
+    else:
+        picked = [ROWS[int(i)] for i in args.rows.split(",") if i.strip()]
+    picked = picked + extra
     props = torch.cuda.get_device_properties(0)
     header = {"gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
               "cudnn": torch.backends.cudnn.version(), "dtype": "bf16", "headdim": HEADDIM,

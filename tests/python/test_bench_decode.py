@@ -32,3 +32,11 @@ def test_ratio_of_ours_with_settings():
     row = {"flashattn_tbps": 1.0, "flashattn[FLASHATTN_SM90_PACK_GQA=0]_tbps": 3.0, "fa2_tbps": 2.0, "cudnn_tbps": None}
     assert bench_decode.ratio_to_best_peer(row, ours="flashattn[FLASHATTN_SM90_PACK_GQA=0]") == 1.5
     assert bench_decode.ratio_to_best_peer(row) == 0.5
+
+
+def test_shapes_outside_the_protocol():
+    assert bench_decode.parse_shape("1,32,32,32768") == (1, 32, 32, 32768)
+    assert bench_decode.parse_shape("2, 32, 8, 4096") == (2, 32, 8, 4096)
+    for bad in ("1,32,32", "1,32,0,100", "1,32,12,100", "a,1,1,1", "1,32,32,-5"):
+        with pytest.raises(ValueError, match="--shape"):
+            bench_decode.parse_shape(bad)
