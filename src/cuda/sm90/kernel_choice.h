@@ -163,7 +163,8 @@ int64_t sm90_key_split_launches();
 // kernel at G = 1, whose tiles are the unpacked kernel's (one per head and batch, 128 query rows)
 // but split by keys, where sm90_key_splits would cut them (sms: the device's SM count, estimated
 // with kSm90MhaSplitBlockKeys-key blocks; the launch recounts with the kernel's own) or the caller
-// asked for num_splits > 1; never with num_splits 1. Without it (1, 32 / 32, 32k) ran 32 CTAs on 132 SMs:
+// asked for num_splits > 1 (where a tile has two blocks to cut); never with num_splits 1, nor where
+// FLASHATTN_SM90_VARIANT names a kernel. Without it (1, 32 / 32, 32k) ran 32 CTAs on 132 SMs:
 // the packed decode row at S = 4 (32 CTAs) streamed 1.78 TB/s on the H100 against 2.70 at S = 8
 // (session 64), so MHA steps of few sequences stood where GQA's did before key splits. Not yet
 // timed at G = 1 itself.

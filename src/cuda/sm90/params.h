@@ -53,7 +53,7 @@ struct KernelParams {
   // GQA head packing (Cfg::kPackGqa only; pack_gqa.h). Appended after every field the default
   // kernel reads, so its parameter offsets stay as they were.
   // The query rows a tile holds, pack_rows = kBlockM / G (rounded down) for the group
-  // G = heads_per_kv (2..64, pack_div below): tile row r < pack_rows * G is query row r / G of
+  // G = heads_per_kv (1..64, 1 for MHA decode's key splits; pack_div below): tile row r < pack_rows * G is query row r / G of
   // head kv * G + r % G; the rows past pack_rows * G (none where G is a power of two) hold none.
   int pack_rows = 0;
   int nheads_kv = 0;   // tiles are (m block, kv head, batch) when packing

@@ -19,7 +19,7 @@ Status encode_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int 
 // GQA head packing (pack_gqa.h): a 5-D map (headdim, head in group, rows, kv head, batch) over the
 // query-side operand (q or out) whose heads are nheads_kv groups of `group` consecutive heads,
 // with boxes (64, group, box_rows, 1, 1): a box fills group * box_rows shared-memory lines, the
-// group index fastest (`group` 2..64; box_rows * group at most 256).
+// group index fastest (`group` 1..64, 1 for MHA decode's key splits; box_rows * group at most 256).
 Status encode_packed_operand_map(CUtensorMap* map, const Operand& op, DType dtype, int headdim, int64_t rows,
                                  int nheads_kv, int group, int batch, bool varlen, int box_rows);
 

@@ -1229,7 +1229,9 @@ TEST(Sm90KeySplitRule, MhaDecode) {
   EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "128 tiles: at least half the SMs";
   p.num_splits = 3;
   EXPECT_TRUE(sm90_picks_mha_key_splits(p, sms)) << "the caller's count where the rule would not split";
-  p.batch = 1, p.num_splits = 1;
+  p.seqlen_k = kSm90MhaSplitBlockKeys;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "the caller's count, but one key block to cut";
+  p.seqlen_k = 32768, p.batch = 1, p.num_splits = 1;
   EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "num_splits 1";
   p.num_splits = 0, p.seqlen_q = kSm90PackGqaMaxQuery + 1;
   EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "seqlen_q past the packed kernel's bound";
