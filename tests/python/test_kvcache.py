@@ -220,16 +220,17 @@ def test_num_splits_any_integer_type():
 
 
 @pytest.mark.gpu
-def test_num_splits_reaches_the_hopper_kernel():
-    # GQA 8 / 2 decode over 1000 keys (8 key blocks a packed tile): num_splits 4 cuts each tile's
-    # keys into 4 pieces and 1 into none, so the logsumexp's float32 rounding differs between the
-    # two (were num_splits lost on the way, both would run the rule's same launch), while both
-    # stay within bf16's reach of each other.
+@pytest.mark.parametrize("kv_heads", [2, 8])
+def test_num_splits_reaches_the_hopper_kernel(kv_heads):
+    # Decode over 1000 keys (8 key blocks a tile), GQA 8 / 2 and MHA 8 / 8 (the packed kernel at
+    # G = 1): num_splits 4 cuts each tile's keys into 4 pieces and 1 into none, so the logsumexp's
+    # float32 rounding differs between the two (were num_splits lost on the way, both would run
+    # the same launch), while both stay within bf16's reach of each other.
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the key splits are the Hopper kernel's")
     torch.manual_seed(6)
     q = torch.randn(2, 1, 8, 128, device="cuda", dtype=torch.bfloat16)
-    k_cache, v_cache = (torch.randn(2, 1000, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    k_cache, v_cache = (torch.randn(2, 1000, kv_heads, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     lengths = torch.tensor([1000, 990], dtype=torch.int32, device="cuda")
     runs = {n: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, num_splits=n,
                                        return_softmax_lse=True) for n in (1, 4)}
@@ -258,6 +259,8 @@ def test_block_table_entries_past_the_used_blocks_may_be_anything():
     # On Hopper 16 packed tiles cut by keys into pieces (the key splits), their workspace then
     # the graph's own: the replay must still match the eager call bit for bit.
     (6144, 32, 8, 128, (5000, 2999)),
+    # MHA: 32 tiles of the packed kernel at G = 1, split the same way.
+    (6144, 16, 16, 128, (5000, 2999)),
 ])
 def test_with_kvcache_under_cuda_graph_capture(cache_len, heads, kv_heads, d, new_lengths):
     # A captured decode step replayed with new lengths gives what an eager call gives.
