@@ -31,7 +31,8 @@ namespace {
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles };
 constexpr int kVariantCount = int(Variant::kTallTiles) + 1;  // keep the last one named here
 
-// Devices whose HBM bandwidth sm90_hbm_tbps keeps (past it the query runs at every call).
+// Devices whose attributes the rules keep (asked_once: the HBM bandwidth, the SM count); past
+// it the query runs at every call.
 constexpr int kMaxCachedDevices = 64;
 
 // Query rows per tile of the cluster-pair kernels the rule picks (the same for both dtypes).
