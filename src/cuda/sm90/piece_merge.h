@@ -67,34 +67,46 @@ __device__ __forceinline__ bool count_piece_in(int* counter, int others, int bar
 // piece order, the own piece at its place among them, so that the bits do not depend on which
 // piece arrived last. Two passes: the rows' largest L with the sum of exp(L_i - largest) kept
 // against it as it grows, then O as a sum in order, weight exp(L_i - largest) / sum; each other
-// piece's L is read again where it is needed (one L2 load per kLoadsInFlight float4s of O) rather
-// than kept, as a tile may have many pieces. A row whose pieces all saw no key (L = -inf, O 0)
-// gets weight 0 throughout and L = -inf. A thread that is not `live` (none of its rows is stored,
-// nor was written to the slots) reads nothing and merges zeros; O's registers (wgmma
-// accumulators) are still written on the one path for all threads.
+// piece's L is read again where it is needed (with its O's loads) rather than kept, as a tile
+// may have many pieces. A row whose pieces all saw no key (L = -inf, O 0) gets weight 0
+// throughout and L = -inf. A thread that is not `live` (none of its rows is stored, nor was
+// written to the slots) reads nothing and merges zeros; O's registers (wgmma accumulators) are
+// still written on the one path for all threads.
+// One warpgroup merges while the tile's output waits, and what it waits on is L2 round trips, not
+// bytes (session 66: at S = 128 pieces one MQA tile's merge took ~200 us): the first pass reads
+// kLsePiecesInFlight pieces' L at once, the second kPiecesInFlight pieces' O, both loads issued
+// before any of them is used, in the same order of operations as one piece at a time.
 template <int HeadDim, class SlotOf>
 __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&lse)[2], int first, int last, int own,
                                              SlotOf slot_of, bool live = true) {
   using Slot = PieceSlot<HeadDim>;
   constexpr int kOAccum = Slot::kOAccum, kLoadsInFlight = Slot::kLoadsInFlight;
+  constexpr int kLsePiecesInFlight = 8;
+  // Two pieces' O loads at once take kLoadsInFlight float4s more; at head dim 256 (128 O
+  // registers) one.
+  constexpr int kPiecesInFlight = HeadDim <= 128 ? 2 : 1;
   const float own_lse[2] = {lse[0], lse[1]};  // lse is the merged tile's by the second pass
   auto piece_lse = [&](int c, float (&l)[2]) {
     if (c == own) {
       l[0] = own_lse[0], l[1] = own_lse[1];
     } else {
-      Slot::read_lse(slot_of(c), l, live);
+      Slot::read_lse(slot_of(c), l, live && c <= last);
     }
   };
   float top[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
-  for (int c = first; c <= last; ++c) {
-    float l[2];
-    piece_lse(c, l);
+  for (int c0 = first; c0 <= last; c0 += kLsePiecesInFlight) {
+    float l[kLsePiecesInFlight][2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (l[h] == -INFINITY) continue;
-      const float grown = fmaxf(top[h], l[h]);
-      sum[h] = sum[h] * __expf(top[h] - grown) + __expf(l[h] - grown);  // exp(-inf) = 0 at first
-      top[h] = grown;
+    for (int j = 0; j < kLsePiecesInFlight; ++j) piece_lse(c0 + j, l[j]);  // -inf past `last`
+#pragma unroll
+    for (int j = 0; j < kLsePiecesInFlight; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (l[j][h] == -INFINITY) continue;
+        const float grown = fmaxf(top[h], l[j][h]);
+        sum[h] = sum[h] * __expf(top[h] - grown) + __expf(l[j][h] - grown);  // exp(-inf) = 0 at first
+        top[h] = grown;
+      }
     }
   }
   auto weight = [&](float l, float largest) { return l == -INFINITY ? 0.0f : __expf(l - largest); };
@@ -109,26 +121,34 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
     float4 merged[kLoadsInFlight];
 #pragma unroll
     for (int i = 0; i < kLoadsInFlight; ++i) merged[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int c = first; c <= last; ++c) {
-      float l[2];
-      piece_lse(c, l);
-      const float w0 = weight(l[0], top[0]) * scale[0], w1 = weight(l[1], top[1]) * scale[1];
-      float4 v[kLoadsInFlight];
-      if (c == own) {
+    for (int c0 = first; c0 <= last; c0 += kPiecesInFlight) {
+      float4 v[kPiecesInFlight][kLoadsInFlight];
+      float l[kPiecesInFlight][2];
 #pragma unroll
-        for (int i = 0; i < kLoadsInFlight; ++i) {
-          const int e = 4 * (i0 + i);
-          v[i] = make_float4(o[e], o[e + 1], o[e + 2], o[e + 3]);
+      for (int j = 0; j < kPiecesInFlight; ++j) {
+        const int c = c0 + j;
+        piece_lse(c, l[j]);
+        if (c == own) {
+#pragma unroll
+          for (int i = 0; i < kLoadsInFlight; ++i) {
+            const int e = 4 * (i0 + i);
+            v[j][i] = make_float4(o[e], o[e + 1], o[e + 2], o[e + 3]);
+          }
+        } else {
+          const float4* other = slot_of(c);
+#pragma unroll
+          for (int i = 0; i < kLoadsInFlight; ++i) v[j][i] = load_if(other + (i0 + i) * kWarpgroupThreads, live && c <= last);
         }
-      } else {
-        const float4* other = slot_of(c);
-#pragma unroll
-        for (int i = 0; i < kLoadsInFlight; ++i) v[i] = load_if(other + (i0 + i) * kWarpgroupThreads, live);
       }
 #pragma unroll
-      for (int i = 0; i < kLoadsInFlight; ++i) {
-        merged[i].x += v[i].x * w0, merged[i].y += v[i].y * w0;
-        merged[i].z += v[i].z * w1, merged[i].w += v[i].w * w1;
+      for (int j = 0; j < kPiecesInFlight; ++j) {
+        if (c0 + j > last) break;  // the same for the whole warpgroup
+        const float w0 = weight(l[j][0], top[0]) * scale[0], w1 = weight(l[j][1], top[1]) * scale[1];
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) {
+          merged[i].x += v[j][i].x * w0, merged[i].y += v[j][i].y * w0;
+          merged[i].z += v[j][i].z * w1, merged[i].w += v[j][i].w * w1;
+        }
       }
     }
 #pragma unroll
