@@ -144,6 +144,15 @@ constexpr int sm90_key_splits(int tiles, int sms, int key_blocks) {
   if (splits > key_blocks / kSm90KeySplitMinBlocks) splits = key_blocks / kSm90KeySplitMinBlocks;
   return splits < 2 ? 1 : splits;
 }
+// A tile's pieces merge in two levels past kSm90MergeGroupPieces of them (split_keys.h): each
+// group of that many consecutive pieces is merged by its last arrival, then the groups' results
+// by the last group, so that no warpgroup waits on more than a group's (or the groups') L2 round
+// trips. Counters a tile and consumer warpgroup: one for the groups' meeting, one a group.
+constexpr int kSm90MergeGroupPieces = 8;
+constexpr int sm90_merge_groups(int pieces) {
+  return (pieces + kSm90MergeGroupPieces - 1) / kSm90MergeGroupPieces;
+}
+constexpr int sm90_merge_counters(int splits) { return splits > kSm90MergeGroupPieces ? 1 + sm90_merge_groups(splits) : 1; }
 // The most key blocks of `block_n` keys a tile of p can see, the key splits' key_blocks. A left
 // window bounds it below seqlen_k: rows 0 .. seqlen_q - 1 of a sequence together see keys
 // [offset - window_left, offset + seqlen_q + window_right), offset = seqlen_k - seqlen_q, which

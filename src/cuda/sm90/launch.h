@@ -126,8 +126,10 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms,
   if (splits < 2 || int64_t(kp.num_tiles) * splits >= (int64_t(1) << 31)) return Status::Ok();
   int* counters = nullptr;
   float* slots = nullptr;
-  // A counter per tile and consumer warpgroup; a slot per work index and consumer warpgroup.
-  Status w = split_tail_workspace(pb.device_index, pb.stream, size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * sizeof(int),
+  // sm90_merge_counters per tile and consumer warpgroup; a slot per work index and consumer
+  // warpgroup.
+  Status w = split_tail_workspace(pb.device_index, pb.stream,
+                                  size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * sm90_merge_counters(splits) * sizeof(int),
                                   piece_bytes * splits, captured, &counters, &slots);
   if (!w.ok() || counters == nullptr) return w;
   kp.key_splits = splits;

@@ -13,6 +13,7 @@
 
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/config.h"
+#include "cuda/sm90/kernel_choice.h"
 #include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/params.h"
 #include "cuda/sm90/piece_merge.h"
@@ -73,16 +74,43 @@ struct KeySplitMerge {
   // Piece `piece` of `pieces` of tile `t` (work tile `tile`) of sequence `seq` has left its
   // normalised O and L (this warpgroup's rows) in o and lse. Returns true where this warpgroup
   // arrived last: o and lse then hold the whole tile in its query rows.
+  // Up to kSm90MergeGroupPieces pieces (and at head dim 256 always): the last to arrive merges
+  // them all. Past that, in two levels: the last of each group of kSm90MergeGroupPieces
+  // consecutive pieces merges the group into the group's first slot, and the last group merges
+  // the groups' results. Each level merges in order (pieces, then groups), so the bits do not
+  // depend on the order of arrival. Counters (sm90_merge_counters of them a tile and warpgroup):
+  // the groups' meeting first, then one a group; each reset by the last to count in it.
   __device__ bool merge(float (&o)[Slot::kOAccum], float (&lse)[2], const SequenceInfo& seq, const TileCoord& t,
                         int tile, int piece, int pieces) const {
-    int* counter = p.split_counters + tile * Cfg::kConsumerWarpgroups + wg;
+    int* const meeting = p.split_counters + (tile * Cfg::kConsumerWarpgroups + wg) * sm90_merge_counters(p.key_splits);
     const bool live = holds_query_row(seq, t);
     if (live) Slot::write(slot(tile, piece), o, lse);
-    if (!count_piece_in(counter, pieces - 1, Cfg::kEpilogueBarrier0 + wg, thread)) return false;
-    if (thread == 0) *counter = 0;  // every piece has arrived: clean for the next launch
+    const int barrier = Cfg::kEpilogueBarrier0 + wg;
+    // Two levels at head dims up to 192 only: the d256 kernels spill with the second inlined
+    // merge_pieces (and one call in a loop over the levels spilled d128's and serialised its
+    // wgmmas).
+    if (kTwoLevels && pieces > kSm90MergeGroupPieces) {
+      const int group = piece / kSm90MergeGroupPieces, first = group * kSm90MergeGroupPieces;
+      const int last = min(first + kSm90MergeGroupPieces, pieces) - 1;
+      int* const group_counter = meeting + 1 + group;
+      if (!count_piece_in(group_counter, last - first, barrier, thread)) return false;
+      if (thread == 0) *group_counter = 0;  // every piece of the group has arrived: clean for the next launch
+      merge_pieces<Cfg::kHeadDim>(o, lse, first, last, piece, [&](int c) { return slot(tile, c); }, live);
+      // The group's result where its first piece was: each thread rewrites only the entries it
+      // has just read itself.
+      if (live) Slot::write(slot(tile, first), o, lse);
+      if (!count_piece_in(meeting, sm90_merge_groups(pieces) - 1, barrier, thread)) return false;
+      if (thread == 0) *meeting = 0;
+      merge_pieces<Cfg::kHeadDim>(o, lse, 0, sm90_merge_groups(pieces) - 1, group,
+                                  [&](int g) { return slot(tile, g * kSm90MergeGroupPieces); }, live);
+      return true;
+    }
+    if (!count_piece_in(meeting, pieces - 1, barrier, thread)) return false;
+    if (thread == 0) *meeting = 0;  // every piece has arrived: clean for the next launch
     merge_pieces<Cfg::kHeadDim>(o, lse, 0, pieces - 1, piece, [&](int c) { return slot(tile, c); }, live);
     return true;
   }
+  static constexpr bool kTwoLevels = Cfg::kHeadDim <= 192;
 };
 
 // Counts a launch whose tiles were split by keys (kernel_choice.h, sm90_key_split_launches).

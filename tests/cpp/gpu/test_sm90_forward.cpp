@@ -1171,6 +1171,18 @@ std::vector<Case> key_split_cases() {
   c = make("ks3_persistent_g4_q2_k900_d128_bf16", bf, 128, 40, 2, 900, 16, 4), c.causal = true, v.push_back(c);
   v.push_back(make("ks3_persistent_g4_q1_k700_d256_bf16", bf, 256, 40, 1, 700, 16, 4));
   c = make("ks5_persistent_g2_q3_k600_d192_fp16", fp, 192, 40, 3, 600, 8, 4), c.softcap = 20.0f, v.push_back(c);
+  // Past kSm90MergeGroupPieces pieces the merge goes in two levels (groups of 8, then the groups):
+  // 20 pieces (groups of 8, 8, 4) beside tiles of 4 and 11 pieces (one level / two) and an empty
+  // one in a launch; 64 pieces of an MQA tile (8 groups); 128 (16 groups, more than one batch of
+  // the groups' L); 17 at head dim 192 (a last group of one piece); 17 at head dim 256, whose
+  // kernels merge in one level (the counters' stride is still the launch's).
+  c = make("ks20_varlen_causal_g4_d128_bf16", bf, 128, 0, 0, 0, 8, 2);
+  c.lens_q = {1, 2, 1, 3}, c.lens_k = {3000, 500, 0, 1300}, c.causal = true, v.push_back(c);
+  v.push_back(make("ks64_mqa_q1_k9000_d128_fp16", fp, 128, 1, 1, 9000, 8, 1));
+  c = make("ks128_mqa_q1_k20000_d64_bf16", bf, 64, 1, 1, 20000, 8, 1), c.early_key_boost = 64.0f;
+  c.boost_from = 11000, c.boost_to = 11100, v.push_back(c);
+  c = make("ks17_g4_q2_k2600_d192_bf16", bf, 192, 2, 2, 2600, 8, 2), c.softcap = 20.0f, v.push_back(c);
+  c = make("ks17_g2_q1_k2600_d256_fp16", fp, 256, 2, 1, 2600, 4, 2), c.causal = true, v.push_back(c);
   // The rule: one tile (MQA decode) of 128 key blocks, cut into kSm90KeySplitsMax pieces.
   v.push_back(make("rule_mqa_q1_k16384_d128_bf16", bf, 128, 1, 1, 16384, 8, 1));
   c = make("rule_g4_q1_k8192_d256_fp16", fp, 256, 2, 1, 8192, 8, 2), c.causal = true, v.push_back(c);
@@ -1262,6 +1274,16 @@ TEST(Sm90KeySplitRule, AsDocumented) {
 }
 
 // The key blocks a tile can see (the rule's key_blocks): all of them but under a left window.
+// The merge's counters: one a tile and warpgroup up to a group's pieces, then one more a group.
+TEST(Sm90KeySplitRule, MergeCounters) {
+  EXPECT_EQ(sm90_merge_counters(1), 1);
+  EXPECT_EQ(sm90_merge_counters(kSm90MergeGroupPieces), 1);
+  EXPECT_EQ(sm90_merge_counters(kSm90MergeGroupPieces + 1), 3);
+  EXPECT_EQ(sm90_merge_counters(20), 1 + 3);
+  EXPECT_EQ(sm90_merge_counters(128), 1 + 16);
+  EXPECT_EQ(sm90_merge_groups(17), 3);
+}
+
 TEST(Sm90KeySplitRule, VisibleKeyBlocks) {
   AttentionProblem p;
   p.seqlen_q = 1, p.seqlen_k = 131072;
