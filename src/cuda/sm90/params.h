@@ -106,7 +106,8 @@ struct KernelParams {
   // Key splits of the packed kernel (Cfg::kSplitKeys, split_keys.h): work index i is piece
   // i % key_splits of tile i / key_splits (num_tiles counts work indices); a tile's pieces meet
   // in split_partials (a slot per work index and consumer warpgroup), counted in
-  // split_counters (one per tile and consumer warpgroup). key_splits 1: no split, the pointers
+  // split_counters (sm90_merge_counters(key_splits) per tile and consumer warpgroup: the merge's
+  // levels, split_keys.h). key_splits 1: no split, the pointers
   // null. Appended, as above.
   int key_splits = 1;
   FastDivisor div_key_splits;

@@ -90,7 +90,7 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
     if (c == own) {
       l[0] = own_lse[0], l[1] = own_lse[1];
     } else {
-      Slot::read_lse(slot_of(c), l, live && c <= last);
+      Slot::read_lse(slot_of(min(c, last)), l, live && c <= last);  // no address past the pieces
     }
   };
   float top[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
@@ -135,7 +135,7 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
             v[j][i] = make_float4(o[e], o[e + 1], o[e + 2], o[e + 3]);
           }
         } else {
-          const float4* other = slot_of(c);
+          const float4* other = slot_of(min(c, last));
 #pragma unroll
           for (int i = 0; i < kLoadsInFlight; ++i) v[j][i] = load_if(other + (i0 + i) * kWarpgroupThreads, live && c <= last);
         }

@@ -46,7 +46,8 @@ __device__ __forceinline__ int keep_key_piece(BlockRange<kBlockN>& r, int piece,
   return pieces;
 }
 
-// Where a warpgroup's pieces of a tile meet: slots by work index, one counter per tile.
+// Where a warpgroup's pieces of a tile meet: slots by work index, sm90_merge_counters counters a
+// tile.
 template <class Cfg>
 struct KeySplitMerge {
   using Slot = PieceSlot<Cfg::kHeadDim>;

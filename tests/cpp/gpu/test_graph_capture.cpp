@@ -89,6 +89,10 @@ CaseSpec fixed_noncausal_d128() { return fixed_bf16(5104, 2, 256, 4200, 4, 2, 12
 // by keys into 8 pieces (kernel_choice.h, sm90_key_splits).
 CaseSpec decode_gqa_key_splits() { return fixed_bf16(5105, 1, 1, 8192, 32, 8, 128); }
 
+// An MQA decode step over 8192 keys: on Hopper one packed tile cut into 16 pieces, merged in two
+// levels (split_keys.h), with the captured workspace's counters for them.
+CaseSpec decode_mqa_key_splits() { return fixed_bf16(5107, 1, 1, 8192, 8, 1, 128); }
+
 // 160 query tiles of 128 rows over 2100 keys at head dim 128: on Hopper the cluster pairs, with
 // the split tail forced, run a whole wave of pairs and then the tail kernel, launched as a
 // programmatic dependent of the pairs' kernel, so that edge is captured too.
@@ -136,6 +140,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuGraphCapture,
                                            GraphCase{"varlen_seqused_causal_d256_bf16", varlen_seqused_d256()},
                                            GraphCase{"fixed_noncausal_d128_bf16", fixed_noncausal_d128()},
                                            GraphCase{"decode_gqa_key_splits_d128_bf16", decode_gqa_key_splits(), true},
+                                           GraphCase{"decode_mqa_two_level_merge_d128_bf16", decode_mqa_key_splits(), true},
                                            GraphCase{"waves_then_split_tail_d128_bf16", waves_then_tail_d128(), false,
                                                      true}),
                          [](const ::testing::TestParamInfo<GraphCase>& info) { return std::string(info.param.name); });

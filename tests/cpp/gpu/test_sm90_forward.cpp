@@ -1182,6 +1182,11 @@ std::vector<Case> key_split_cases() {
   c = make("ks128_mqa_q1_k20000_d64_bf16", bf, 64, 1, 1, 20000, 8, 1), c.early_key_boost = 64.0f;
   c.boost_from = 11000, c.boost_to = 11100, v.push_back(c);
   c = make("ks17_g4_q2_k2600_d192_bf16", bf, 192, 2, 2, 2600, 8, 2), c.softcap = 20.0f, v.push_back(c);
+  // 9 pieces at d128 (a last group of one, where the merge loads two pieces at a time); a tile of
+  // exactly 8 pieces (one level) beside one of 12 (two) in a launch of 12.
+  v.push_back(make("ks9_g4_q1_k1200_d128_fp16", fp, 128, 1, 1, 1200, 8, 2));
+  c = make("ks12_varlen_g8_d64_bf16", bf, 64, 0, 0, 0, 16, 2);
+  c.lens_q = {1, 1}, c.lens_k = {1024, 1500}, v.push_back(c);
   c = make("ks17_g2_q1_k2600_d256_fp16", fp, 256, 2, 1, 2600, 4, 2), c.causal = true, v.push_back(c);
   // The rule: one tile (MQA decode) of 128 key blocks, cut into kSm90KeySplitsMax pieces.
   v.push_back(make("rule_mqa_q1_k16384_d128_bf16", bf, 128, 1, 1, 16384, 8, 1));
