@@ -127,28 +127,36 @@ int64_t sm90_split_tail_launches();
 // Key splits of the packed kernel (sm90/split_keys.h): where a packed launch has fewer tiles than
 // half the SMs (a decode step: one tile per KV head and batch), each tile's key blocks are cut
 // into S pieces that run as work of their own and merge at the end, S = half the SMs over the
-// tiles, at most kSm90KeySplitsMax (the last piece to arrive merges all S pieces' O alone: 32 KB
-// a piece and warpgroup at head dim 128 from the L2) and at most the tile's key blocks over
+// tiles, at most the cap below (each piece's O, 32 KB a warpgroup at head dim 128, goes through
+// the L2 to the piece that merges) and at most the tile's key blocks over
 // kSm90KeySplitMinBlocks (a piece pays its own Q load, first S and merge). Half a wave, not a
 // wave: on the H100 (session 64, bench_decode, (1, 32 / 8, 128k), 8 tiles) S = 4 / 6 / 8 / 10 /
 // 12 / 16 / 24 / 32 gave 1.78 / 2.50 / 2.70 / 2.65 / 2.60 / 2.50 / 1.90 / 1.78 TB/s: 64-80 CTAs
 // already draw what HBM gives, and each further piece adds its merge and Q load. The 4-block
-// minimum and the cap are still untimed guesses. FLASHATTN_SM90_KEY_SPLITS=N forces N pieces
-// (1: none; read at every launch, for tests and A/B).
-constexpr int kSm90KeySplitsMax = 16;
+// minimum is still an untimed guess. The cap: 16 while one warpgroup merged every piece alone
+// (its L2 round trips grew with S: MQA (1, 8 / 1, 128k) read 0.67 / 0.54 / 0.32 TB/s at S = 16 /
+// 64 / 128, session 66); with the merge in two levels (head dims up to 192, below) 64: the same
+// row read 0.72 / 1.04 / 1.18 / 1.06 at S = 16 / 32 / 64 / 128 (session 67, H100), and the
+// rows the cap does not reach (8 tiles and more) are unchanged. FLASHATTN_SM90_KEY_SPLITS=N
+// forces N pieces (1: none; read at every launch, for tests and A/B).
+constexpr int kSm90KeySplitsMax = 64;
+constexpr int kSm90KeySplitsMaxOneLevel = 16;
 constexpr int kSm90KeySplitMinBlocks = 4;
-constexpr int sm90_key_splits(int tiles, int sms, int key_blocks) {
-  if (tiles <= 0 || sms / 2 <= tiles) return 1;
-  int splits = sms / 2 / tiles;
-  if (splits > kSm90KeySplitsMax) splits = kSm90KeySplitsMax;
-  if (splits > key_blocks / kSm90KeySplitMinBlocks) splits = key_blocks / kSm90KeySplitMinBlocks;
-  return splits < 2 ? 1 : splits;
-}
 // A tile's pieces merge in two levels past kSm90MergeGroupPieces of them (split_keys.h): each
 // group of that many consecutive pieces is merged by its last arrival, then the groups' results
 // by the last group, so that no warpgroup waits on more than a group's (or the groups') L2 round
-// trips. Counters a tile and consumer warpgroup: one for the groups' meeting, one a group.
+// trips. Counters a tile and consumer warpgroup: one for the groups' meeting, one a group. Head
+// dims up to 192: the d256 kernels spilled with the second inlined merge (session 66).
 constexpr int kSm90MergeGroupPieces = 8;
+constexpr bool sm90_merges_in_two_levels(int head_dim) { return head_dim <= 192; }
+constexpr int sm90_key_splits(int tiles, int sms, int key_blocks, int head_dim = 128) {
+  if (tiles <= 0 || sms / 2 <= tiles) return 1;
+  int splits = sms / 2 / tiles;
+  const int cap = sm90_merges_in_two_levels(head_dim) ? kSm90KeySplitsMax : kSm90KeySplitsMaxOneLevel;
+  if (splits > cap) splits = cap;
+  if (splits > key_blocks / kSm90KeySplitMinBlocks) splits = key_blocks / kSm90KeySplitMinBlocks;
+  return splits < 2 ? 1 : splits;
+}
 constexpr int sm90_merge_groups(int pieces) {
   return (pieces + kSm90MergeGroupPieces - 1) / kSm90MergeGroupPieces;
 }

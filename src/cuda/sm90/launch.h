@@ -116,7 +116,7 @@ template <class Cfg>
 Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
   const int key_blocks = sm90_visible_key_blocks(pb, Cfg::kBlockN);
   const size_t piece_bytes = size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes;
-  int splits = sm90_key_splits(kp.num_tiles, sms, key_blocks);
+  int splits = sm90_key_splits(kp.num_tiles, sms, key_blocks, Cfg::kHeadDim);
   if (pb.num_splits > 0) {
     splits = int(std::min<size_t>({size_t(pb.num_splits), size_t(key_blocks), kMaxCallerSplitBytes / piece_bytes}));
   }

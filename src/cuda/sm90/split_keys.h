@@ -111,7 +111,7 @@ struct KeySplitMerge {
     merge_pieces<Cfg::kHeadDim>(o, lse, 0, pieces - 1, piece, [&](int c) { return slot(tile, c); }, live);
     return true;
   }
-  static constexpr bool kTwoLevels = Cfg::kHeadDim <= 192;
+  static constexpr bool kTwoLevels = sm90_merges_in_two_levels(Cfg::kHeadDim);
 };
 
 // Counts a launch whose tiles were split by keys (kernel_choice.h, sm90_key_split_launches).

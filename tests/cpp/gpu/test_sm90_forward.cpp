@@ -1188,7 +1188,8 @@ std::vector<Case> key_split_cases() {
   c = make("ks12_varlen_g8_d64_bf16", bf, 64, 0, 0, 0, 16, 2);
   c.lens_q = {1, 1}, c.lens_k = {1024, 1500}, v.push_back(c);
   c = make("ks17_g2_q1_k2600_d256_fp16", fp, 256, 2, 1, 2600, 4, 2), c.causal = true, v.push_back(c);
-  // The rule: one tile (MQA decode) of 128 key blocks, cut into kSm90KeySplitsMax pieces.
+  // The rule: one tile (MQA decode) of 128 key blocks, cut into 32 pieces (its key blocks over
+  // kSm90KeySplitMinBlocks), which merge in two levels.
   v.push_back(make("rule_mqa_q1_k16384_d128_bf16", bf, 128, 1, 1, 16384, 8, 1));
   c = make("rule_g4_q1_k8192_d256_fp16", fp, 256, 2, 1, 8192, 8, 2), c.causal = true, v.push_back(c);
   // The caller's num_splits (5) where the rule would not split (80 tiles).
@@ -1268,6 +1269,9 @@ TEST(Sm90KeySplitRule, MhaDecode) {
 TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(8, 132, 1024), 8);  // (1, 32 / 8, 128k): 8 tiles, 64 CTAs
   EXPECT_EQ(sm90_key_splits(1, 132, 1024), kSm90KeySplitsMax);  // MQA decode: one tile
+  EXPECT_EQ(sm90_key_splits(1, 132, 1024, 256), kSm90KeySplitsMaxOneLevel);  // one level at d256
+  EXPECT_EQ(sm90_key_splits(1, 132, 1024, 192), kSm90KeySplitsMax);
+  EXPECT_EQ(sm90_key_splits(2, 132, 1024), 33);
   EXPECT_EQ(sm90_key_splits(33, 132, 64), 2);
   EXPECT_EQ(sm90_key_splits(34, 132, 64), 1);  // half a wave of tiles already
   EXPECT_EQ(sm90_key_splits(128, 132, 64), 1);  // (16, 32 / 8, 8k)

@@ -1,0 +1,87 @@
+"""Where a decode step's time goes: the GPU kernels each implementation launches for one call,
+with their device times (torch.profiler), beside the call's time between CUDA events without
+do_bench's L2 clear. For the key splits' readings (docs/perf.md, session 67): whether a call's
+time is its one kernel's, and how that kernel's time grows with the keys at a fixed number of
+pieces (time = fixed + keys / rate).
+
+  python3 benchmarks/decode_profile.py --shape 1,8,1,131072 --ours-env FLASHATTN_SM90_KEY_SPLITS=64
+"""
+import argparse
+import os
+import sys
+
+
+def kernel_times(fn, calls):
+    """Each CUDA kernel's name -> (launches a call, mean device us a launch) over `calls` calls."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for ev in prof.events():
+        if ev.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        n, total = out.get(ev.name, (0, 0.0))
+        out[ev.name] = (n + 1, total + ev.device_time)
+    return {name: (n / calls, total / n) for name, (n, total) in out.items()}
+
+
+def event_us(fn, calls):
+    """Mean time a call between CUDA events over `calls` back-to-back calls, L2 warm."""
+    import torch
+
+    for _ in range(3):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return 1000.0 * start.elapsed_time(end) / calls
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", action="append", default=[], metavar="BATCH,HQ,HKV,KV_LEN")
+    ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]")
+    ap.add_argument("--calls", type=int, default=20)
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch
+    import bench_decode as bd
+    import bench_gpu as bg
+
+    bg.add_ours_with_env(args.ours_env, ap)
+    try:
+        shapes = [bd.parse_shape(t) for t in args.shape]
+    except ValueError as e:
+        ap.error(str(e))
+    torch.manual_seed(0)
+    for batch, hq, hkv, kv_len in shapes:
+        q = torch.randn(batch, 1, hq, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(batch, kv_len, hkv, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(batch, kv_len, hkv, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
+        nbytes = bd.kv_bytes(batch, hkv, kv_len)
+        for name, impl in bg.IMPLS.items():
+            fn = lambda: impl(q, k, v, False)  # noqa: E731
+            try:
+                us = event_us(fn, args.calls)
+                kernels = kernel_times(fn, args.calls)
+            except Exception as e:  # a peer without a kernel for the shape
+                print(f"b={batch} h={hq}/{hkv} kv={kv_len} {name}: {type(e).__name__}: {e}")
+                continue
+            print(f"b={batch} h={hq}/{hkv} kv={kv_len} {name}: {us:7.1f} us a call, "
+                  f"{nbytes / us / 1e6:5.2f} TB/s (L2 warm)")
+            for kname, (per_call, mean_us) in sorted(kernels.items(), key=lambda kv: -kv[1][0] * kv[1][1]):
+                print(f"    {per_call:4.1f} x {mean_us:8.1f} us  {kname[:110]}")
+        del q, k, v
+
+
+if __name__ == "__main__":
+    main()
