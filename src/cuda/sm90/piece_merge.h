@@ -62,6 +62,42 @@ __device__ __forceinline__ bool count_piece_in(int* counter, int others, int bar
   return __any_sync(0xffffffffu, named_barrier_any(barrier, kWarpgroupThreads, last));
 }
 
+// A weight of the second pass: piece L against the rows' largest (0 for a piece that saw no key).
+__device__ __forceinline__ float piece_weight(float l, float largest) {
+  return l == -INFINITY ? 0.0f : __expf(l - largest);
+}
+
+// The first pass of a merge of pieces first .. last: the rows' largest L (top), the reciprocal of
+// sum_i exp(L_i - top) (scale) and the merged L, reading kLsePiecesInFlight pieces' L at once
+// through piece_lse(c, l) (-inf past `last`), the sum kept against the largest as it grows.
+constexpr int kLsePiecesInFlight = 8;
+template <class PieceLse>
+__device__ __forceinline__ void merged_lse(int first, int last, PieceLse piece_lse, float (&top)[2], float (&scale)[2],
+                                           float (&lse)[2]) {
+  float sum[2] = {0.0f, 0.0f};
+  top[0] = top[1] = -INFINITY;
+  for (int c0 = first; c0 <= last; c0 += kLsePiecesInFlight) {
+    float l[kLsePiecesInFlight][2];
+#pragma unroll
+    for (int j = 0; j < kLsePiecesInFlight; ++j) piece_lse(c0 + j, l[j]);
+#pragma unroll
+    for (int j = 0; j < kLsePiecesInFlight; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (l[j][h] == -INFINITY) continue;
+        const float grown = fmaxf(top[h], l[j][h]);
+        sum[h] = sum[h] * __expf(top[h] - grown) + __expf(l[j][h] - grown);  // exp(-inf) = 0 at first
+        top[h] = grown;
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    scale[h] = sum[h] > 0.0f ? __frcp_rn(sum[h]) : 0.0f;  // no division's slow-path call
+    lse[h] = sum[h] > 0.0f ? top[h] + __logf(sum[h]) : -INFINITY;
+  }
+}
+
 // The merge of pieces first .. last, `own` among them still in o and lse (its L in own_lse too),
 // the others' read through slot_of(c) (this thread's first float4 of piece c's slot). Merged in
 // piece order, the own piece at its place among them, so that the bits do not depend on which
@@ -81,7 +117,6 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
                                              SlotOf slot_of, bool live = true) {
   using Slot = PieceSlot<HeadDim>;
   constexpr int kOAccum = Slot::kOAccum, kLoadsInFlight = Slot::kLoadsInFlight;
-  constexpr int kLsePiecesInFlight = 8;
   // Two pieces' O loads at once take kLoadsInFlight float4s more; at head dim 256 (128 O
   // registers) one.
   constexpr int kPiecesInFlight = HeadDim <= 128 ? 2 : 1;
@@ -93,29 +128,8 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
       Slot::read_lse(slot_of(min(c, last)), l, live && c <= last);  // no address past the pieces
     }
   };
-  float top[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
-  for (int c0 = first; c0 <= last; c0 += kLsePiecesInFlight) {
-    float l[kLsePiecesInFlight][2];
-#pragma unroll
-    for (int j = 0; j < kLsePiecesInFlight; ++j) piece_lse(c0 + j, l[j]);  // -inf past `last`
-#pragma unroll
-    for (int j = 0; j < kLsePiecesInFlight; ++j) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (l[j][h] == -INFINITY) continue;
-        const float grown = fmaxf(top[h], l[j][h]);
-        sum[h] = sum[h] * __expf(top[h] - grown) + __expf(l[j][h] - grown);  // exp(-inf) = 0 at first
-        top[h] = grown;
-      }
-    }
-  }
-  auto weight = [&](float l, float largest) { return l == -INFINITY ? 0.0f : __expf(l - largest); };
-  float scale[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    scale[h] = sum[h] > 0.0f ? __frcp_rn(sum[h]) : 0.0f;  // no division's slow-path call
-    lse[h] = sum[h] > 0.0f ? top[h] + __logf(sum[h]) : -INFINITY;
-  }
+  float top[2], scale[2];
+  merged_lse(first, last, piece_lse, top, scale, lse);
 #pragma unroll
   for (int i0 = 0; i0 < kOAccum / 4; i0 += kLoadsInFlight) {
     float4 merged[kLoadsInFlight];
@@ -143,7 +157,7 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
 #pragma unroll
       for (int j = 0; j < kPiecesInFlight; ++j) {
         if (c0 + j > last) break;  // the same for the whole warpgroup
-        const float w0 = weight(l[j][0], top[0]) * scale[0], w1 = weight(l[j][1], top[1]) * scale[1];
+        const float w0 = piece_weight(l[j][0], top[0]) * scale[0], w1 = piece_weight(l[j][1], top[1]) * scale[1];
 #pragma unroll
         for (int i = 0; i < kLoadsInFlight; ++i) {
           merged[i].x += v[j][i].x * w0, merged[i].y += v[j][i].y * w0;
@@ -157,6 +171,62 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
       o[e] = merged[i].x, o[e + 1] = merged[i].y, o[e + 2] = merged[i].z, o[e + 3] = merged[i].w;
     }
     asm volatile("" ::: "memory");
+  }
+}
+
+// The merge of pieces first .. last by a whole warpgroup whose rows are all warp 0's: a decode
+// tile of up to 16 query rows (G heads of one token), where merge_pieces would leave 3 of the 4
+// warps idle and warp 0 waiting on 2 x S / 2 dependent loads at head dim 128. Here the warpgroup
+// shares warp 0's float4s out: warp w takes float4s w, w + 4, ... of lane `lane`'s slots (the
+// lane is the owner: owner_slot_of(c), that lane's first float4 of piece c's slot), reads all
+// pieces' L as merge_pieces does and kWarp0PiecesInFlight pieces' O at once, about 1 + S / 4
+// round trips. Every piece is read from its slot, the own one too. Out: the owner's merged L in
+// lse (each warp of a lane computes the same), its merged float4 w + 4 k in share[k], in the
+// same order of additions for every piece count and arrival.
+template <int HeadDim>
+struct Warp0Share {
+  static constexpr int kVectors = HeadDim / 32;  // of the owner's HeadDim / 8 float4s
+  static constexpr int kWarps = kWarpgroupThreads / 32;
+  static constexpr int kPiecesInFlight = 16 / kVectors;  // 16 float4s of loads in flight
+  // Where float4 k of this warp's share is in a slot (from the owner's first float4).
+  __device__ __forceinline__ static int offset(int warp, int k) { return (warp + kWarps * k) * kWarpgroupThreads; }
+};
+
+template <int HeadDim, class OwnerSlotOf>
+__device__ __forceinline__ void merge_pieces_for_warp0(float4 (&share)[Warp0Share<HeadDim>::kVectors], float (&lse)[2],
+                                                       int first, int last, OwnerSlotOf owner_slot_of, bool owner_live,
+                                                       int warp) {
+  using Slot = PieceSlot<HeadDim>;
+  using Share = Warp0Share<HeadDim>;
+  constexpr int kVectors = Share::kVectors, kInFlight = Share::kPiecesInFlight;
+  auto piece_lse = [&](int c, float (&l)[2]) {
+    Slot::read_lse(owner_slot_of(min(c, last)), l, owner_live && c <= last);  // no address past the pieces
+  };
+  float top[2], scale[2];
+  merged_lse(first, last, piece_lse, top, scale, lse);
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) share[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int c0 = first; c0 <= last; c0 += kInFlight) {
+    float4 v[kInFlight][kVectors];
+    float l[kInFlight][2];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      const int c = c0 + j;
+      piece_lse(c, l[j]);
+      const float4* slot = owner_slot_of(min(c, last));
+#pragma unroll
+      for (int k = 0; k < kVectors; ++k) v[j][k] = load_if(slot + Share::offset(warp, k), owner_live && c <= last);
+    }
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      if (c0 + j > last) break;  // the same for the whole warpgroup
+      const float w0 = piece_weight(l[j][0], top[0]) * scale[0], w1 = piece_weight(l[j][1], top[1]) * scale[1];
+#pragma unroll
+      for (int k = 0; k < kVectors; ++k) {
+        share[k].x += v[j][k].x * w0, share[k].y += v[j][k].y * w0;
+        share[k].z += v[j][k].z * w1, share[k].w += v[j][k].w * w1;
+      }
+    }
   }
 }
 

@@ -1188,6 +1188,11 @@ std::vector<Case> key_split_cases() {
   c = make("ks12_varlen_g8_d64_bf16", bf, 64, 0, 0, 0, 16, 2);
   c.lens_q = {1, 1}, c.lens_k = {1024, 1500}, v.push_back(c);
   c = make("ks17_g2_q1_k2600_d256_fp16", fp, 256, 2, 1, 2600, 4, 2), c.causal = true, v.push_back(c);
+  // Where all of a warpgroup's rows are warp 0's (up to 16), the four warps merge them together
+  // (merge_pieces_for_warp0; the cases above at G q <= 16 and head dims up to 128); 24 rows
+  // (warps 0 and 1) merge as before, here in two levels; an MQA tile at head dim 96 in two levels.
+  v.push_back(make("ks11_g4_q6_k1800_d128_bf16", bf, 128, 1, 6, 1800, 8, 2));
+  v.push_back(make("ks16_mqa_g8_q2_k5000_d96_fp16", fp, 96, 1, 2, 5000, 8, 1));
   // The rule: one tile (MQA decode) of 128 key blocks, cut into 32 pieces (its key blocks over
   // kSm90KeySplitMinBlocks), which merge in two levels.
   v.push_back(make("rule_mqa_q1_k16384_d128_bf16", bf, 128, 1, 1, 16384, 8, 1));
