@@ -10,9 +10,6 @@
 
 namespace flashattn {
 
-// The most pieces a query tile's keys may be cut into (AttentionParams::num_splits and the
-// FLASHATTN_SM90_KEY_SPLITS test switch).
-constexpr int kMaxNumSplits = 256;
 
 // Element offset of (batch b, row i of that sequence, head h) is
 //   b * batch_stride + (row_begin(b) + i) * row_stride + h * head_stride

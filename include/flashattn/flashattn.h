@@ -36,6 +36,9 @@ enum class Backend : int {
 
 const char* backend_name(Backend backend);
 
+// The most pieces a query tile's keys may be cut into (AttentionParams::num_splits).
+constexpr int kMaxNumSplits = 256;
+
 struct AttentionParams {
   float softmax_scale = 0.0f;  // 0 means 1 / sqrt(headdim)
   bool causal = false;
@@ -62,7 +65,7 @@ struct AttentionParams {
   Backend backend = Backend::kAuto;
   int num_threads = 0;      // CPU: 0 means all hardware threads; more than there are runs that many
   void* stream = nullptr;   // CUDA: a cudaStream_t; null is the default stream
-  // CUDA forward, 0 .. 256: into how many pieces the keys of a query tile may be cut, each piece
+  // CUDA forward, 0 .. kMaxNumSplits: into how many pieces the keys of a query tile may be cut, each piece
   // run by a CTA of its own and merged after (flash_attn's num_splits). 0 lets the library choose;
   // 1 cuts nothing (no split tail either); more sets the pieces of the GQA-packed Hopper kernel,
   // which serves decode, MHA decode (seqlen_q <= 64) included (elsewhere > 1 is taken as 0), at

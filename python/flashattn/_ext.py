@@ -16,6 +16,8 @@ forward = _C.forward
 backward = _C.backward
 empty = _C.empty
 synchronize = _C.synchronize
+# The most pieces num_splits may ask for (the C++ API's kMaxNumSplits).
+max_num_splits = _C.max_num_splits
 # Asked on every SDPA call while the hook is active; the answer cannot change within a process.
 cuda_available = functools.lru_cache(maxsize=None)(_C.cuda_available)
 

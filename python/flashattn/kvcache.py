@@ -86,7 +86,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         softmax_scale, causal, window_size, softcap, alibi_slopes: as flash_attn_func.
         num_splits: 0 lets the library choose how many pieces the keys of a query tile are cut
             into (each run by a CTA of its own, merged after); 1 cuts nothing; more, that many
-            (at most 256 and one piece per key block).
+            (at most 256, the C++ API's kMaxNumSplits, and one piece per key block).
     Return:
         out (batch, seqlen_q, nheads, headdim); with return_softmax_lse, (out, softmax_lse
         (batch, nheads, seqlen_q)).
@@ -106,8 +106,9 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         splits = operator.index(num_splits) if not isinstance(num_splits, bool) else None
     except TypeError:
         splits = None
-    if splits is None or not 0 <= splits <= 256:
-        _fail("num_splits", f"is {num_splits!r}; expected an integer from 0 (the library chooses) to 256")
+    if splits is None or not 0 <= splits <= _ext.max_num_splits:
+        _fail("num_splits", f"is {num_splits!r}; expected an integer from 0 (the library chooses) to "
+                            f"{_ext.max_num_splits}")
     window = _ext.flash_attn_window(window_size)
     batch, seqlen_q, _, headdim = q.shape
     device = q.device

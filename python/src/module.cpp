@@ -209,6 +209,8 @@ NB_MODULE(_C, m) {
         "exported through DLPack and freed when its last consumer releases it.");
   m.def("synchronize", &synchronize, "device_id"_a, "stream"_a,
         "Blocks until the work queued on a CUDA stream of a device has finished (no-op without CUDA).");
+  // kvcache.py checks num_splits against it before any tensor is made.
+  m.attr("max_num_splits") = flashattn::kMaxNumSplits;
   m.def("cuda_available", &flashattn::cuda_available, "True when this build has a CUDA backend and a GPU.");
   m.def("backend_name", &flashattn::backend_name, "backend"_a);
 }

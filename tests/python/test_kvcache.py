@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from flashattn import flash_attn_with_kvcache
+from flashattn import _ext, flash_attn_with_kvcache
 from reference import assert_close_to_reference, attention
 
 
@@ -164,6 +164,7 @@ def test_with_kvcache_errors():
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, cache_leftpad=lengths)
     with pytest.raises(ValueError, match="argument 'k_cache': has 2 sequences; expected batch 3"):
         flash_attn_with_kvcache(torch.randn(3, 1, 2, 16), k_cache, v_cache)
+    assert _ext.max_num_splits == 256  # the bound the docstring and flash_attn's callers know
     for bad in (-1, 257, True, 2.0, "2"):
         with pytest.raises(ValueError, match="argument 'num_splits': is"):
             flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, num_splits=bad)
