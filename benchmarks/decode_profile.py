@@ -1,6 +1,7 @@
 """Where a decode step's time goes: the GPU kernels each implementation launches for one call,
 with their device times (torch.profiler), beside the call's time between CUDA events without
-do_bench's L2 clear. For the key splits' readings (docs/perf.md, session 67): whether a call's
+do_bench's L2 clear (host_exposure.py's back to back) and the host's time a call (enqueue only,
+clock_probe.py's). For the key splits' readings (docs/perf.md, session 67): whether a call's
 time is its one kernel's, and how that kernel's time grows with the keys at a fixed number of
 pieces (time = fixed + keys / rate).
 
@@ -31,21 +32,6 @@ def kernel_times(fn, calls):
     return {name: (n / calls, total / n) for name, (n, total) in out.items()}
 
 
-def event_us(fn, calls):
-    """Mean time a call between CUDA events over `calls` back-to-back calls, L2 warm."""
-    import torch
-
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return 1000.0 * start.elapsed_time(end) / calls
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", action="append", default=[], metavar="BATCH,HQ,HKV,KV_LEN")
@@ -56,6 +42,8 @@ def main():
     import torch
     import bench_decode as bd
     import bench_gpu as bg
+    from clock_probe import host_us_per_call
+    from host_exposure import back_to_back_ms
 
     bg.add_ours_with_env(args.ours_env, ap)
     try:
@@ -71,13 +59,14 @@ def main():
         for name, impl in bg.IMPLS.items():
             fn = lambda: impl(q, k, v, False)  # noqa: E731
             try:
-                us = event_us(fn, args.calls)
+                us = 1000.0 * back_to_back_ms(fn, calls=args.calls)
+                host = host_us_per_call(fn, calls=args.calls)
                 kernels = kernel_times(fn, args.calls)
             except Exception as e:  # a peer without a kernel for the shape
                 print(f"b={batch} h={hq}/{hkv} kv={kv_len} {name}: {type(e).__name__}: {e}")
                 continue
-            print(f"b={batch} h={hq}/{hkv} kv={kv_len} {name}: {us:7.1f} us a call, "
-                  f"{nbytes / us / 1e6:5.2f} TB/s (L2 warm)")
+            print(f"b={batch} h={hq}/{hkv} kv={kv_len} {name}: {us:7.1f} us a call back to back "
+                  f"({nbytes / us / 1e6:5.2f} TB/s, L2 warm), host {host:6.1f} us a call")
             for kname, (per_call, mean_us) in sorted(kernels.items(), key=lambda kv: -kv[1][0] * kv[1][1]):
                 print(f"    {per_call:4.1f} x {mean_us:8.1f} us  {kname[:110]}")
         del q, k, v

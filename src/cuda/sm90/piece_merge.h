@@ -67,6 +67,19 @@ __device__ __forceinline__ float piece_weight(float l, float largest) {
   return l == -INFINITY ? 0.0f : __expf(l - largest);
 }
 
+// One piece's float4s added into `sum` with the piece's weights, exp(L - top) / sum of them, of
+// the rows the float4s' halves belong to (x, y: the thread's first row; z, w: its second).
+template <int N>
+__device__ __forceinline__ void add_weighted(float4 (&sum)[N], const float4 (&v)[N], const float (&l)[2],
+                                             const float (&top)[2], const float (&scale)[2]) {
+  const float w0 = piece_weight(l[0], top[0]) * scale[0], w1 = piece_weight(l[1], top[1]) * scale[1];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    sum[i].x += v[i].x * w0, sum[i].y += v[i].y * w0;
+    sum[i].z += v[i].z * w1, sum[i].w += v[i].w * w1;
+  }
+}
+
 // The first pass of a merge of pieces first .. last: the rows' largest L (top), the reciprocal of
 // sum_i exp(L_i - top) (scale) and the merged L, reading kLsePiecesInFlight pieces' L at once
 // through piece_lse(c, l) (-inf past `last`), the sum kept against the largest as it grows.
@@ -157,12 +170,7 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
 #pragma unroll
       for (int j = 0; j < kPiecesInFlight; ++j) {
         if (c0 + j > last) break;  // the same for the whole warpgroup
-        const float w0 = piece_weight(l[j][0], top[0]) * scale[0], w1 = piece_weight(l[j][1], top[1]) * scale[1];
-#pragma unroll
-        for (int i = 0; i < kLoadsInFlight; ++i) {
-          merged[i].x += v[j][i].x * w0, merged[i].y += v[j][i].y * w0;
-          merged[i].z += v[j][i].z * w1, merged[i].w += v[j][i].w * w1;
-        }
+        add_weighted(merged, v[j], l[j], top, scale);
       }
     }
 #pragma unroll
@@ -220,12 +228,7 @@ __device__ __forceinline__ void merge_pieces_for_warp0(float4 (&share)[Warp0Shar
 #pragma unroll
     for (int j = 0; j < kInFlight; ++j) {
       if (c0 + j > last) break;  // the same for the whole warpgroup
-      const float w0 = piece_weight(l[j][0], top[0]) * scale[0], w1 = piece_weight(l[j][1], top[1]) * scale[1];
-#pragma unroll
-      for (int k = 0; k < kVectors; ++k) {
-        share[k].x += v[j][k].x * w0, share[k].y += v[j][k].y * w0;
-        share[k].z += v[j][k].z * w1, share[k].w += v[j][k].w * w1;
-      }
+      add_weighted(share, v[j], l[j], top, scale);
     }
   }
 }
