@@ -134,11 +134,16 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
     if cache_batch_idx is None and block_table is None and k_cache.shape[0] != batch:
         _fail("k_cache", f"has {k_cache.shape[0]} sequences; expected batch {batch} (or give cache_batch_idx)")
 
+    # Lengths the host already knows (an int, or the whole cache) are checked without reading
+    # anything back from the device.
+    known_length = None
     if cache_seqlens is None:
         if k is not None:
             _fail("cache_seqlens", "is needed where k and v are appended")
+        known_length = capacity
         cache_seqlens = torch.full((batch,), capacity, dtype=torch.int32, device=device)
     elif isinstance(cache_seqlens, int):
+        known_length = cache_seqlens
         cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=device)
     else:
         cache_seqlens = _index_tensor("cache_seqlens", cache_seqlens, batch, device)
@@ -149,14 +154,22 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                    or rotary_cos.shape != rotary_sin.shape or 2 * rotary_cos.shape[1] > headdim):
         _fail("rotary_cos", f"expected rotary_cos and rotary_sin of one shape (seqlen_ro, rotary_dim / 2), "
                             f"rotary_dim <= headdim {headdim}")
-    # One read-back of the indices (one transfer for all of them), so that every index below is
-    # known to be in bounds. Not while a CUDA graph is being captured (nothing can be read back
-    # there): the indices are then trusted, as the library trusts GPU length vectors under capture
-    # (flashattn.h).
-    if not (q.is_cuda and torch.cuda.is_current_stream_capturing()):
-        indices = [t.flatten() for t in (cache_seqlens, cache_batch_idx, block_table) if t is not None]
-        values = torch.cat(indices).tolist()
-        lengths, others = values[:batch], values[batch:]  # others: cache_batch_idx or the table
+    # One read-back of the index tensors (one transfer for all of them), so that every index below
+    # is known to be in bounds: a synchronisation with the device, so none where every index is
+    # the host's already (cache_seqlens an int or None, no cache_batch_idx or block_table). None
+    # while a CUDA graph is being captured (nothing can be read back there): the tensors are then
+    # trusted, as the library trusts GPU length vectors under capture (flashattn.h).
+    # (Under capture with a known length, that length is still checked; the tensors are trusted.)
+    capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
+    if not capturing or known_length is not None:
+        tensors = (cache_batch_idx, block_table) if known_length is not None else (cache_seqlens, cache_batch_idx,
+                                                                                   block_table)
+        read = [] if capturing else [t.flatten() for t in tensors if t is not None]
+        values = torch.cat(read).tolist() if read else []
+        if known_length is None:
+            lengths, others = values[:batch], values[batch:]  # others: cache_batch_idx or the table
+        else:
+            lengths, others = [known_length] * batch, values
         for b, n in enumerate(lengths):
             if n < 0 or n + seqlen_new > capacity:
                 _fail("cache_seqlens", f"entry {b} is {n}; with {seqlen_new} new rows it must lie in "

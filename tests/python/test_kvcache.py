@@ -138,6 +138,8 @@ def test_with_kvcache_errors():
         flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=torch.tensor([3, 10], dtype=torch.int32))
     with pytest.raises(ValueError, match="argument 'cache_seqlens': entry 0 is -1"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([-1, 2], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'cache_seqlens': entry 0 is 10"):  # an int, checked on the host
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=10)
     with pytest.raises(ValueError, match="argument 'cache_seqlens': expected an int32"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths.long())
     with pytest.raises(ValueError, match="argument 'cache_seqlens': is needed"):
@@ -288,3 +290,22 @@ def test_with_kvcache_under_cuda_graph_capture(cache_len, heads, kv_heads, d, ne
     assert torch.equal(out, expected)
     assert torch.equal(caches[0], eager_caches[0]) and torch.equal(caches[1], eager_caches[1])
     assert torch.equal(caches[0][1, new_lengths[1]], k[1, 0])  # the replay appended at the new lengths
+
+
+def test_with_kvcache_reads_back_only_tensors_of_indices(monkeypatch):
+    """A read-back of the indices synchronises with the device: none where cache_seqlens is an int
+    or None and no index tensor is given; one (a concatenation) where there is a tensor to check."""
+    reads = []
+    cat = torch.cat
+    monkeypatch.setattr(torch, "cat", lambda tensors, *a, **kw: reads.append(len(tensors)) or cat(tensors, *a, **kw))
+    q = torch.randn(2, 1, 2, 16)
+    k_cache, v_cache = torch.randn(2, 10, 2, 16), torch.randn(2, 10, 2, 16)
+    expected = flash_attn_with_kvcache(q, k_cache[:, :6], v_cache[:, :6])
+    assert reads == []
+    assert torch.equal(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=6), expected)
+    assert reads == []
+    lengths = torch.tensor([6, 6], dtype=torch.int32)
+    assert torch.equal(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths), expected)
+    assert reads == [1]
+    flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=6, cache_batch_idx=torch.tensor([1, 0], dtype=torch.int32))
+    assert reads == [1, 1]
