@@ -141,10 +141,8 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         if k is not None:
             _fail("cache_seqlens", "is needed where k and v are appended")
         known_length = capacity
-        cache_seqlens = torch.full((batch,), capacity, dtype=torch.int32, device=device)
     elif isinstance(cache_seqlens, int):
         known_length = cache_seqlens
-        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=device)
     else:
         cache_seqlens = _index_tensor("cache_seqlens", cache_seqlens, batch, device)
 
@@ -191,7 +189,11 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
 
     with torch.no_grad():
         table = None if block_table is None else block_table.long()
-        starts = cache_seqlens.long().unsqueeze(1)  # (B, 1)
+        # Each torch op here is a kernel launch on every decode step: the positions only where
+        # rows are rotated or appended.
+        if known_length is not None and (rotary or k is not None or known_length != capacity):
+            cache_seqlens = torch.full((batch,), known_length, dtype=torch.int32, device=device)
+        starts = cache_seqlens.long().unsqueeze(1) if rotary or k is not None else None  # (B, 1)
         if rotary:
             q_offsets = torch.arange(seqlen_q, device=device) if local else torch.zeros(seqlen_q, dtype=torch.long,
                                                                                          device=device)
@@ -219,7 +221,12 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             keys, values = k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
         else:
             keys, values = k_cache, v_cache
-        seqused_k = cache_seqlens + seqlen_new
+        # The whole cache (cache_seqlens None: nothing appended) needs no lengths; nothing
+        # appended needs no sum.
+        if known_length is not None and known_length == capacity:
+            seqused_k = None
+        else:
+            seqused_k = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
         out, lse = ops.attention(q, keys, values, None, None, 0, 0, _ext.softmax_scale(softmax_scale, headdim),
                                  bool(causal), *window, float(softcap), alibi_slopes, False, None,
                                  seqused_k, splits)

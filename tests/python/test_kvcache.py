@@ -309,3 +309,9 @@ def test_with_kvcache_reads_back_only_tensors_of_indices(monkeypatch):
     assert reads == [1]
     flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=6, cache_batch_idx=torch.tensor([1, 0], dtype=torch.int32))
     assert reads == [1, 1]
+    # The whole cache as None, as an int and as a tensor (the first two pass the library no lengths).
+    whole = flash_attn_with_kvcache(q, k_cache, v_cache)
+    assert torch.equal(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=10), whole)
+    assert torch.equal(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([10, 10], dtype=torch.int32)),
+                       whole)
+    assert not torch.equal(expected, whole)
