@@ -6,7 +6,8 @@ rows of its sequence's cache through the forward kernel's seqused_k (masks align
 length, as flash_attn aligns them). What flashattn does differently:
   * the append and the rotary embedding are PyTorch operations, not fused into the kernel;
   * a paged cache (block_table) and cache_batch_idx other than the identity are gathered into a
-    contiguous copy before the kernel (correct, with the copy's time and memory);
+    contiguous copy before the kernel (correct, with the copy's time and memory; of a paged cache
+    the blocks up to the longest sequence's last, all of the table's under graph capture);
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
     back once a call to check them, so a bad index is an error rather than a write out of bounds
     (except while a CUDA graph is captured: trusted there, as the library trusts length vectors);
@@ -159,6 +160,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
     # trusted, as the library trusts GPU length vectors under capture (flashattn.h).
     # (Under capture with a known length, that length is still checked; the tensors are trusted.)
     capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
+    gathered_blocks = None if block_table is None else block_table.shape[1]
     if not capturing or known_length is not None:
         tensors = (cache_batch_idx, block_table) if known_length is not None else (cache_seqlens, cache_batch_idx,
                                                                                    block_table)
@@ -179,6 +181,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         if block_table is not None:
             used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
             width = block_table.shape[1]
+            gathered_blocks = max(max(used_blocks, default=1), 1)
             for b in range(batch):
                 bad = [i for i in others[b * width:b * width + used_blocks[b]] if not 0 <= i < k_cache.shape[0]]
                 if bad:
@@ -213,9 +216,11 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 v_cache[rows, positions] = v
 
         if block_table is not None:
-            # (B, max_blocks * page, Hk, D), a copy. Entries past a sequence's used blocks may be
-            # anything (pools pad tables with -1 or stale pages): clamped, their rows are never read.
-            pages = table.clamp(0, k_cache.shape[0] - 1)
+            # (B, blocks * page, Hk, D), a copy of the blocks the longest sequence uses where the
+            # lengths were read (all max_blocks under capture). Entries past a sequence's used
+            # blocks may be anything (pools pad tables with -1 or stale pages): clamped, their rows
+            # are never read.
+            pages = table[:, :gathered_blocks].clamp(0, k_cache.shape[0] - 1)
             keys, values = k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
         elif cache_batch_idx is not None:
             keys, values = k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
