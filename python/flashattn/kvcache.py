@@ -7,7 +7,8 @@ length, as flash_attn aligns them). What flashattn does differently:
   * the append and the rotary embedding are PyTorch operations, not fused into the kernel;
   * a paged cache (block_table) and cache_batch_idx other than the identity are gathered into a
     contiguous copy before the kernel (correct, with the copy's time and memory; of a paged cache
-    the blocks up to the longest sequence's last, all of the table's under graph capture);
+    the blocks up to the longest sequence's last, all of the table's under graph capture unless
+    cache_seqlens is an int);
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
     back once a call to check them, so a bad index is an error rather than a write out of bounds
     (except while a CUDA graph is captured: trusted there, as the library trusts length vectors);
@@ -217,7 +218,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
 
         if block_table is not None:
             # (B, blocks * page, Hk, D), a copy of the blocks the longest sequence uses where the
-            # lengths were read (all max_blocks under capture). Entries past a sequence's used
+            # lengths are known (all max_blocks under capture with a tensor of lengths). Entries past a sequence's used
             # blocks may be anything (pools pad tables with -1 or stale pages): clamped, their rows
             # are never read.
             pages = table[:, :gathered_blocks].clamp(0, k_cache.shape[0] - 1)

@@ -295,7 +295,7 @@ def test_with_kvcache_under_cuda_graph_capture(cache_len, heads, kv_heads, d, ne
 def test_with_kvcache_reads_back_only_tensors_of_indices(monkeypatch):
     """A read-back of the indices synchronises with the device: none where cache_seqlens is an int
     or None and no index tensor is given; one (a concatenation) where there is a tensor to check."""
-    reads = []
+    reads = []  # torch.cat's calls: the read-back's (no rotary here, whose halves it joins too)
     cat = torch.cat
     monkeypatch.setattr(torch, "cat", lambda tensors, *a, **kw: reads.append(len(tensors)) or cat(tensors, *a, **kw))
     q = torch.randn(2, 1, 2, 16)
