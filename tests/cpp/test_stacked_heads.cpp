@@ -30,11 +30,7 @@ struct StackCase {
 void PrintTo(const StackCase& c, std::ostream* os) { *os << c.name; }
 
 CaseSpec base(uint64_t seed, int batch, int seqlen_q, int seqlen_k, int nheads_q, int nheads_kv, int headdim) {
-  CaseSpec s;
-  s.seed = seed;
-  s.batch = batch;
-  s.seqlen_q = seqlen_q, s.seqlen_k = seqlen_k;
-  s.nheads_q = nheads_q, s.nheads_kv = nheads_kv, s.headdim = headdim;
+  CaseSpec s = sized_spec(seed, DType::kFloat32, batch, seqlen_q, seqlen_k, nheads_q, nheads_kv, headdim);
   s.num_threads = 1;
   return s;
 }

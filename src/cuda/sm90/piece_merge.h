@@ -187,7 +187,7 @@ __device__ __forceinline__ void merge_pieces(float (&o)[HeadDim / 2], float (&ls
 // warps idle and warp 0 waiting on 2 x S / 2 dependent loads at head dim 128. Here the warpgroup
 // shares warp 0's float4s out: warp w takes float4s w, w + 4, ... of lane `lane`'s slots (the
 // lane is the owner: owner_slot_of(c), that lane's first float4 of piece c's slot), reads all
-// pieces' L as merge_pieces does and kWarp0PiecesInFlight pieces' O at once, about 1 + S / 4
+// pieces' L as merge_pieces does and Warp0Share::kPiecesInFlight pieces' O at once, about 1 + S / 4
 // round trips. Every piece is read from its slot, the own one too. Out: the owner's merged L in
 // lse (each warp of a lane computes the same), its merged float4 w + 4 k in share[k], in the
 // same order of additions for every piece count and arrival.

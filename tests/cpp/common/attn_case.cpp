@@ -55,6 +55,17 @@ std::string CaseSpec::describe() const {
   return os.str();
 }
 
+CaseSpec sized_spec(uint64_t seed, DType dtype, int batch, int seqlen_q, int seqlen_k, int nheads_q, int nheads_kv,
+                    int headdim) {
+  CaseSpec s;
+  s.seed = seed;
+  s.dtype = dtype;
+  s.batch = batch;
+  s.seqlen_q = seqlen_q, s.seqlen_k = seqlen_k;
+  s.nheads_q = nheads_q, s.nheads_kv = nheads_kv, s.headdim = headdim;
+  return s;
+}
+
 float AttnCase::scale() const {
   return spec.softmax_scale != 0.0f ? spec.softmax_scale : 1.0f / std::sqrt(static_cast<float>(spec.headdim));
 }

@@ -67,6 +67,10 @@ struct CaseSpec {
   std::string describe() const;
 };
 
+// A fixed-length case of these sizes, every other field at its default.
+CaseSpec sized_spec(uint64_t seed, DType dtype, int batch, int seqlen_q, int seqlen_k, int nheads_q, int nheads_kv,
+                    int headdim);
+
 struct AttnCase {
   CaseSpec spec;
   HostTensor q, k, v, dout;

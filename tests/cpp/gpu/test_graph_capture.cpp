@@ -30,16 +30,7 @@ struct GraphCase {
 
 // A fixed-length bf16 case of these sizes (the fixed cases below differ by nothing else, bar a mask).
 CaseSpec fixed_bf16(uint64_t seed, int batch, int seqlen_q, int seqlen_k, int nheads_q, int nheads_kv, int headdim) {
-  CaseSpec s;
-  s.seed = seed;
-  s.dtype = DType::kBFloat16;
-  s.batch = batch;
-  s.seqlen_q = seqlen_q;
-  s.seqlen_k = seqlen_k;
-  s.nheads_q = nheads_q;
-  s.nheads_kv = nheads_kv;
-  s.headdim = headdim;
-  return s;
+  return sized_spec(seed, DType::kBFloat16, batch, seqlen_q, seqlen_k, nheads_q, nheads_kv, headdim);
 }
 
 CaseSpec fixed_gqa_causal() {
