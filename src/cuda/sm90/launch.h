@@ -29,6 +29,15 @@ int next_counter_slot() {
   return int(launches.fetch_add(1, std::memory_order_relaxed) % kCounterSlots);
 }
 
+// A positive whole number of heads a causal group in FLASHATTN_SM90_CAUSAL_GROUPS, else 0 (unset,
+// a name, or anything else).
+int forced_group_heads(const char* value) {
+  if (value == nullptr || *value == '\0') return 0;
+  char* end = nullptr;
+  const long heads = std::strtol(value, &end, 10);
+  return *end == '\0' && heads > 0 && heads <= (1L << 30) ? int(heads) : 0;
+}
+
 // (batch, head) pairs per causal scheduling group (tile_scheduler.h, longest_first_in_l2_group):
 // as many as have their K and V in half the L2 together. A query head's share is its KV head's
 // bytes over the heads that read them; with GQA packing a tile's head is the KV head itself.
@@ -44,7 +53,8 @@ int l2_group_heads(const AttentionProblem& pb, bool packed, int l2_bytes) {
 // kSm90WideOneHeadGroupMaxKeys, L2-sized groups at head dim 64 and with GQA packing up to
 // kSm90L2GroupMaxKeys keys (where Cfg::kCausalL2Groups allows), and one head per group in d64's
 // tall tiles at any length; else one group of all heads.
-// FLASHATTN_SM90_CAUSAL_GROUPS=all|l2|one overrides the rule (read at every launch, for benchmarks).
+// FLASHATTN_SM90_CAUSAL_GROUPS=all|l2|one|N overrides the rule (N: that many heads a group, at
+// most all; read at every launch, for benchmarks). Any other value leaves the rule in charge.
 template <class Cfg>
 int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
   const int all = pb.batch * (Cfg::kPackGqa ? pb.nheads_kv : pb.nheads_q);
@@ -52,6 +62,8 @@ int causal_group_heads(const AttentionProblem& pb, int l2_bytes) {
   if (forced != nullptr && std::strcmp(forced, "all") == 0) return all;
   if (forced != nullptr && std::strcmp(forced, "one") == 0) return 1;
   if (forced != nullptr && std::strcmp(forced, "l2") == 0) return l2_group_heads(pb, Cfg::kPackGqa, l2_bytes);
+  const int forced_heads = forced_group_heads(forced);
+  if (forced_heads > 0) return std::min(forced_heads, std::max(all, 1));
   if (!Cfg::kCausalL2Groups) return all;
   if (!Cfg::kPackGqa && Cfg::kHeadDim == 64 && Cfg::kConsumerWarpgroups == 4) return 1;  // d64's tall tiles
   if (!Cfg::kPackGqa && Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128) {

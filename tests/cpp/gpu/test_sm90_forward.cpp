@@ -2063,6 +2063,61 @@ TEST_P(Sm90SplitTail, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90SplitTail, ::testing::ValuesIn(split_tail_cases()), case_name);
 
+// Causal tiles in groups of N (batch, head) pairs, longest first within a group
+// (FLASHATTN_SM90_CAUSAL_GROUPS=N, tile_scheduler.h): sizes that leave a smaller last group, one
+// larger than the heads (clamped to one group of all), and values the launch ignores (0, a word),
+// on the static and dynamic schedules, 192-row tiles (d64), 64-key blocks (d256) and GQA packing.
+// A tile the numbering skipped or ran twice shows as a poisoned or a wrong row.
+struct GroupCase {
+  Case c;
+  const char* variant;  // FLASHATTN_SM90_VARIANT, or nullptr for the rule (the packed kernel)
+  const char* groups;
+};
+void PrintTo(const GroupCase& g, std::ostream* os) {
+  *os << g.c.name << " (" << (g.variant ? g.variant : "the rule's kernel") << ", groups " << g.groups << ")";
+}
+
+std::vector<GroupCase> causal_group_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<GroupCase> v;
+  Case c = make("groups_d128_q700_b3_h5_bf16", bf, 128, 3, 700, 700, 5, 5);  // 15 pairs x 6 tiles
+  c.causal = true;
+  for (const char* g : {"2", "4", "64", "0", "many"}) v.push_back({c, "static", g});
+  v.push_back({c, "default", "4"});
+  c = make("groups_d64_q900_b2_h7_fp16", fp, 64, 2, 900, 900, 7, 7), c.causal = true;  // 14 pairs x 5 tiles
+  v.push_back({c, "static", "3"}), v.push_back({c, "default", "3"});
+  c = make("groups_d256_q500_k640_b2_h3_bf16", bf, 256, 2, 500, 640, 3, 3), c.causal = true;
+  v.push_back({c, "static", "4"}), v.push_back({c, "static", "5"});
+  c = make("groups_packed_d128_q40_k700_b3_bf16", bf, 128, 3, 40, 700, 8, 2), c.causal = true;  // 6 KV pairs
+  v.push_back({c, nullptr, "4"});
+  return v;
+}
+
+class Sm90CausalGroups : public ::testing::TestWithParam<GroupCase> {};
+
+TEST_P(Sm90CausalGroups, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  const GroupCase& g = GetParam();
+  const ScopedEnv groups("FLASHATTN_SM90_CAUSAL_GROUPS", g.groups);
+  if (g.variant == nullptr) {
+    const int64_t before = sm90_pack_gqa_launches();
+    run_case(g.c, 131u + uint32_t(g.c.name.size()));
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(sm90_pack_gqa_launches() - before, 1) << "the API did not run the packed kernel";
+    return;
+  }
+  const bool static_kernel = std::string(g.variant) == "static";
+  run_forced_case(g.c, g.variant, static_kernel ? sm90_static_schedule_launches : sm90_default_launches, 131u,
+                  static_kernel ? "static-schedule kernel" : "default kernel");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90CausalGroups, ::testing::ValuesIn(causal_group_cases()),
+                         [](const ::testing::TestParamInfo<GroupCase>& info) {
+                           std::string groups = info.param.groups;
+                           return info.param.c.name + "_" + (info.param.variant ? info.param.variant : "rule") +
+                                  "_g" + groups;
+                         });
+
 // Cluster pairs with their last, partial wave of tiles split by keys in the static kernel's tail
 // kernel (launch.h, TailBaseOf). Forced: every tile in the tail (the pairs' kernel then does not
 // run at all), GQA with softcap in a strided layout without lse, fp16, scores that jump up mid-row,
