@@ -80,8 +80,17 @@ def main():
     ap.add_argument("--l2-mb", type=float, default=50.0)
     ap.add_argument("--h100", action="store_true", help="the H100's rule for d64 (dynamic from 2k)")
     ap.add_argument("--groups", default="1,2,4,8,16,32,64")
+    ap.add_argument("--compare", default=None, metavar="static:N,dynamic:N,...",
+                    help="instead of the table: each setting's predicted speed over the rule's, per row "
+                         "(the rule's busiest / the setting's busiest; above 1: the model favours it)")
     args = ap.parse_args()
     candidates = [int(g) for g in args.groups.split(",")]
+    settings = []
+    for item in (args.compare.split(",") if args.compare else []):
+        schedule, _, g = item.partition(":")
+        if schedule not in ("static", "dynamic") or not g.isdigit() or int(g) < 1:
+            ap.error(f"--compare {item!r}: expected static:N or dynamic:N, N >= 1")
+        settings.append((schedule == "dynamic", int(g), item))
     print(f"busiest CTA / mean, {args.sms} CTAs, a tile's fixed cost {args.tile_cost} key blocks "
           f"({'H100' if args.h100 else 'H200'} rules); s = static snake, d = dynamic counter")
     rows = [(d, n, WIDTH // d) for d in (64, 128, 256) for n in (512, 1024, 2048, 4096, 8192, 16384)]
@@ -93,6 +102,13 @@ def main():
         costs = tile_costs(seqlen, bm, bn, args.tile_cost)
         now = busiest_over_mean(numbering(pairs, costs, group), args.sms, dynamic)
         head_mb = 2 * seqlen * hd * 2 / 2**20 / (4 if d == "gqa" else 1)
+        if settings:
+            if kernel == "tall":
+                continue  # other tile shapes: FLASHATTN_SM90_VARIANT=static|default would leave them
+            cells = [f"{name} {now / busiest_over_mean(numbering(pairs, costs, min(g, pairs)), args.sms, dyn):.3f}"
+                     for dyn, g, name in settings]
+            print(f"d{d} causal {seqlen}: rule {kernel} G{group} {now:.3f} | " + " | ".join(cells))
+            continue
         cells = []
         for g in candidates:
             if g > pairs:
