@@ -10,7 +10,9 @@ busiest CTA's work over the mean (1.000: no CTA waits at the end) under the libr
 under other group sizes, so that a device session can time the ones the model favours
 (FLASHATTN_SM90_CAUSAL_GROUPS=N with FLASHATTN_SM90_VARIANT=static|default, bench_gpu.py
 --ours-env). It knows nothing of the L2: a group's K and V must still fit there (the column
-`group MB`), which is why the library groups at all.
+`group MB`), which is why the library groups at all. Nor of the clock: on a power-bound card
+the SMs still busy at the end run faster as others idle, so it overstates what an uneven
+schedule costs, several-fold against the readings docs/perf.md (session 68) checks it on.
 
     python3 benchmarks/causal_schedule_model.py [--sms 132] [--tile-cost 1] [--l2-mb 50] [--h100]
 """
