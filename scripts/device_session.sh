@@ -255,6 +255,14 @@ measure() {
       --out "$OUT/decode.json" > "$OUT/decode.log" 2>&1
     echo "decode exit $?"; tail -8 "$OUT/decode.log"
   fi
+  # MEASURE_DECODE_PROFILE: benchmarks/decode_profile.py arguments (each implementation's and
+  # --ours-env setting's kernels and device times a decode call, its back-to-back and host time).
+  if [ -n "${MEASURE_DECODE_PROFILE:-}" ]; then
+    eval "set -- $MEASURE_DECODE_PROFILE"
+    PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_PROFILE_TIMEOUT:-150} python3 benchmarks/decode_profile.py "$@" \
+      > "$OUT/decode_profile.log" 2>&1
+    echo "decode_profile exit $?"; tail -60 "$OUT/decode_profile.log"
+  fi
   kill $smi
   archive_logs './*.log' './*.csv' './*.err'
 }
