@@ -337,6 +337,8 @@ def run(args, ap):
         plot(rows, args.png_dir, args.dtype)
     print(json.dumps(header["ceilings"]))
     print(table(rows))
+    if any(name.startswith("flashattn[") for name in IMPLS):
+        print(ab_table(rows))
 
 
 def fmt(x, spec="6.1f"):
@@ -362,6 +364,24 @@ def table(rows):
             f"{fmt(r['ratio_fwd'], '5.2f')} [{fmt(r['ratio_fwd_vs_fa2'], '4.2f')}] | "
             f"{fmt(r['flashattn_bwd_tflops'])} {fmt(r['fa2_bwd_tflops'])} {fmt(r['cudnn_bwd_tflops'])} "
             f"{fmt(r['ratio_bwd'], '5.2f')} [{fmt(r['ratio_bwd_vs_fa2'], '4.2f')}]")
+    return "\n".join(lines)
+
+
+def ab_table(rows):
+    """Each --ours-env setting (flashattn[SETTING]) against plain ours, forward, row by row: its
+    TFLOP/s and the change of the medians in %, for reading an A/B at a glance."""
+    settings = sorted({key[:-len("_fwd_tflops")] for r in rows for key in r
+                       if key.startswith("flashattn[") and key.endswith("_fwd_tflops")})
+    lines = ["forward, each --ours-env setting against ours (TFLOP/s, change of the medians)"]
+    for r in rows:
+        base = r.get("flashattn_fwd_tflops")
+        cells = []
+        for name in settings:
+            ours_set = r.get(f"{name}_fwd_tflops")
+            change = f" ({(ours_set / base - 1) * 100:+.1f}%)" if ours_set and base else ""
+            cells.append(f"{name[len('flashattn['):-1]} {fmt(ours_set)}{change}")
+        lines.append(f"d={r['headdim']:3d} n={r['seqlen']:5d} h={r['nheads']}/{r['nheads_kv']} causal={int(r['causal'])} "
+                     f"ours {fmt(base)} | " + " | ".join(cells))
     return "\n".join(lines)
 
 

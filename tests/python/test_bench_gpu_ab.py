@@ -1,0 +1,19 @@
+"""benchmarks/bench_gpu.py's A/B table: each --ours-env setting against plain ours, row by row."""
+from benchmark_tools import BENCHMARKS, load
+
+bench_gpu = load("bench_gpu", BENCHMARKS)
+
+
+def test_ab_table_gives_each_setting_and_its_change():
+    rows = [{"headdim": 128, "seqlen": 2048, "nheads": 16, "nheads_kv": 16, "causal": True,
+             "flashattn_fwd_tflops": 400.0, "flashattn[A=1]_fwd_tflops": 410.0, "flashattn[A=1]_bwd_tflops": None,
+             "flashattn[B=x;C=2]_fwd_tflops": 380.0},
+            {"headdim": 64, "seqlen": 512, "nheads": 32, "nheads_kv": 32, "causal": False,
+             "flashattn_fwd_tflops": 200.0, "flashattn[A=1]_fwd_tflops": None, "flashattn[B=x;C=2]_fwd_tflops": 200.0}]
+    lines = bench_gpu.ab_table(rows).splitlines()
+    assert len(lines) == 3
+    # Settings in name order; 410 / 400 is +2.5%, 380 / 400 -5.0%.
+    assert "ours  400.0 | A=1  410.0 (+2.5%) | B=x;C=2  380.0 (-5.0%)" in lines[1]
+    assert lines[1].startswith("d=128 n= 2048 h=16/16 causal=1")
+    # A setting without a reading shows none and no change.
+    assert "A=1    -   | B=x;C=2  200.0 (+0.0%)" in lines[2]
