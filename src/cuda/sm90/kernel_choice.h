@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "problem.h"
 
@@ -176,6 +177,18 @@ inline int sm90_visible_key_blocks(const AttentionProblem& p, int block_n) {
 }
 // Packed launches so far in this process whose tiles were split by keys.
 int64_t sm90_key_split_launches();
+// Whether a packed launch of `splits` pieces a tile merges them in the combine kernel
+// (sm90/split_combine.h: every piece writes its slot, a second kernel merges each float4 of O
+// over all pieces at once) rather than in the packed kernel (the last piece to arrive walks the
+// others' slots, sm90/split_keys.h). FLASHATTN_SM90_SPLIT_COMBINE=kernel|merge (`forced`, read at
+// every launch) picks either; otherwise the in-kernel merge, until the two are timed side by side.
+inline bool sm90_combines_pieces_after(int splits, const char* forced) {
+  if (splits < 2) return false;
+  if (forced != nullptr && std::strcmp(forced, "kernel") == 0) return true;
+  return false;
+}
+// Packed launches so far in this process whose pieces the combine kernel merged.
+int64_t sm90_split_combine_launches();
 // MHA decode (one query head a KV head, seqlen_q at most kSm90PackGqaMaxQuery) runs the packed
 // kernel at G = 1, whose tiles are the unpacked kernel's (one per head and batch, 128 query rows)
 // but split by keys, where sm90_key_splits would cut them (sms: the device's SM count, estimated

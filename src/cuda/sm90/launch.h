@@ -15,6 +15,7 @@
 
 #include "cuda/sm90/kernel.h"
 #include "cuda/sm90/kernel_choice.h"
+#include "cuda/sm90/split_combine.h"
 #include "cuda/sm90/split_keys.h"
 #include "cuda/sm90/split_tail.h"
 #include "cuda/sm90/tensor_map.h"
@@ -148,8 +149,27 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms,
   kp.div_key_splits = FastDivisor::make(uint32_t(splits));
   kp.split_counters = counters;
   kp.split_partials = slots;
+  kp.split_combine = sm90_combines_pieces_after(splits, std::getenv("FLASHATTN_SM90_SPLIT_COMBINE")) ? 1 : 0;
   kp.num_tiles *= splits;
   return Status::Ok();
+}
+
+// The combine kernel of a launch of Cfg whose pieces only wrote their slots (split_combine.h),
+// dependent on that launch: its CTAs take the SMs the packed grid leaves idle and wait there.
+template <class Cfg>
+cudaError_t launch_combine_kernel(const KernelParams& kp, void* stream) {
+  const CombineShape shape = combine_shape(kp.num_tiles / kp.key_splits, kp.pack_rows, int(kp.pack_div.divisor),
+                                           kp.seqlen_q, Cfg::kBlockM, PieceSlot<Cfg::kHeadDim>::kOAccum, kp.key_splits);
+  const int64_t blocks = (shape.groups * shape.group_lanes + kCombineThreads - 1) / kCombineThreads;
+  if (blocks == 0) return cudaSuccess;
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute dependent{};
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &dependent, config.numAttrs = 1;
+  config.gridDim = dim3(unsigned(blocks)), config.blockDim = dim3(kCombineThreads);
+  config.stream = static_cast<cudaStream_t>(stream);
+  return cudaLaunchKernelEx(&config, combine_pieces_kernel<Cfg>, kp, shape);
 }
 
 // kp's split-tail fields for the tail kernel of Tail on `ctas` CTAs, which takes the last
@@ -412,6 +432,12 @@ Status launch_forward(const AttentionProblem& pb) {
     if (err == cudaSuccess) count_split_tail_launch();
   }
   if (err == cudaSuccess) err = cudaGetLastError();
+  if constexpr (Cfg::kSplitKeys) {
+    if (err == cudaSuccess && kp.key_splits > 1 && kp.split_combine) {
+      err = launch_combine_kernel<Cfg>(kp, pb.stream);
+      if (err == cudaSuccess) count_split_combine_launch();
+    }
+  }
   if (err != cudaSuccess) return Status::Runtime(std::string("sm90 forward launch: ") + cudaGetErrorString(err));
   Status freed = captured.free_after_launch();
   if (!freed.ok()) return freed;

@@ -113,6 +113,9 @@ struct KernelParams {
   FastDivisor div_key_splits;
   int* split_counters = nullptr;
   float* split_partials = nullptr;
+  // The pieces combined by a kernel of their own after this one (split_combine.h): every piece
+  // only writes its slot, nothing is counted or merged here. Appended, as above.
+  int split_combine = 0;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims

@@ -22,6 +22,7 @@ namespace {
 
 std::atomic<int64_t> g_split_tail_launches{0};
 std::atomic<int64_t> g_key_split_launches{0};
+std::atomic<int64_t> g_split_combine_launches{0};
 
 struct Workspace {
   void* base = nullptr;
@@ -121,10 +122,12 @@ Status split_tail_workspace(int device, void* stream, size_t counter_bytes, size
 
 void count_split_tail_launch() { g_split_tail_launches.fetch_add(1, std::memory_order_relaxed); }
 void count_key_split_launch() { g_key_split_launches.fetch_add(1, std::memory_order_relaxed); }
+void count_split_combine_launch() { g_split_combine_launches.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace sm90
 
 int64_t sm90_split_tail_launches() { return sm90::g_split_tail_launches.load(std::memory_order_relaxed); }
 int64_t sm90_key_split_launches() { return sm90::g_key_split_launches.load(std::memory_order_relaxed); }
+int64_t sm90_split_combine_launches() { return sm90::g_split_combine_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn

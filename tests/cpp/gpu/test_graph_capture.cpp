@@ -26,6 +26,9 @@ struct GraphCase {
   // CapturedWorkspaces), counted by these launch counters; "always" forces the split tail.
   bool splits_keys = false;
   bool splits_tail = false;
+  // The key splits' pieces merged by the combine kernel (FLASHATTN_SM90_SPLIT_COMBINE=kernel), a
+  // programmatic dependent of the packed launch, captured with it.
+  bool combines = false;
 };
 
 // A fixed-length bf16 case of these sizes (the fixed cases below differ by nothing else, bar a mask).
@@ -99,16 +102,21 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   std::string why;
   const bool hopper = sm90_device_present(&why);
   const ScopedEnv forced("FLASHATTN_SM90_SPLIT_TAIL", gc.splits_tail ? "always" : nullptr);
+  const ScopedEnv combine("FLASHATTN_SM90_SPLIT_COMBINE", gc.combines ? "kernel" : nullptr);
   const AttnCase c = make_case(s);
   const Reference ref = reference(c, true);
   const CallMode graph{2};
   const int64_t keys_before = flashattn::sm90_key_split_launches();
+  const int64_t combine_before = flashattn::sm90_split_combine_launches();
   const int64_t tail_before = flashattn::sm90_split_tail_launches();
   const ForwardResult f = gpu_forward(c, true, graph);
   ASSERT_TRUE(f.status.ok()) << f.status.message;
   // The capture is one launch whatever the replays; counted when the split is arranged.
   if (hopper && gc.splits_keys) {
     EXPECT_EQ(flashattn::sm90_key_split_launches() - keys_before, 1) << "the captured launch did not split its keys";
+  }
+  if (hopper && gc.combines) {
+    EXPECT_EQ(flashattn::sm90_split_combine_launches() - combine_before, 1) << "the captured launch did not combine";
   }
   if (hopper && gc.splits_tail) {
     EXPECT_EQ(flashattn::sm90_split_tail_launches() - tail_before, 1) << "the captured launch did not split its tail";
@@ -132,6 +140,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuGraphCapture,
                                            GraphCase{"fixed_noncausal_d128_bf16", fixed_noncausal_d128()},
                                            GraphCase{"decode_gqa_key_splits_d128_bf16", decode_gqa_key_splits(), true},
                                            GraphCase{"decode_mqa_two_level_merge_d128_bf16", decode_mqa_key_splits(), true},
+                                           GraphCase{"decode_gqa_combine_kernel_d128_bf16", decode_gqa_key_splits(), true,
+                                                     false, true},
+                                           GraphCase{"decode_mqa_combine_kernel_d128_bf16", decode_mqa_key_splits(), true,
+                                                     false, true},
                                            GraphCase{"waves_then_split_tail_d128_bf16", waves_then_tail_d128(), false,
                                                      true}),
                          [](const ::testing::TestParamInfo<GraphCase>& info) { return std::string(info.param.name); });

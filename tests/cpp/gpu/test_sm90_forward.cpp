@@ -1142,6 +1142,27 @@ TEST_P(Sm90KeySplits, MatchesReference) {
   }
 }
 
+// The same cases with the pieces merged by the combine kernel (split_combine.h,
+// FLASHATTN_SM90_SPLIT_COMBINE=kernel): every piece writes its slot, a second launch merges and
+// stores the tiles (its groups of 4-32 lanes a float4: pieces 3..128 here), again twice, the
+// second three more times, bit for bit (no counter is used, the shuffle tree's order is fixed).
+TEST_P(Sm90KeySplits, MatchesReferenceCombinedAfter) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  const bool forced_splits = c.name.rfind("ks", 0) == 0;
+  const std::string splits = forced_splits ? std::to_string(std::atoi(c.name.c_str() + 2)) : "";
+  const ScopedEnv forced("FLASHATTN_SM90_KEY_SPLITS", forced_splits ? splits.c_str() : nullptr);
+  const ScopedEnv combine("FLASHATTN_SM90_SPLIT_COMBINE", "kernel");
+  for (uint32_t seed : {1u, 2u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const int repeats = seed == 2u ? 3 : 0;
+    const int64_t before = sm90_split_combine_launches();
+    run_case(c, seed + 71u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true, repeats);
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(sm90_split_combine_launches() - before, 1 + repeats) << "the pieces were not combined by the kernel";
+  }
+}
+
 std::vector<Case> key_split_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   std::vector<Case> v;
@@ -1289,6 +1310,16 @@ TEST(Sm90KeySplitRule, AsDocumented) {
 
 // The key blocks a tile can see (the rule's key_blocks): all of them but under a left window.
 // The merge's counters: one a tile and warpgroup up to a group's pieces, then one more a group.
+// The combine kernel only where asked for (until timed), never without pieces to combine.
+TEST(Sm90KeySplitRule, CombineKernelWhereAsked) {
+  EXPECT_FALSE(sm90_combines_pieces_after(8, nullptr));
+  EXPECT_FALSE(sm90_combines_pieces_after(64, "merge"));
+  EXPECT_FALSE(sm90_combines_pieces_after(64, "anything"));
+  EXPECT_TRUE(sm90_combines_pieces_after(2, "kernel"));
+  EXPECT_TRUE(sm90_combines_pieces_after(64, "kernel"));
+  EXPECT_FALSE(sm90_combines_pieces_after(1, "kernel"));
+}
+
 TEST(Sm90KeySplitRule, MergeCounters) {
   EXPECT_EQ(sm90_merge_counters(1), 1);
   EXPECT_EQ(sm90_merge_counters(kSm90MergeGroupPieces), 1);
