@@ -1126,20 +1126,26 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cas
 // bit (the counters must be clean after a launch; the merge's order must not follow the timing).
 class Sm90KeySplits : public ::testing::TestWithParam<Case> {};
 
-TEST_P(Sm90KeySplits, MatchesReference) {
-  SKIP_UNLESS_SM90();
-  const Case& c = GetParam();
+// Runs a key-split case (FLASHATTN_SM90_SPLIT_COMBINE set to `combine`, unset where null) and
+// checks that every launch counted by `launches` (a launch counter of kernel_choice.h) happened.
+void run_key_split_case(const Case& c, const char* combine, int64_t (*launches)(), const char* missing) {
   const bool forced_splits = c.name.rfind("ks", 0) == 0;
   const std::string splits = forced_splits ? std::to_string(std::atoi(c.name.c_str() + 2)) : "";
   const ScopedEnv forced("FLASHATTN_SM90_KEY_SPLITS", forced_splits ? splits.c_str() : nullptr);
+  const ScopedEnv combined("FLASHATTN_SM90_SPLIT_COMBINE", combine);
   for (uint32_t seed : {1u, 2u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const int repeats = seed == 2u ? 3 : 0;
-    const int64_t before = sm90_key_split_launches();
+    const int64_t before = launches();
     run_case(c, seed + 71u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true, repeats);
     if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-    EXPECT_EQ(sm90_key_split_launches() - before, 1 + repeats) << "the packed launch did not split its keys";
+    EXPECT_EQ(launches() - before, 1 + repeats) << missing;
   }
+}
+
+TEST_P(Sm90KeySplits, MatchesReference) {
+  SKIP_UNLESS_SM90();
+  run_key_split_case(GetParam(), nullptr, sm90_key_split_launches, "the packed launch did not split its keys");
 }
 
 // The same cases with the pieces merged by the combine kernel (split_combine.h,
@@ -1148,19 +1154,7 @@ TEST_P(Sm90KeySplits, MatchesReference) {
 // second three more times, bit for bit (no counter is used, the shuffle tree's order is fixed).
 TEST_P(Sm90KeySplits, MatchesReferenceCombinedAfter) {
   SKIP_UNLESS_SM90();
-  const Case& c = GetParam();
-  const bool forced_splits = c.name.rfind("ks", 0) == 0;
-  const std::string splits = forced_splits ? std::to_string(std::atoi(c.name.c_str() + 2)) : "";
-  const ScopedEnv forced("FLASHATTN_SM90_KEY_SPLITS", forced_splits ? splits.c_str() : nullptr);
-  const ScopedEnv combine("FLASHATTN_SM90_SPLIT_COMBINE", "kernel");
-  for (uint32_t seed : {1u, 2u}) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    const int repeats = seed == 2u ? 3 : 0;
-    const int64_t before = sm90_split_combine_launches();
-    run_case(c, seed + 71u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true, repeats);
-    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-    EXPECT_EQ(sm90_split_combine_launches() - before, 1 + repeats) << "the pieces were not combined by the kernel";
-  }
+  run_key_split_case(GetParam(), "kernel", sm90_split_combine_launches, "the pieces were not combined by the kernel");
 }
 
 std::vector<Case> key_split_cases() {
