@@ -102,7 +102,7 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   std::string why;
   const bool hopper = sm90_device_present(&why);
   const ScopedEnv forced("FLASHATTN_SM90_SPLIT_TAIL", gc.splits_tail ? "always" : nullptr);
-  const ScopedEnv combine("FLASHATTN_SM90_SPLIT_COMBINE", gc.combines ? "kernel" : nullptr);
+  const ScopedEnv combine("FLASHATTN_SM90_SPLIT_COMBINE", gc.combines ? "kernel" : "merge");
   const AttnCase c = make_case(s);
   const Reference ref = reference(c, true);
   const CallMode graph{2};

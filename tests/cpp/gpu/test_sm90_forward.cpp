@@ -1126,7 +1126,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cas
 // bit (the counters must be clean after a launch; the merge's order must not follow the timing).
 class Sm90KeySplits : public ::testing::TestWithParam<Case> {};
 
-// Runs a key-split case (FLASHATTN_SM90_SPLIT_COMBINE set to `combine`, unset where null) and
+// Runs a key-split case (FLASHATTN_SM90_SPLIT_COMBINE set to `combine`: merge or kernel) and
 // checks that every launch counted by `launches` (a launch counter of kernel_choice.h) happened.
 void run_key_split_case(const Case& c, const char* combine, int64_t (*launches)(), const char* missing) {
   const bool forced_splits = c.name.rfind("ks", 0) == 0;
@@ -1145,7 +1145,7 @@ void run_key_split_case(const Case& c, const char* combine, int64_t (*launches)(
 
 TEST_P(Sm90KeySplits, MatchesReference) {
   SKIP_UNLESS_SM90();
-  run_key_split_case(GetParam(), nullptr, sm90_key_split_launches, "the packed launch did not split its keys");
+  run_key_split_case(GetParam(), "merge", sm90_key_split_launches, "the packed launch did not split its keys");
 }
 
 // The same cases with the pieces merged by the combine kernel (split_combine.h,
