@@ -177,15 +177,21 @@ inline int sm90_visible_key_blocks(const AttentionProblem& p, int block_n) {
 }
 // Packed launches so far in this process whose tiles were split by keys.
 int64_t sm90_key_split_launches();
-// Whether a packed launch of `splits` pieces a tile merges them in the combine kernel
-// (sm90/split_combine.h: every piece writes its slot, a second kernel merges each float4 of O
-// over all pieces at once) rather than in the packed kernel (the last piece to arrive walks the
-// others' slots, sm90/split_keys.h). FLASHATTN_SM90_SPLIT_COMBINE=kernel|merge (`forced`, read at
-// every launch) picks either; otherwise the in-kernel merge, until the two are timed side by side.
-inline bool sm90_combines_pieces_after(int splits, const char* forced) {
+// Whether a packed launch of `splits` pieces a tile (`work` work indices, on a device of `sms`
+// SMs) merges them in the combine kernel (sm90/split_combine.h: every piece writes its slot, a
+// second kernel merges each float4 of O over all pieces at once, its CTAs waiting on the SMs the
+// packed grid leaves idle) rather than in the packed kernel (the last piece to arrive walks the
+// others' slots, sm90/split_keys.h). Where kSm90CombineKernelByDefault, wherever the packed grid
+// leaves an SM idle (work < sms: every split the rule makes); a caller's num_splits over a full
+// grid keeps the in-kernel merge, which there overlaps other CTAs' tiles, where the combine
+// kernel would start only after the last of them. FLASHATTN_SM90_SPLIT_COMBINE=kernel|merge
+// (`forced`, read at every launch) picks either.
+constexpr bool kSm90CombineKernelByDefault = false;  // until the two are timed side by side
+inline bool sm90_combines_pieces_after(int splits, int work, int sms, const char* forced) {
   if (splits < 2) return false;
   if (forced != nullptr && std::strcmp(forced, "kernel") == 0) return true;
-  return false;
+  if (forced != nullptr && std::strcmp(forced, "merge") == 0) return false;
+  return kSm90CombineKernelByDefault && work < sms;
 }
 // Packed launches so far in this process whose pieces the combine kernel merged.
 int64_t sm90_split_combine_launches();

@@ -149,7 +149,8 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms,
   kp.div_key_splits = FastDivisor::make(uint32_t(splits));
   kp.split_counters = counters;
   kp.split_partials = slots;
-  kp.split_combine = sm90_combines_pieces_after(splits, std::getenv("FLASHATTN_SM90_SPLIT_COMBINE")) ? 1 : 0;
+  kp.split_combine =
+      sm90_combines_pieces_after(splits, kp.num_tiles * splits, sms, std::getenv("FLASHATTN_SM90_SPLIT_COMBINE")) ? 1 : 0;
   kp.num_tiles *= splits;
   return Status::Ok();
 }

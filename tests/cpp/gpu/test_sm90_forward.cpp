@@ -1304,14 +1304,16 @@ TEST(Sm90KeySplitRule, AsDocumented) {
 
 // The key blocks a tile can see (the rule's key_blocks): all of them but under a left window.
 // The merge's counters: one a tile and warpgroup up to a group's pieces, then one more a group.
-// The combine kernel only where asked for (until timed), never without pieces to combine.
-TEST(Sm90KeySplitRule, CombineKernelWhereAsked) {
-  EXPECT_FALSE(sm90_combines_pieces_after(8, nullptr));
-  EXPECT_FALSE(sm90_combines_pieces_after(64, "merge"));
-  EXPECT_FALSE(sm90_combines_pieces_after(64, "anything"));
-  EXPECT_TRUE(sm90_combines_pieces_after(2, "kernel"));
-  EXPECT_TRUE(sm90_combines_pieces_after(64, "kernel"));
-  EXPECT_FALSE(sm90_combines_pieces_after(1, "kernel"));
+// The combine kernel where asked for, or by default where the packed grid leaves SMs idle;
+// never without pieces to combine.
+TEST(Sm90KeySplitRule, CombineKernelWhereAskedOrIdleSms) {
+  EXPECT_EQ(sm90_combines_pieces_after(8, 64, 132, nullptr), kSm90CombineKernelByDefault);
+  EXPECT_EQ(sm90_combines_pieces_after(8, 64, 132, "anything"), kSm90CombineKernelByDefault);
+  EXPECT_FALSE(sm90_combines_pieces_after(5, 400, 132, nullptr));  // a full grid
+  EXPECT_FALSE(sm90_combines_pieces_after(64, 64, 132, "merge"));
+  EXPECT_TRUE(sm90_combines_pieces_after(2, 64, 132, "kernel"));
+  EXPECT_TRUE(sm90_combines_pieces_after(5, 400, 132, "kernel"));
+  EXPECT_FALSE(sm90_combines_pieces_after(1, 8, 132, "kernel"));
 }
 
 TEST(Sm90KeySplitRule, MergeCounters) {
