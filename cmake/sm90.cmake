@@ -47,6 +47,12 @@ foreach(dtype IN ITEMS bf16 fp16)
   endforeach()
 endforeach()
 flashattn_add_cuda_sources(90a ${FLASHATTN_SM90_SOURCES})
+# The key splits' combine kernel (src/cuda/sm90/split_combine.h): off until it has run on a GPU;
+# public, so that the tests see which build they test.
+option(FLASHATTN_SM90_COMBINE_KERNEL "Build the sm90 key splits' combine kernel (FLASHATTN_SM90_SPLIT_COMBINE=kernel)" OFF)
+if(FLASHATTN_SM90_COMBINE_KERNEL)
+  target_compile_definitions(flashattn PUBLIC FLASHATTN_SM90_COMBINE_KERNEL=1)
+endif()
 set_source_files_properties(src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu
   PROPERTIES COMPILE_DEFINITIONS "${FLASHATTN_SM90_DEFINITIONS}")
 

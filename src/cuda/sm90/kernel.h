@@ -390,7 +390,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
   trace_start<Cfg>();
   // The tail kernel (Cfg::kHasTailKernel) may take each SM as soon as this CTA leaves it; the
   // key splits' combine kernel (split_combine.h) the SMs this grid leaves idle, where it waits.
-  if constexpr (Cfg::kHasTailKernel || Cfg::kSplitKeys) launch_dependent_grids();
+  if constexpr (Cfg::kHasTailKernel || (Cfg::kSplitKeys && kSm90CombineKernelBuilt)) launch_dependent_grids();
   if constexpr (Cfg::kClusterPairs) {
     cluster_sync();  // the peer's barriers exist before any multicast copy or remote arrival
   } else {

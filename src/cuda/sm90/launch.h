@@ -433,7 +433,7 @@ Status launch_forward(const AttentionProblem& pb) {
     if (err == cudaSuccess) count_split_tail_launch();
   }
   if (err == cudaSuccess) err = cudaGetLastError();
-  if constexpr (Cfg::kSplitKeys) {
+  if constexpr (Cfg::kSplitKeys && kSm90CombineKernelBuilt) {
     if (err == cudaSuccess && kp.key_splits > 1 && kp.split_combine) {
       err = launch_combine_kernel<Cfg>(kp, pb.stream);
       if (err == cudaSuccess) count_split_combine_launch();

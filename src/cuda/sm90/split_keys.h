@@ -87,7 +87,9 @@ struct KeySplitMerge {
     int* const meeting = p.split_counters + (tile * Cfg::kConsumerWarpgroups + wg) * sm90_merge_counters(p.key_splits);
     const bool live = holds_query_row(seq, t, thread);
     if (live) Slot::write(slot(tile, piece), o, lse);
-    if (p.split_combine) return false;  // combine_pieces_kernel merges and stores the tile
+    if constexpr (kSm90CombineKernelBuilt) {
+      if (p.split_combine) return false;  // combine_pieces_kernel merges and stores the tile
+    }
     const int barrier = Cfg::kEpilogueBarrier0 + wg;
     // Whether all of the warpgroup's query rows are warp 0's (decode tiles of up to 16 rows):
     // then all four warps merge them (merge_pieces_for_warp0). Through a vote, as count_piece_in's

@@ -101,6 +101,7 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   SCOPED_TRACE(s.describe());
   std::string why;
   const bool hopper = sm90_device_present(&why);
+  if (gc.combines && !flashattn::kSm90CombineKernelBuilt) GTEST_SKIP() << "built without FLASHATTN_SM90_COMBINE_KERNEL";
   const ScopedEnv forced("FLASHATTN_SM90_SPLIT_TAIL", gc.splits_tail ? "always" : nullptr);
   const ScopedEnv combine("FLASHATTN_SM90_SPLIT_COMBINE", gc.combines ? "kernel" : "merge");
   const AttnCase c = make_case(s);

@@ -1154,6 +1154,7 @@ TEST_P(Sm90KeySplits, MatchesReference) {
 // second three more times, bit for bit (no counter is used, the shuffle tree's order is fixed).
 TEST_P(Sm90KeySplits, MatchesReferenceCombinedAfter) {
   SKIP_UNLESS_SM90();
+  if (!kSm90CombineKernelBuilt) GTEST_SKIP() << "built without FLASHATTN_SM90_COMBINE_KERNEL";
   run_key_split_case(GetParam(), "kernel", sm90_split_combine_launches, "the pieces were not combined by the kernel");
 }
 
@@ -1307,12 +1308,13 @@ TEST(Sm90KeySplitRule, AsDocumented) {
 // The combine kernel where asked for, or by default where the packed grid leaves SMs idle;
 // never without pieces to combine.
 TEST(Sm90KeySplitRule, CombineKernelWhereAskedOrIdleSms) {
-  EXPECT_EQ(sm90_combines_pieces_after(8, 64, 132, nullptr), kSm90CombineKernelByDefault);
-  EXPECT_EQ(sm90_combines_pieces_after(8, 64, 132, "anything"), kSm90CombineKernelByDefault);
+  const bool built = kSm90CombineKernelBuilt;
+  EXPECT_EQ(sm90_combines_pieces_after(8, 64, 132, nullptr), built && kSm90CombineKernelByDefault);
+  EXPECT_EQ(sm90_combines_pieces_after(8, 64, 132, "anything"), built && kSm90CombineKernelByDefault);
   EXPECT_FALSE(sm90_combines_pieces_after(5, 400, 132, nullptr));  // a full grid
   EXPECT_FALSE(sm90_combines_pieces_after(64, 64, 132, "merge"));
-  EXPECT_TRUE(sm90_combines_pieces_after(2, 64, 132, "kernel"));
-  EXPECT_TRUE(sm90_combines_pieces_after(5, 400, 132, "kernel"));
+  EXPECT_EQ(sm90_combines_pieces_after(2, 64, 132, "kernel"), built);
+  EXPECT_EQ(sm90_combines_pieces_after(5, 400, 132, "kernel"), built);
   EXPECT_FALSE(sm90_combines_pieces_after(1, 8, 132, "kernel"));
 }
 
