@@ -200,6 +200,32 @@ inline bool sm90_combines_pieces_after(int splits, int work, int sms, const char
   if (forced != nullptr && std::strcmp(forced, "merge") == 0) return false;
   return kSm90CombineKernelByDefault && work < sms;
 }
+// How the combine kernel's threads map onto the pieces' slots (sm90/split_combine.h; host-computed, launch.h).
+struct CombineShape {
+  int fragment_warps;  // of a tile's 16-row fragment warps, how many may hold a query row (the first ones)
+  int group_lanes;     // W: lanes a float4, each reading every W-th piece
+  int64_t groups;      // tiles x fragment_warps x 32 lanes x float4s a fragment thread
+};
+
+// W for S pieces: the next power of two, 4..32.
+inline int combine_group_lanes(int splits) {
+  int w = 4;
+  while (w < splits && w < 32) w *= 2;
+  return w;
+}
+
+// Query rows a tile may hold (the first ones of its kBlockM): pack_rows query rows of G heads
+// each, fewer where the problem has fewer query rows.
+inline CombineShape combine_shape(int tiles, int pack_rows, int group, int seqlen_q, int block_m, int head_dim_accum,
+                                  int splits) {
+  const int rows = std::min(block_m, std::min(pack_rows, std::max(seqlen_q, 1)) * group);
+  CombineShape c;
+  c.fragment_warps = (rows + 15) / 16;
+  c.group_lanes = combine_group_lanes(splits);
+  c.groups = int64_t(tiles) * c.fragment_warps * 32 * (head_dim_accum / 4);
+  return c;
+}
+
 // Packed launches so far in this process whose pieces the combine kernel merged.
 int64_t sm90_split_combine_launches();
 // MHA decode (one query head a KV head, seqlen_q at most kSm90PackGqaMaxQuery) runs the packed

@@ -1318,6 +1318,30 @@ TEST(Sm90KeySplitRule, CombineKernelWhereAskedOrIdleSms) {
   EXPECT_FALSE(sm90_combines_pieces_after(1, 8, 132, "kernel"));
 }
 
+// The combine kernel's shape: W lanes a float4 (S rounded up to a power of two, 4..32), and
+// only the fragment warps whose rows can hold a query row.
+TEST(Sm90KeySplitRule, CombineShape) {
+  EXPECT_EQ(combine_group_lanes(2), 4);
+  EXPECT_EQ(combine_group_lanes(5), 8);
+  EXPECT_EQ(combine_group_lanes(8), 8);
+  EXPECT_EQ(combine_group_lanes(17), 32);
+  EXPECT_EQ(combine_group_lanes(128), 32);
+  // MQA decode, d128: one tile of 8 rows (G = 8, one query), 64 pieces: warp 0's 32 lanes x 16 float4s.
+  CombineShape c = combine_shape(1, 16, 8, 1, 128, 64, 64);
+  EXPECT_EQ(c.fragment_warps, 1);
+  EXPECT_EQ(c.group_lanes, 32);
+  EXPECT_EQ(c.groups, 32 * 16);
+  // G = 4, two queries, 8 tiles, d64 (8 float4s a thread): 8 rows, one fragment warp. Then G = 6
+  // at d256 (32 float4s) over 50 queries: 21 query rows a tile, 126 rows, 8 fragment warps.
+  c = combine_shape(8, 32, 4, 2, 128, 32, 8);
+  EXPECT_EQ(c.fragment_warps, 1);
+  EXPECT_EQ(c.groups, 8 * 32 * 8);
+  c = combine_shape(3, 21, 6, 50, 128, 128, 5);
+  EXPECT_EQ(c.fragment_warps, 8);
+  EXPECT_EQ(c.group_lanes, 8);
+  EXPECT_EQ(c.groups, int64_t(3) * 8 * 32 * 32);
+}
+
 TEST(Sm90KeySplitRule, MergeCounters) {
   EXPECT_EQ(sm90_merge_counters(1), 1);
   EXPECT_EQ(sm90_merge_counters(kSm90MergeGroupPieces), 1);
