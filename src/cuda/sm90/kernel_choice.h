@@ -177,6 +177,13 @@ inline int sm90_visible_key_blocks(const AttentionProblem& p, int block_n) {
 }
 // Packed launches so far in this process whose tiles were split by keys.
 int64_t sm90_key_split_launches();
+// The combine kernel is compiled only with FLASHATTN_SM90_COMBINE_KERNEL=ON (CMake; off by
+// default until it has run on a GPU): without it the packed kernels are the same machine code as
+// before it existed, and nothing asks for it.
+#ifndef FLASHATTN_SM90_COMBINE_KERNEL
+#define FLASHATTN_SM90_COMBINE_KERNEL 0
+#endif
+constexpr bool kSm90CombineKernelBuilt = FLASHATTN_SM90_COMBINE_KERNEL != 0;
 // Whether a packed launch of `splits` pieces a tile (`work` work indices, on a device of `sms`
 // SMs) merges them in the combine kernel (sm90/split_combine.h: every piece writes its slot, a
 // second kernel merges each float4 of O over all pieces at once, its CTAs waiting on the SMs the
@@ -186,13 +193,6 @@ int64_t sm90_key_split_launches();
 // grid keeps the in-kernel merge, which there overlaps other CTAs' tiles, where the combine
 // kernel would start only after the last of them. FLASHATTN_SM90_SPLIT_COMBINE=kernel|merge
 // (`forced`, read at every launch) picks either.
-// The combine kernel is compiled only with FLASHATTN_SM90_COMBINE_KERNEL=ON (CMake; off by
-// default until it has run on a GPU): without it the packed kernels are the same machine code as
-// before it existed, and nothing asks for it.
-#ifndef FLASHATTN_SM90_COMBINE_KERNEL
-#define FLASHATTN_SM90_COMBINE_KERNEL 0
-#endif
-constexpr bool kSm90CombineKernelBuilt = FLASHATTN_SM90_COMBINE_KERNEL != 0;
 constexpr bool kSm90CombineKernelByDefault = false;  // until the two are timed side by side
 inline bool sm90_combines_pieces_after(int splits, int work, int sms, const char* forced) {
   if (!kSm90CombineKernelBuilt || splits < 2) return false;

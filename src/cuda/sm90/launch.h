@@ -155,6 +155,23 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms,
   return Status::Ok();
 }
 
+// `kernel` on `grid` CTAs of `block` threads with `smem` bytes of shared memory on `stream`;
+// where `dependent`, as a programmatic dependent of the kernel before it in the stream: its CTAs
+// may start once that kernel allows it (launch_dependent_grids) and wait for it to end
+// (wait_for_prerequisite_grids) before reading its output.
+template <class... Params, class... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, void* stream,
+                             bool dependent, const Args&... args) {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute programmatic{};
+  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &programmatic, config.numAttrs = dependent ? 1 : 0;
+  config.gridDim = grid, config.blockDim = block, config.dynamicSmemBytes = smem;
+  config.stream = static_cast<cudaStream_t>(stream);
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
 // The combine kernel of a launch of Cfg whose pieces only wrote their slots (split_combine.h),
 // dependent on that launch: its CTAs take the SMs the packed grid leaves idle and wait there.
 template <class Cfg>
@@ -163,14 +180,8 @@ cudaError_t launch_combine_kernel(const KernelParams& kp, void* stream) {
                                            kp.seqlen_q, Cfg::kBlockM, PieceSlot<Cfg::kHeadDim>::kOAccum, kp.key_splits);
   const int64_t blocks = (shape.groups * shape.group_lanes + kCombineThreads - 1) / kCombineThreads;
   if (blocks == 0) return cudaSuccess;
-  cudaLaunchConfig_t config{};
-  cudaLaunchAttribute dependent{};
-  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &dependent, config.numAttrs = 1;
-  config.gridDim = dim3(unsigned(blocks)), config.blockDim = dim3(kCombineThreads);
-  config.stream = static_cast<cudaStream_t>(stream);
-  return cudaLaunchKernelEx(&config, combine_pieces_kernel<Cfg>, kp, shape);
+  return launch_dependent(combine_pieces_kernel<Cfg>, dim3(unsigned(blocks)), dim3(kCombineThreads), 0, stream, true,
+                          kp, shape);
 }
 
 // kp's split-tail fields for the tail kernel of Tail on `ctas` CTAs, which takes the last
@@ -205,14 +216,7 @@ cudaError_t launch_tail_kernel(const KernelParams& kp, int sms, void* stream, bo
   auto kernel = forward_kernel<Tail>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tail::kSmemBytes);
   if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t config{};
-  cudaLaunchAttribute dependent{};
-  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &dependent, config.numAttrs = after_whole_waves ? 1 : 0;
-  config.gridDim = dim3(sms), config.blockDim = dim3(Tail::kThreads), config.dynamicSmemBytes = Tail::kSmemBytes;
-  config.stream = static_cast<cudaStream_t>(stream);
-  return cudaLaunchKernelEx(&config, kernel, kp);
+  return launch_dependent(kernel, dim3(sms), dim3(Tail::kThreads), Tail::kSmemBytes, stream, after_whole_waves, kp);
 }
 }  // namespace
 
@@ -434,7 +438,7 @@ Status launch_forward(const AttentionProblem& pb) {
   }
   if (err == cudaSuccess) err = cudaGetLastError();
   if constexpr (Cfg::kSplitKeys && kSm90CombineKernelBuilt) {
-    if (err == cudaSuccess && kp.key_splits > 1 && kp.split_combine) {
+    if (err == cudaSuccess && kp.split_combine) {  // set only where the launch splits (arrange_key_splits)
       err = launch_combine_kernel<Cfg>(kp, pb.stream);
       if (err == cudaSuccess) count_split_combine_launch();
     }
