@@ -47,9 +47,9 @@ foreach(dtype IN ITEMS bf16 fp16)
   endforeach()
 endforeach()
 flashattn_add_cuda_sources(90a ${FLASHATTN_SM90_SOURCES})
-# The key splits' combine kernel (src/cuda/sm90/split_combine.h): off until it has run on a GPU;
-# public, so that the tests see which build they test.
-option(FLASHATTN_SM90_COMBINE_KERNEL "Build the sm90 key splits' combine kernel (FLASHATTN_SM90_SPLIT_COMBINE=kernel)" OFF)
+# The key splits' combine kernel (src/cuda/sm90/split_combine.h; on since session 70, its first GPU
+# run): public, so that the tests see which build they test. OFF gives the packed kernels without it.
+option(FLASHATTN_SM90_COMBINE_KERNEL "Build the sm90 key splits' combine kernel (FLASHATTN_SM90_SPLIT_COMBINE=kernel)" ON)
 if(FLASHATTN_SM90_COMBINE_KERNEL)
   target_compile_definitions(flashattn PUBLIC FLASHATTN_SM90_COMBINE_KERNEL=1)
 endif()

@@ -177,9 +177,9 @@ inline int sm90_visible_key_blocks(const AttentionProblem& p, int block_n) {
 }
 // Packed launches so far in this process whose tiles were split by keys.
 int64_t sm90_key_split_launches();
-// The combine kernel is compiled only with FLASHATTN_SM90_COMBINE_KERNEL=ON (CMake; off by
-// default until it has run on a GPU): without it the packed kernels are the same machine code as
-// before it existed, and nothing asks for it.
+// The combine kernel is compiled with FLASHATTN_SM90_COMBINE_KERNEL=ON (CMake; on by default since
+// session 70, when it first ran on a GPU): with it off the packed kernels are the same machine
+// code as before it existed, and nothing asks for it.
 #ifndef FLASHATTN_SM90_COMBINE_KERNEL
 #define FLASHATTN_SM90_COMBINE_KERNEL 0
 #endif
@@ -188,17 +188,23 @@ constexpr bool kSm90CombineKernelBuilt = FLASHATTN_SM90_COMBINE_KERNEL != 0;
 // SMs) merges them in the combine kernel (sm90/split_combine.h: every piece writes its slot, a
 // second kernel merges each float4 of O over all pieces at once, its CTAs waiting on the SMs the
 // packed grid leaves idle) rather than in the packed kernel (the last piece to arrive walks the
-// others' slots, sm90/split_keys.h). Where kSm90CombineKernelByDefault, wherever the packed grid
-// leaves an SM idle (work < sms: every split the rule makes); a caller's num_splits over a full
-// grid keeps the in-kernel merge, which there overlaps other CTAs' tiles, where the combine
-// kernel would start only after the last of them. FLASHATTN_SM90_SPLIT_COMBINE=kernel|merge
-// (`forced`, read at every launch) picks either.
-constexpr bool kSm90CombineKernelByDefault = false;  // until the two are timed side by side
+// others' slots, sm90/split_keys.h). By default where the packed grid leaves an SM idle (work <
+// sms: every split the rule makes) and a tile has more than kSm90MergeGroupPieces pieces (where the
+// in-kernel merge takes two levels). Session 70 (H100, bench_decode with the setting for the
+// whole process, ours / ours): MQA (1, 8 / 1, 32k / 128k), S = 64, +41% / +20%; (1, 16 / 2, 128k),
+// S = 32, +9%; (1, 16 / 4, 128k), S = 16, +4%; but at S = 8, -1.8% at the protocol's (1, 32 / 8,
+// 128k) and -2.5% at (2, 16 / 4, 64k): there the one-level merge costs about what the second
+// launch's release, one round of loads and the store do, and the packed kernel's end is what the
+// call waits for either way. A caller's num_splits over a full grid keeps the in-kernel merge,
+// which there overlaps other CTAs' tiles, where the combine kernel would start only after the last
+// of them. FLASHATTN_SM90_SPLIT_COMBINE=kernel|merge (`forced`, read at every launch) picks either.
+constexpr bool kSm90CombineKernelByDefault = true;
+constexpr int kSm90CombineKernelMinSplits = kSm90MergeGroupPieces + 1;
 inline bool sm90_combines_pieces_after(int splits, int work, int sms, const char* forced) {
   if (!kSm90CombineKernelBuilt || splits < 2) return false;
   if (forced != nullptr && std::strcmp(forced, "kernel") == 0) return true;
   if (forced != nullptr && std::strcmp(forced, "merge") == 0) return false;
-  return kSm90CombineKernelByDefault && work < sms;
+  return kSm90CombineKernelByDefault && work < sms && splits >= kSm90CombineKernelMinSplits;
 }
 // How the combine kernel's threads map onto the pieces' slots (sm90/split_combine.h; host-computed, launch.h).
 struct CombineShape {

@@ -1309,8 +1309,12 @@ TEST(Sm90KeySplitRule, AsDocumented) {
 // never without pieces to combine.
 TEST(Sm90KeySplitRule, CombineKernelWhereAskedOrIdleSms) {
   const bool built = kSm90CombineKernelBuilt;
-  EXPECT_EQ(sm90_combines_pieces_after(8, 64, 132, nullptr), built && kSm90CombineKernelByDefault);
-  EXPECT_EQ(sm90_combines_pieces_after(8, 64, 132, "anything"), built && kSm90CombineKernelByDefault);
+  // By default only past kSm90MergeGroupPieces pieces a tile (session 70: level or behind at 8).
+  EXPECT_FALSE(sm90_combines_pieces_after(8, 64, 132, nullptr));
+  EXPECT_EQ(sm90_combines_pieces_after(9, 72, 132, nullptr), built && kSm90CombineKernelByDefault);
+  EXPECT_EQ(sm90_combines_pieces_after(64, 64, 132, nullptr), built && kSm90CombineKernelByDefault);
+  EXPECT_EQ(sm90_combines_pieces_after(16, 64, 132, "anything"), built && kSm90CombineKernelByDefault);
+  EXPECT_FALSE(sm90_combines_pieces_after(16, 160, 132, nullptr));  // a full grid
   EXPECT_FALSE(sm90_combines_pieces_after(5, 400, 132, nullptr));  // a full grid
   EXPECT_FALSE(sm90_combines_pieces_after(64, 64, 132, "merge"));
   EXPECT_EQ(sm90_combines_pieces_after(2, 64, 132, "kernel"), built);
