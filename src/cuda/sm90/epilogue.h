@@ -45,12 +45,12 @@ struct Epilogue {
   int wg, thread;
 
   __device__ __forceinline__ int64_t out_offset(const SequenceInfo& seq, const TileCoord& t, int row) const {
-    return t.batch * p.out_batch_stride + int64_t(seq.q_row0 + row) * p.out_row_stride + t.head * p.out_head_stride;
+    return out_offset_of(p, seq, t, row, t.head);
   }
   // Query row `row` of query head `head` (GQA packing: the head varies with the tile row).
   __device__ __forceinline__ int64_t out_offset_at(const SequenceInfo& seq, const TileCoord& t, int row,
                                                    int head) const {
-    return t.batch * p.out_batch_stride + int64_t(seq.q_row0 + row) * p.out_row_stride + head * p.out_head_stride;
+    return out_offset_of(p, seq, t, row, head);
   }
 
   __device__ __forceinline__ void store_lse(const SequenceInfo& seq, const TileCoord& t, const float (&lse)[2]) const {
@@ -61,16 +61,10 @@ struct Epilogue {
       if constexpr (Cfg::kPackGqa) {
         const int r = wg * kRowsPerConsumer + pos.row0 + 8 * h;
         const int row = tile_row_query<Cfg>(p, t, r), head = tile_row_head<Cfg>(p, t, r);
-        if (tile_row_holds_query<Cfg>(p, r) && row < seq.len_q) {
-          p.lse[t.batch * p.lse_batch_stride + head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride] =
-              lse[h];
-        }
+        if (tile_row_holds_query<Cfg>(p, r) && row < seq.len_q) p.lse[lse_offset_of(p, seq, t, row, head)] = lse[h];
       } else {
         const int row = t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer + pos.row0 + 8 * h;
-        if (row < seq.len_q) {
-          p.lse[t.batch * p.lse_batch_stride + t.head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride] =
-              lse[h];
-        }
+        if (row < seq.len_q) p.lse[lse_offset_of(p, seq, t, row, t.head)] = lse[h];
       }
     }
   }

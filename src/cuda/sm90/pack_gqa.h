@@ -93,6 +93,16 @@ __device__ __forceinline__ int tile_row_head(const KernelParams& p, const TileCo
   }
 }
 
+// Where query row `row` (within the sequence) of query head `head` goes, in elements: in O, in L.
+__device__ __forceinline__ int64_t out_offset_of(const KernelParams& p, const SequenceInfo& seq, const TileCoord& t,
+                                                 int row, int head) {
+  return t.batch * p.out_batch_stride + int64_t(seq.q_row0 + row) * p.out_row_stride + head * p.out_head_stride;
+}
+__device__ __forceinline__ int64_t lse_offset_of(const KernelParams& p, const SequenceInfo& seq, const TileCoord& t,
+                                                 int row, int head) {
+  return t.batch * p.lse_batch_stride + head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride;
+}
+
 template <class Cfg>
 __device__ __forceinline__ BlockRange<Cfg::kBlockN> tile_key_block_range(const KernelParams& p,
                                                                          const SequenceInfo& s, int m_block) {

@@ -150,13 +150,11 @@ __global__ void __launch_bounds__(kCombineThreads) combine_pieces_kernel(const _
     const float scale = run.sum[h] > 0.0f ? __frcp_rn(run.sum[h]) : 0.0f;
     const float lo = (h == 0 ? run.acc.x : run.acc.z) * scale, hi = (h == 0 ? run.acc.y : run.acc.w) * scale;
     if (!Cfg::kNarrowHeadDim || 8 * i < p.head_dim) {
-      const int64_t offset =
-          t.batch * p.out_batch_stride + int64_t(seq.q_row0 + row) * p.out_row_stride + head * p.out_head_stride;
+      const int64_t offset = out_offset_of(p, seq, t, row, head);
       *reinterpret_cast<uint32_t*>(out + (offset + col) * sizeof(Element)) = pack_pair<Element>(lo, hi);
     }
     if (p.lse != nullptr && i == 0 && lane % 4 == 0) {
-      p.lse[t.batch * p.lse_batch_stride + head * p.lse_head_stride + int64_t(seq.q_row0 + row) * p.lse_row_stride] =
-          run.sum[h] > 0.0f ? run.top[h] + __logf(run.sum[h]) : -INFINITY;
+      p.lse[lse_offset_of(p, seq, t, row, head)] = run.sum[h] > 0.0f ? run.top[h] + __logf(run.sum[h]) : -INFINITY;
     }
   }
 }
