@@ -189,8 +189,9 @@ constexpr bool kSm90CombineKernelBuilt = FLASHATTN_SM90_COMBINE_KERNEL != 0;
 // second kernel merges each float4 of O over all pieces at once, its CTAs waiting on the SMs the
 // packed grid leaves idle) rather than in the packed kernel (the last piece to arrive walks the
 // others' slots, sm90/split_keys.h). By default where the packed grid leaves an SM idle (work <
-// sms: every split the rule makes) and a tile has more than kSm90MergeGroupPieces pieces (where the
-// in-kernel merge takes two levels). Session 70 (H100, bench_decode with the setting for the
+// sms: every split the rule makes) and a tile has more than kSm90MergeGroupPieces pieces (past which
+// the in-kernel merge takes two levels, at head dims up to 192; d256's one-level merge of 9-16
+// pieces was not timed against it). Session 70 (H100, bench_decode with the setting for the
 // whole process, ours / ours): MQA (1, 8 / 1, 32k / 128k), S = 64, +41% / +20%; (1, 16 / 2, 128k),
 // S = 32, +9%; (1, 16 / 4, 128k), S = 16, +4%; but at S = 8, -1.8% at the protocol's (1, 32 / 8,
 // 128k) and -2.5% at (2, 16 / 4, 64k): there the one-level merge costs about what the second

@@ -1303,10 +1303,8 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(30, 132, 1000), 2);
 }
 
-// The key blocks a tile can see (the rule's key_blocks): all of them but under a left window.
-// The merge's counters: one a tile and warpgroup up to a group's pieces, then one more a group.
-// The combine kernel where asked for, or by default where the packed grid leaves SMs idle;
-// never without pieces to combine.
+// The combine kernel where asked for, or by default where the packed grid leaves SMs idle and a
+// tile has more than kSm90MergeGroupPieces pieces; never without pieces to combine.
 TEST(Sm90KeySplitRule, CombineKernelWhereAskedOrIdleSms) {
   const bool built = kSm90CombineKernelBuilt;
   // By default only past kSm90MergeGroupPieces pieces a tile (session 70: level or behind at 8).
@@ -1346,6 +1344,7 @@ TEST(Sm90KeySplitRule, CombineShape) {
   EXPECT_EQ(c.groups, int64_t(3) * 8 * 32 * 32);
 }
 
+// The merge's counters: one a tile and warpgroup up to a group's pieces, then one more a group.
 TEST(Sm90KeySplitRule, MergeCounters) {
   EXPECT_EQ(sm90_merge_counters(1), 1);
   EXPECT_EQ(sm90_merge_counters(kSm90MergeGroupPieces), 1);
@@ -1355,6 +1354,7 @@ TEST(Sm90KeySplitRule, MergeCounters) {
   EXPECT_EQ(sm90_merge_groups(17), 3);
 }
 
+// The key blocks a tile can see (the rule's key_blocks): all of them but under a left window.
 TEST(Sm90KeySplitRule, VisibleKeyBlocks) {
   AttentionProblem p;
   p.seqlen_q = 1, p.seqlen_k = 131072;
