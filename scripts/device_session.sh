@@ -225,6 +225,16 @@ measure() {
       echo "ncu forward ($entry) exit $?"; grep -vE '^total|^d|^-' "$OUT/ncu_fwd$i.log" | tail -60
     done
   fi
+  # MEASURE_NCU_DECODE: benchmarks/ncu_decode.py arguments; every kernel of one decode call of
+  # ours and of cuDNN under Nsight Compute (launch shape, speed of light, memory, warp stalls).
+  if [ -n "${MEASURE_NCU_DECODE:-}" ]; then
+    PYTHONPATH="$PWD/python" timeout 180 ncu --clock-control none --nvtx --nvtx-include "ncu_flashattn/" \
+      --nvtx-include "ncu_cudnn/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis_Tables --section LaunchStats --section Occupancy --section WarpStateStats \
+      --metrics dram__bytes_read.sum,dram__bytes_read.sum.per_second,lts__t_sector_hit_rate.pct \
+      python3 benchmarks/ncu_decode.py $MEASURE_NCU_DECODE > "$OUT/ncu_decode.log" 2>&1
+    echo "ncu decode exit $?"; grep -vE '^==PROF==|^\s*$|^    -{5}' "$OUT/ncu_decode.log" | cut -c1-150 | tail -150
+  fi
   # MEASURE_SM80_VARIANTS: "hdim seqlen causal" entries separated by ';', each a run of the sm80
   # backward's variant harness (benchmarks/cpp/sm80_bwd_variants.cu) in the order
   # MEASURE_SM80_ORDER (SM80_VARIANT, interleaved for an A/B), MEASURE_SM80_REPS launches each.
