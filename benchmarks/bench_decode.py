@@ -50,6 +50,15 @@ def parse_shape(text):
     return batch, hq, hkv, kv_len
 
 
+def kv_tensor(batch, kv_len, nheads_kv, layout):
+    """Random (batch, kv_len, nheads_kv, HEADDIM) bf16 keys or values on the GPU; with layout "bhsd"
+    a strided view of a head-major tensor (each head's rows contiguous)."""
+    import torch
+    if layout == "bhsd":
+        return torch.randn(batch, nheads_kv, kv_len, HEADDIM, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    return torch.randn(batch, kv_len, nheads_kv, HEADDIM, device="cuda", dtype=torch.bfloat16)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
@@ -60,6 +69,10 @@ def main():
     ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]",
                     help="also time ours with these settings (bench_gpu.py's option), e.g. "
                          "'FLASHATTN_SM90_PACK_GQA=0;FLASHATTN_SM90_VARIANT=static;FLASHATTN_SM90_SPLIT_TAIL=always'")
+    ap.add_argument("--kv-layout", choices=("bshd", "bhsd"), default="bshd",
+                    help="K and V in memory: (batch, seqlen, heads, dim) as the protocol's, or each head's "
+                         "rows contiguous (batch, heads, seqlen, dim), passed as the same shape's strided view: "
+                         "whether a decode stream's rate depends on how its rows lie in the HBM")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
@@ -85,10 +98,10 @@ def main():
     out_rows = []
     for batch, hq, hkv, kv_len in picked:
         q = torch.randn(batch, 1, hq, HEADDIM, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(batch, kv_len, hkv, HEADDIM, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(batch, kv_len, hkv, HEADDIM, device="cuda", dtype=torch.bfloat16)
+        k, v = (kv_tensor(batch, kv_len, hkv, args.kv_layout) for _ in range(2))
         nbytes = kv_bytes(batch, hkv, kv_len)
         row = {"batch": batch, "nheads": hq, "nheads_kv": hkv, "kv_len": kv_len, "headdim": HEADDIM,
+               "kv_layout": args.kv_layout,
                "rel_error": bg.check_close(q[:1], k[:1], v[:1], False)}
         times, walls = bg.timed_rounds(q, k, v, False, None, args.rounds, row)
         for name, (ms, _) in times.items():

@@ -22,6 +22,7 @@ def main():
     ap.add_argument("--shape", default="1,32,8,131072", metavar="BATCH,HQ,HKV,KV_LEN")
     ap.add_argument("--impls", default="flashattn,cudnn", help="comma-separated, of bench_gpu.py's")
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--kv-layout", choices=("bshd", "bhsd"), default="bshd", help="bench_decode.py's")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
@@ -38,8 +39,7 @@ def main():
         ap.error(f"--impls: unknown {', '.join(unknown)}; known: {', '.join(bg.IMPLS)}")
     torch.manual_seed(0)
     q = torch.randn(batch, 1, hq, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(batch, kv_len, hkv, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn(batch, kv_len, hkv, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
+    k, v = (bd.kv_tensor(batch, kv_len, hkv, args.kv_layout) for _ in range(2))
     for name in names:
         impl = bg.IMPLS[name]
         for _ in range(args.warmup):
@@ -50,7 +50,7 @@ def main():
         torch.cuda.nvtx.range_pop()
         torch.cuda.synchronize()
     print(f"shape {batch},{hq},{hkv},{kv_len}: {bd.kv_bytes(batch, hkv, kv_len) / 1e6:.1f} MB of K and V a call; "
-          f"ran {', '.join(names)}")
+          f"{args.kv_layout}; ran {', '.join(names)}")
 
 
 if __name__ == "__main__":
