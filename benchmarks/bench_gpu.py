@@ -112,7 +112,7 @@ def env_set(name, value):
 # The library's overrides read at every call (the rest, such as FLASHATTN_CUDA_KERNELS, once).
 PER_CALL_ENV = ("FLASHATTN_SM90_VARIANT", "FLASHATTN_SM90_CAUSAL_GROUPS", "FLASHATTN_SM90_BACKWARD",
                 "FLASHATTN_SM90_SPLIT_TAIL", "FLASHATTN_SM90_PACK_GQA",
-                "FLASHATTN_SM90_KEY_SPLITS", "FLASHATTN_SM90_SPLIT_COMBINE")
+                "FLASHATTN_SM90_KEY_SPLITS", "FLASHATTN_SM90_SPLIT_COMBINE", "FLASHATTN_SM90_L2_PROMOTION")
 
 
 @contextlib.contextmanager

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -42,6 +44,20 @@ cuuint64_t byte_stride(int64_t elements, int64_t extent, int elem_bytes) {
   return extent <= 1 ? cuuint64_t(16) : cuuint64_t(bytes);
 }
 
+// How much the L2 fetches from the HBM on a TMA load's miss: 256 bytes, a d128 row's two 128-byte
+// columns in one fetch. FLASHATTN_SM90_L2_PROMOTION (none, 64, 128 or 256; read at every call, other
+// values ignored) sets it for every map, for an A/B of the decode stream (docs/perf.md, session 71:
+// our packed kernel held the HBM at 84% of its peak on the GQA decode row where cuDNN's kernel
+// held 92%).
+CUtensorMapL2promotion l2_promotion() {
+  const char* forced = std::getenv("FLASHATTN_SM90_L2_PROMOTION");
+  if (forced == nullptr) return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  if (std::strcmp(forced, "none") == 0) return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  if (std::strcmp(forced, "64") == 0) return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+  if (std::strcmp(forced, "128") == 0) return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+}
+
 // The encode call every map shares: unit element strides, no OOB fill (rows past the extent read
 // as zero and are not written). `what` names the map in the error.
 Status encode_map_of(CUtensorMap* map, CUtensorMapDataType type, CUtensorMapSwizzle swizzle, void* data,
@@ -52,7 +68,7 @@ Status encode_map_of(CUtensorMap* map, CUtensorMapDataType type, CUtensorMapSwiz
   if (!s.ok()) return s;
   const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
   const CUresult r = encode(map, type, rank, data, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                            swizzle, l2_promotion(), CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     return Status::Runtime("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(int(r)) + " " + what);
   }

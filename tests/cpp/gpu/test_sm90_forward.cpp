@@ -1114,6 +1114,23 @@ TEST_P(Sm90GqaPacking, MatchesReferenceUnsplit) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()), case_name);
 
+// FLASHATTN_SM90_L2_PROMOTION (tensor_map.cu) changes how much the L2 fetches on a TMA miss and
+// nothing else: under each setting a packed decode case (split keys) and an unpacked one still
+// match the reference (outputs poisoned, fresh inputs).
+TEST(Sm90L2Promotion, EverySettingMatchesReference) {
+  SKIP_UNLESS_SM90();
+  const Case packed = make("l2_packed_g4_q1_k3000_d128_bf16", DType::kBFloat16, 128, 1, 1, 3000, 8, 2);
+  Case unpacked = make("l2_causal_q300_k500_d128_fp16", DType::kFloat16, 128, 2, 300, 500, 4, 2);
+  unpacked.causal = true;
+  for (const char* setting : {"none", "64", "128", "256"}) {
+    SCOPED_TRACE(std::string("FLASHATTN_SM90_L2_PROMOTION=") + setting);
+    const ScopedEnv promotion("FLASHATTN_SM90_L2_PROMOTION", setting);
+    run_case(packed, 17u, /*direct=*/true, /*pack_gqa=*/true);
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    run_case(unpacked, 19u);
+  }
+}
+
 // ---- Key splits of the packed kernel (cuda/sm90/split_keys.h) ----
 // Each packed tile's key blocks cut into pieces run as work of their own, merged by the last to
 // arrive. A case named ks<N>_... forces N pieces (FLASHATTN_SM90_KEY_SPLITS), one named rule_...
