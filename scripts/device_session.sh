@@ -231,7 +231,7 @@ measure() {
     PYTHONPATH="$PWD/python" timeout 180 ncu --clock-control none --nvtx --nvtx-include "ncu_flashattn/" \
       --nvtx-include "ncu_cudnn/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
       --section MemoryWorkloadAnalysis_Tables --section LaunchStats --section Occupancy --section WarpStateStats \
-      --metrics dram__bytes_read.sum,dram__bytes_read.sum.per_second,lts__t_sector_hit_rate.pct \
+      --print-details all --metrics dram__bytes_read.sum,dram__bytes_read.sum.per_second,lts__t_sector_hit_rate.pct,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum \
       python3 benchmarks/ncu_decode.py $MEASURE_NCU_DECODE > "$OUT/ncu_decode.log" 2>&1
     echo "ncu decode exit $?"; grep -vE '^==PROF==|^\s*$|^    -{5}' "$OUT/ncu_decode.log" | cut -c1-150 | tail -150
   fi
@@ -264,6 +264,20 @@ measure() {
     PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_TIMEOUT:-150} python3 benchmarks/bench_decode.py "$@" \
       --out "$OUT/decode.json" > "$OUT/decode.log" 2>&1
     echo "decode exit $?"; tail -8 "$OUT/decode.log"
+  fi
+  # MEASURE_DECODE_EACH: space-separated NAME=VALUE settings, one bench_decode.py run of
+  # MEASURE_DECODE_ARGS each with that setting made for the whole process (the --ours-env slot's
+  # host time binds short decode calls, session 70), e.g. for the L2 promotion A/B:
+  # MEASURE_DECODE_EACH="FLASHATTN_SM90_L2_PROMOTION=256 FLASHATTN_SM90_L2_PROMOTION=128 FLASHATTN_SM90_L2_PROMOTION=none"
+  # MEASURE_DECODE_ARGS="--rows 0 --rounds 3".
+  if [ -n "${MEASURE_DECODE_EACH:-}" ]; then
+    local setting n=0
+    for setting in $MEASURE_DECODE_EACH; do
+      n=$((n + 1))
+      env "$setting" PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_TIMEOUT:-150} python3 benchmarks/bench_decode.py \
+        ${MEASURE_DECODE_ARGS:---rounds 3} --out "$OUT/decode_each$n.json" > "$OUT/decode_each$n.log" 2>&1
+      echo "decode ($setting) exit $?"; tail -4 "$OUT/decode_each$n.log"
+    done
   fi
   # MEASURE_DECODE_PROFILE: benchmarks/decode_profile.py arguments (each implementation's and
   # --ours-env setting's kernels and device times a decode call, its back-to-back and host time).
