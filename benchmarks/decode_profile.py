@@ -53,8 +53,7 @@ def main():
     torch.manual_seed(0)
     for batch, hq, hkv, kv_len in shapes:
         q = torch.randn(batch, 1, hq, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(batch, kv_len, hkv, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(batch, kv_len, hkv, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
+        k, v = (bd.kv_tensor(batch, kv_len, hkv, "bshd") for _ in range(2))
         nbytes = bd.kv_bytes(batch, hkv, kv_len)
         for name, impl in bg.IMPLS.items():
             fn = lambda: impl(q, k, v, False)  # noqa: E731

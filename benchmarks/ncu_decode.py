@@ -20,7 +20,9 @@ import sys
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="1,32,8,131072", metavar="BATCH,HQ,HKV,KV_LEN")
-    ap.add_argument("--impls", default="flashattn,cudnn", help="comma-separated, of bench_gpu.py's")
+    ap.add_argument("--impls", default="flashattn,cudnn",
+                    help="comma-separated, of bench_gpu.py's (device_session.sh's ncu line includes the "
+                         "ncu_flashattn and ncu_cudnn ranges only)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--kv-layout", choices=("bshd", "bhsd"), default="bshd", help="bench_decode.py's")
     args = ap.parse_args()

@@ -258,25 +258,18 @@ measure() {
     echo "package exit $?"; tail -25 "$OUT/package.log"
   fi
   # MEASURE_DECODE: benchmarks/bench_decode.py arguments (the protocol's decode rows; "--rounds 3"
-  # for the defaults), e.g. --ours-env FLASHATTN_SM90_PACK_GQA=0 for an A/B.
+  # for the defaults), e.g. --ours-env FLASHATTN_SM90_PACK_GQA=0 for an A/B. MEASURE_DECODE_EACH:
+  # space-separated NAME=VALUE settings, the run once each with that setting made for the whole
+  # process (decode_<n>.json; the --ours-env slot's host time binds short decode calls, session
+  # 70), e.g. "FLASHATTN_SM90_L2_PROMOTION=256 FLASHATTN_SM90_L2_PROMOTION=none" with "--rows 0".
   if [ -n "${MEASURE_DECODE:-}" ]; then
     eval "set -- $MEASURE_DECODE"  # keeps quoted settings with ';' in them whole
-    PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_TIMEOUT:-150} python3 benchmarks/bench_decode.py "$@" \
-      --out "$OUT/decode.json" > "$OUT/decode.log" 2>&1
-    echo "decode exit $?"; tail -8 "$OUT/decode.log"
-  fi
-  # MEASURE_DECODE_EACH: space-separated NAME=VALUE settings, one bench_decode.py run of
-  # MEASURE_DECODE_ARGS each with that setting made for the whole process (the --ours-env slot's
-  # host time binds short decode calls, session 70), e.g. for the L2 promotion A/B:
-  # MEASURE_DECODE_EACH="FLASHATTN_SM90_L2_PROMOTION=256 FLASHATTN_SM90_L2_PROMOTION=128 FLASHATTN_SM90_L2_PROMOTION=none"
-  # MEASURE_DECODE_ARGS="--rows 0 --rounds 3".
-  if [ -n "${MEASURE_DECODE_EACH:-}" ]; then
-    local setting n=0
-    for setting in $MEASURE_DECODE_EACH; do
-      n=$((n + 1))
-      env "$setting" PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_TIMEOUT:-150} python3 benchmarks/bench_decode.py \
-        ${MEASURE_DECODE_ARGS:---rounds 3} --out "$OUT/decode_each$n.json" > "$OUT/decode_each$n.log" 2>&1
-      echo "decode ($setting) exit $?"; tail -4 "$OUT/decode_each$n.log"
+    local setting name n=0
+    for setting in ${MEASURE_DECODE_EACH:-""}; do
+      name=decode${MEASURE_DECODE_EACH:+_$((n += 1))}
+      env ${setting:+"$setting"} PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_TIMEOUT:-150} \
+        python3 benchmarks/bench_decode.py "$@" --out "$OUT/$name.json" > "$OUT/$name.log" 2>&1
+      echo "decode${setting:+ ($setting)} exit $?"; tail -8 "$OUT/$name.log"
     done
   fi
   # MEASURE_DECODE_PROFILE: benchmarks/decode_profile.py arguments (each implementation's and
