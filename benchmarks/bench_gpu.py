@@ -187,11 +187,30 @@ def time_impl(fn, q, k, v, causal, do):
         return fwd, None, f"backward: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
 
 
+HOST_REPS = 30
+
+
+def host_us(fn, reps=HOST_REPS):
+    """The host's time a call, microseconds, over `reps` calls enqueued back to back after the
+    device has drained (no call waits on the GPU while the queue has room). Beside a row's GPU
+    time a repetition (do_bench's L2 clear, ~60-90 us, plus the kernel), it tells whether a round
+    could have been bound by the host's call rate rather than by the device (session 72: d128
+    512 read 0.92 from two low rounds, one of them at low power)."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    host = (time.perf_counter() - start) / reps * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
 def timed_rounds(q, k, v, causal, do, rounds, row):
     """Every implementation timed once a round in round_order's order: ({name: (forward ms list,
     backward ms list)}, {name: wall-clock span of each round's timing}), the latter in Unix
     seconds, to line the rounds up with nvidia-smi's samples of the clock (session 60: low rounds
-    of ours). An implementation's error goes into row as <name>_error."""
+    of ours). An implementation's error goes into row as <name>_error, its forward's host time
+    a call each round (host_us, after the timing) as <name>_fwd_host_us_rounds."""
     times = {name: ([], []) for name in IMPLS}
     walls = {name: [] for name in IMPLS}
     for r in range(rounds):
@@ -201,6 +220,8 @@ def timed_rounds(q, k, v, causal, do, rounds, row):
             walls[name].append((round(start, 3), round(time.time(), 3)))
             if fwd:
                 times[name][0].append(fwd)
+                host = host_us(lambda: IMPLS[name](q, k, v, causal))
+                row.setdefault(f"{name}_fwd_host_us_rounds", []).append(round(host, 1))
             if bwd:
                 times[name][1].append(bwd)
             if err:

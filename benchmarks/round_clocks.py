@@ -10,7 +10,8 @@ one that lost its time elsewhere (the host, the schedule).
 bench_gpu.py records each implementation's wall-clock span a round (`<impl>_walls`, Unix seconds)
 and, with --smi-out, samples timestamp, clocks.sm, power.draw, temperature.gpu and the
 clock-event reasons (where the driver has them; bench_gpu.smi_fields); the smi timestamps are
-read as UTC, the device machine's clock.
+read as UTC, the device machine's clock. Where the run recorded it (`<impl>_fwd_host_us_rounds`,
+bench_gpu.host_us), each round's host time a call is printed beside its rate.
 """
 import argparse
 import csv
@@ -41,16 +42,18 @@ def round_lines(row, samples):
     impls = sorted(key[:-len("_walls")] for key in row if key.endswith("_walls"))
     for impl in impls:
         rates = row.get(f"{impl}_fwd_tflops_rounds") or []
+        hosts = row.get(f"{impl}_fwd_host_us_rounds") or []
         for r, (start, end) in enumerate(row[f"{impl}_walls"]):
             inside = [s for s in samples if start <= s[0] <= end]
             rate = f"{rates[r]:7.1f}" if r < len(rates) else "      -"
+            host = f", host {hosts[r]:6.1f} us/call" if r < len(hosts) else ""
             if not inside:
-                yield f"  {impl:<40} round {r}: {rate} TFLOP/s, no samples"
+                yield f"  {impl:<40} round {r}: {rate} TFLOP/s{host}, no samples"
                 continue
             clocks = [s[1] for s in inside]
             watts = [s[2] for s in inside]
             reasons = sorted({s[3] for s in inside})
-            yield (f"  {impl:<40} round {r}: {rate} TFLOP/s, SM {statistics.mean(clocks):6.0f} MHz (min "
+            yield (f"  {impl:<40} round {r}: {rate} TFLOP/s{host}, SM {statistics.mean(clocks):6.0f} MHz (min "
                    f"{min(clocks):4.0f}), {statistics.mean(watts):5.0f} W (max {max(watts):4.0f}), "
                    f"reasons {','.join(reasons)}, {len(inside)} samples")
 

@@ -17,3 +17,12 @@ def test_ab_table_gives_each_setting_and_its_change():
     assert lines[1].startswith("d=128 n= 2048 h=16/16 causal=1")
     # A setting without a reading shows none and no change.
     assert "A=1    -   | B=x;C=2  200.0 (+0.0%)" in lines[2]
+
+
+def test_host_us_times_the_calls_between_two_drains(monkeypatch):
+    drains, calls = [], []
+    monkeypatch.setattr(bench_gpu.torch.cuda, "synchronize", lambda: drains.append(len(calls)))
+    host = bench_gpu.host_us(lambda: calls.append(1), reps=7)
+    assert len(calls) == 7
+    assert drains == [0, 7]  # the queue drained before the first call and after the last
+    assert 0 < host < 1e5

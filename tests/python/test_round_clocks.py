@@ -53,3 +53,17 @@ def test_a_csv_without_the_reasons_column_reads_them_as_unknown(tmp_path):
     smi.write_text("2026/12/05 06:03:11.000, 1980, 400.5, 40\n")
     (sample,) = round_clocks.read_samples(smi)
     assert sample[1:] == (1980.0, 400.5, "?")
+
+
+def test_rounds_show_the_host_time_a_call_where_the_run_has_it(tmp_path):
+    smi = tmp_path / "smi.csv"
+    smi.write_text(SMI)
+    samples = round_clocks.read_samples(smi)
+    t0 = samples[0][0]
+    row = {"flashattn_fwd_tflops_rounds": [300.0, 250.0], "flashattn_walls": [[t0 + 0.05, t0 + 0.25], [t0 + 5, t0 + 6]],
+           "flashattn_fwd_host_us_rounds": [55.0, 97.5],
+           "cudnn_fwd_tflops_rounds": [310.0], "cudnn_walls": [[t0 + 0.05, t0 + 0.25]]}
+    cudnn, ours0, ours1 = round_clocks.round_lines(row, samples)
+    assert "300.0 TFLOP/s, host   55.0 us/call, SM" in ours0
+    assert "250.0 TFLOP/s, host   97.5 us/call, no samples" in ours1
+    assert "host" not in cudnn  # a run without the field (before session 72) prints none
