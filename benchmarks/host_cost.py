@@ -17,7 +17,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashattn
 from flashattn import _ext
-from flashattn._torch_util import launch_options
+from flashattn._torch_util import kernel_ready, launch_options, output_dlpack
 
 
 def per_call(fn, reps):
@@ -63,12 +63,24 @@ def main():
             o.backward(do.transpose(1, 2))
             qg.grad = kg.grad = vg.grad = None
 
+        def cudnn_fwd():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                      is_causal=True)
+
+        # The extension as the package calls it: DLPack capsules (ops.py). Handing it the tensors
+        # themselves makes it call Tensor.__dlpack__ on each (~5 us apiece here, more on the device's
+        # host: session 72 read 44 us a forward that way), which no package path does.
         pieces = {
-            "_ext.forward (outputs given)": lambda: _ext.forward(q, k, v, out, lse, **opts),
-            "_ext.backward (outputs given)": lambda: _ext.backward(do, q, k, v, out, lse, dq, dk, dv, **opts),
+            "_ext.forward (capsules, outputs given)": lambda: _ext.forward(
+                *map(kernel_ready, (q, k, v)), *map(output_dlpack, (out, lse)), **opts),
+            "_ext.backward (capsules, outputs given)": lambda: _ext.backward(
+                *map(kernel_ready, (do, q, k, v, out, lse)), *map(output_dlpack, (dq, dk, dv)), **opts),
+            "_ext.forward (tensors: __dlpack__ each)": lambda: _ext.forward(q, k, v, out, lse, **opts),
             "flash_attn_func forward (no grad)": lambda: flashattn.flash_attn_func(q, k, v, causal=True),
             "flash_attn_func forward + backward": fwd_bwd,
             "fa2 forward": fa2_fwd,
+            "cudnn forward": cudnn_fwd,
             "fa2 forward + backward": fa2_fwd_bwd,
             "torch.empty x3": lambda: [torch.empty_like(t) for t in (q, k, v)],
         }
