@@ -14,7 +14,7 @@ ROUNDS rounds with the order of the implementations rotated by one each round, s
 comes first (after the shape's setup, when the card has had a short rest) as often as the others
 when ROUNDS is a multiple of their number, and reversed in every other cycle of rotations, so
 that each also follows more than one other (round_order); a figure is the median over the
-rounds of the per-round medians. (With the order only reversed, a peer timed last follows itself
+rounds of the per-round medians. Rows of up to 1k keys take at least SHORT_ROUNDS rounds (rounds_for). (With the order only reversed, a peer timed last follows itself
 into the next round and never gets the rested slot: session 8's sweep. With the rotation alone,
 each follows the same one every time, which read ~1% apart: session 42.)
 """
@@ -54,6 +54,18 @@ def attention_flops(batch, nheads, seqlen_q, seqlen_k, headdim, causal):
 
 WARMUP_MS = 200
 ROUNDS = 3
+# Rows up to SHORT_MAX_SEQLEN keys get at least SHORT_ROUNDS rounds (--short-rounds): their
+# kernels take 30-100 us, about do_bench's L2 clear and the host's call, so a round there moves
+# with the clock the previous implementation left and with the host (sessions 60 and 72: d128
+# 512 read 1.00-1.02 in three sweeps and 0.92 in one, from two low rounds of ours at 1593 MHz and
+# at low power). Six is two cycles of three implementations' rotations, each order both ways.
+SHORT_ROUNDS = 6
+SHORT_MAX_SEQLEN = 1024
+
+
+def rounds_for(seqlen, rounds, short_rounds=SHORT_ROUNDS):
+    """The rounds a row of `seqlen` keys is timed in: `rounds`, at least `short_rounds` for the short rows."""
+    return max(rounds, short_rounds) if seqlen <= SHORT_MAX_SEQLEN else rounds
 
 
 def median_ms(fn):
@@ -265,6 +277,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=ROUNDS,
                     help="rounds per shape, the implementations' order rotated by one each round and "
                          "reversed every other cycle of rotations (round_order)")
+    ap.add_argument("--short-rounds", type=int, default=SHORT_ROUNDS,
+                    help=f"at least this many rounds for rows of up to {SHORT_MAX_SEQLEN} keys (rounds_for; "
+                         "0 or --rounds' value: the same rounds everywhere)")
     ap.add_argument("--warmup-ms", type=float, default=WARMUP_MS,
                     help="untimed run of an implementation right before it is timed")
     ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]",
@@ -320,7 +335,8 @@ def run(args, ap):
         "gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
         "cudnn": torch.backends.cudnn.version(), "dtype": args.dtype,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "ceilings": ceilings(), "rounds": args.rounds, "warmup_ms": args.warmup_ms,
+        "ceilings": ceilings(), "rounds": args.rounds,
+        "short_rounds": rounds_for(SHORT_MAX_SEQLEN, args.rounds, args.short_rounds), "warmup_ms": args.warmup_ms,
     }
     rows = []
     for s in shapes(args.quick, [int(n) for n in args.seqlens.split(",")] if args.seqlens else None, args.masks):
@@ -331,7 +347,8 @@ def run(args, ap):
         do = torch.randn(b, n, h, d, device="cuda", dtype=dtype)
         flops = attention_flops(b, h, n, n, d, causal)
         row = dict(s, dtype=args.dtype, rel_error=check_close(q[:1], k[:1], v[:1], causal))
-        times, walls = timed_rounds(q, k, v, causal, None if args.fwd_only else do, args.rounds, row)
+        times, walls = timed_rounds(q, k, v, causal, None if args.fwd_only else do,
+                                    rounds_for(n, args.rounds, args.short_rounds), row)
         for name, (fwds, bwds) in times.items():
             row[f"{name}_fwd_tflops"] = flops / statistics.median(fwds) / 1e9 if fwds else None
             row[f"{name}_bwd_tflops"] = 2.5 * flops / statistics.median(bwds) / 1e9 if bwds else None

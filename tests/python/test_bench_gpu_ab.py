@@ -26,3 +26,11 @@ def test_host_us_times_the_calls_between_two_drains(monkeypatch):
     assert len(calls) == 7
     assert drains == [0, 7]  # the queue drained before the first call and after the last
     assert 0 < host < 1e5
+
+
+def test_short_rows_take_at_least_the_short_rounds():
+    assert bench_gpu.rounds_for(512, 3) == bench_gpu.SHORT_ROUNDS == 6
+    assert bench_gpu.rounds_for(1024, 3) == 6
+    assert bench_gpu.rounds_for(2048, 3) == 3  # from 2k the rows keep --rounds
+    assert bench_gpu.rounds_for(512, 8) == 8  # never fewer than asked
+    assert bench_gpu.rounds_for(512, 3, short_rounds=0) == 3  # --short-rounds 0: the same everywhere
