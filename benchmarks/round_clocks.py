@@ -46,7 +46,7 @@ def round_lines(row, samples):
         for r, (start, end) in enumerate(row[f"{impl}_walls"]):
             inside = [s for s in samples if start <= s[0] <= end]
             rate = f"{rates[r]:7.1f}" if r < len(rates) else "      -"
-            host = f", host {hosts[r]:6.1f} us/call" if r < len(hosts) else ""
+            host = f", host {hosts[r]:6.1f} us/call" if r < len(hosts) and hosts[r] is not None else ""
             if not inside:
                 yield f"  {impl:<40} round {r}: {rate} TFLOP/s{host}, no samples"
                 continue
