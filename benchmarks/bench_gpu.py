@@ -14,9 +14,10 @@ ROUNDS rounds with the order of the implementations rotated by one each round, s
 comes first (after the shape's setup, when the card has had a short rest) as often as the others
 when ROUNDS is a multiple of their number, and reversed in every other cycle of rotations, so
 that each also follows more than one other (round_order); a figure is the median over the
-rounds of the per-round medians. Rows of up to 1k keys take at least SHORT_ROUNDS rounds (rounds_for). (With the order only reversed, a peer timed last follows itself
+rounds of the per-round medians. (With the order only reversed, a peer timed last follows itself
 into the next round and never gets the rested slot: session 8's sweep. With the rotation alone,
-each follows the same one every time, which read ~1% apart: session 42.)
+each follows the same one every time, which read ~1% apart: session 42.) Rows of up to 1k keys
+take at least SHORT_ROUNDS rounds (rounds_for).
 """
 import argparse
 import contextlib

@@ -315,18 +315,10 @@ sweep() {
     python3 benchmarks/round_clocks.py "$OUT/sweep.json" "$OUT/sweep-smi.csv" |
       awk '/^d/ { short = ($2 == "n512" || $2 == "n1024") } short' > "$OUT/short_rounds.txt"
   fi
+  # The tables the two scripts print last (bench_gpu's TFLOP/s table, bench_decode's row lines).
+  grep '^b=' "$OUT/decode.log"
+  sed -n '/^TFLOP\/s (ratio/,$p' "$OUT/sweep.log"
   archive_logs './*.log' './*.csv'
-  [ -s "$OUT/decode.json" ] && python3 -c "
-import json, sys
-for r in json.load(open(sys.argv[1]))['rows']:
-    print(f\"decode ({r['batch']}, {r['nheads']}/{r['nheads_kv']}, {r['kv_len']}): ours / cuDNN \"
-          f\"{r['flashattn_tbps']:.2f} / {r['cudnn_tbps']:.2f} TB/s  x{r['ratio']:.3f}\")" "$OUT/decode.json"
-  [ -s "$OUT/sweep.json" ] && python3 -c "
-import json, sys
-for r in json.load(open(sys.argv[1]))['rows']:
-    print(f\"d{r['headdim']:<3} {r['seqlen']:>5} {r['nheads']}/{r['nheads_kv']} {'causal' if r['causal'] else 'unmasked':8s} \"
-          f\"ours {r['flashattn_fwd_tflops'] or 0:6.1f} cudnn {r['cudnn_fwd_tflops'] or 0:6.1f} fa2 {r['fa2_fwd_tflops'] or 0:6.1f} \"
-          f\"x{r['ratio_fwd'] or 0:.2f}\")" "$OUT/sweep.json"
 }
 
 cpu_bench() {
