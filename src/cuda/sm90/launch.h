@@ -1,6 +1,12 @@
 // Host launch of one kernel configuration: fills KernelParams from the problem, encodes the tensor
 // maps and starts a persistent grid of at most one CTA per SM. Included only by the generated
 // instantiation files (one per dtype and head dim).
+//
+// The forward kernel goes out as a programmatic dependent of whatever kernel precedes it in the
+// stream (programmatic_launch_allowed): its CTAs may be placed while that kernel's last ones
+// finish, and each thread waits in forward_kernel (wait_for_prerequisite_grids) for that kernel's
+// end and its writes before touching global memory. Decode steps and short rows, whose kernels
+// take tens of microseconds, otherwise pay the gap between two kernels in full.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,6 +30,13 @@ namespace flashattn {
 namespace sm90 {
 
 namespace {
+// FLASHATTN_SM90_PDL=0 launches the forward kernel as an ordinary one (read at every launch, so
+// that one process can time both); anything else, or unset, as a programmatic dependent.
+bool programmatic_launch_allowed() {
+  const char* v = std::getenv("FLASHATTN_SM90_PDL");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 // One counter slot per launch of a dynamically scheduled kernel (tile_scheduler.h).
 int next_counter_slot() {
   static std::atomic<unsigned> launches{0};
@@ -378,16 +391,20 @@ Status launch_forward(const AttentionProblem& pb) {
     }
   }
   auto kernel = forward_kernel<Cfg>;
+  const bool programmatic = programmatic_launch_allowed();
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
   if constexpr (Cfg::kClusterPairs) {
     // As many pairs as fit at once (a GPC may leave an SM without a partner), at most one per
     // pair of tiles.
     cudaLaunchConfig_t config{};
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster, config.numAttrs = 1;
+    cudaLaunchAttribute attrs[2]{};
+    attrs[0].id = cudaLaunchAttributeClusterDimension;
+    attrs[0].val.clusterDim.x = 2, attrs[0].val.clusterDim.y = 1, attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    // The occupancy query below sees the cluster dimension alone.
+    config.attrs = attrs, config.numAttrs = 1;
     config.blockDim = dim3(Cfg::kThreads), config.dynamicSmemBytes = Cfg::kSmemBytes;
     config.stream = static_cast<cudaStream_t>(pb.stream);
     config.gridDim = dim3(2 * std::max(1, sms / 2));
@@ -412,6 +429,7 @@ Status launch_forward(const AttentionProblem& pb) {
     }
     if (kp.num_tiles > 0) {
       config.gridDim = dim3(2 * std::max(1, std::min(clusters, kp.num_tiles / 2)));
+      config.numAttrs = programmatic ? 2 : 1;
       err = cudaLaunchKernelEx(&config, kernel, kp);
     }
     if constexpr (kLaunchesTailKernel<Cfg>) {
@@ -422,7 +440,7 @@ Status launch_forward(const AttentionProblem& pb) {
     }
   } else if (!split) {
     const int grid = std::min({kp.num_tiles, sms, Cfg::kDynamicSchedule ? kMailboxCtas : sms});
-    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(kp);
+    err = launch_dependent(kernel, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, pb.stream, programmatic, kp);
   } else if constexpr (kLaunchesTailKernel<Cfg>) {
     // Whole waves (none where the tiles are fewer than the SMs: tests force the split there),
     // then the tail on every SM, each of its CTAs started as soon as one of the first kernel's
@@ -430,8 +448,7 @@ Status launch_forward(const AttentionProblem& pb) {
     if (kp.tail_first > 0) {
       KernelParams whole = kp;
       whole.num_tiles = kp.tail_first;
-      kernel<<<sms, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(pb.stream)>>>(whole);
-      err = cudaGetLastError();
+      err = launch_dependent(kernel, dim3(sms), dim3(Cfg::kThreads), Cfg::kSmemBytes, pb.stream, programmatic, whole);
     }
     if (err == cudaSuccess) err = launch_tail_kernel<Cfg>(kp, sms, pb.stream, kp.tail_first > 0);
     if (err == cudaSuccess) count_split_tail_launch();
