@@ -53,6 +53,14 @@ option(FLASHATTN_SM90_COMBINE_KERNEL "Build the sm90 key splits' combine kernel 
 if(FLASHATTN_SM90_COMBINE_KERNEL)
   target_compile_definitions(flashattn PUBLIC FLASHATTN_SM90_COMBINE_KERNEL=1)
 endif()
+# The forward kernel launched as a programmatic dependent of the stream's previous kernel, waiting
+# for it in the kernel (src/cuda/sm90/launch.h, kernel.h; session 73, not yet through the whole
+# GPU test suite nor shown to gain): OFF gives the kernels and launches of before, machine code
+# unchanged. Public, so that the tests see which build they test.
+option(FLASHATTN_SM90_PDL "Launch the sm90 forward as a programmatic dependent launch (FLASHATTN_SM90_PDL=0 at run time turns it off)" OFF)
+if(FLASHATTN_SM90_PDL)
+  target_compile_definitions(flashattn PUBLIC FLASHATTN_SM90_PDL=1)
+endif()
 set_source_files_properties(src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu
   PROPERTIES COMPILE_DEFINITIONS "${FLASHATTN_SM90_DEFINITIONS}")
 

@@ -1,11 +1,13 @@
 """A forward whose inputs the stream's previous kernel is still writing.
 
-On Hopper the forward kernel is launched as a programmatic dependent of the kernel before it
-(src/cuda/sm90/launch.h): its CTAs may be placed while that kernel still runs, and must wait for
-its end before reading anything. The previous kernel here is itself a forward that lets its
-dependents start at once (a decode step whose keys are split: the packed kernel allows the
-combine kernel to start early), writing into a buffer that held NaN; the second forward reads
-that buffer as q, k or v. Read too early, the NaN (or stale rows) reach its output.
+In Hopper builds with FLASHATTN_SM90_PDL (CMake option) the forward kernel is launched as a
+programmatic dependent of the kernel before it (src/cuda/sm90/launch.h): its CTAs may be placed
+while that kernel still runs, and must wait for its end before reading anything (other builds
+launch ordinarily, and the stream orders the two forwards). The previous kernel here is itself a
+forward that lets its dependents start at once (a decode step whose keys are split: the packed
+kernel allows the combine kernel to start early), writing into a buffer that held NaN; the
+second forward reads that buffer as q, k or v. Read too early, the NaN (or stale rows) reach its
+output.
 """
 
 import pytest

@@ -387,15 +387,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
     }
     fence_proxy_async_smem();
   }
-  // Launched as a programmatic dependent of the stream's previous kernel (launch.h): the shared
-  // memory set up above overlaps that kernel's end, and nothing global is touched before it has
-  // ended and its writes are visible, in every thread (the consumers read lengths, slopes and
-  // counters themselves). Without a prerequisite grid the wait returns at once. The tail kernel
-  // waits at its end instead: its prerequisite is the whole waves' kernel, which passed this wait
-  // before it let the tail start.
+  // Launched as a programmatic dependent of the stream's previous kernel (launch.h, builds with
+  // FLASHATTN_SM90_PDL): the shared memory set up above overlaps that kernel's end, and nothing
+  // global is touched before it has ended and its writes are visible, in every thread (the
+  // consumers read lengths, slopes and counters themselves). Without a prerequisite grid the wait
+  // returns at once. The tail kernel waits at its end instead: its prerequisite is the whole
+  // waves' kernel, which passed this wait before it let the tail start.
   // (FLASHATTN_SM90_UNSAFE_NO_GRID_WAIT leaves the wait out: a build that shows
   // tests/python/test_gpu_stream_order.py failing without it. Never for use.)
-#ifndef FLASHATTN_SM90_UNSAFE_NO_GRID_WAIT
+#if defined(FLASHATTN_SM90_PDL) && !defined(FLASHATTN_SM90_UNSAFE_NO_GRID_WAIT)
   if constexpr (!Cfg::kSplitTail) wait_for_prerequisite_grids();
 #endif
   trace_start<Cfg>();

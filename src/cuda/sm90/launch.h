@@ -2,11 +2,13 @@
 // maps and starts a persistent grid of at most one CTA per SM. Included only by the generated
 // instantiation files (one per dtype and head dim).
 //
-// The forward kernel goes out as a programmatic dependent of whatever kernel precedes it in the
-// stream (programmatic_launch_allowed): its CTAs may be placed while that kernel's last ones
-// finish, and each thread waits in forward_kernel (wait_for_prerequisite_grids) for that kernel's
-// end and its writes before touching global memory. Decode steps and short rows, whose kernels
-// take tens of microseconds, otherwise pay the gap between two kernels in full.
+// In builds with FLASHATTN_SM90_PDL (CMake option, off by default until it has run through the
+// GPU tests and shown a gain) the forward kernel goes out as a programmatic dependent of whatever
+// kernel precedes it in the stream (programmatic_launch_allowed): its CTAs may be placed while
+// that kernel's last ones finish, and each thread waits in forward_kernel
+// (wait_for_prerequisite_grids) for that kernel's end and its writes before touching global
+// memory. Decode steps and short rows, whose kernels take tens of microseconds, otherwise pay the
+// gap between two kernels in full.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,11 +32,17 @@ namespace flashattn {
 namespace sm90 {
 
 namespace {
-// FLASHATTN_SM90_PDL=0 launches the forward kernel as an ordinary one (read at every launch, so
-// that one process can time both); anything else, or unset, as a programmatic dependent.
+// In builds with FLASHATTN_SM90_PDL: FLASHATTN_SM90_PDL=0 launches the forward kernel as an
+// ordinary one (read at every launch, so that one process can time both); anything else, or
+// unset, as a programmatic dependent. Other builds always launch ordinarily (the kernel does not
+// wait there).
 bool programmatic_launch_allowed() {
+#ifdef FLASHATTN_SM90_PDL
   const char* v = std::getenv("FLASHATTN_SM90_PDL");
   return v == nullptr || std::strcmp(v, "0") != 0;
+#else
+  return false;
+#endif
 }
 
 // One counter slot per launch of a dynamically scheduled kernel (tile_scheduler.h).
