@@ -12,6 +12,7 @@
 #   scripts/device_session.sh clock   # clock_probe.py per line of CLOCK_RUNS (in-process sustained A/B)
 #   scripts/device_session.sh gpubench  # bench_gpu.py with GPU_BENCH_ARGS only (e.g. an --ours-env A/B)
 #   scripts/device_session.sh sweep   # issue 4's protocol sweep: forward rows and decode rows, clocks sampled
+#   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #
 # Logs, JSON and charts go to $OUT; short summaries print last.
@@ -321,6 +322,39 @@ sweep() {
   archive_logs './*.log' './*.csv'
 }
 
+# The programmatic-dependent-launch build (CMake option FLASHATTN_SM90_PDL, docs/design.md): two
+# reduced builds of the extension (head dims 64 and 128, bf16), one with the kernel's wait and one without
+# (FLASHATTN_SM90_UNSAFE_NO_GRID_WAIT, the control: tests/python/test_gpu_stream_order.py must fail
+# there), the test on each, then benchmarks/back_to_back.py with and without PDL on the first.
+# ~40-70 s a build on 16 cores. The whole GPU suite on a PDL build: `BUILD_CMAKE_ARGS=-DFLASHATTN_SM90_PDL=ON
+# MEASURE_TESTS='*Sm90*' scripts/device_session.sh measure`.
+pdl_build() {  # folder, extra CUDA flags
+  local start=$(date +%s)
+  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_BUILD_PYTHON=ON \
+    -DPython_EXECUTABLE="$(command -v python3)" -DFLASHATTN_HDIMS="64;128" -DFLASHATTN_DTYPES=bf16 \
+    -DFLASHATTN_BUILD_SM90_VARIANTS=OFF -DFLASHATTN_SM90_PDL=ON -DCMAKE_CUDA_FLAGS="$2" \
+    -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$OUT/$1.log" 2>&1 &&
+    cmake --build "$1" -j "$jobs" --target _C >> "$OUT/$1.log" 2>&1
+  local rc=$?
+  echo "$1 build exit $rc in $(( $(date +%s) - start )) s"
+  rm -rf "/tmp/python-$1" && cp -r python "/tmp/python-$1" && cp "$1"/python/_C*.so "/tmp/python-$1/flashattn/"
+  return $rc
+}
+pdl() {
+  local b
+  for b in build-pdl build-pdl-nowait; do
+    local flags=""
+    [ "$b" = build-pdl-nowait ] && flags="-DFLASHATTN_SM90_UNSAFE_NO_GRID_WAIT"
+    pdl_build "$b" "$flags" || continue
+    PYTHONPATH="/tmp/python-$b" timeout 60 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_stream_order.py \
+      -m gpu > "$OUT/stream_order_$b.log" 2>&1
+    echo "$b: stream-order test exit $? ($(tail -1 "$OUT/stream_order_$b.log"))"
+  done
+  PYTHONPATH="/tmp/python-build-pdl" timeout 120 python3 benchmarks/back_to_back.py --rounds 5 \
+    --ours-env FLASHATTN_SM90_PDL=0 2>&1 | tee "$OUT/back_to_back.txt"
+  archive_logs './*.log'
+}
+
 cpu_bench() {
   # Two threads is what CI machines have; sixteen is this host. Longer sequences only at sixteen.
   for threads in 16 2; do
@@ -355,5 +389,6 @@ case "$what" in
       build; fi &&
     measure ;;
   sweep) : "${BUILD_TARGETS:=flashattn _C}"; build && sweep ;;
+  pdl) pdl ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
 esac
