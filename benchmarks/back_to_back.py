@@ -27,9 +27,9 @@ SHAPES = [
 ]
 
 
-# GPU cycles the stream sleeps before the timed steps, so that the host has queued them all before
-# the first runs (its ~50-100 us a step would otherwise be what is timed).
-SLEEP_CYCLES = 100_000_000
+# GPU cycles the stream sleeps a timed step before the steps (~0.5 ms at 2 GHz), so that the host
+# has queued them all before the first runs (its ~50-200 us a step would otherwise be what is timed).
+SLEEP_CYCLES_A_STEP = 1_000_000
 
 
 def step_time_us(q_src, q, k, v, causal, steps):
@@ -41,7 +41,7 @@ def step_time_us(q_src, q, k, v, causal, steps):
     run()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(SLEEP_CYCLES)
+    torch.cuda._sleep(SLEEP_CYCLES_A_STEP * steps)
     start.record()
     run()
     end.record()

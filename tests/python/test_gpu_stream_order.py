@@ -49,7 +49,17 @@ def second_inputs(first, role):
 
 
 @pytest.mark.parametrize("role", ["q", "k", "decode_q"])
-def test_forward_waits_for_the_kernel_writing_its_inputs(role):
+def test_forward_waits_for_the_kernel_writing_its_inputs(role, monkeypatch):
+    # The pieces merged in the packed kernel, which then lets the next kernel start at once (with
+    # the combine kernel that one would be the dependent, and would wait).
+    monkeypatch.setenv("FLASHATTN_SM90_SPLIT_COMBINE", "merge")
+    # Both forwards once beforehand: a kernel's first launch loads its module, which may
+    # synchronise and so let the sleep below run out before the second forward is queued.
+    warm = torch.zeros(2, 1, 32, HEADDIM, device="cuda", dtype=torch.bfloat16)
+    decode_into(warm)
+    flash_attn_func(*second_inputs(warm, role))
+    torch.cuda.synchronize()
+
     first = torch.full((2, 1, 32, HEADDIM), float("nan"), device="cuda", dtype=torch.bfloat16)
     q, k, v = second_inputs(first, role)  # drawn first: between the two forwards no kernel runs
     decode_into(first)  # synchronises before its own launch, so NaN is what `first` holds then

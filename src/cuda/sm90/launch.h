@@ -461,7 +461,10 @@ Status launch_forward(const AttentionProblem& pb) {
     if (err == cudaSuccess) err = launch_tail_kernel<Cfg>(kp, sms, pb.stream, kp.tail_first > 0);
     if (err == cudaSuccess) count_split_tail_launch();
   }
-  if (err == cudaSuccess) err = cudaGetLastError();
+  // Read (and cleared) whether or not a launch above returned an error itself, so that a failed
+  // cudaLaunchKernelEx leaves no sticky last error for the caller's next check.
+  const cudaError_t last = cudaGetLastError();
+  if (err == cudaSuccess) err = last;
   if constexpr (Cfg::kSplitKeys && kSm90CombineKernelBuilt) {
     if (err == cudaSuccess && kp.split_combine) {  // set only where the launch splits (arrange_key_splits)
       err = launch_combine_kernel<Cfg>(kp, pb.stream);
