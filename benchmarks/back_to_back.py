@@ -11,10 +11,14 @@ programmatic dependent of the op before it) runs in the same process, in turns.
 import argparse
 import os
 import statistics
+import sys
 
 import torch
 
 import flashattn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_gpu as bg  # noqa: E402
 
 # (name, batch, seqlen_q, seqlen_k, heads_q, heads_kv, headdim, causal): a decode step over a short
 # and a long cache, and the protocol's shortest rows.
@@ -49,21 +53,13 @@ def step_time_us(q_src, q, k, v, causal, steps):
     return start.elapsed_time(end) * 1e3 / steps
 
 
-def settings_of(values):
-    out = [("default", {})]
-    for value in values:
-        env = dict(pair.split("=", 1) for pair in value.split(";") if pair)
-        out.append((value, env))
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]")
     args = ap.parse_args()
-    settings = settings_of(args.ours_env)
+    settings = [("default", [])] + [(setting, bg.ours_env_pairs(setting, ap)) for setting in args.ours_env]
     print(f"{torch.cuda.get_device_name()}: us a step (elementwise op + forward), median of {args.rounds} rounds")
     for name, b, sq, sk, hq, hkv, d, causal in SHAPES:
         q_src = torch.randn(b, sq, hq, d, device="cuda", dtype=torch.bfloat16)
@@ -73,16 +69,8 @@ def main():
         for r in range(args.rounds):
             order = settings if r % 2 == 0 else settings[::-1]
             for label, env in order:
-                saved = {key: os.environ.get(key) for key in env}
-                os.environ.update(env)
-                try:
+                with bg.envs_set(env):
                     times[label].append(step_time_us(q_src, q, k, v, causal, args.steps))
-                finally:
-                    for key, old in saved.items():
-                        if old is None:
-                            os.environ.pop(key, None)
-                        else:
-                            os.environ[key] = old
         base = statistics.median(times["default"])
         cells = [f"default {base:8.2f}"]
         for label, _ in settings[1:]:

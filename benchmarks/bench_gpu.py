@@ -138,17 +138,23 @@ def envs_set(settings):
         yield
 
 
+def ours_env_pairs(setting, ap):
+    """[(name, value)] of one --ours-env setting ("NAME=VALUE[;NAME=VALUE...]"), every name one the
+    library reads at every call (else ap.error)."""
+    pairs = [part.partition("=") for part in setting.split(";")]
+    for name, _, _ in pairs:
+        if name not in PER_CALL_ENV:
+            # FLASHATTN_CUDA_KERNELS is read once per process: set around a call it changes nothing
+            # (session 9 timed the sm90 forward twice that way, thinking one was the sm80 one).
+            ap.error(f"--ours-env {name}: the library reads only {', '.join(PER_CALL_ENV)} at every "
+                     f"call; set {name} for the whole run instead")
+    return [(name, value) for name, _, value in pairs]
+
+
 def add_ours_with_env(settings, ap):
-    """Ours once more per --ours-env setting ("NAME=VALUE[;NAME=VALUE...]"), as flashattn[setting]."""
+    """Ours once more per --ours-env setting, as flashattn[setting]."""
     for setting in settings:
-        pairs = [part.partition("=") for part in setting.split(";")]
-        for name, _, _ in pairs:
-            if name not in PER_CALL_ENV:
-                # FLASHATTN_CUDA_KERNELS is read once per process: set around a call it changes nothing
-                # (session 9 timed the sm90 forward twice that way, thinking one was the sm80 one).
-                ap.error(f"--ours-env {name}: the library reads only {', '.join(PER_CALL_ENV)} at every "
-                         f"call; set {name} for the whole run instead")
-        IMPLS[f"flashattn[{setting}]"] = ours_with_env([(name, value) for name, _, value in pairs])
+        IMPLS[f"flashattn[{setting}]"] = ours_with_env(ours_env_pairs(setting, ap))
 
 
 def ours_with_env(settings):

@@ -35,22 +35,23 @@ mkdir -p "$OUT"
 BUILD=build-device
 jobs=$(nproc)
 
+# BUILD_LOG: the log's name in $OUT (build.log); BUILD_PACKAGE: the package folder the extension
+# goes into (python/flashattn, where the package imports it from).
 build() {
-  local start=$(date +%s)
+  local start=$(date +%s) log="$OUT/${BUILD_LOG:-build.log}"
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_BUILD_PYTHON=ON \
     -DPython_EXECUTABLE="$(command -v python3)" -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" ${BUILD_CMAKE_ARGS:-} \
-    > "$OUT/build.log" 2>&1 &&
-    cmake --build "$BUILD" -j "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >> "$OUT/build.log" 2>&1
+    > "$log" 2>&1 &&
+    cmake --build "$BUILD" -j "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >> "$log" 2>&1
   local rc=$?
-  # The package imports its extension from inside python/flashattn.
-  cp "$BUILD"/python/_C*.so python/flashattn/ 2>/dev/null
+  cp "$BUILD"/python/_C*.so "${BUILD_PACKAGE:-python/flashattn}/" 2>/dev/null
   echo "build exit $rc in $(( $(date +%s) - start )) s"
-  [ $rc = 0 ] || tail -30 "$OUT/build.log"
+  [ $rc = 0 ] || tail -30 "$log"
   # The whole kernel set's machine code: no spills, HMMA / HGMMA in the main kernels.
   [ $rc = 0 ] && python3 scripts/check_sass.py "$BUILD/libflashattn.a" 2>&1 | tail -20
   # ptxas's wgmma serialisation notes (C7510-C7516: every wgmma of the kernel waited for at once).
-  echo "ptxas wgmma serialisation notes: $(grep -c 'Potential Performance Loss: wgmma' "$OUT/build.log")"
-  grep -o 'Potential Performance Loss: wgmma.*function .[A-Za-z0-9_]*' "$OUT/build.log" | cut -c1-200 | sort | uniq | head -5
+  echo "ptxas wgmma serialisation notes: $(grep -c 'Potential Performance Loss: wgmma' "$log")"
+  grep -o 'Potential Performance Loss: wgmma.*function .[A-Za-z0-9_]*' "$log" | cut -c1-200 | sort | uniq | head -5
   return $rc
 }
 
@@ -328,33 +329,23 @@ sweep() {
 # there), the test on each, then benchmarks/back_to_back.py with and without PDL on the first.
 # ~40-70 s a build on 16 cores. The whole GPU suite on a PDL build: `BUILD_CMAKE_ARGS=-DFLASHATTN_SM90_PDL=ON
 # MEASURE_TESTS='*Sm90*' scripts/device_session.sh measure`.
-pdl_build() {  # folder, extra CUDA flags
-  local start=$(date +%s)
-  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA=ON -DFLASHATTN_BUILD_PYTHON=ON \
-    -DPython_EXECUTABLE="$(command -v python3)" -DFLASHATTN_HDIMS="64;128" -DFLASHATTN_DTYPES=bf16 \
-    -DFLASHATTN_BUILD_SM90_VARIANTS=OFF -DFLASHATTN_SM90_PDL=ON -DCMAKE_CUDA_FLAGS="$2" \
-    -DFLASHATTN_GTEST_SOURCE="$PWD/.deps/googletest" > "$OUT/$1.log" 2>&1 &&
-    cmake --build "$1" -j "$jobs" --target _C >> "$OUT/$1.log" 2>&1
-  local rc=$?
-  echo "$1 build exit $rc in $(( $(date +%s) - start )) s"
-  # A copy of the package with this build's extension only (python/flashattn may hold another's).
-  rm -rf "/tmp/python-$1" && cp -r python "/tmp/python-$1" && rm -f "/tmp/python-$1"/flashattn/_C*.so &&
-    cp "$1"/python/_C*.so "/tmp/python-$1/flashattn/" || rc=1
-  return $rc
-}
 pdl() {
-  local b built=""
+  local b timed_build=""
   for b in build-pdl build-pdl-nowait; do
     local flags=""
-    [ "$b" = build-pdl-nowait ] && flags="-DFLASHATTN_SM90_UNSAFE_NO_GRID_WAIT"
-    pdl_build "$b" "$flags" || continue
-    built="$built $b"
+    [ "$b" = build-pdl-nowait ] && flags="-DCMAKE_CUDA_FLAGS=-DFLASHATTN_SM90_UNSAFE_NO_GRID_WAIT"
+    # A copy of the package holding this build's extension only (python/flashattn may hold another's).
+    rm -rf "/tmp/python-$b" && cp -r python "/tmp/python-$b" && rm -f "/tmp/python-$b"/flashattn/_C*.so || continue
+    ( BUILD=$b BUILD_LOG=$b.log BUILD_PACKAGE="/tmp/python-$b/flashattn" BUILD_TARGETS=_C \
+      BUILD_CMAKE_ARGS="-DFLASHATTN_HDIMS=64;128 -DFLASHATTN_DTYPES=bf16 -DFLASHATTN_BUILD_SM90_VARIANTS=OFF -DFLASHATTN_SM90_PDL=ON $flags" \
+      build ) || continue
+    [ "$b" = build-pdl ] && timed_build=$b
     PYTHONPATH="/tmp/python-$b" timeout 60 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_stream_order.py \
       -m gpu > "$OUT/stream_order_$b.log" 2>&1
     echo "$b: stream-order test exit $? ($(tail -1 "$OUT/stream_order_$b.log"))"
   done
-  if [[ "$built" == *" build-pdl "* || "$built" == " build-pdl" ]]; then
-    PYTHONPATH="/tmp/python-build-pdl" timeout 120 python3 benchmarks/back_to_back.py --rounds 5 \
+  if [ -n "$timed_build" ]; then
+    PYTHONPATH="/tmp/python-$timed_build" timeout 120 python3 benchmarks/back_to_back.py --rounds 5 \
       --ours-env FLASHATTN_SM90_PDL=0 2>&1 | tee "$OUT/back_to_back.txt"
   fi
   archive_logs './*.log'
