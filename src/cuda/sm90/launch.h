@@ -2,12 +2,11 @@
 // maps and starts a persistent grid of at most one CTA per SM. Included only by the generated
 // instantiation files (one per dtype and head dim).
 //
-// In builds with FLASHATTN_SM90_PDL (CMake option, off by default until it has run through the
-// GPU tests and shown a gain) the forward kernel goes out as a programmatic dependent of whatever
-// kernel precedes it in the stream (programmatic_launch_allowed): its CTAs may be placed while
-// that kernel's last ones finish, and each thread waits in forward_kernel
-// (wait_for_prerequisite_grids) for that kernel's end and its writes before touching global
-// memory. Decode steps and short rows, whose kernels take tens of microseconds, otherwise pay the
+// In builds with FLASHATTN_SM90_PDL (CMake option, on by default since session 74) the forward
+// kernel goes out as a programmatic dependent of whatever kernel precedes it in the stream
+// (programmatic_launch_allowed): its CTAs may be placed while that kernel's last ones finish, and
+// each thread waits in forward_kernel (wait_for_prerequisite_grids) for that kernel's end and its
+// writes before touching global memory. Decode steps and short rows, whose kernels take tens of microseconds, otherwise pay the
 // gap between two kernels in full.
 #pragma once
 
