@@ -6,8 +6,8 @@
 // kernel goes out as a programmatic dependent of whatever kernel precedes it in the stream
 // (programmatic_launch_allowed): its CTAs may be placed while that kernel's last ones finish, and
 // each thread waits in forward_kernel (wait_for_prerequisite_grids) for that kernel's end and its
-// writes before touching global memory. Decode steps and short rows, whose kernels take tens of microseconds, otherwise pay the
-// gap between two kernels in full.
+// writes before touching global memory. Decode steps and short rows, whose kernels take tens of
+// microseconds, otherwise pay the gap between two kernels in full.
 #pragma once
 
 #include <cuda_runtime.h>
