@@ -175,6 +175,14 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms,
   return Status::Ok();
 }
 
+// The launch attribute that makes a kernel a programmatic dependent of the one before it.
+inline cudaLaunchAttribute programmatic_dependence() {
+  cudaLaunchAttribute programmatic{};
+  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  return programmatic;
+}
+
 // `kernel` on `grid` CTAs of `block` threads with `smem` bytes of shared memory on `stream`;
 // where `dependent`, as a programmatic dependent of the kernel before it in the stream: its CTAs
 // may start once that kernel allows it (launch_dependent_grids) and wait for it to end
@@ -183,9 +191,7 @@ template <class... Params, class... Args>
 cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, void* stream,
                              bool dependent, const Args&... args) {
   cudaLaunchConfig_t config{};
-  cudaLaunchAttribute programmatic{};
-  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute programmatic = programmatic_dependence();
   config.attrs = &programmatic, config.numAttrs = dependent ? 1 : 0;
   config.gridDim = grid, config.blockDim = block, config.dynamicSmemBytes = smem;
   config.stream = static_cast<cudaStream_t>(stream);
@@ -408,8 +414,7 @@ Status launch_forward(const AttentionProblem& pb) {
     cudaLaunchAttribute attrs[2]{};
     attrs[0].id = cudaLaunchAttributeClusterDimension;
     attrs[0].val.clusterDim.x = 2, attrs[0].val.clusterDim.y = 1, attrs[0].val.clusterDim.z = 1;
-    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    attrs[1] = programmatic_dependence();
     // The occupancy query below sees the cluster dimension alone.
     config.attrs = attrs, config.numAttrs = 1;
     config.blockDim = dim3(Cfg::kThreads), config.dynamicSmemBytes = Cfg::kSmemBytes;
