@@ -158,7 +158,8 @@ probe() {
 # ("hdim variants,... [protocol_only]") per head dim (protocol shapes only; a third field of 0, or
 # MEASURE_PROTOCOL_ONLY=0 for every line, adds the decode-like GQA shapes, where the *_used_k
 # variants run); MEASURE_NCU (one backward launch under Nsight Compute),
-# MEASURE_PYTEST=1 (the Python GPU tests); MEASURE_PACKAGE: bench_gpu.py arguments for one package run
+# MEASURE_PYTEST=1 (the Python GPU tests); MEASURE_PY_SANITIZE (a pytest -k expression: those Python
+# GPU tests under compute-sanitizer); MEASURE_PACKAGE: bench_gpu.py arguments for one package run
 # (MEASURE_PACKAGE_TIMEOUT seconds, 150 by default).
 measure() {
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
@@ -255,6 +256,17 @@ measure() {
   fi
   # MEASURE_PYTEST=1: the Python GPU tests.
   [ -n "${MEASURE_PYTEST:-}" ] && PY_TIMEOUT=200 python_tests
+  # MEASURE_PY_SANITIZE: a pytest -k expression; the Python GPU tests it selects under each
+  # compute-sanitizer tool (paths the package builds from the library's calls, e.g. cache_leftpad's).
+  if [ -n "${MEASURE_PY_SANITIZE:-}" ]; then
+    local tool
+    for tool in memcheck racecheck synccheck; do
+      PYTHONPATH="$PWD/python" timeout ${MEASURE_PY_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool $tool \
+        --error-exitcode 9 python3 -m pytest tests/python -m gpu -q -p no:cacheprovider -k "$MEASURE_PY_SANITIZE" \
+        > "$OUT/py_sanitizer_$tool.log" 2>&1
+      echo "compute-sanitizer $tool on pytest -k '$MEASURE_PY_SANITIZE' exit $?: $(grep -m1 -E '[0-9]+ passed|failed|error' "$OUT/py_sanitizer_$tool.log") $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/py_sanitizer_$tool.log")"
+    done
+  fi
   if [ -n "${MEASURE_PACKAGE:-}" ]; then
     # MEASURE_PACKAGE_ENV: arguments of env(1) for the package run alone, e.g.
     # "-u FLASHATTN_SM80_FORWARD_TILES FLASHATTN_CUDA_KERNELS=sm80" (a variable read once per process).

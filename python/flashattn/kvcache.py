@@ -12,7 +12,9 @@ length, as flash_attn aligns them). What flashattn does differently:
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
     back once a call to check them, so a bad index is an error rather than a write out of bounds
     (except while a CUDA graph is captured: trusted there, as the library trusts length vectors);
-  * cache_leftpad is not supported;
+  * cache_leftpad (the rows before which a left-padded sequence's cache holds nothing) runs the
+    varlen form of the kernel: q and the cache flattened, each sequence's keys from its own
+    cache_leftpad[b] (flash_attn refuses it with a paged cache; here it is taken, on the copy);
   * num_splits > 1 sets how many pieces the keys are cut into only on the Hopper kernel that packs
     the query heads of a KV head into one tile (GQA and MQA decode, and MHA decode with at most
     64 query rows, one head a tile); elsewhere (sm80, longer queries) it is taken as 0.
@@ -84,6 +86,10 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         cache_seqlens: int or (batch,) int32 rows of the cache already filled (None: all of it,
             only without k and v).
         cache_batch_idx: optional (batch,) int32: the cache row of each sequence (else b).
+        cache_leftpad: optional (batch,) int32: sequence b's keys are its cache rows
+            cache_leftpad[b] .. cache_seqlens[b] + seqlen_new - 1 (the rows before are left
+            padding, never read); masks align to that count of keys. Positions (rotary) stay the
+            cache's rows, as in flash_attn.
         block_table: optional (batch, max_blocks) int32 page indices of a paged cache.
         softmax_scale, causal, window_size, softcap, alibi_slopes: as flash_attn_func.
         num_splits: 0 lets the library choose how many pieces the keys of a query tile are cut
@@ -98,8 +104,6 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             _fail(name, "expected a 4-D torch.Tensor")
     if (k is None) != (v is None):
         _fail("k" if k is None else "v", "k and v are given together or not at all")
-    if cache_leftpad is not None:
-        raise NotImplementedError("argument 'cache_leftpad': not supported by flashattn")
     if block_table is not None and cache_batch_idx is not None:
         _fail("cache_batch_idx", "cannot be combined with block_table (as in flash_attn)")
     if k_cache.shape != v_cache.shape:
@@ -133,6 +137,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
     else:
         capacity = k_cache.shape[1]
     cache_batch_idx = _index_tensor("cache_batch_idx", cache_batch_idx, batch, device)
+    cache_leftpad = _index_tensor("cache_leftpad", cache_leftpad, batch, device)
     if cache_batch_idx is None and block_table is None and k_cache.shape[0] != batch:
         _fail("k_cache", f"has {k_cache.shape[0]} sequences; expected batch {batch} (or give cache_batch_idx)")
 
@@ -163,18 +168,24 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
     capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
     gathered_blocks = None if block_table is None else block_table.shape[1]
     if not capturing or known_length is not None:
-        tensors = (cache_batch_idx, block_table) if known_length is not None else (cache_seqlens, cache_batch_idx,
-                                                                                   block_table)
+        tensors = (None if known_length is not None else cache_seqlens, cache_leftpad, cache_batch_idx, block_table)
         read = [] if capturing else [t.flatten() for t in tensors if t is not None]
         values = torch.cat(read).tolist() if read else []
         if known_length is None:
-            lengths, others = values[:batch], values[batch:]  # others: cache_batch_idx or the table
+            lengths, values = values[:batch], values[batch:]
         else:
-            lengths, others = [known_length] * batch, values
+            lengths = [known_length] * batch
+        if cache_leftpad is not None and not capturing:
+            pads, values = values[:batch], values[batch:]
+        else:
+            pads = [0] * batch
+        others = values  # cache_batch_idx or the table
         for b, n in enumerate(lengths):
             if n < 0 or n + seqlen_new > capacity:
                 _fail("cache_seqlens", f"entry {b} is {n}; with {seqlen_new} new rows it must lie in "
                                        f"[0, {capacity - seqlen_new}] (the cache holds {capacity} rows)")
+            if not 0 <= pads[b] <= n:
+                _fail("cache_leftpad", f"entry {b} is {pads[b]}; it must lie in [0, {n}] (cache_seqlens there)")
         if cache_batch_idx is not None:
             bad = [i for i in others if not 0 <= i < k_cache.shape[0]]
             if bad:
@@ -227,13 +238,43 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             keys, values = k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
         else:
             keys, values = k_cache, v_cache
+        scale = _ext.softmax_scale(softmax_scale, headdim)
+        if cache_leftpad is not None:
+            out, lse = _attend_left_padded(q, keys, values, cache_seqlens, known_length, seqlen_new, cache_leftpad,
+                                           scale, bool(causal), window, float(softcap), alibi_slopes, splits)
+            return (out, lse) if return_softmax_lse else out
         # The whole cache (cache_seqlens None: nothing appended) needs no lengths; nothing
         # appended needs no sum.
         if known_length is not None and known_length == capacity:
             seqused_k = None
         else:
             seqused_k = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
-        out, lse = ops.attention(q, keys, values, None, None, 0, 0, _ext.softmax_scale(softmax_scale, headdim),
-                                 bool(causal), *window, float(softcap), alibi_slopes, False, None,
-                                 seqused_k, splits)
+        out, lse = ops.attention(q, keys, values, None, None, 0, 0, scale, bool(causal), *window, float(softcap),
+                                 alibi_slopes, False, None, seqused_k, splits)
     return (out, lse) if return_softmax_lse else out
+
+
+def _attend_left_padded(q, keys, values, cache_seqlens, known_length, seqlen_new, leftpad, scale, causal, window,
+                        softcap, alibi_slopes, splits):
+    """Attention of q (B, Sq, H, D) against keys / values (B, rows, Hk, D) where sequence b's keys
+    are its rows leftpad[b] .. cache_seqlens[b] + seqlen_new - 1: the kernel's varlen form, each
+    sequence's keys starting at b * rows + leftpad[b] of the flattened cache (cu_seqlens_k) and
+    counted by seqused_k, so no row moves. out (B, Sq, H, D), lse (B, H, Sq)."""
+    batch, seqlen_q, nheads, _ = q.shape
+    rows = keys.shape[1]
+    device = q.device
+    if cache_seqlens is None:  # the whole cache, known on the host
+        cache_seqlens = torch.full((batch,), known_length, dtype=torch.int32, device=device)
+    starts = torch.arange(batch, dtype=torch.int32, device=device) * rows + leftpad
+    # The last sequence's span ends at the flattened cache's end; each span holds its used rows
+    # (leftpad[b] <= cache_seqlens[b], checked), so the spans may pass over the next one's padding.
+    cu_seqlens_k = torch.cat((starts, torch.full((1,), batch * rows, dtype=torch.int32, device=device)))
+    seqused_k = cache_seqlens - leftpad + seqlen_new
+    cu_seqlens_q = torch.arange(0, (batch + 1) * seqlen_q, seqlen_q, dtype=torch.int32, device=device)
+    # A span is at most 2 * rows long (rows + leftpad[b + 1] - leftpad[b]); the library derives the
+    # longest from cu_seqlens_k (0) except under graph capture, where it must be given.
+    longest_k = 2 * rows if q.is_cuda and torch.cuda.is_current_stream_capturing() else 0
+    out, lse = ops.attention(q.reshape(batch * seqlen_q, nheads, -1), keys.flatten(0, 1), values.flatten(0, 1),
+                             cu_seqlens_q, cu_seqlens_k, seqlen_q, longest_k, scale, causal, *window, softcap,
+                             alibi_slopes, False, None, seqused_k, splits)
+    return out.view(q.shape), lse.view(nheads, batch, seqlen_q).transpose(0, 1).contiguous()

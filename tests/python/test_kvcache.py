@@ -29,8 +29,11 @@ def rotary_tables(seqlen_ro, rotary_dim):
     return angles.cos().float(), angles.sin().float()
 
 
-def reference(q, k_cache, v_cache, k, v, lengths, rows, rotary, interleaved, causal, window, softcap):
-    """The caches after the append (float64) and out, lse per sequence."""
+def reference(q, k_cache, v_cache, k, v, lengths, rows, rotary, interleaved, causal, window, softcap, pads=None,
+              alibi=None):
+    """The caches after the append (float64) and out, lse per sequence; sequence b's keys are its
+    cache rows pads[b] .. lengths[b] + seqlen_new - 1 (flash_attn's cache_leftpad), the rotary
+    positions the rows themselves."""
     kc, vc = k_cache.double().clone(), v_cache.double().clone()
     outs, lses = [], []
     seqlen_new = 0 if k is None else k.shape[1]
@@ -44,13 +47,14 @@ def reference(q, k_cache, v_cache, k, v, lengths, rows, rotary, interleaved, cau
         if rotary:
             for i in range(q.shape[1]):
                 qb[i] = rotate_reference(q[b, i], *rotary, n + (i if local else 0), interleaved)
+        pad = pads[b] if pads else 0
         used = n + seqlen_new
-        if used == 0:  # no key: output 0, lse -inf (flash_attn's convention)
+        if used == pad:  # no key: output 0, lse -inf (flash_attn's convention)
             outs.append(torch.zeros_like(qb))
             lses.append(torch.full((q.shape[2], q.shape[1]), -math.inf, dtype=torch.float64))
             continue
-        out, lse = attention(qb[None], kc[r, :used][None], vc[r, :used][None], causal=causal, window=window,
-                             softcap=softcap)
+        out, lse = attention(qb[None], kc[r, pad:used][None], vc[r, pad:used][None], causal=causal, window=window,
+                             softcap=softcap, alibi=None if alibi is None else alibi[b:b + 1])
         outs.append(out[0])
         lses.append(lse[0])
     return kc, vc, torch.stack(outs), torch.stack(lses)
@@ -66,6 +70,16 @@ CASES = [
     dict(lengths=[3, 21, 14], seqlen_q=2, seqlen_new=2, batch_idx=[4, 0, 2], rotary="halves"),
     dict(lengths=[3, 21, 14], seqlen_q=1, seqlen_new=1, paged=8, causal=True, rotary="interleaved"),
     dict(lengths=[0, 33, 7], seqlen_q=5, seqlen_new=5, paged=20, causal=True),
+    # cache_leftpad: each sequence's keys from its own row (a pad of all its rows leaves only the
+    # new keys, or none), with the masks, the rotary positions, cache_batch_idx and pages.
+    dict(lengths=[4, 30, 12], seqlen_q=1, seqlen_new=1, leftpad=[1, 29, 0], rotary="halves"),
+    dict(lengths=[5, 30, 12], seqlen_q=3, seqlen_new=3, causal=True, leftpad=[5, 7, 11], rotary="interleaved"),
+    dict(lengths=[9, 6, 25], seqlen_q=2, seqlen_new=0, leftpad=[3, 6, 20]),
+    dict(lengths=[9, 2, 25], seqlen_q=4, seqlen_new=4, window=(3, 1), softcap=5.0, leftpad=[8, 1, 2]),
+    dict(lengths=[3, 21, 14], seqlen_q=2, seqlen_new=2, batch_idx=[4, 0, 2], leftpad=[2, 13, 0], causal=True),
+    dict(lengths=[3, 21, 14], seqlen_q=3, seqlen_new=1, paged=8, causal=True, leftpad=[1, 9, 14]),
+    dict(lengths=[7, 30, 12], seqlen_q=2, seqlen_new=2, causal=True, alibi=True),
+    dict(lengths=[7, 30, 12], seqlen_q=2, seqlen_new=2, causal=True, alibi=True, leftpad=[2, 25, 6]),
 ]
 
 
@@ -85,10 +99,16 @@ def test_with_kvcache_matches_reference(case):
     rotary = rotary_tables(64, 24) if case.get("rotary") else None
     interleaved = case.get("rotary") == "interleaved"
     rows = batch_idx or list(range(batch))
+    pads = case.get("leftpad")
+    alibi = torch.rand(batch, nheads) + 0.1 if case.get("alibi") else None
     kc_ref, vc_ref, out_ref, lse_ref = reference(q, k_cache, v_cache, k, v, lengths, rows, rotary, interleaved,
-                                                 causal, window, softcap)
+                                                 causal, window, softcap, pads, alibi)
     options = dict(k=k, v=v, cache_seqlens=torch.tensor(lengths, dtype=torch.int32), causal=causal,
                    window_size=window, softcap=softcap, rotary_interleaved=interleaved, return_softmax_lse=True)
+    if pads:
+        options["cache_leftpad"] = torch.tensor(pads, dtype=torch.int32)
+    if alibi is not None:
+        options["alibi_slopes"] = alibi
     if rotary:
         options.update(rotary_cos=rotary[0], rotary_sin=rotary[1])
     if batch_idx:
@@ -162,8 +182,13 @@ def test_with_kvcache_errors():
     with pytest.raises(ValueError, match="argument 'rotary_cos': has 4 positions; this call needs 10"):
         cos, sin = rotary_tables(4, 8)
         flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, rotary_cos=cos, rotary_sin=sin)
-    with pytest.raises(NotImplementedError, match="cache_leftpad"):
-        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, cache_leftpad=lengths)
+    with pytest.raises(ValueError, match=r"argument 'cache_leftpad': entry 1 is 10; it must lie in \[0, 9\]"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths,
+                                cache_leftpad=torch.tensor([0, 10], dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"argument 'cache_leftpad': entry 0 is -2"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=6, cache_leftpad=torch.tensor([-2, 0], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'cache_leftpad': expected an int32 tensor of shape \\(2,\\)"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, cache_leftpad=lengths.long())
     with pytest.raises(ValueError, match="argument 'k_cache': has 2 sequences; expected batch 3"):
         flash_attn_with_kvcache(torch.randn(3, 1, 2, 16), k_cache, v_cache)
     assert _ext.max_num_splits == 256  # the bound the docstring and flash_attn's callers know
@@ -175,24 +200,30 @@ def test_with_kvcache_errors():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("leftpad", [False, True])
 @pytest.mark.parametrize("num_splits", [0, 3])
 @pytest.mark.parametrize("paged", [False, True])
-def test_with_kvcache_on_gpu_bf16(paged, num_splits):
+def test_with_kvcache_on_gpu_bf16(paged, num_splits, leftpad):
     # A decode step as an inference loop runs it: GQA 8 / 2 heads, d128, one new token each, bf16.
     # num_splits 3: on Hopper each packed tile's 4 key blocks cut into 3 pieces (0: not cut here).
+    # leftpad: left-padded sequences (cache_leftpad), one padded to its whole cache.
     torch.manual_seed(3)
     batch, nheads, nheads_k, headdim, capacity, page = 4, 8, 2, 128, 512, 128
     lengths = [0, 100, 383, 511]
+    pads = [0, 37, 383, 7] if leftpad else None
     q = torch.randn(batch, 1, nheads, headdim, device="cuda", dtype=torch.bfloat16)
     k_cache = torch.randn(batch, capacity, nheads_k, headdim, device="cuda", dtype=torch.bfloat16)
     v_cache = torch.randn_like(k_cache)
     k, v = (torch.randn(batch, 1, nheads_k, headdim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     cos, sin = (t.cuda() for t in rotary_tables(capacity, 64))
     kc_ref, vc_ref, out_ref, lse_ref = reference(q.cpu(), k_cache.cpu(), v_cache.cpu(), k.cpu(), v.cpu(), lengths,
-                                                 list(range(batch)), (cos.cpu(), sin.cpu()), False, True, (-1, -1), 0.0)
+                                                 list(range(batch)), (cos.cpu(), sin.cpu()), False, True, (-1, -1), 0.0,
+                                                 pads)
     options = dict(cache_seqlens=torch.tensor(lengths, dtype=torch.int32, device="cuda"), causal=True,
                    rotary_cos=cos, rotary_sin=sin, rotary_interleaved=False, return_softmax_lse=True,
                    num_splits=num_splits)
+    if leftpad:
+        options["cache_leftpad"] = torch.tensor(pads, dtype=torch.int32, device="cuda")
     if paged:
         blocks = capacity // page
         table = torch.randperm(batch * blocks, device="cuda").view(batch, blocks).to(torch.int32)
@@ -290,6 +321,42 @@ def test_with_kvcache_under_cuda_graph_capture(cache_len, heads, kv_heads, d, ne
     assert torch.equal(out, expected)
     assert torch.equal(caches[0], eager_caches[0]) and torch.equal(caches[1], eager_caches[1])
     assert torch.equal(caches[0][1, new_lengths[1]], k[1, 0])  # the replay appended at the new lengths
+
+
+@pytest.mark.gpu
+def test_with_kvcache_leftpad_under_cuda_graph_capture():
+    # cache_leftpad in a captured decode step (nothing read back: the pads and lengths trusted, the
+    # longest key span given as twice the cache) replayed with new lengths and pads, against the
+    # float64 reference. Not bit for bit against an eager call: eager derives the longest span
+    # from cu_seqlens_k, so the library may choose its launch differently.
+    torch.manual_seed(8)
+    dev, dt = "cuda", torch.bfloat16
+    batch, heads, kv_heads, d, cache_len = 2, 16, 4, 128, 3000
+    q = torch.randn(batch, 1, heads, d, device=dev, dtype=dt)
+    k_cache, v_cache = (torch.randn(batch, cache_len, kv_heads, d, device=dev, dtype=dt) for _ in range(2))
+    k, v = (torch.randn(batch, 1, kv_heads, d, device=dev, dtype=dt) for _ in range(2))
+    lengths = torch.tensor([10, 2000], dtype=torch.int32, device=dev)
+    pads = torch.tensor([4, 100], dtype=torch.int32, device=dev)
+    kc, vc = k_cache.clone(), v_cache.clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up outside the graph
+        flash_attn_with_kvcache(q, kc.clone(), vc.clone(), k, v, cache_seqlens=lengths, cache_leftpad=pads, causal=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=lengths, cache_leftpad=pads, causal=True,
+                                           return_softmax_lse=True)
+    new_lengths, new_pads = [1999, 37], [1500, 37]
+    lengths.copy_(torch.tensor(new_lengths, dtype=torch.int32))
+    pads.copy_(torch.tensor(new_pads, dtype=torch.int32))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _, _, out_ref, lse_ref = reference(q.cpu(), k_cache.cpu(), v_cache.cpu(), k.cpu(), v.cpu(), new_lengths,
+                                       list(range(batch)), None, False, True, (-1, -1), 0.0, new_pads)
+    assert_close_to_reference(out.cpu(), out_ref, atol=2e-2, rtol=2e-2, name="out")
+    assert_close_to_reference(lse.cpu(), lse_ref, atol=1e-2, rtol=1e-3, name="lse")
 
 
 def test_with_kvcache_reads_back_only_tensors_of_indices(monkeypatch):
