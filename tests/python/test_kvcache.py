@@ -200,7 +200,7 @@ def test_with_kvcache_errors():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("leftpad", [False, True])
+@pytest.mark.parametrize("leftpad", [False, True], ids=["plain", "leftpad"])
 @pytest.mark.parametrize("num_splits", [0, 3])
 @pytest.mark.parametrize("paged", [False, True])
 def test_with_kvcache_on_gpu_bf16(paged, num_splits, leftpad):
