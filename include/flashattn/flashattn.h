@@ -68,8 +68,8 @@ struct AttentionParams {
   // CUDA forward, 0 .. kMaxNumSplits: into how many pieces the keys of a query tile may be cut, each piece
   // run by a CTA of its own and merged after (flash_attn's num_splits). 0 lets the library choose;
   // 1 cuts nothing (no split tail either); more sets the pieces of the GQA-packed Hopper kernel,
-  // which serves decode, MHA decode (seqlen_q <= 64) included (elsewhere > 1 is taken as 0), at
-  // most one a key block and as many as a 1 GiB workspace holds.
+  // which serves decode, MHA decode (seqlen_q <= 64) included, and of the sm80 kernel (other
+  // Hopper kernels take > 1 as 0), at most one a key block and as many as a 1 GiB workspace holds.
   int num_splits = 0;
 };
 

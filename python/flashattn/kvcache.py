@@ -15,9 +15,9 @@ length, as flash_attn aligns them). What flashattn does differently:
   * cache_leftpad (the rows before which a left-padded sequence's cache holds nothing) runs the
     varlen form of the kernel: q and the cache flattened, each sequence's keys from its own
     cache_leftpad[b] (flash_attn refuses it with a paged cache; here it is taken, on the copy);
-  * num_splits > 1 sets how many pieces the keys are cut into only on the Hopper kernel that packs
-    the query heads of a KV head into one tile (GQA and MQA decode, and MHA decode with at most
-    64 query rows, one head a tile); elsewhere (sm80, longer queries) it is taken as 0.
+  * num_splits > 1 sets how many pieces the keys are cut into on the Hopper kernel that packs the
+    query heads of a KV head into one tile (GQA and MQA decode, and MHA decode with at most 64
+    query rows, one head a tile) and on the sm80 kernel; Hopper's other kernels take it as 0.
 """
 
 import operator

@@ -4,13 +4,17 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/kernel_sets.h"
 #include "cuda/sm80/backward_rows.cuh"
 #include "cuda/sm80/kernel_registry.h"
 #include "cuda/sm80/params.h"
+#include "cuda/sm80/split_combine.cuh"
+#include "cuda/sm80/split_rule.h"
 
 namespace flashattn {
 namespace sm80 {
@@ -199,17 +203,70 @@ Status sm80_supports_forward(const AttentionProblem& p) { return sm80::supports(
 
 Status sm80_supports_backward(const AttentionProblem& p) { return sm80::supports(p); }
 
+namespace sm80 {
+namespace {
+
+// The key pieces of this forward (split_rule.h) and the key tiles each walks, into kp.
+void choose_key_splits(const AttentionProblem& p, int d, KernelParams& kp) {
+  SplitShape shape;
+  const int64_t heads = static_cast<int64_t>(p.nheads_q) * p.batch;
+  shape.tiles = (p.seqlen_q + forward_block_m(d) - 1) / forward_block_m(d) * heads;
+  shape.piece_tiles = (p.seqlen_q + forward_block_m(d, true) - 1) / forward_block_m(d, true) * heads;
+  shape.key_blocks = (p.seqlen_k + forward_block_n(d) - 1) / forward_block_n(d);
+  shape.varlen = p.cu_seqlens_q != nullptr;
+  const int64_t rows = p.cu_seqlens_q != nullptr ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
+  shape.bytes_per_piece = static_cast<size_t>(p.nheads_q) * static_cast<size_t>(rows) * (p.headdim + 1) * sizeof(float);
+  kp.num_splits = 1;
+  if (p.num_splits == 1) return;
+  if (p.num_splits == 0) {
+    // FLASHATTN_SM80_KEY_SPLITS=0: the library cuts nothing by itself (an A/B's other side).
+    const char* knob = std::getenv("FLASHATTN_SM80_KEY_SPLITS");
+    if (knob != nullptr && std::string(knob) == "0") return;
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_index) != cudaSuccess) return;
+    // Two blocks of 128 threads an SM: the kernel's ~255 registers a thread hold it there.
+    shape.resident_blocks = 2 * sms;
+  }
+  // The grid's z holds (batch, piece): at most 65535.
+  const int n = std::min(key_splits(p.num_splits, shape), 65535 / std::max(1, p.batch));
+  if (n <= 1) return;
+  kp.blocks_per_piece = blocks_per_piece(shape.key_blocks, n);
+  kp.num_splits = (shape.key_blocks + kp.blocks_per_piece - 1) / kp.blocks_per_piece;
+}
+
+}  // namespace
+}  // namespace sm80
+
 Status sm80_forward(const AttentionProblem& p) {
   Status s = sm80::supports(p);
   if (!s.ok()) return s;
-  const sm80::KernelParams kp = sm80::make_params(p);
+  sm80::KernelParams kp = sm80::make_params(p);
   const int d = sm80::kernel_headdim(p.headdim);
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   if (p.seqlen_q == 0) return Status::Ok();
-  const cudaError_t err = sm80::with_element(p.dtype, [&](auto element) {
-    return sm80::run_forward<decltype(element)>(kp, d, stream);
+  sm80::choose_key_splits(p, d, kp);
+  if (kp.num_splits == 1) {
+    const cudaError_t err = sm80::with_element(p.dtype, [&](auto element) {
+      return sm80::run_forward<decltype(element)>(kp, d, stream);
+    });
+    return sm80::launch_status("forward", err);
+  }
+  // The pieces' workspace: O (splits, heads, rows, head dim) then lse (splits, heads, rows).
+  kp.workspace_rows = p.cu_seqlens_q != nullptr ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
+  const size_t lse_count = static_cast<size_t>(kp.num_splits) * p.nheads_q * static_cast<size_t>(kp.workspace_rows);
+  const size_t o_bytes = sm80::align_up(lse_count * p.headdim * sizeof(float));
+  char* workspace = nullptr;
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&workspace), o_bytes + lse_count * sizeof(float), stream);
+  if (err != cudaSuccess) return sm80::launch_status("forward key-split workspace allocation", err);
+  kp.o_pieces = reinterpret_cast<float*>(workspace);
+  kp.lse_pieces = reinterpret_cast<float*>(workspace + o_bytes);
+  err = sm80::with_element(p.dtype, [&](auto element) {
+    const cudaError_t e = sm80::run_forward<decltype(element)>(kp, d, stream);
+    return e != cudaSuccess ? e : sm80::launch_combine_pieces<decltype(element)>(kp, stream);
   });
-  return sm80::launch_status("forward", err);
+  const cudaError_t free_err = cudaFreeAsync(workspace, stream);
+  if (err == cudaSuccess) err = free_err;
+  return sm80::launch_status("forward with key splits", err);
 }
 
 namespace sm80 {

@@ -17,16 +17,19 @@ namespace flashattn::sm80 {
 
 using namespace flashattn::cuda;
 
-template <int kHeadDim>
+// kKeySplits: the configuration of the key-split kernel (forward_kernel below).
+template <int kHeadDim, bool kKeySplits = false>
 struct ForwardConfig {
   // Large head dims keep 16 rows per warp (so each warp's output accumulator fits) in 64-row
   // tiles of 4 warps: 96 KB of shared memory, two blocks per SM with independent barriers and
-  // twice the blocks of 128-row tiles for short sequences.
-  static constexpr int kBlockM = kHeadDim >= 192 ? 64 : 128;
+  // twice the blocks of 128-row tiles for short sequences. The key-split kernel, which serves
+  // decode's few query rows, takes 64 at every head dim: half the accumulator of a 128-row
+  // tile, so its pieces' arithmetic has registers (at 128 rows ptxas spilled 8-56 bytes).
+  static constexpr int kBlockM = forward_block_m(kHeadDim, kKeySplits);
   // Wider key tiles where the output accumulator is small enough to leave registers for them.
   // FlashAttention-2's narrower widths (64 at head dim 64, 32 at 128) spill nothing but lost
   // 6-11% at head dim 128 (0.89-0.94x FA2, docs/perf.md session 9).
-  static constexpr int kBlockN = kHeadDim <= 64 ? 128 : 64;
+  static constexpr int kBlockN = forward_block_n(kHeadDim);
   // The K / V copies inside the loop and the output store read the thread index afresh
   // (fresh_thread_index), so their per-thread offsets are not kept live across the loop: at head
   // dim 64 that takes the spill from 68 bytes to none on sm_80 and sm_90. Elsewhere it moved
@@ -91,10 +94,48 @@ FA_DEV void transform_scores(float (&s)[Cfg::kMFrags][Cfg::kNFrags][4], const Ke
     }
 }
 
-template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
+// A key piece's result (KernelParams::num_splits > 1): O normalised by the piece's own sum and
+// the piece's lse, in float32, for the combine kernel (split_combine.cuh). Rows past the
+// sequence's and columns past the problem's head dim are not written. The block's coordinates
+// are read afresh (fresh_block_index): derived once before the key loop and kept, they held
+// registers across it that the kernel (255 at head dim 128) does not have.
+template <class Cfg>
+FA_DEV void write_piece(const KernelParams& p, const ForwardWarp<Cfg>& w, const float (&acc_o)[Cfg::kMFrags][Cfg::kDFrags][4],
+                        const float (&row_max)[Cfg::kMFrags][2], const float (&row_sum)[Cfg::kMFrags][2]) {
+  const uint3 block = fresh_block_index();
+  const int b = static_cast<int>(block.z) / p.num_splits, split = static_cast<int>(block.z) % p.num_splits;
+  const int m0 = static_cast<int>(gridDim.x - 1 - block.x) * Cfg::kBlockM;
+  const DeviceSequence seq = batch_sequence(p, b);
+  const int rows_valid = min(Cfg::kBlockM, seq.len_q - m0);
+  const int64_t slab = (static_cast<int64_t>(split) * p.nheads_q + block.y) * p.workspace_rows +
+                       workspace_row(p, seq.q_row0, b, m0);
+#pragma unroll
+  for (int mf = 0; mf < Cfg::kMFrags; ++mf)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float l = quad_sum(row_sum[mf][half]);
+      const int r = w.row(mf, half);
+      if (r >= rows_valid) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      float* o = p.o_pieces + (slab + r) * p.headdim;
+#pragma unroll
+      for (int df = 0; df < Cfg::kDFrags; ++df) {
+        const int col = df * 8 + w.tig * 2;  // even, and the head dim a multiple of 8: col + 1 too
+        if (col < p.headdim) {
+          *reinterpret_cast<float2*>(o + col) = make_float2(acc_o[mf][df][2 * half] * inv, acc_o[mf][df][2 * half + 1] * inv);
+        }
+      }
+      if (w.tig == 0) p.lse_pieces[slab + r] = l > 0.0f ? row_max[mf][half] * kLn2 + logf(l) : -INFINITY;
+    }
+}
+
+// kKeySplits: this block runs one key piece of its query tile (KernelParams::num_splits > 1).
+// A kernel of its own, so the kernel without pieces keeps its machine code: at 255 registers
+// (head dim 128) even the piece's range arithmetic made ptxas spill 16-56 bytes there.
+template <typename Element, int kHeadDim, bool kKeySplits>
+__global__ void __launch_bounds__(ForwardConfig<kHeadDim, kKeySplits>::kThreads)
     forward_kernel(const KernelParams p) {
-  using Cfg = ForwardConfig<kHeadDim>;
+  using Cfg = ForwardConfig<kHeadDim, kKeySplits>;
   using QTile = typename Cfg::QTile;
   using KVTile = typename Cfg::KVTile;
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
@@ -106,9 +147,10 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   const uint32_t k_base = q_base + QTile::kBytes;
   const uint32_t v_base = k_base + KVTile::kBytes;
 
-  // Heavy (late, causal) query tiles first so the tail of the grid is short.
+  // Heavy (late, causal) query tiles first so the tail of the grid is short. With key splits
+  // the grid's z holds (batch, piece), the piece fastest.
   const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z;
+  const int h = blockIdx.y, b = kKeySplits ? static_cast<int>(blockIdx.z) / p.num_splits : static_cast<int>(blockIdx.z);
   const DeviceSequence seq = batch_sequence(p, b);
   const int m0 = m_block * kBlockM;
   if (m0 >= seq.len_q) return;
@@ -129,7 +171,14 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   const int64_t diag = seq.diag_offset();
   const int rows_valid = min(kBlockM, seq.len_q - m0);
   const int64_t row_last = m0 + rows_valid - 1;
-  const TileRange tiles = key_tiles(p.mask, m0, row_last, diag, seq.len_k, kBlockN);
+  TileRange tiles = key_tiles(p.mask, m0, row_last, diag, seq.len_k, kBlockN);
+  if constexpr (kKeySplits) {
+    // This piece's share of the key tiles the rows see (possibly none: it then writes O = 0 and
+    // lse = -inf, which the combine leaves out). The masks stay those of the whole row.
+    const int piece_begin = static_cast<int>(blockIdx.z) % p.num_splits * p.blocks_per_piece;
+    tiles.begin = max(tiles.begin, piece_begin);
+    tiles.end = min(tiles.end, piece_begin + p.blocks_per_piece);
+  }
   const float slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.0f;
 
   const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
@@ -302,39 +351,50 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim>::kThreads)
   // global stores are 16 bytes wide.
   cp_async_wait<0>();
   __syncthreads();
+  if constexpr (kKeySplits) {
+    write_piece<Cfg>(p, w, acc_o, row_max, row_sum);
+  } else {
 #pragma unroll
-  for (int mf = 0; mf < kMF; ++mf)
+    for (int mf = 0; mf < kMF; ++mf)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float l = quad_sum(row_sum[mf][half]);
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const int r = w.row(mf, half);
+      for (int half = 0; half < 2; ++half) {
+        const float l = quad_sum(row_sum[mf][half]);
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        const int r = w.row(mf, half);
 #pragma unroll
-      for (int df = 0; df < kDF; ++df) {
-        store_pair<QTile>(smem_q, r, df * 8 + w.tig * 2,
-                          pack_pair<Element>(acc_o[mf][df][2 * half] * inv, acc_o[mf][df][2 * half + 1] * inv));
+        for (int df = 0; df < kDF; ++df) {
+          store_pair<QTile>(smem_q, r, df * 8 + w.tig * 2,
+                            pack_pair<Element>(acc_o[mf][df][2 * half] * inv, acc_o[mf][df][2 * half + 1] * inv));
+        }
+        if (p.lse != nullptr && w.tig == 0 && r < rows_valid) {
+          const float lse = l > 0.0f ? row_max[mf][half] * kLn2 + logf(l) : -INFINITY;
+          p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + (seq.q_row0 + m0 + r) * p.lse_row_stride] = lse;
+        }
       }
-      if (p.lse != nullptr && w.tig == 0 && r < rows_valid) {
-        const float lse = l > 0.0f ? row_max[mf][half] * kLn2 + logf(l) : -INFINITY;
-        p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + (seq.q_row0 + m0 + r) * p.lse_row_stride] = lse;
-      }
-    }
-  __syncthreads();
-  Element* out = static_cast<Element*>(p.out.data) + b * p.out.batch_stride +
-                 (seq.q_row0 + m0) * p.out.row_stride + h * p.out.head_stride;
-  store_tile<QTile, Cfg::kThreads>(smem_q, out, p.out.row_stride, rows_valid, p.headdim_chunks,
-                                   lane_tid(Cfg::kFreshCopyLanes));
+    __syncthreads();
+    Element* out = static_cast<Element*>(p.out.data) + b * p.out.batch_stride +
+                   (seq.q_row0 + m0) * p.out.row_stride + h * p.out.head_stride;
+    store_tile<QTile, Cfg::kThreads>(smem_q, out, p.out.row_stride, rows_valid, p.headdim_chunks,
+                                     lane_tid(Cfg::kFreshCopyLanes));
+  }
+}
+
+// One of the two kernels (with or without key pieces) on its grid.
+template <typename Element, int kHeadDim, bool kKeySplits>
+cudaError_t launch_forward_kernel(const KernelParams& p, cudaStream_t stream) {
+  using Cfg = ForwardConfig<kHeadDim, kKeySplits>;
+  auto kernel = forward_kernel<Element, kHeadDim, kKeySplits>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM, p.nheads_q, p.batch * p.num_splits);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
 }
 
 template <typename Element, int kHeadDim>
 cudaError_t launch_forward(const KernelParams& p, cudaStream_t stream) {
-  using Cfg = ForwardConfig<kHeadDim>;
-  auto kernel = forward_kernel<Element, kHeadDim>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  const dim3 grid((p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM, p.nheads_q, p.batch);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  return p.num_splits > 1 ? launch_forward_kernel<Element, kHeadDim, true>(p, stream)
+                          : launch_forward_kernel<Element, kHeadDim, false>(p, stream);
 }
 
 }  // namespace flashattn::sm80

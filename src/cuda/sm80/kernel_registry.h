@@ -18,4 +18,9 @@ cudaError_t launch_backward(const KernelParams& p, cudaStream_t stream);
 // Query tile of the backward (the deterministic dQ semaphores count one per query tile).
 constexpr int kBackwardBlockM = 64;
 
+// The forward's query tile height and key tile width at head dim d (ForwardConfig, whose
+// comments say why), for the host's grid and key-split arithmetic too.
+constexpr int forward_block_m(int d, bool key_splits = false) { return d >= 192 || key_splits ? 64 : 128; }
+constexpr int forward_block_n(int d) { return d <= 64 ? 128 : 64; }
+
 }  // namespace flashattn::sm80

@@ -30,6 +30,17 @@ struct KernelParams {
   // Softcap, ALiBi or a non-positive scale: scores go through the element-wise path every tile.
   bool score_mod = false;
 
+  // Key splits (split_combine.cuh): the key blocks of each query tile cut into num_splits
+  // pieces, each run by a thread block of its own that writes its normalised O and its lse in
+  // float32 to o_pieces (num_splits, nheads_q, workspace rows, headdim) and lse_pieces
+  // (num_splits, nheads_q, workspace rows); the combine kernel merges them into out and lse.
+  // num_splits 1: no pieces, the block writes out and lse itself.
+  int num_splits = 1;
+  int blocks_per_piece = 0;  // key tiles of a piece: piece s walks [s, s + 1) * blocks_per_piece
+  float* o_pieces = nullptr;
+  float* lse_pieces = nullptr;
+  int64_t workspace_rows = 0;  // batch * seqlen_q, or total_q (varlen)
+
   // Backward workspace (fp32): dq_accum (nheads_q, total_q, headdim), dsum (nheads_q, total_q),
   // and for deterministic runs one counter per (batch, head, query tile).
   float* dq_accum = nullptr;

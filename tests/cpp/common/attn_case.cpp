@@ -52,6 +52,7 @@ std::string CaseSpec::describe() const {
      << " scale=" << softmax_scale << " causal=" << causal << " window=(" << window_left << "," << window_right
      << ") softcap=" << softcap << " alibi=" << static_cast<int>(alibi) << " pad=" << pad
      << " std(q,k,v,do)=(" << q_std << "," << k_std << "," << v_std << "," << dout_std << ")";
+  if (num_splits != 0) os << " num_splits=" << num_splits;
   return os.str();
 }
 
@@ -89,6 +90,7 @@ AttentionParams AttnCase::params(Backend backend) const {
   p.deterministic = spec.deterministic;
   p.backend = backend;
   p.num_threads = spec.num_threads;
+  p.num_splits = spec.num_splits;
   return p;
 }
 

@@ -53,6 +53,7 @@ struct CaseSpec {
   int64_t pad = 0;  // extra elements in every stride but the last, for all of q, k, v, out, dout, grads
   float q_std = 1.0f, k_std = 1.0f, v_std = 1.0f, dout_std = 1.0f;
   int num_threads = 0;
+  int num_splits = 0;  // AttentionParams::num_splits (CUDA forward: key pieces; 0 the library's choice)
 
   bool varlen() const { return !seqlens_q.empty(); }
   int batch_size() const { return varlen() ? static_cast<int>(seqlens_q.size()) : batch; }

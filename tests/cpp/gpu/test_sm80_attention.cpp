@@ -312,10 +312,86 @@ INSTANTIATE_TEST_SUITE_P(Seeds, Sm80Random,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// ---- key splits: each query tile's keys cut into pieces, merged by the combine kernel -----------
+// (split_combine.cuh). The backward runs on the merged out and lse, so it checks the lse too.
+
+TEST(Sm80Attention, KeySplits) {
+  SM80_SKIP_WITHOUT_GPU();
+  // Decode, GQA 8 / 2, over 3000 keys: the library cuts it by itself (num_splits 0).
+  CaseSpec decode = base_spec(DType::kBFloat16, 128, 81);
+  decode.seqlen_q = 1;
+  decode.seqlen_k = 3000;
+  decode.nheads_q = 8;
+  decode.num_splits = 0;
+  check_case(decode);
+  // The caller's counts, with the options each piece must keep whole-row: causal with rows that
+  // see no key (bottom-right aligned, 300 queries over 100 keys) and pieces past a tile's keys.
+  CaseSpec causal = base_spec(DType::kFloat16, 64, 82);
+  causal.seqlen_q = 300;
+  causal.seqlen_k = 100 * 5 + 33;
+  causal.causal = true;
+  causal.num_splits = 5;
+  check_case(causal);
+  causal.seqlen_k = 100;
+  causal.num_splits = 3;
+  check_case(causal);
+  CaseSpec mods = base_spec(DType::kBFloat16, 256, 83);
+  mods.seqlen_q = 70;
+  mods.seqlen_k = 900;
+  mods.window_left = 300, mods.window_right = 40;
+  mods.softcap = 6.0f;
+  mods.alibi = Alibi::kPerBatchHead;
+  mods.num_splits = 7;
+  check_case(mods);
+  // More pieces than key tiles (held to one a tile), a padded head dim.
+  CaseSpec many = base_spec(DType::kFloat16, 40, 84);
+  many.seqlen_q = 3;
+  many.num_splits = 64;
+  check_case(many);
+  // Variable length with an empty sequence, seqused_k and NaN in the key rows no sequence uses.
+  CaseSpec varlen = base_spec(DType::kBFloat16, 96, 85);
+  varlen.seqlens_q = {1, 0, 17, 2};
+  varlen.seqlens_k = {700, 30, 1100, 64};
+  varlen.seqused_k = {650, 0, 1100, 1};
+  varlen.nan_in_unused_kv = true;
+  varlen.extra_rows = 5;
+  varlen.causal = true;
+  varlen.num_splits = 4;
+  check_case(varlen);
+}
+
+// The pieces really run: num_splits 1 and 6 give lse that differ in float32 rounding, yet both
+// match the reference (were num_splits lost on the way, both would run the same kernel).
+TEST(Sm80Attention, KeySplitsReachTheKernel) {
+  SM80_SKIP_WITHOUT_GPU();
+  CaseSpec s = base_spec(DType::kBFloat16, 128, 86);
+  s.seqlen_q = 1;
+  s.seqlen_k = 4000;
+  s.nheads_q = 4;
+  s.nheads_kv = 1;
+  s.num_splits = 1;
+  const AttnCase whole = make_case(s);
+  s.num_splits = 6;
+  const AttnCase pieces = make_case(s);  // the same seed: the same inputs
+  const ForwardResult a = gpu_forward(whole), b = gpu_forward(pieces);
+  ASSERT_TRUE(a.status.ok()) << a.status.message;
+  ASSERT_TRUE(b.status.ok()) << b.status.message;
+  EXPECT_FALSE(same_bytes(a.lse, b.lse)) << "num_splits 1 and 6 ran the same kernel";
+  const Reference ref = reference(pieces, false);
+  EXPECT_TRUE(within_twice_naive(pieces, ref, b, nullptr));
+  EXPECT_TRUE(within_twice_naive(whole, ref, a, nullptr));
+}
+
 // ---- a small set for compute-sanitizer (memcheck, racecheck) -----------------------------------
 
 TEST(Sm80Sanitize, SmallCases) {
   SM80_SKIP_WITHOUT_GPU();
+  CaseSpec pieces = base_spec(DType::kBFloat16, 128, 70);  // key splits and their combine
+  pieces.seqlen_q = 2;
+  pieces.seqlen_k = 700;
+  pieces.causal = true;
+  pieces.num_splits = 4;
+  check_case(pieces);
   CaseSpec s = base_spec(DType::kBFloat16, 64, 71);
   s.batch = 1;
   s.seqlen_q = 150;
