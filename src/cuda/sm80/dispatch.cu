@@ -15,6 +15,7 @@
 #include "cuda/sm80/params.h"
 #include "cuda/sm80/split_combine.cuh"
 #include "cuda/sm80/split_rule.h"
+#include "decode_heads_as_rows.h"
 
 namespace flashattn {
 namespace sm80 {
@@ -237,9 +238,15 @@ void choose_key_splits(const AttentionProblem& p, int d, KernelParams& kp) {
 }  // namespace
 }  // namespace sm80
 
-Status sm80_forward(const AttentionProblem& p) {
-  Status s = sm80::supports(p);
+Status sm80_forward(const AttentionProblem& problem) {
+  Status s = sm80::supports(problem);
   if (!s.ok()) return s;
+  // A GQA / MQA decode step's query heads of a KV head as its query rows (decode_heads_as_rows.h):
+  // one thread block then reads that head's K and V once, not once a query head.
+  // FLASHATTN_SM80_HEADS_AS_ROWS=0 keeps the heads apart (an A/B's other side).
+  const char* knob = std::getenv("FLASHATTN_SM80_HEADS_AS_ROWS");
+  const bool as_rows = knob == nullptr || std::string(knob) != "0";
+  const AttentionProblem p = as_rows ? decode_heads_as_rows(problem) : problem;
   sm80::KernelParams kp = sm80::make_params(p);
   const int d = sm80::kernel_headdim(p.headdim);
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
