@@ -52,7 +52,7 @@ def fwd(
 
     With seqused_q, the rows past each sequence's used length are not computed: out is 0 and lse
     -inf there, as for rows that see no key. num_splits: flash_attn's (0 the library's choice, 1
-    keys never split, more the GQA-packed Hopper kernel's pieces)."""
+    keys never split, more the pieces of the GQA-packed Hopper kernel and of the sm80 kernel)."""
     return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
                         window_left, window_right, softcap, alibi_slopes, seqused_q, seqused_k, num_splits)
 
