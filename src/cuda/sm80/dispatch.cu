@@ -252,28 +252,34 @@ Status sm80_forward(const AttentionProblem& problem) {
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   if (p.seqlen_q == 0) return Status::Ok();
   sm80::choose_key_splits(p, d, kp);
-  if (kp.num_splits == 1) {
-    const cudaError_t err = sm80::with_element(p.dtype, [&](auto element) {
-      return sm80::run_forward<decltype(element)>(kp, d, stream);
-    });
-    return sm80::launch_status("forward", err);
+  if (kp.num_splits > 1) {
+    // The pieces' workspace: O (splits, heads, rows, head dim) then lse (splits, heads, rows).
+    kp.workspace_rows = p.cu_seqlens_q != nullptr ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
+    const size_t lse_count = static_cast<size_t>(kp.num_splits) * p.nheads_q * static_cast<size_t>(kp.workspace_rows);
+    const size_t o_bytes = sm80::align_up(lse_count * p.headdim * sizeof(float));
+    char* workspace = nullptr;
+    cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&workspace), o_bytes + lse_count * sizeof(float), stream);
+    if (err == cudaSuccess) {
+      kp.o_pieces = reinterpret_cast<float*>(workspace);
+      kp.lse_pieces = reinterpret_cast<float*>(workspace + o_bytes);
+      err = sm80::with_element(p.dtype, [&](auto element) {
+        const cudaError_t e = sm80::run_forward<decltype(element)>(kp, d, stream);
+        return e != cudaSuccess ? e : sm80::launch_combine_pieces<decltype(element)>(kp, stream);
+      });
+      const cudaError_t free_err = cudaFreeAsync(workspace, stream);
+      if (err == cudaSuccess) err = free_err;
+      return sm80::launch_status("forward with key splits", err);
+    }
+    // Pieces the caller asked for need their workspace; pieces the library chose are only faster,
+    // so without the memory it runs the tile whole (the failed allocation's error is not sticky).
+    if (p.num_splits != 0) return sm80::launch_status("forward key-split workspace allocation", err);
+    (void)cudaGetLastError();
+    kp.num_splits = 1;
   }
-  // The pieces' workspace: O (splits, heads, rows, head dim) then lse (splits, heads, rows).
-  kp.workspace_rows = p.cu_seqlens_q != nullptr ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
-  const size_t lse_count = static_cast<size_t>(kp.num_splits) * p.nheads_q * static_cast<size_t>(kp.workspace_rows);
-  const size_t o_bytes = sm80::align_up(lse_count * p.headdim * sizeof(float));
-  char* workspace = nullptr;
-  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&workspace), o_bytes + lse_count * sizeof(float), stream);
-  if (err != cudaSuccess) return sm80::launch_status("forward key-split workspace allocation", err);
-  kp.o_pieces = reinterpret_cast<float*>(workspace);
-  kp.lse_pieces = reinterpret_cast<float*>(workspace + o_bytes);
-  err = sm80::with_element(p.dtype, [&](auto element) {
-    const cudaError_t e = sm80::run_forward<decltype(element)>(kp, d, stream);
-    return e != cudaSuccess ? e : sm80::launch_combine_pieces<decltype(element)>(kp, stream);
+  const cudaError_t err = sm80::with_element(p.dtype, [&](auto element) {
+    return sm80::run_forward<decltype(element)>(kp, d, stream);
   });
-  const cudaError_t free_err = cudaFreeAsync(workspace, stream);
-  if (err == cudaSuccess) err = free_err;
-  return sm80::launch_status("forward with key splits", err);
+  return sm80::launch_status("forward", err);
 }
 
 namespace sm80 {
