@@ -260,7 +260,7 @@ def _attend_left_padded(q, keys, values, cache_seqlens, known_length, seqlen_new
     are its rows leftpad[b] .. cache_seqlens[b] + seqlen_new - 1: the kernel's varlen form, each
     sequence's keys starting at b * rows + leftpad[b] of the flattened cache (cu_seqlens_k) and
     counted by seqused_k, so no row moves. out (B, Sq, H, D), lse (B, H, Sq)."""
-    batch, seqlen_q, nheads, _ = q.shape
+    batch, seqlen_q, nheads, headdim = q.shape
     rows = keys.shape[1]
     device = q.device
     if cache_seqlens is None:  # the whole cache, known on the host
@@ -270,11 +270,11 @@ def _attend_left_padded(q, keys, values, cache_seqlens, known_length, seqlen_new
     # (leftpad[b] <= cache_seqlens[b], checked), so the spans may pass over the next one's padding.
     cu_seqlens_k = torch.cat((starts, torch.full((1,), batch * rows, dtype=torch.int32, device=device)))
     seqused_k = cache_seqlens - leftpad + seqlen_new
-    cu_seqlens_q = torch.arange(0, (batch + 1) * seqlen_q, seqlen_q, dtype=torch.int32, device=device)
+    cu_seqlens_q = torch.arange(batch + 1, dtype=torch.int32, device=device) * seqlen_q
     # A span is at most 2 * rows long (rows + leftpad[b + 1] - leftpad[b]); the library derives the
     # longest from cu_seqlens_k (0) except under graph capture, where it must be given.
     longest_k = 2 * rows if q.is_cuda and torch.cuda.is_current_stream_capturing() else 0
-    out, lse = ops.attention(q.reshape(batch * seqlen_q, nheads, -1), keys.flatten(0, 1), values.flatten(0, 1),
+    out, lse = ops.attention(q.reshape(batch * seqlen_q, nheads, headdim), keys.flatten(0, 1), values.flatten(0, 1),
                              cu_seqlens_q, cu_seqlens_k, seqlen_q, longest_k, scale, causal, *window, softcap,
                              alibi_slopes, False, None, seqused_k, splits)
     return out.view(q.shape), lse.view(nheads, batch, seqlen_q).transpose(0, 1).contiguous()

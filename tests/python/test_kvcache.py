@@ -199,6 +199,21 @@ def test_with_kvcache_errors():
     assert torch.equal(k_cache, k_before)
 
 
+def test_leftpad_with_no_query_rows_or_no_sequences():
+    # Shapes with nothing to compute give empty results, as the call without cache_leftpad does
+    # (q flattened for the varlen form must not divide by its zero rows).
+    k_cache, v_cache = torch.randn(2, 10, 2, 16), torch.randn(2, 10, 2, 16)
+    pads = torch.tensor([1, 0], dtype=torch.int32)
+    lengths = torch.tensor([4, 7], dtype=torch.int32)
+    out, lse = flash_attn_with_kvcache(torch.randn(2, 0, 2, 16), k_cache, v_cache, cache_seqlens=lengths,
+                                       cache_leftpad=pads, return_softmax_lse=True)
+    assert out.shape == (2, 0, 2, 16) and lse.shape == (2, 2, 0)
+    none = torch.zeros(0, dtype=torch.int32)
+    out, lse = flash_attn_with_kvcache(torch.randn(0, 1, 2, 16), k_cache[:0], v_cache[:0], cache_seqlens=none,
+                                       cache_leftpad=none, return_softmax_lse=True)
+    assert out.shape == (0, 1, 2, 16) and lse.shape == (0, 2, 1)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("leftpad", [False, True], ids=["plain", "leftpad"])
 @pytest.mark.parametrize("num_splits", [0, 3])
