@@ -17,7 +17,8 @@ namespace flashattn {
 
 inline bool decode_heads_as_rows_apply(const AttentionProblem& p) {
   return p.seqlen_q == 1 && !p.varlen() && p.seqused_q == nullptr && p.nheads_kv > 0 &&
-         p.nheads_q > p.nheads_kv && p.mask.window_left < 0 && p.alibi_slopes == nullptr;
+         p.nheads_q > p.nheads_kv && p.nheads_q % p.nheads_kv == 0 && p.mask.window_left < 0 &&
+         p.alibi_slopes == nullptr;
 }
 
 // The forward problem with the heads as rows; p itself where decode_heads_as_rows_apply is false.

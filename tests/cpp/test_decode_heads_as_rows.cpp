@@ -73,6 +73,11 @@ TEST(DecodeHeadsAsRows, OracleWritesTheSameOutAndLse) {
   plain.build(1);
   expect_same_as_rewritten(plain);
 
+  DecodeStep padded;  // GQA with padded strides
+  padded.nheads_q = 12, padded.nheads_kv = 3, padded.pad = 5;
+  padded.build(4);
+  expect_same_as_rewritten(padded);
+
   DecodeStep options;  // causal (one row sees every key), softcap, seqused_k with an empty sequence, MQA
   options.nheads_kv = 1, options.nheads_q = 6, options.pad = 3;
   options.build(2);
@@ -96,6 +101,9 @@ TEST(DecodeHeadsAsRows, DeclinesWhereRowsWouldSeeDifferentKeys) {
   EXPECT_FALSE(decode_heads_as_rows_apply(p));
   p = s.p;
   p.seqlen_q = 2;  // two query rows
+  EXPECT_FALSE(decode_heads_as_rows_apply(p));
+  p = s.p;
+  p.nheads_kv = 3;  // 8 query heads do not share 3 KV heads evenly
   EXPECT_FALSE(decode_heads_as_rows_apply(p));
   p = s.p;
   p.nheads_kv = p.nheads_q;  // MHA: nothing shared

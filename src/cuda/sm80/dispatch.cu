@@ -271,8 +271,14 @@ Status sm80_forward(const AttentionProblem& problem) {
       return sm80::launch_status("forward with key splits", err);
     }
     // Pieces the caller asked for need their workspace; pieces the library chose are only faster,
-    // so without the memory it runs the tile whole (the failed allocation's error is not sticky).
-    if (p.num_splits != 0) return sm80::launch_status("forward key-split workspace allocation", err);
+    // so without the memory it runs the tile whole (the failed allocation's error is not sticky:
+    // cleared, so the launch's check does not report it). Not under graph capture, which a failed
+    // allocation has already invalidated: there the allocation's error is the one to report.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (p.num_splits != 0 || err != cudaErrorMemoryAllocation ||
+        cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+      return sm80::launch_status("forward key-split workspace allocation", err);
+    }
     (void)cudaGetLastError();
     kp.num_splits = 1;
   }

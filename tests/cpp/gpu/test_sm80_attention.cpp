@@ -384,6 +384,14 @@ TEST(Sm80Attention, DecodeHeadsAsRows) {
     mqa.nheads_q = 16, mqa.nheads_kv = 1;
     mqa.num_splits = splits;
     check_case(mqa);
+    // 96 query heads of one KV head: 96 rows, two query tiles and their pieces.
+    CaseSpec wide = base_spec(DType::kBFloat16, 128, 97 + splits);
+    wide.batch = 1;
+    wide.seqlen_q = 1;
+    wide.seqlen_k = 2000;
+    wide.nheads_q = 96, wide.nheads_kv = 1;
+    wide.num_splits = splits;
+    check_case(wide, false);
   }
   CaseSpec window = base_spec(DType::kBFloat16, 128, 95);
   window.seqlen_q = 1;
