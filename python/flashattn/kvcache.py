@@ -204,9 +204,10 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
 
     with torch.no_grad():
         table = None if block_table is None else block_table.long()
-        # Each torch op here is a kernel launch on every decode step: the positions only where
-        # rows are rotated or appended.
-        if known_length is not None and (rotary or k is not None or known_length != capacity):
+        # Each torch op here is a kernel launch on every decode step: the lengths as a tensor only
+        # where rows are rotated, appended or left-padded.
+        if known_length is not None and (rotary or k is not None or known_length != capacity or
+                                         cache_leftpad is not None):
             cache_seqlens = torch.full((batch,), known_length, dtype=torch.int32, device=device)
         starts = cache_seqlens.long().unsqueeze(1) if rotary or k is not None else None  # (B, 1)
         if rotary:
@@ -240,8 +241,8 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             keys, values = k_cache, v_cache
         scale = _ext.softmax_scale(softmax_scale, headdim)
         if cache_leftpad is not None:
-            out, lse = _attend_left_padded(q, keys, values, cache_seqlens, known_length, seqlen_new, cache_leftpad,
-                                           scale, bool(causal), window, float(softcap), alibi_slopes, splits)
+            out, lse = _attend_left_padded(q, keys, values, cache_seqlens, seqlen_new, cache_leftpad, scale,
+                                           bool(causal), window, float(softcap), alibi_slopes, splits, capturing)
             return (out, lse) if return_softmax_lse else out
         # The whole cache (cache_seqlens None: nothing appended) needs no lengths; nothing
         # appended needs no sum.
@@ -254,8 +255,8 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
     return (out, lse) if return_softmax_lse else out
 
 
-def _attend_left_padded(q, keys, values, cache_seqlens, known_length, seqlen_new, leftpad, scale, causal, window,
-                        softcap, alibi_slopes, splits):
+def _attend_left_padded(q, keys, values, cache_seqlens, seqlen_new, leftpad, scale, causal, window, softcap,
+                        alibi_slopes, splits, capturing):
     """Attention of q (B, Sq, H, D) against keys / values (B, rows, Hk, D) where sequence b's keys
     are its rows leftpad[b] .. cache_seqlens[b] + seqlen_new - 1: the kernel's varlen form, each
     sequence's keys starting at b * rows + leftpad[b] of the flattened cache (cu_seqlens_k) and
@@ -263,8 +264,6 @@ def _attend_left_padded(q, keys, values, cache_seqlens, known_length, seqlen_new
     batch, seqlen_q, nheads, headdim = q.shape
     rows = keys.shape[1]
     device = q.device
-    if cache_seqlens is None:  # the whole cache, known on the host
-        cache_seqlens = torch.full((batch,), known_length, dtype=torch.int32, device=device)
     starts = torch.arange(batch, dtype=torch.int32, device=device) * rows + leftpad
     # The last sequence's span ends at the flattened cache's end; each span holds its used rows
     # (leftpad[b] <= cache_seqlens[b], checked), so the spans may pass over the next one's padding.
@@ -273,7 +272,7 @@ def _attend_left_padded(q, keys, values, cache_seqlens, known_length, seqlen_new
     cu_seqlens_q = torch.arange(batch + 1, dtype=torch.int32, device=device) * seqlen_q
     # A span is at most 2 * rows long (rows + leftpad[b + 1] - leftpad[b]); the library derives the
     # longest from cu_seqlens_k (0) except under graph capture, where it must be given.
-    longest_k = 2 * rows if q.is_cuda and torch.cuda.is_current_stream_capturing() else 0
+    longest_k = 2 * rows if capturing else 0
     out, lse = ops.attention(q.reshape(batch * seqlen_q, nheads, headdim), keys.flatten(0, 1), values.flatten(0, 1),
                              cu_seqlens_q, cu_seqlens_k, seqlen_q, longest_k, scale, causal, *window, softcap,
                              alibi_slopes, False, None, seqused_k, splits)

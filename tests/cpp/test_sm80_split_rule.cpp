@@ -51,6 +51,10 @@ TEST(Sm80SplitRule, CallersCountIsHeldToTheKeysAndTheWorkspace) {
   EXPECT_EQ(key_splits(64, big), 3);  // the workspace holds three pieces
   big.bytes_per_piece = kMaxPieceWorkspaceBytes + 1;
   EXPECT_EQ(key_splits(64, big), 1);
+  SplitShape launch = decode(8, 4096);
+  launch.max_pieces = 4;  // the launch's grid bound
+  EXPECT_EQ(key_splits(64, launch), 4);
+  EXPECT_EQ(key_splits(0, launch), 4);
 }
 
 TEST(Sm80SplitRule, PiecesCoverTheKeyTilesExactly) {

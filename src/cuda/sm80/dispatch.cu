@@ -215,8 +215,10 @@ void choose_key_splits(const AttentionProblem& p, int d, KernelParams& kp) {
   shape.piece_tiles = (p.seqlen_q + forward_block_m(d, true) - 1) / forward_block_m(d, true) * heads;
   shape.key_blocks = (p.seqlen_k + forward_block_n(d) - 1) / forward_block_n(d);
   shape.varlen = p.cu_seqlens_q != nullptr;
-  const int64_t rows = p.cu_seqlens_q != nullptr ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
-  shape.bytes_per_piece = static_cast<size_t>(p.nheads_q) * static_cast<size_t>(rows) * (p.headdim + 1) * sizeof(float);
+  kp.workspace_rows = p.cu_seqlens_q != nullptr ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
+  shape.bytes_per_piece =
+      static_cast<size_t>(p.nheads_q) * static_cast<size_t>(kp.workspace_rows) * (p.headdim + 1) * sizeof(float);
+  shape.max_pieces = 65535 / std::max(1, p.batch);  // the grid's z holds (batch, piece)
   kp.num_splits = 1;
   if (p.num_splits == 1) return;
   if (p.num_splits == 0) {
@@ -228,11 +230,8 @@ void choose_key_splits(const AttentionProblem& p, int d, KernelParams& kp) {
     // Two blocks of 128 threads an SM: the kernel's ~255 registers a thread hold it there.
     shape.resident_blocks = 2 * sms;
   }
-  // The grid's z holds (batch, piece): at most 65535.
-  const int n = std::min(key_splits(p.num_splits, shape), 65535 / std::max(1, p.batch));
-  if (n <= 1) return;
-  kp.blocks_per_piece = blocks_per_piece(shape.key_blocks, n);
-  kp.num_splits = (shape.key_blocks + kp.blocks_per_piece - 1) / kp.blocks_per_piece;
+  kp.num_splits = key_splits(p.num_splits, shape);
+  kp.blocks_per_piece = blocks_per_piece(shape.key_blocks, kp.num_splits);
 }
 
 }  // namespace
@@ -254,7 +253,6 @@ Status sm80_forward(const AttentionProblem& problem) {
   sm80::choose_key_splits(p, d, kp);
   if (kp.num_splits > 1) {
     // The pieces' workspace: O (splits, heads, rows, head dim) then lse (splits, heads, rows).
-    kp.workspace_rows = p.cu_seqlens_q != nullptr ? p.total_q : static_cast<int64_t>(p.batch) * p.seqlen_q;
     const size_t lse_count = static_cast<size_t>(kp.num_splits) * p.nheads_q * static_cast<size_t>(kp.workspace_rows);
     const size_t o_bytes = sm80::align_up(lse_count * p.headdim * sizeof(float));
     char* workspace = nullptr;

@@ -49,8 +49,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_pieces_kernel(cons
   if (p.lse != nullptr && lane == 0) {
     p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + (seq.q_row0 + i) * p.lse_row_stride] = lse;
   }
-  Element* out = static_cast<Element*>(p.out.data) + b * p.out.batch_stride + (seq.q_row0 + i) * p.out.row_stride +
-                 h * p.out.head_stride;
+  Element* out = static_cast<Element*>(p.out.data) + element_offset(p.out, b, seq.q_row0, i, h);
   const float* o_s = p.o_pieces + (static_cast<int64_t>(h) * p.workspace_rows + row) * p.headdim;
   // Column pairs: the head dim is a multiple of 8.
   for (int col = 2 * lane; col < p.headdim; col += 64) {

@@ -28,6 +28,7 @@ struct SplitShape {
   int resident_blocks = 0;  // thread blocks the GPU runs at once (SMs x blocks per SM)
   bool varlen = false;
   size_t bytes_per_piece = 0;  // float32 O and lse of every row and head, for one piece
+  int max_pieces = 1 << 30;    // the launch's own bound (the grid's z: 65535 / batch)
 };
 
 // The library's choice (requested 0): none where the grid already fills 80% of the resident
@@ -45,7 +46,7 @@ inline int auto_key_splits(const SplitShape& s) {
     return waves / std::ceil(waves);
   };
   auto distinct = [&](int n) {  // n pieces walk fewer blocks each than n - 1 do
-    return n == 1 || (s.key_blocks + n - 1) / n != (s.key_blocks + n - 2) / (n - 1);
+    return n == 1 || blocks_per_piece(s.key_blocks, n) != blocks_per_piece(s.key_blocks, n - 1);
   };
   double best = 0.0;
   for (int n = 1; n <= most; ++n) {
@@ -58,14 +59,16 @@ inline int auto_key_splits(const SplitShape& s) {
 }
 
 // The pieces a forward runs with: the caller's num_splits (1 none, more that many, at most one a
-// key block) or the library's choice (0); fewer where the workspace would pass its bound, and
-// no more than ceil(key_blocks / blocks a piece) (so no piece past the keys).
+// key block) or the library's choice (0); fewer where the workspace or the launch would pass its
+// bound, and no more than ceil(key_blocks / blocks a piece) (so no piece past the keys; pieces of
+// blocks_per_piece(key_blocks, n) blocks then).
 inline int key_splits(int requested, const SplitShape& s) {
   int n = requested == 0 ? auto_key_splits(s) : std::min(requested, std::max(1, s.key_blocks));
   if (s.bytes_per_piece > 0) {
     const size_t fit = kMaxPieceWorkspaceBytes / s.bytes_per_piece;
     n = static_cast<int>(std::min<size_t>(static_cast<size_t>(n), fit));
   }
+  n = std::min(n, s.max_pieces);
   if (n <= 1) return 1;
   return (s.key_blocks + blocks_per_piece(s.key_blocks, n) - 1) / blocks_per_piece(s.key_blocks, n);
 }
