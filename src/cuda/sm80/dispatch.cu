@@ -15,6 +15,7 @@
 #include "cuda/sm80/params.h"
 #include "cuda/sm80/split_combine.cuh"
 #include "cuda/sm80/split_rule.h"
+#include "decode_heads_as_rows.h"
 
 namespace flashattn {
 namespace sm80 {
@@ -236,35 +237,53 @@ void choose_key_splits(const AttentionProblem& p, int d, KernelParams& kp) {
 }  // namespace
 }  // namespace sm80
 
-Status sm80_forward(const AttentionProblem& p) {
-  Status s = sm80::supports(p);
+Status sm80_forward(const AttentionProblem& problem) {
+  Status s = sm80::supports(problem);
   if (!s.ok()) return s;
+  // A GQA / MQA decode step's query heads of a KV head as its query rows (decode_heads_as_rows.h):
+  // one thread block then reads that head's K and V once, not once a query head.
+  // FLASHATTN_SM80_HEADS_AS_ROWS=0 keeps the heads apart (an A/B's other side).
+  const char* knob = std::getenv("FLASHATTN_SM80_HEADS_AS_ROWS");
+  const bool as_rows = knob == nullptr || std::string(knob) != "0";
+  const AttentionProblem p = as_rows ? decode_heads_as_rows(problem) : problem;
   sm80::KernelParams kp = sm80::make_params(p);
   const int d = sm80::kernel_headdim(p.headdim);
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   if (p.seqlen_q == 0) return Status::Ok();
   sm80::choose_key_splits(p, d, kp);
-  if (kp.num_splits == 1) {
-    const cudaError_t err = sm80::with_element(p.dtype, [&](auto element) {
-      return sm80::run_forward<decltype(element)>(kp, d, stream);
-    });
-    return sm80::launch_status("forward", err);
+  if (kp.num_splits > 1) {
+    // The pieces' workspace: O (splits, heads, rows, head dim) then lse (splits, heads, rows).
+    const size_t lse_count = static_cast<size_t>(kp.num_splits) * p.nheads_q * static_cast<size_t>(kp.workspace_rows);
+    const size_t o_bytes = sm80::align_up(lse_count * p.headdim * sizeof(float));
+    char* workspace = nullptr;
+    cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&workspace), o_bytes + lse_count * sizeof(float), stream);
+    if (err == cudaSuccess) {
+      kp.o_pieces = reinterpret_cast<float*>(workspace);
+      kp.lse_pieces = reinterpret_cast<float*>(workspace + o_bytes);
+      err = sm80::with_element(p.dtype, [&](auto element) {
+        const cudaError_t e = sm80::run_forward<decltype(element)>(kp, d, stream);
+        return e != cudaSuccess ? e : sm80::launch_combine_pieces<decltype(element)>(kp, stream);
+      });
+      const cudaError_t free_err = cudaFreeAsync(workspace, stream);
+      if (err == cudaSuccess) err = free_err;
+      return sm80::launch_status("forward with key splits", err);
+    }
+    // Pieces the caller asked for need their workspace; pieces the library chose are only faster,
+    // so without the memory it runs the tile whole (the failed allocation's error is not sticky:
+    // cleared, so the launch's check does not report it). Not under graph capture, which a failed
+    // allocation has already invalidated: there the allocation's error is the one to report.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (p.num_splits != 0 || err != cudaErrorMemoryAllocation ||
+        cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+      return sm80::launch_status("forward key-split workspace allocation", err);
+    }
+    (void)cudaGetLastError();
+    kp.num_splits = 1;
   }
-  // The pieces' workspace: O (splits, heads, rows, head dim) then lse (splits, heads, rows).
-  const size_t lse_count = static_cast<size_t>(kp.num_splits) * p.nheads_q * static_cast<size_t>(kp.workspace_rows);
-  const size_t o_bytes = sm80::align_up(lse_count * p.headdim * sizeof(float));
-  char* workspace = nullptr;
-  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&workspace), o_bytes + lse_count * sizeof(float), stream);
-  if (err != cudaSuccess) return sm80::launch_status("forward key-split workspace allocation", err);
-  kp.o_pieces = reinterpret_cast<float*>(workspace);
-  kp.lse_pieces = reinterpret_cast<float*>(workspace + o_bytes);
-  err = sm80::with_element(p.dtype, [&](auto element) {
-    const cudaError_t e = sm80::run_forward<decltype(element)>(kp, d, stream);
-    return e != cudaSuccess ? e : sm80::launch_combine_pieces<decltype(element)>(kp, stream);
+  const cudaError_t err = sm80::with_element(p.dtype, [&](auto element) {
+    return sm80::run_forward<decltype(element)>(kp, d, stream);
   });
-  const cudaError_t free_err = cudaFreeAsync(workspace, stream);
-  if (err == cudaSuccess) err = free_err;
-  return sm80::launch_status("forward with key splits", err);
+  return sm80::launch_status("forward", err);
 }
 
 namespace sm80 {

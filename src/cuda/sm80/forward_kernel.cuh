@@ -174,10 +174,13 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim, kKeySplits>::kThreads)
   TileRange tiles = key_tiles(p.mask, m0, row_last, diag, seq.len_k, kBlockN);
   if constexpr (kKeySplits) {
     // This piece's share of the key tiles the rows see (possibly none: it then writes O = 0 and
-    // lse = -inf, which the combine leaves out). The masks stay those of the whole row.
-    const int piece_begin = static_cast<int>(blockIdx.z) % p.num_splits * p.blocks_per_piece;
+    // lse = -inf, which the combine leaves out). The masks stay those of the whole row. The last
+    // piece runs to the sequence's last key tile: pieces are sized from seqlen_k, which under
+    // graph capture is the caller's bound, and a longer sequence keeps its keys past it.
+    const int piece = static_cast<int>(blockIdx.z) % p.num_splits;
+    const int piece_begin = piece * p.blocks_per_piece;
     tiles.begin = max(tiles.begin, piece_begin);
-    tiles.end = min(tiles.end, piece_begin + p.blocks_per_piece);
+    if (piece + 1 < p.num_splits) tiles.end = min(tiles.end, piece_begin + p.blocks_per_piece);
   }
   const float slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.0f;
 

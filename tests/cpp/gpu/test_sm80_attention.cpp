@@ -360,6 +360,50 @@ TEST(Sm80Attention, KeySplits) {
   check_case(varlen);
 }
 
+// GQA / MQA decode steps, whose query heads of a KV head the sm80 dispatch runs as that head's
+// query rows (decode_heads_as_rows.h), with and without pieces; and the steps it must leave
+// alone (a left window, ALiBi), which then run head by head.
+TEST(Sm80Attention, DecodeHeadsAsRows) {
+  SM80_SKIP_WITHOUT_GPU();
+  for (int splits : {0, 1}) {
+    CaseSpec gqa = base_spec(DType::kFloat16, 64, 91 + splits);
+    gqa.batch = 3;
+    gqa.seqlen_q = 1;
+    gqa.seqlen_k = 1500;
+    gqa.nheads_q = 12, gqa.nheads_kv = 3;
+    gqa.causal = true;
+    gqa.softcap = 5.0f;
+    gqa.seqused_k = {1500, 0, 777};
+    gqa.nan_in_unused_kv = true;
+    gqa.pad = 8;
+    gqa.num_splits = splits;
+    check_case(gqa);
+    CaseSpec mqa = base_spec(DType::kBFloat16, 256, 93 + splits);
+    mqa.seqlen_q = 1;
+    mqa.seqlen_k = 900;
+    mqa.nheads_q = 16, mqa.nheads_kv = 1;
+    mqa.num_splits = splits;
+    check_case(mqa);
+    // 96 query heads of one KV head: 96 rows, two query tiles and their pieces.
+    CaseSpec wide = base_spec(DType::kBFloat16, 128, 97 + splits);
+    wide.batch = 1;
+    wide.seqlen_q = 1;
+    wide.seqlen_k = 2000;
+    wide.nheads_q = 96, wide.nheads_kv = 1;
+    wide.num_splits = splits;
+    check_case(wide, false);
+  }
+  CaseSpec window = base_spec(DType::kBFloat16, 128, 95);
+  window.seqlen_q = 1;
+  window.seqlen_k = 1000;
+  window.nheads_q = 8;
+  window.window_left = 100;
+  check_case(window);
+  window.window_left = -1;
+  window.alibi = Alibi::kPerHead;
+  check_case(window);
+}
+
 // The pieces really run: num_splits 1 and 6 give lse that differ in float32 rounding, yet both
 // match the reference (were num_splits lost on the way, both would run the same kernel).
 TEST(Sm80Attention, KeySplitsReachTheKernel) {
