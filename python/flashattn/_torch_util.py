@@ -29,6 +29,12 @@ def kernel_ready(t: Optional[Tensor]):
     and a forward + backward hands over 14 tensors (benchmarks/host_cost.py, session 6)."""
     if t is None:
         return None
+    # The common case in four attribute reads (each ~0.4 us on the GPU machine's host, where the
+    # general checks below took 2.6 us a tensor, session 76): contiguous, its start and its rows
+    # 16-byte aligned, which every branch below would pass unchanged.
+    if t.is_contiguous() and t.dim() and not t.data_ptr() % _CUDA_ALIGNMENT and \
+            not (t.shape[-1] * t.element_size()) % _CUDA_ALIGNMENT:
+        return to_dlpack(t)
     if t.dim() and t.stride(-1) != 1 and t.shape[-1] > 1:
         return to_dlpack(t.detach().contiguous())
     if t.is_cuda and t.dtype in (torch.float16, torch.bfloat16) and t.numel() and _cuda_misaligned(t):
@@ -41,15 +47,27 @@ def output_dlpack(t: Tensor):
     return to_dlpack(t)
 
 
+# The current stream's handle without building a torch.cuda.Stream object (0.2 us against 5.7 us
+# a call on the GPU machine's host, session 76; the same value, capture streams included).
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def launch_options(t: Tensor) -> dict:
     """The stream (current CUDA stream of t's device) or thread count (torch's) for a call."""
     if t.is_cuda:
+        if _raw_stream is not None:
+            return {"stream": _raw_stream(t.get_device()), "num_threads": 0}
         return {"stream": torch.cuda.current_stream(t.device).cuda_stream, "num_threads": 0}
     return {"stream": 0, "num_threads": torch.get_num_threads()}
 
 
+_SAME_DEVICE = contextlib.nullcontext()  # reusable: entering it does nothing
+
+
 def on_device(t: Tensor):
     """Makes t's GPU current for the call (the library launches on the current device)."""
-    if t.is_cuda and t.device.index is not None and t.device.index != torch.cuda.current_device():
-        return torch.cuda.device(t.device)
-    return contextlib.nullcontext()
+    if t.is_cuda:
+        index = t.get_device()
+        if index != torch.cuda.current_device():
+            return torch.cuda.device(index)
+    return _SAME_DEVICE
