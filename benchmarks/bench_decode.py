@@ -3,7 +3,11 @@ against a KV cache, bf16, head dim 128; the figure is the bytes of K and V read 
 TB/s, and the ratio is ours over the best peer. Same peers, warm-up and rotated rounds as
 bench_gpu.py (whose helpers it uses).
 
-    python3 benchmarks/bench_decode.py --out decode.json [--rounds 3] [--rows 0,1,2,3]
+    python3 benchmarks/bench_decode.py --out decode.json [--rounds 3] [--rows 0,1,2,3] [--paged 256]
+
+With --paged PAGE ours reads the same keys from a paged cache (flash_attn_with_kvcache with a
+block_table over a shuffled pool of PAGE-row pages) while the peers read them contiguous, so
+`--paged 256 --ours-env FLASHATTN_PAGED_GATHER=1` times the pages read in place against the copy.
 
 A single query sees every key whether causal or not (the masks are bottom-right aligned), but
 PyTorch's is_causal aligns them top-left (the query would see key 0 only), so every
@@ -59,6 +63,33 @@ def kv_tensor(batch, kv_len, nheads_kv, layout):
     return torch.randn(batch, kv_len, nheads_kv, HEADDIM, device="cuda", dtype=torch.bfloat16)
 
 
+def paged_pool(k, v, page):
+    """k and v (batch, kv_len, heads, dim) as pages of `page` rows in a shuffled pool, and the
+    int32 block table (batch, kv_len / page) that reads them back."""
+    import torch
+    batch, kv_len = k.shape[:2]
+    blocks = kv_len // page
+    table = torch.randperm(batch * blocks, device=k.device).view(batch, blocks).to(torch.int32)
+    pools = []
+    for t in (k, v):
+        pool = torch.empty(batch * blocks, page, *t.shape[2:], device=t.device, dtype=t.dtype)
+        pool[table.long()] = t.reshape(batch, blocks, page, *t.shape[2:])
+        pools.append(pool)
+    return pools[0], pools[1], table
+
+
+def paged_ours(k_pool, v_pool, table, settings=()):
+    """Ours through flash_attn_with_kvcache on the pool (settings as bench_gpu.ours_with_env)."""
+    import flashattn
+    import bench_gpu as bg
+
+    def run(q, k, v, causal):
+        with bg.envs_set(settings):
+            return flashattn.flash_attn_with_kvcache(q, k_pool, v_pool, block_table=table, causal=causal)
+    run.env = settings
+    return run
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
@@ -73,6 +104,8 @@ def main():
                     help="K and V in memory: (batch, seqlen, heads, dim) as the protocol's, or each head's "
                          "rows contiguous (batch, heads, seqlen, dim), passed as the same shape's strided view: "
                          "whether a decode stream's rate depends on how its rows lie in the HBM")
+    ap.add_argument("--paged", type=int, default=0, metavar="PAGE",
+                    help="ours reads the keys from a paged cache of PAGE-row pages (the peers contiguous)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
@@ -89,6 +122,9 @@ def main():
     else:
         picked = [ROWS[int(i)] for i in args.rows.split(",") if i.strip()]
     picked = picked + extra
+    if args.paged and any(kv_len % args.paged for _, _, _, kv_len in picked):
+        ap.error(f"--paged {args.paged}: every row's kv_len must be a multiple of it")
+    ours_plain = {name: fn for name, fn in bg.IMPLS.items() if name.startswith("flashattn")}
     props = torch.cuda.get_device_properties(0)
     header = {"gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
               "cudnn": torch.backends.cudnn.version(), "dtype": "bf16", "headdim": HEADDIM,
@@ -103,6 +139,11 @@ def main():
         row = {"batch": batch, "nheads": hq, "nheads_kv": hkv, "kv_len": kv_len, "headdim": HEADDIM,
                "kv_layout": args.kv_layout,
                "rel_error": bg.check_close(q[:1], k[:1], v[:1], False)}
+        if args.paged:
+            pools = paged_pool(k, v, args.paged)
+            for name, fn in ours_plain.items():
+                bg.IMPLS[name] = paged_ours(*pools, getattr(fn, "env", ()))
+            row["paged"] = args.paged
         times, walls = bg.timed_rounds(q, k, v, False, None, args.rounds, row)
         for name, (ms, _) in times.items():
             row[f"{name}_tbps"] = tbps(nbytes, statistics.median(ms)) if ms else None
@@ -117,6 +158,7 @@ def main():
               " ".join(f"{name} {bg.fmt(row[name + '_tbps'], '5.2f')}" for name in bg.IMPLS) +
               f" TB/s  x{bg.fmt(row['ratio'], '.2f')}  err={row['rel_error']:.1e}", file=sys.stderr, flush=True)
         del q, k, v
+        pools = None
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"header": header, "rows": out_rows}, f, indent=1)

@@ -5,10 +5,12 @@ in place at each sequence's cache_seqlens, then q attends to the first cache_seq
 rows of its sequence's cache through the forward kernel's seqused_k (masks aligned to that
 length, as flash_attn aligns them). What flashattn does differently:
   * the append and the rotary embedding are PyTorch operations, not fused into the kernel;
-  * a paged cache (block_table) and cache_batch_idx other than the identity are gathered into a
-    contiguous copy before the kernel (correct, with the copy's time and memory; of a paged cache
-    the blocks up to the longest sequence's last, all of the table's under graph capture unless
-    cache_seqlens is an int);
+  * a paged cache (block_table) is read in place where its pages hold a multiple of 128 rows on
+    CUDA (the sm80 kernel reads the pages; Hopper's kernels do not, so such a step runs there
+    too) and at any page size on the CPU; other page sizes, cache_leftpad with a table, and
+    cache_batch_idx other than the identity are gathered into a contiguous copy before the kernel
+    (correct, with the copy's time and memory; of a paged cache the blocks up to the longest
+    sequence's last, all of the table's under graph capture unless cache_seqlens is an int);
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
     back once a call to check them, so a bad index is an error rather than a write out of bounds
     (except while a CUDA graph is captured: trusted there, as the library trusts length vectors);
@@ -21,6 +23,7 @@ length, as flash_attn aligns them). What flashattn does differently:
 """
 
 import operator
+import os
 from typing import Optional, Tuple, Union
 
 import torch
@@ -228,7 +231,15 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 k_cache[rows, positions] = k
                 v_cache[rows, positions] = v
 
-        if block_table is not None:
+        # A paged cache the library reads in place: the CPU backends (which copy the reached pages
+        # themselves) and the CUDA sm80 kernel, whose key tiles must each lie inside one page
+        # (pages of a multiple of 128 rows). FLASHATTN_PAGED_GATHER=1 takes the copy below instead
+        # (an A/B's other side).
+        native_pages = (block_table is not None and cache_leftpad is None and (not q.is_cuda or page % 128 == 0)
+                        and os.environ.get("FLASHATTN_PAGED_GATHER") != "1")
+        if native_pages:
+            keys, values = k_cache, v_cache
+        elif block_table is not None:
             # (B, blocks * page, Hk, D), a copy of the blocks the longest sequence uses where the
             # lengths are known (all max_blocks under capture with a tensor of lengths). Entries past a sequence's used
             # blocks may be anything (pools pad tables with -1 or stale pages): clamped, their rows
@@ -250,8 +261,12 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             seqused_k = None
         else:
             seqused_k = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
-        out, lse = ops.attention(q, keys, values, None, None, 0, 0, scale, bool(causal), *window, float(softcap),
-                                 alibi_slopes, False, None, seqused_k, splits)
+        if native_pages:
+            out, lse = ops._run_forward(q, keys, values, None, None, 0, 0, scale, bool(causal), *window,
+                                        float(softcap), alibi_slopes, None, seqused_k, splits, block_table)
+        else:
+            out, lse = ops.attention(q, keys, values, None, None, 0, 0, scale, bool(causal), *window,
+                                     float(softcap), alibi_slopes, False, None, seqused_k, splits)
     return (out, lse) if return_softmax_lse else out
 
 

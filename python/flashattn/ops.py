@@ -58,7 +58,10 @@ def fwd(
 
 
 def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                 window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None, num_splits=0):
+                 window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None, num_splits=0,
+                 block_table=None):
+    """The library's forward into fresh out and lse; block_table (int32 (batch, max_pages), no
+    gradient: decoding) makes k and v pages (num_pages, page_size, nheads_kv, headdim)."""
     varlen = cu_seqlens_q is not None
     if seqused_q is None and not varlen:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -74,7 +77,8 @@ def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
             seqused_q=kernel_ready(seqused_q), seqused_k=kernel_ready(seqused_k),
             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
             causal=causal, window=(window_left, window_right), softcap=softcap,
-            alibi_slopes=kernel_ready(alibi_slopes), num_splits=num_splits, **launch_options(q),
+            alibi_slopes=kernel_ready(alibi_slopes), num_splits=num_splits, block_table=kernel_ready(block_table),
+            **launch_options(q),
         )
     return out, lse
 

@@ -257,6 +257,48 @@ def test_with_kvcache_on_gpu_bf16(paged, num_splits, leftpad):
     assert torch.equal(v_cache.cpu().double(), vc_ref), "v_cache"
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", [128, 256])
+def test_paged_cache_is_read_in_place_on_gpu(page, monkeypatch):
+    # Pages of a multiple of 128 rows: the kernel reads them where they are, so the call allocates
+    # little beside out and lse, where the copy (FLASHATTN_PAGED_GATHER=1, the control: the
+    # measurement sees a copy when there is one) allocates the reached pages of K and V again. Both
+    # give what the contiguous cache gives, within bf16's reach (different kernels on Hopper).
+    torch.manual_seed(9)
+    batch, nheads, nheads_k, headdim, capacity = 3, 16, 4, 128, 4096
+    blocks = capacity // page
+    q = torch.randn(batch, 1, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+    k_cache, v_cache = (torch.randn(batch, capacity, nheads_k, headdim, device="cuda", dtype=torch.bfloat16)
+                        for _ in range(2))
+    table = torch.randperm(batch * blocks + 5, device="cuda")[:batch * blocks].view(batch, blocks).to(torch.int32)
+    k_pages = torch.full((batch * blocks + 5, page, nheads_k, headdim), float("nan"), device="cuda",
+                         dtype=torch.bfloat16)
+    v_pages = k_pages.clone()
+    k_pages[table.long()] = k_cache.view(batch, blocks, page, nheads_k, headdim)
+    v_pages[table.long()] = v_cache.view(batch, blocks, page, nheads_k, headdim)
+    lengths = torch.tensor([capacity, 1, 2500], dtype=torch.int32, device="cuda")
+    out_ref, lse_ref = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, return_softmax_lse=True)
+    cache_bytes = k_cache.numel() * k_cache.element_size()
+
+    def paged_call():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out, lse = flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=lengths, block_table=table,
+                                           return_softmax_lse=True)
+        torch.cuda.synchronize()
+        return out, lse, torch.cuda.max_memory_allocated() - base
+
+    out, lse, extra = paged_call()
+    assert extra < cache_bytes / 8, f"the paged call allocated {extra} bytes (the cache's K: {cache_bytes})"
+    torch.testing.assert_close(out.float(), out_ref.float(), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(lse, lse_ref, atol=1e-3, rtol=1e-4)
+    monkeypatch.setenv("FLASHATTN_PAGED_GATHER", "1")
+    out_copy, lse_copy, extra_copy = paged_call()
+    assert extra_copy >= cache_bytes, f"the copy allocated only {extra_copy} bytes"
+    torch.testing.assert_close(out_copy.float(), out_ref.float(), atol=2e-2, rtol=2e-2)
+
+
 def test_num_splits_any_integer_type():
     # The CPU ignores num_splits, so every accepted value gives the same answer.
     np = pytest.importorskip("numpy")

@@ -140,6 +140,36 @@ ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
   return r;
 }
 
+ForwardResult gpu_paged_forward(const AttnCase& c, const PagedKV& pages, CallMode mode) {
+  ForwardResult r;
+  r.out = HostTensor(c.spec.dtype, c.out_shape(), c.spec.pad);
+  r.lse = HostTensor(DType::kFloat32, c.lse_shape(), c.spec.pad);
+  r.out.poison();
+  r.lse.poison();
+  DeviceCopy q(c.q), k(pages.k), v(pages.v), table(pages.block_table), out(r.out), lse(r.lse);
+  DeviceParams dp(c);
+  dp.params.block_table = table.view();
+  ForwardArgs args;
+  args.q = q.view();
+  args.k = k.view();
+  args.v = v.view();
+  args.out = out.view();
+  args.lse = lse.view();
+  r.status = run_call(
+      mode,
+      [&](void* stream) {
+        dp.params.stream = stream;
+        return flashattn::forward(args, dp.params);
+      },
+      [&] {
+        out.upload();
+        lse.upload();
+      });
+  out.copy_back();
+  lse.copy_back();
+  return r;
+}
+
 BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd, CallMode mode) {
   BackwardResult r;
   r.dq = HostTensor(c.spec.dtype, c.q.shape(), c.spec.pad);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/attn_case.h"
+#include "common/paged_kv.h"
 
 namespace fa_test {
 
@@ -31,6 +32,8 @@ struct CallMode {
 
 ForwardResult gpu_forward(const AttnCase& c, bool with_lse = true, CallMode mode = {});
 BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd, CallMode mode = {});
+// The forward with k and v read from `pages` (AttentionParams::block_table) on the device.
+ForwardResult gpu_paged_forward(const AttnCase& c, const PagedKV& pages, CallMode mode = {});
 
 // The fp64 oracle run on float32 copies of the (already rounded) fp16/bf16 inputs.
 struct Reference {

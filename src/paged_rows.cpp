@@ -1,0 +1,44 @@
+#include "paged_rows.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace flashattn {
+namespace {
+
+void gather_operand(const AttentionProblem& p, const Operand& pages, std::vector<unsigned char>* rows, Operand* out) {
+  const size_t element = static_cast<size_t>(dtype_size(p.dtype));
+  const int64_t row_elements = static_cast<int64_t>(p.nheads_kv) * p.headdim;
+  rows->assign(static_cast<size_t>(p.batch) * p.seqlen_k * row_elements * element, 0);
+  const auto* source = static_cast<const unsigned char*>(pages.data);
+  for (int b = 0; b < p.batch; ++b) {
+    const int64_t keys = p.seqused_k != nullptr ? p.seqused_k[b] : p.seqlen_k;
+    for (int64_t j = 0; j < keys; ++j) {
+      const int64_t page = p.block_table[b * p.block_table_batch_stride + j / p.page_size];
+      const int64_t row = j % p.page_size;
+      for (int h = 0; h < p.nheads_kv; ++h) {
+        const int64_t from = page * pages.batch_stride + row * pages.row_stride + h * pages.head_stride;
+        const int64_t to = (static_cast<int64_t>(b) * p.seqlen_k + j) * row_elements + h * p.headdim;
+        std::memcpy(rows->data() + to * element, source + from * element, p.headdim * element);
+      }
+    }
+  }
+  out->data = rows->data();
+  out->batch_stride = static_cast<int64_t>(p.seqlen_k) * row_elements;
+  out->row_stride = row_elements;
+  out->head_stride = p.headdim;
+}
+
+}  // namespace
+
+void gather_pages(AttentionProblem* p, PagedRows* rows) {
+  gather_operand(*p, p->k, &rows->k, &p->k);
+  gather_operand(*p, p->v, &rows->v, &p->v);
+  p->total_k = static_cast<int64_t>(p->batch) * p->seqlen_k;
+  p->block_table = nullptr;
+  p->block_table_batch_stride = 0;
+  p->page_size = 0;
+  p->num_pages = 0;
+}
+
+}  // namespace flashattn

@@ -1,0 +1,27 @@
+// A fixed-length case's k and v cut into pages (AttentionParams::block_table): the pages in a
+// shuffled order among spare ones, so that a kernel that reads a page other than the table's,
+// or rows past a sequence's used length, sees NaN.
+#pragma once
+
+#include <cstdint>
+
+#include "common/attn_case.h"
+
+namespace fa_test {
+
+struct PagedKV {
+  HostTensor k, v;         // (num_pages, page_size, nheads_kv, headdim), the case's dtype
+  HostTensor block_table;  // int32 (batch, seqlen_k / page_size)
+  int page_size = 0;
+};
+
+// c (fixed length, seqlen_k a multiple of page_size) as pages: the pages each sequence's used
+// keys reach hold its rows (NaN past its used length), in a shuffled order among `spare_pages`
+// pages of NaN; table entries past a sequence's last reached page are -1.
+PagedKV paginate(const AttnCase& c, int page_size, int spare_pages, uint64_t seed);
+
+// c's forward arguments and params with k and v read from `pages` (outputs as run_forward
+// allocates them: poisoned), run on `backend`.
+ForwardResult run_paged_forward(const AttnCase& c, const PagedKV& pages, Backend backend);
+
+}  // namespace fa_test
