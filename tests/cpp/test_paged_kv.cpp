@@ -14,22 +14,6 @@
 namespace fa_test {
 namespace {
 
-CaseSpec paged_spec(uint64_t seed, DType dtype, int page_size, bool used_k, bool causal) {
-  CaseSpec s;
-  s.seed = seed;
-  s.dtype = dtype;
-  s.batch = 3;
-  s.seqlen_q = causal ? 5 : 1;
-  s.seqlen_k = 4 * page_size;
-  s.nheads_q = 6;
-  s.nheads_kv = 2;
-  s.headdim = 40;
-  s.causal = causal;
-  s.nan_in_unused_kv = true;
-  if (used_k) s.seqused_k = {page_size + 3, 0, 4 * page_size - 1};
-  return s;
-}
-
 // Elements of a that are not the same value as in b (-inf == -inf; NaN differs from everything).
 int64_t differing(const HostTensor& a, const HostTensor& b) {
   if (a.numel() != b.numel()) return -1;
@@ -44,7 +28,7 @@ TEST_P(PagedForward, EqualsTheContiguousKeysOnEachCpuBackend) {
   const int page_size = std::get<0>(GetParam());
   const bool used_k = std::get<1>(GetParam()), causal = std::get<2>(GetParam());
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-    const CaseSpec spec = paged_spec(test_seed_base() + 47000 + page_size, dtype, page_size, used_k, causal);
+    const CaseSpec spec = paged_spec(test_seed_base() + 47000 + page_size, dtype, 40, page_size, causal ? 5 : 1, used_k);
     SCOPED_TRACE(spec.describe());
     const AttnCase c = make_case(spec);
     const PagedKV pages = paginate(c, page_size, 3, spec.seed);
@@ -81,7 +65,7 @@ INSTANTIATE_TEST_SUITE_P(All, PagedForward,
 }
 
 struct SmallPaged {
-  AttnCase c = make_case(paged_spec(11, DType::kFloat32, 4, true, false));
+  AttnCase c = make_case(paged_spec(11, DType::kFloat32, 40, 4, 1, true));
   PagedKV pages = paginate(c, 4, 1, 11);
   HostTensor out{DType::kFloat32, c.q.shape()};
   flashattn::ForwardArgs args;
@@ -106,7 +90,7 @@ TEST(PagedValidation, AcceptsTheSmallCase) {
 
 TEST(PagedValidation, PagesOutsideKAreRefusedWhereReached) {
   {
-    SmallPaged sp;  // sequence 0 reaches pages 0 and 1 of its row (seqused_k 7, pages of 4)
+    SmallPaged sp;  // sequence 0 reaches entries 0-2 of its row (seqused_k 10, pages of 4)
     sp.pages.block_table.set(1, static_cast<float>(sp.pages.k.size(0)));
     EXPECT_TRUE(refused(sp.run(), "block_table", "names page"));
     EXPECT_EQ(sp.out.count_nonfinite(), sp.out.numel()) << "out was written";
@@ -115,7 +99,7 @@ TEST(PagedValidation, PagesOutsideKAreRefusedWhereReached) {
   }
   {
     SmallPaged sp;  // an entry past the reached pages is not read: any value goes
-    sp.pages.block_table.set(3, 1e6f);
+    sp.pages.block_table.set(4, 1e6f);
     const Status s = sp.run();
     EXPECT_TRUE(s.ok()) << s.message;
   }
@@ -148,7 +132,7 @@ TEST(PagedValidation, BadTablesAndModesAreRefusedByName) {
     EXPECT_TRUE(refused(sp.run(), "k", "page_size"));
   }
   {
-    CaseSpec s = paged_spec(12, DType::kFloat32, 4, false, false);
+    CaseSpec s = paged_spec(12, DType::kFloat32, 40, 4, 1, false);
     s.batch = 0;
     s.seqlens_q = {1, 1};
     s.seqlens_k = {8, 8};

@@ -8,6 +8,22 @@
 
 namespace fa_test {
 
+CaseSpec paged_spec(uint64_t seed, DType dtype, int headdim, int page_size, int seqlen_q, bool used_k) {
+  CaseSpec s;
+  s.seed = seed;
+  s.dtype = dtype;
+  s.batch = 3;
+  s.seqlen_q = seqlen_q;
+  s.seqlen_k = 5 * page_size;
+  s.nheads_q = 8;
+  s.nheads_kv = 2;
+  s.headdim = headdim;
+  s.causal = seqlen_q > 1;
+  s.nan_in_unused_kv = true;
+  if (used_k) s.seqused_k = {2 * page_size + page_size / 2, 0, 5 * page_size - 1};
+  return s;
+}
+
 PagedKV paginate(const AttnCase& c, int page_size, int spare_pages, uint64_t seed) {
   const CaseSpec& s = c.spec;
   const int pages_per_sequence = s.seqlen_k / page_size;

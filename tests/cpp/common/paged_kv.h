@@ -15,6 +15,10 @@ struct PagedKV {
   int page_size = 0;
 };
 
+// Three sequences of 5 * page_size keys, GQA 8 / 2 heads, causal where seqlen_q > 1, NaN in the
+// unused keys; with used_k, seqused_k {2.5 pages, 0, all but the last key}.
+CaseSpec paged_spec(uint64_t seed, DType dtype, int headdim, int page_size, int seqlen_q, bool used_k);
+
 // c (fixed length, seqlen_k a multiple of page_size) as pages: the pages each sequence's used
 // keys reach hold its rows (NaN past its used length), in a shuffled order among `spare_pages`
 // pages of NaN; table entries past a sequence's last reached page are -1.

@@ -106,9 +106,10 @@ Status run_call(CallMode mode, Call&& call, Poison&& poison_outputs) {
   return synchronized(s);
 }
 
-}  // namespace
-
-ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
+// The forward on keys and values k_host / v_host: the case's own, or pages read through `table`
+// (AttentionParams::block_table; undefined: not paged).
+ForwardResult forward_on_device(const AttnCase& c, const HostTensor& k_host, const HostTensor& v_host,
+                                const HostTensor& table_host, bool with_lse, CallMode mode) {
   ForwardResult r;
   r.out = HostTensor(c.spec.dtype, c.out_shape(), c.spec.pad);
   r.out.poison();
@@ -116,8 +117,9 @@ ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
     r.lse = HostTensor(DType::kFloat32, c.lse_shape(), c.spec.pad);
     r.lse.poison();
   }
-  DeviceCopy q(c.q), k(c.k), v(c.v), out(r.out), lse(r.lse);
+  DeviceCopy q(c.q), k(k_host), v(v_host), table(table_host), out(r.out), lse(r.lse);
   DeviceParams dp(c);
+  if (table_host.defined()) dp.params.block_table = table.view();
   ForwardArgs args;
   args.q = q.view();
   args.k = k.view();
@@ -140,34 +142,14 @@ ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
   return r;
 }
 
+}  // namespace
+
+ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
+  return forward_on_device(c, c.k, c.v, HostTensor{}, with_lse, mode);
+}
+
 ForwardResult gpu_paged_forward(const AttnCase& c, const PagedKV& pages, CallMode mode) {
-  ForwardResult r;
-  r.out = HostTensor(c.spec.dtype, c.out_shape(), c.spec.pad);
-  r.lse = HostTensor(DType::kFloat32, c.lse_shape(), c.spec.pad);
-  r.out.poison();
-  r.lse.poison();
-  DeviceCopy q(c.q), k(pages.k), v(pages.v), table(pages.block_table), out(r.out), lse(r.lse);
-  DeviceParams dp(c);
-  dp.params.block_table = table.view();
-  ForwardArgs args;
-  args.q = q.view();
-  args.k = k.view();
-  args.v = v.view();
-  args.out = out.view();
-  args.lse = lse.view();
-  r.status = run_call(
-      mode,
-      [&](void* stream) {
-        dp.params.stream = stream;
-        return flashattn::forward(args, dp.params);
-      },
-      [&] {
-        out.upload();
-        lse.upload();
-      });
-  out.copy_back();
-  lse.copy_back();
-  return r;
+  return forward_on_device(c, pages.k, pages.v, pages.block_table, true, mode);
 }
 
 BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd, CallMode mode) {

@@ -14,22 +14,6 @@
 namespace fa_test {
 namespace {
 
-CaseSpec paged_gpu_spec(DType dtype, int headdim, int page_size, int seqlen_q, uint64_t seed) {
-  CaseSpec s;
-  s.seed = seed;
-  s.dtype = dtype;
-  s.batch = 3;
-  s.seqlen_q = seqlen_q;
-  s.seqlen_k = 5 * page_size;
-  s.nheads_q = 8;
-  s.nheads_kv = 2;
-  s.headdim = headdim;
-  s.causal = seqlen_q > 1;
-  s.nan_in_unused_kv = true;
-  s.seqused_k = {2 * page_size + 17, 0, 5 * page_size - 1};
-  return s;
-}
-
 void check_paged(const CaseSpec& s, int page_size, CallMode mode = {}) {
   SCOPED_TRACE(s.describe() + " page_size " + std::to_string(page_size));
   const AttnCase c = make_case(s);
@@ -48,22 +32,22 @@ TEST(Sm80Paged, MatchesReference) {
   for (int d : {64, 128, 256}) {
     const DType dtype = d == 128 ? DType::kFloat16 : DType::kBFloat16;
     for (int splits : {0, 1, 3}) {
-      CaseSpec decode = paged_gpu_spec(dtype, d, 128, 1, ++seed);
+      CaseSpec decode = paged_spec(++seed, dtype, d, 128, 1, true);
       decode.num_splits = splits;
       check_paged(decode, 128);
-      CaseSpec chunk = paged_gpu_spec(dtype, d, 128, 37, ++seed);
+      CaseSpec chunk = paged_spec(++seed, dtype, d, 128, 37, true);
       chunk.num_splits = splits;
       check_paged(chunk, 128);
     }
   }
   // Pages of 256 rows (two or four key tiles a page), MQA with softcap, every key used.
-  CaseSpec mqa = paged_gpu_spec(DType::kBFloat16, 128, 256, 1, ++seed);
+  CaseSpec mqa = paged_spec(++seed, DType::kBFloat16, 128, 256, 1, true);
   mqa.nheads_q = 16, mqa.nheads_kv = 1;
   mqa.softcap = 8.0f;
   mqa.seqused_k.clear();
   check_paged(mqa, 256);
   // A left window and ALiBi (heads stay apart: the rewrite declines them).
-  CaseSpec window = paged_gpu_spec(DType::kFloat16, 64, 128, 1, ++seed);
+  CaseSpec window = paged_spec(++seed, DType::kFloat16, 64, 128, 1, true);
   window.window_left = 150;
   window.alibi = Alibi::kPerHead;
   check_paged(window, 128);
@@ -71,7 +55,7 @@ TEST(Sm80Paged, MatchesReference) {
 
 TEST(Sm80Paged, UnderGraphCapture) {
   SM80_SKIP_WITHOUT_GPU();
-  CaseSpec s = paged_gpu_spec(DType::kBFloat16, 128, 128, 1, 790);
+  CaseSpec s = paged_spec(790, DType::kBFloat16, 128, 128, 1, true);
   check_paged(s, 128, CallMode{2});
   s.num_splits = 4;
   check_paged(s, 128, CallMode{2});
@@ -81,12 +65,12 @@ TEST(Sm80Paged, UnderGraphCapture) {
 // (head dim 64), by name, and taken where they are 64 (head dim 128).
 TEST(Sm80Paged, PagesNarrowerThanATileAreRefused) {
   SM80_SKIP_WITHOUT_GPU();
-  const AttnCase narrow = make_case(paged_gpu_spec(DType::kBFloat16, 64, 64, 1, 795));
+  const AttnCase narrow = make_case(paged_spec(795, DType::kBFloat16, 64, 64, 1, true));
   const ForwardResult r = gpu_paged_forward(narrow, paginate(narrow, 64, 0, 795));
   EXPECT_FALSE(r.status.ok());
   EXPECT_NE(r.status.message.find("page_size"), std::string::npos) << r.status.message;
   EXPECT_EQ(r.out.count_nonfinite(), r.out.numel()) << "out was written";
-  check_paged(paged_gpu_spec(DType::kBFloat16, 128, 64, 1, 796), 64);
+  check_paged(paged_spec(796, DType::kBFloat16, 128, 64, 1, true), 64);
 }
 
 }  // namespace
