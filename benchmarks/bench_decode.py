@@ -159,6 +159,7 @@ def main():
               f" TB/s  x{bg.fmt(row['ratio'], '.2f')}  err={row['rel_error']:.1e}", file=sys.stderr, flush=True)
         del q, k, v
         pools = None
+        bg.IMPLS.update(ours_plain)  # the row's pools go with their closures
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"header": header, "rows": out_rows}, f, indent=1)

@@ -14,8 +14,9 @@ struct PagedRows {
 };
 
 // Copies the keys each sequence of p reaches (seqused_k[b], or every page) into rows (batch,
-// seqlen_k, nheads_kv, headdim), points p's k and v at them and makes p unpaged. p's memory must
-// be the host's; rows past a sequence's length stay zero (and are never read).
+// longest reach, nheads_kv, headdim), points p's k and v at them and makes p unpaged (seqlen_k,
+// which the masks align to without seqused_k, stays). p's memory must be the host's; rows past a
+// sequence's length stay zero and are never read (the backends read seqused_k[b] rows).
 void gather_pages(AttentionProblem* p, PagedRows* rows);
 
 }  // namespace flashattn

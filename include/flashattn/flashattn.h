@@ -77,8 +77,11 @@ struct AttentionParams {
   // key row j of sequence b is row j % page_size of page block_table[b][j / page_size]: each
   // sequence has max_pages * page_size keys, or seqused_k[b]. Fixed-length q only. The entries a
   // sequence's keys reach must name pages of k (checked, except under CUDA graph capture, where
-  // they are trusted as lengths are); entries past them are never read (-1 padding is fine).
-  // The CUDA backend reads pages in its sm80 kernel, whose page_size must be a multiple of 128.
+  // they are trusted as lengths are: a seqused_k past max_pages * page_size is then the caller's
+  // error); entries past them are never read (-1 padding is fine). The CUDA backend reads pages
+  // in its sm80 kernel, whose key tiles must lie inside a page: page_size a multiple of 128 at
+  // head dim <= 64, of 64 above. Where the library chooses no key pieces it runs one, whose
+  // float32 workspace (heads x rows of q x (headdim + 1)) a long q must find memory for.
   TensorView block_table;
 };
 

@@ -231,28 +231,21 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 k_cache[rows, positions] = k
                 v_cache[rows, positions] = v
 
-        # A paged cache the library reads in place: the CPU backends (which copy the reached pages
-        # themselves) and the CUDA sm80 kernel, whose key tiles must each lie inside one page
-        # (pages of a multiple of 128 rows). FLASHATTN_PAGED_GATHER=1 takes the copy below instead
-        # (an A/B's other side).
-        native_pages = (block_table is not None and cache_leftpad is None and (not q.is_cuda or page % 128 == 0)
-                        and os.environ.get("FLASHATTN_PAGED_GATHER") != "1")
-        if native_pages:
-            keys, values = k_cache, v_cache
-        elif block_table is not None:
-            # (B, blocks * page, Hk, D), a copy of the blocks the longest sequence uses where the
-            # lengths are known (all max_blocks under capture with a tensor of lengths). Entries past a sequence's used
-            # blocks may be anything (pools pad tables with -1 or stale pages): clamped, their rows
-            # are never read.
-            pages = table[:, :gathered_blocks].clamp(0, k_cache.shape[0] - 1)
-            keys, values = k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
-        elif cache_batch_idx is not None:
-            keys, values = k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
-        else:
-            keys, values = k_cache, v_cache
+        def copied_keys():
+            if block_table is not None:
+                # (B, blocks * page, Hk, D), a copy of the blocks the longest sequence uses where
+                # the lengths are known (all max_blocks under capture with a tensor of lengths).
+                # Entries past a sequence's used blocks may be anything (pools pad tables with -1
+                # or stale pages): clamped, their rows are never read.
+                pages = table[:, :gathered_blocks].clamp(0, k_cache.shape[0] - 1)
+                return k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
+            if cache_batch_idx is not None:
+                return k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
+            return k_cache, v_cache
+
         scale = _ext.softmax_scale(softmax_scale, headdim)
         if cache_leftpad is not None:
-            out, lse = _attend_left_padded(q, keys, values, cache_seqlens, seqlen_new, cache_leftpad, scale,
+            out, lse = _attend_left_padded(q, *copied_keys(), cache_seqlens, seqlen_new, cache_leftpad, scale,
                                            bool(causal), window, float(softcap), alibi_slopes, splits, capturing)
             return (out, lse) if return_softmax_lse else out
         # The whole cache (cache_seqlens None: nothing appended) needs no lengths; nothing
@@ -261,12 +254,21 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             seqused_k = None
         else:
             seqused_k = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
-        if native_pages:
-            out, lse = ops._run_forward(q, keys, values, None, None, 0, 0, scale, bool(causal), *window,
-                                        float(softcap), alibi_slopes, None, seqused_k, splits, block_table)
-        else:
-            out, lse = ops.attention(q, keys, values, None, None, 0, 0, scale, bool(causal), *window,
-                                     float(softcap), alibi_slopes, False, None, seqused_k, splits)
+        # A paged cache the library reads in place: the CPU backends (which copy the reached pages
+        # themselves) and the CUDA sm80 kernel, whose key tiles must each lie inside one page
+        # (pages of a multiple of 128 rows serve every head dim). Where this build has no such
+        # kernel for the call (head dim, dtype or card), and with FLASHATTN_PAGED_GATHER=1 (an
+        # A/B's other side), the pages are copied instead.
+        if (block_table is not None and (not q.is_cuda or page % 128 == 0)
+                and os.environ.get("FLASHATTN_PAGED_GATHER") != "1"):
+            try:
+                out, lse = ops._run_forward(q, k_cache, v_cache, None, None, 0, 0, scale, bool(causal), *window,
+                                            float(softcap), alibi_slopes, None, seqused_k, splits, block_table)
+                return (out, lse) if return_softmax_lse else out
+            except NotImplementedError:
+                pass
+        out, lse = ops.attention(q, *copied_keys(), None, None, 0, 0, scale, bool(causal), *window,
+                                 float(softcap), alibi_slopes, False, None, seqused_k, splits)
     return (out, lse) if return_softmax_lse else out
 
 

@@ -31,16 +31,19 @@ TEST_P(PagedForward, EqualsTheContiguousKeysOnEachCpuBackend) {
     const CaseSpec spec = paged_spec(test_seed_base() + 47000 + page_size, dtype, 40, page_size, causal ? 5 : 1, used_k);
     SCOPED_TRACE(spec.describe());
     const AttnCase c = make_case(spec);
-    const PagedKV pages = paginate(c, page_size, 3, spec.seed);
-    for (Backend backend : {Backend::kCPUReference, Backend::kCPU}) {
-      SCOPED_TRACE(backend == Backend::kCPU ? "cpu" : "cpu_reference");
-      const ForwardResult contiguous = run_forward(c, backend);
-      const ForwardResult paged = run_paged_forward(c, pages, backend);
-      ASSERT_TRUE(contiguous.status.ok()) << contiguous.status.message;
-      ASSERT_TRUE(paged.status.ok()) << paged.status.message;
-      EXPECT_EQ(paged.out.count_nonfinite(), 0);
-      EXPECT_EQ(differing(paged.out, contiguous.out), 0);
-      EXPECT_EQ(differing(paged.lse, contiguous.lse), 0);
+    for (int64_t table_pad : {0, 3}) {  // 3: a table sliced from a wider one
+      const PagedKV pages = paginate(c, page_size, 3, spec.seed, table_pad);
+      for (Backend backend : {Backend::kCPUReference, Backend::kCPU}) {
+        SCOPED_TRACE(std::string(backend == Backend::kCPU ? "cpu" : "cpu_reference") + " table_pad " +
+                     std::to_string(table_pad));
+        const ForwardResult contiguous = run_forward(c, backend);
+        const ForwardResult paged = run_paged_forward(c, pages, backend);
+        ASSERT_TRUE(contiguous.status.ok()) << contiguous.status.message;
+        ASSERT_TRUE(paged.status.ok()) << paged.status.message;
+        EXPECT_EQ(paged.out.count_nonfinite(), 0);
+        EXPECT_EQ(differing(paged.out, contiguous.out), 0);
+        EXPECT_EQ(differing(paged.lse, contiguous.lse), 0);
+      }
     }
   }
 }

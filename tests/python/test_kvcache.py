@@ -270,7 +270,10 @@ def test_paged_cache_is_read_in_place_on_gpu(page, monkeypatch):
     q = torch.randn(batch, 1, nheads, headdim, device="cuda", dtype=torch.bfloat16)
     k_cache, v_cache = (torch.randn(batch, capacity, nheads_k, headdim, device="cuda", dtype=torch.bfloat16)
                         for _ in range(2))
-    table = torch.randperm(batch * blocks + 5, device="cuda")[:batch * blocks].view(batch, blocks).to(torch.int32)
+    # The table sliced from a wider one (its rows 2 * blocks entries apart), as pools hand them out.
+    wide = torch.full((batch, 2 * blocks), -1, dtype=torch.int32, device="cuda")
+    wide[:, :blocks] = torch.randperm(batch * blocks + 5, device="cuda")[:batch * blocks].view(batch, blocks)
+    table = wide[:, :blocks]
     k_pages = torch.full((batch * blocks + 5, page, nheads_k, headdim), float("nan"), device="cuda",
                          dtype=torch.bfloat16)
     v_pages = k_pages.clone()

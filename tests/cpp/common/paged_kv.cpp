@@ -24,7 +24,7 @@ CaseSpec paged_spec(uint64_t seed, DType dtype, int headdim, int page_size, int 
   return s;
 }
 
-PagedKV paginate(const AttnCase& c, int page_size, int spare_pages, uint64_t seed) {
+PagedKV paginate(const AttnCase& c, int page_size, int spare_pages, uint64_t seed, int64_t table_pad) {
   const CaseSpec& s = c.spec;
   const int pages_per_sequence = s.seqlen_k / page_size;
   std::vector<int> reached(static_cast<size_t>(s.batch));
@@ -45,7 +45,8 @@ PagedKV paginate(const AttnCase& c, int page_size, int spare_pages, uint64_t see
   p.v = HostTensor(s.dtype, {num_pages, page_size, s.nheads_kv, s.headdim});
   p.k.poison();
   p.v.poison();
-  p.block_table = HostTensor(DType::kInt32, {s.batch, pages_per_sequence});
+  p.block_table = HostTensor(DType::kInt32, {s.batch, pages_per_sequence}, table_pad);
+  p.block_table.poison();
   const int64_t row = static_cast<int64_t>(s.nheads_kv) * s.headdim;
   int next = 0;
   for (int b = 0; b < s.batch; ++b) {

@@ -21,8 +21,10 @@ CaseSpec paged_spec(uint64_t seed, DType dtype, int headdim, int page_size, int 
 
 // c (fixed length, seqlen_k a multiple of page_size) as pages: the pages each sequence's used
 // keys reach hold its rows (NaN past its used length), in a shuffled order among `spare_pages`
-// pages of NaN; table entries past a sequence's last reached page are -1.
-PagedKV paginate(const AttnCase& c, int page_size, int spare_pages, uint64_t seed);
+// pages of NaN; table entries past a sequence's last reached page are -1. table_pad > 0 spaces
+// the table's rows that many entries further apart (a table sliced from a wider one), the gaps
+// poisoned.
+PagedKV paginate(const AttnCase& c, int page_size, int spare_pages, uint64_t seed, int64_t table_pad = 0);
 
 // c's forward arguments and params with k and v read from `pages` (outputs as run_forward
 // allocates them: poisoned), run on `backend`.
