@@ -384,6 +384,44 @@ def test_with_kvcache_under_cuda_graph_capture(cache_len, heads, kv_heads, d, ne
 
 
 @pytest.mark.gpu
+def test_paged_kvcache_under_cuda_graph_capture():
+    # A captured decode step on a paged cache (pages of 128 rows: read in place; nothing read back
+    # under capture, the table and lengths trusted) replayed after the lengths and the whole table
+    # changed gives what an eager call on the new ones gives, bit for bit, and appends where the
+    # new table says: the table is read at replay, not baked in at capture.
+    torch.manual_seed(10)
+    dev, dt = "cuda", torch.bfloat16
+    batch, heads, kv_heads, d, page, blocks = 2, 16, 4, 128, 128, 8
+    pool = batch * blocks + 4
+    q = torch.randn(batch, 1, heads, d, device=dev, dtype=dt)
+    k, v = (torch.randn(batch, 1, kv_heads, d, device=dev, dtype=dt) for _ in range(2))
+    k_pages, v_pages = (torch.randn(pool, page, kv_heads, d, device=dev, dtype=dt) for _ in range(2))
+    table = torch.randperm(pool, device=dev)[:batch * blocks].view(batch, blocks).to(torch.int32)
+    lengths = torch.tensor([10, 700], dtype=torch.int32, device=dev)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up outside the graph
+        flash_attn_with_kvcache(q, k_pages.clone(), v_pages.clone(), k, v, cache_seqlens=lengths, block_table=table,
+                                causal=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flash_attn_with_kvcache(q, k_pages, v_pages, k, v, cache_seqlens=lengths, block_table=table,
+                                      causal=True)
+    new_lengths = (900, 3)
+    lengths.copy_(torch.tensor(new_lengths, dtype=torch.int32))
+    table.copy_(torch.randperm(pool, device=dev)[:batch * blocks].view(batch, blocks).to(torch.int32))
+    eager_pages = k_pages.clone(), v_pages.clone()
+    graph.replay()
+    expected = flash_attn_with_kvcache(q, *eager_pages, k, v, cache_seqlens=lengths, block_table=table, causal=True)
+    torch.cuda.synchronize()
+    assert torch.equal(out, expected)
+    assert torch.equal(k_pages, eager_pages[0]) and torch.equal(v_pages, eager_pages[1])
+    for b, n in enumerate(new_lengths):  # the replay appended at the new lengths, in the new table's pages
+        assert torch.equal(k_pages[table[b, n // page].long(), n % page], k[b, 0])
+
+
+@pytest.mark.gpu
 def test_with_kvcache_leftpad_under_cuda_graph_capture():
     # cache_leftpad in a captured decode step (nothing read back: the pads and lengths trusted, the
     # longest key span given as twice the cache) replayed with new lengths and pads, against the
