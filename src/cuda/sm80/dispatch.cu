@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "cuda/kernel_sets.h"
@@ -16,6 +15,7 @@
 #include "cuda/sm80/split_combine.cuh"
 #include "cuda/sm80/split_rule.h"
 #include "decode_heads_as_rows.h"
+#include "env_switch.h"
 
 namespace flashattn {
 namespace sm80 {
@@ -233,8 +233,7 @@ void choose_key_splits(const AttentionProblem& p, int d, KernelParams& kp) {
   if (p.num_splits == 1) return;
   if (p.num_splits == 0) {
     // FLASHATTN_SM80_KEY_SPLITS=0: the library cuts nothing by itself (an A/B's other side).
-    const char* knob = std::getenv("FLASHATTN_SM80_KEY_SPLITS");
-    if (knob != nullptr && std::string(knob) == "0") return;
+    if (!env_switch_on("FLASHATTN_SM80_KEY_SPLITS")) return;
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_index) != cudaSuccess) return;
     // Two blocks of 128 threads an SM: the kernel's ~255 registers a thread hold it there.
@@ -253,9 +252,8 @@ Status sm80_forward(const AttentionProblem& problem) {
   // A GQA / MQA decode step's query heads of a KV head as its query rows (decode_heads_as_rows.h):
   // one thread block then reads that head's K and V once, not once a query head.
   // FLASHATTN_SM80_HEADS_AS_ROWS=0 keeps the heads apart (an A/B's other side).
-  const char* knob = std::getenv("FLASHATTN_SM80_HEADS_AS_ROWS");
-  const bool as_rows = knob == nullptr || std::string(knob) != "0";
-  const AttentionProblem p = as_rows ? decode_heads_as_rows(problem) : problem;
+  const AttentionProblem p =
+      env_switch_on("FLASHATTN_SM80_HEADS_AS_ROWS") ? decode_heads_as_rows(problem) : problem;
   sm80::KernelParams kp = sm80::make_params(p);
   const int d = sm80::kernel_headdim(p.headdim);
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);

@@ -26,6 +26,7 @@
 #include "cuda/sm90/split_keys.h"
 #include "cuda/sm90/split_tail.h"
 #include "cuda/sm90/tensor_map.h"
+#include "env_switch.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -37,8 +38,7 @@ namespace {
 // wait there).
 bool programmatic_launch_allowed() {
 #ifdef FLASHATTN_SM90_PDL
-  const char* v = std::getenv("FLASHATTN_SM90_PDL");
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  return env_switch_on("FLASHATTN_SM90_PDL");
 #else
   return false;
 #endif

@@ -14,6 +14,7 @@
 #include "cuda/sm90/params.h"
 #include "cuda/sm90/kernel_choice.h"
 #include "cuda/sm90/operand_checks.h"
+#include "env_switch.h"
 
 namespace flashattn {
 namespace sm90 {
@@ -240,10 +241,7 @@ bool forced_variant(Variant* variant) {
 
 // FLASHATTN_SM90_PACK_GQA=0 leaves GQA packing out (read at every call, as the variant above), so
 // that a benchmark times a decode shape packed and not in one process (benchmarks/bench_decode.py).
-bool pack_gqa_allowed() {
-  const char* v = std::getenv("FLASHATTN_SM90_PACK_GQA");
-  return v == nullptr || std::string(v) != "0";
-}
+bool pack_gqa_allowed() { return env_switch_on("FLASHATTN_SM90_PACK_GQA"); }
 
 }  // namespace
 
