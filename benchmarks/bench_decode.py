@@ -5,9 +5,10 @@ bench_gpu.py (whose helpers it uses).
 
     python3 benchmarks/bench_decode.py --out decode.json [--rounds 3] [--rows 0,1,2,3] [--paged 256]
 
-With --paged PAGE ours reads the same keys from a paged cache (flash_attn_with_kvcache with a
-block_table over a shuffled pool of PAGE-row pages) while the peers read them contiguous, so
-`--paged 256 --ours-env FLASHATTN_PAGED_GATHER=1` times the pages read in place against the copy.
+With --paged PAGE ours also reads the same keys from a paged cache (flash_attn_with_kvcache with
+a block_table over a shuffled pool of PAGE-row pages), as flashattn[paged PAGE] beside ours and
+the peers on contiguous keys, so `--paged 256 --ours-env FLASHATTN_PAGED_GATHER=1` times the
+pages read in place against the copy and against contiguous keys.
 
 A single query sees every key whether causal or not (the masks are bottom-right aligned), but
 PyTorch's is_causal aligns them top-left (the query would see key 0 only), so every
@@ -78,6 +79,11 @@ def paged_pool(k, v, page):
     return pools[0], pools[1], table
 
 
+def paged_name(name, page):
+    """flashattn -> flashattn[paged 256], flashattn[X=1] -> flashattn[X=1;paged 256]."""
+    return f"{name[:-1]};paged {page}]" if name.endswith("]") else f"{name}[paged {page}]"
+
+
 def paged_ours(k_pool, v_pool, table, settings=()):
     """Ours through flash_attn_with_kvcache on the pool (settings as bench_gpu.ours_with_env)."""
     import flashattn
@@ -140,9 +146,11 @@ def main():
                "kv_layout": args.kv_layout,
                "rel_error": bg.check_close(q[:1], k[:1], v[:1], False)}
         if args.paged:
+            # Ours contiguous stays in the run: paged against contiguous is the reading that says
+            # what the page lookups cost (session 77).
             pools = paged_pool(k, v, args.paged)
             for name, fn in ours_plain.items():
-                bg.IMPLS[name] = paged_ours(*pools, getattr(fn, "env", ()))
+                bg.IMPLS[paged_name(name, args.paged)] = paged_ours(*pools, getattr(fn, "env", ()))
             row["paged"] = args.paged
         times, walls = bg.timed_rounds(q, k, v, False, None, args.rounds, row)
         for name, (ms, _) in times.items():
@@ -159,7 +167,8 @@ def main():
               f" TB/s  x{bg.fmt(row['ratio'], '.2f')}  err={row['rel_error']:.1e}", file=sys.stderr, flush=True)
         del q, k, v
         pools = None
-        bg.IMPLS.update(ours_plain)  # the row's pools go with their closures
+        for name in ours_plain:  # the row's pools go with their closures
+            bg.IMPLS.pop(paged_name(name, args.paged), None)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"header": header, "rows": out_rows}, f, indent=1)
