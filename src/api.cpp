@@ -249,7 +249,8 @@ Status check_cu_seqlens(const char* arg, const TensorView& t, void* stream, int 
 
 // seqused (optional): int32 (batch), unit stride (check_tensor), each entry in [0, that sequence's span]: the
 // cu_seqlens difference (`cu`, the host copy; empty when it could not be read) or the fixed seqlen.
-Status check_seqused(const char* arg, const TensorView& t, void* stream, const AttentionProblem& p,
+// Not read back where `trusted` (device_entries_trusted).
+Status check_seqused(const char* arg, const TensorView& t, void* stream, bool trusted, const AttentionProblem& p,
                      const std::vector<int32_t>& cu, int fixed_span, const int32_t** out,
                      std::vector<int32_t>* host_used = nullptr) {
   *out = nullptr;
@@ -262,8 +263,7 @@ Status check_seqused(const char* arg, const TensorView& t, void* stream, const A
                             std::to_string(p.batch) + ")");
   }
   *out = static_cast<const int32_t*>(t.data);
-  // Under CUDA graph capture device memory cannot be read back: the lengths are trusted there.
-  if (p.batch == 0 || (t.device == Device::kCUDA && cuda_stream_capturing(stream))) return Status::Ok();
+  if (p.batch == 0 || trusted) return Status::Ok();
   std::vector<int32_t> local;
   std::vector<int32_t>& used = host_used != nullptr ? *host_used : local;
   if (!(s = read_int32_vector(arg, t, stream, &used)).ok()) return s;
@@ -282,10 +282,10 @@ Status check_seqused(const char* arg, const TensorView& t, void* stream, const A
 
 // block_table (AttentionParams): int32 (batch, max_pages), rows of unit stride; the entries each
 // sequence's keys reach (its seqused_k, from `used`, or every page when there is none) name pages
-// of k. Read back from the GPU except under graph capture, where the entries are trusted.
-Status check_block_table(const TensorView& t, void* stream, const AttentionProblem& p,
+// of k. Read back from the GPU unless `trusted` (device_entries_trusted).
+Status check_block_table(const TensorView& t, void* stream, bool trusted, const AttentionProblem& p,
                          const std::vector<int32_t>& used) {
-  if (t.device == Device::kCUDA && cuda_stream_capturing(stream)) return Status::Ok();
+  if (trusted) return Status::Ok();
   if (p.batch == 0 || t.shape[1] == 0) return Status::Ok();
   std::vector<int32_t> table;
   if (t.device == Device::kCPU) {
@@ -318,6 +318,13 @@ Status check_block_table(const TensorView& t, void* stream, const AttentionProbl
     }
   }
   return Status::Ok();
+}
+
+// Whether seqused or block_table entries t go unread (no synchronisation): on the GPU under CUDA
+// graph capture, where device memory cannot be read back, or where the caller has checked them
+// (AttentionParams::indices_checked). Entries on the CPU are always checked: reading them is free.
+bool device_entries_trusted(const TensorView& t, const AttentionParams& params) {
+  return t.device == Device::kCUDA && (params.indices_checked || cuda_stream_capturing(params.stream));
 }
 
 void set_operand(Operand* op, const TensorView& t, bool varlen) {
@@ -503,10 +510,15 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     p->total_k = k.shape[0] * k.shape[1];
   }
   std::vector<int32_t> host_used_k;
-  if (!(s = check_seqused("seqused_q", params.seqused_q, params.stream, *p, host_cu_q, p->seqlen_q, &p->seqused_q)).ok()) return s;
-  if (!(s = check_seqused("seqused_k", params.seqused_k, params.stream, *p, host_cu_k, p->seqlen_k, &p->seqused_k,
+  if (!(s = check_seqused("seqused_q", params.seqused_q, params.stream, device_entries_trusted(params.seqused_q, params),
+                          *p, host_cu_q, p->seqlen_q, &p->seqused_q)).ok()) return s;
+  if (!(s = check_seqused("seqused_k", params.seqused_k, params.stream, device_entries_trusted(params.seqused_k, params),
+                          *p, host_cu_k, p->seqlen_k, &p->seqused_k,
                           &host_used_k)).ok()) return s;
-  if (paged && !(s = check_block_table(params.block_table, params.stream, *p, host_used_k)).ok()) return s;
+  if (paged && !(s = check_block_table(params.block_table, params.stream,
+                                       device_entries_trusted(params.block_table, params), *p, host_used_k)).ok()) {
+    return s;
+  }
   set_operand(&p->q, q, varlen);
   set_operand(&p->k, k, varlen);
   set_operand(&p->v, v, varlen);

@@ -83,6 +83,12 @@ struct AttentionParams {
   // head dim <= 64, of 64 above. Where the library chooses no key pieces it runs one, whose
   // float32 workspace (heads x rows of q x (headdim + 1)) a long q must find memory for.
   TensorView block_table;
+
+  // The caller has checked the entries of seqused_q, seqused_k and block_table on the GPU (a
+  // serving loop that wrote them, or the Python kvcache path after its own read-back): the API
+  // then reads none of them back, so the call does not wait for the device. Wrong entries are then
+  // the caller's error, as under CUDA graph capture. cu_seqlens and CPU tensors are checked as ever.
+  bool indices_checked = false;
 };
 
 // Outputs (out, lse; dq, dk, dv) need memory of their own: an output on an input or on another

@@ -108,6 +108,19 @@ TEST(PagedValidation, PagesOutsideKAreRefusedWhereReached) {
   }
 }
 
+// indices_checked spares only GPU entries the read-back: CPU ones cost nothing to check.
+TEST(PagedValidation, CpuEntriesAreCheckedEvenWhenTheCallerSaysChecked) {
+  SmallPaged sp;
+  sp.params.indices_checked = true;
+  sp.pages.block_table.set(1, static_cast<float>(sp.pages.k.size(0)));
+  EXPECT_TRUE(refused(sp.run(), "block_table", "names page"));
+  SmallPaged used;
+  used.params.indices_checked = true;
+  used.c.seqused_k.set(0, static_cast<float>(used.c.spec.seqlen_k + 1));
+  EXPECT_TRUE(refused(used.run(), "seqused_k", "entry 0"));
+  EXPECT_EQ(used.out.count_nonfinite(), used.out.numel()) << "out was written";
+}
+
 TEST(PagedValidation, BadTablesAndModesAreRefusedByName) {
   {
     SmallPaged sp;

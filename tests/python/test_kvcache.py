@@ -176,6 +176,12 @@ def test_with_kvcache_errors():
     with pytest.raises(ValueError, match="argument 'block_table': row 0 names block 5"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([3, 1], dtype=torch.int32),
                                 block_table=torch.tensor([[5], [1]], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'block_table': row 1 names block -3"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([3, 1], dtype=torch.int32),
+                                block_table=torch.tensor([[0], [-3]], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'cache_batch_idx': entry -1"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths,
+                                cache_batch_idx=torch.tensor([1, -1], dtype=torch.int32))
     with pytest.raises(ValueError, match="argument 'cache_batch_idx': cannot be combined"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=torch.zeros(2, 1, dtype=torch.int32),
                                 cache_batch_idx=torch.zeros(2, dtype=torch.int32))
@@ -332,6 +338,31 @@ def test_num_splits_reaches_the_hopper_kernel(kv_heads):
     assert not torch.equal(lse1, lse4), "num_splits 1 and 4 ran the same launch"
     torch.testing.assert_close(out4.float(), out1.float(), atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(lse4, lse1, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_the_library_is_told_the_lengths_were_checked(paged, monkeypatch):
+    # flash_attn_with_kvcache reads the lengths and the table back once to check them, and says so
+    # (indices_checked), so the library does not read them back a second time (a wait on the
+    # device each: session 77 measured three a paged step).
+    calls = []
+    forward = _ext.forward
+
+    def recording_forward(*args, **kwargs):
+        calls.append(kwargs.get("indices_checked"))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(_ext, "forward", recording_forward)
+    torch.manual_seed(4)
+    q = torch.randn(2, 1, 4, 16)
+    lengths = torch.tensor([5, 8], dtype=torch.int32)
+    if paged:
+        pages = torch.randn(4, 4, 2, 16), torch.randn(4, 4, 2, 16)
+        flash_attn_with_kvcache(q, *pages, cache_seqlens=lengths,
+                                block_table=torch.tensor([[2, 0], [1, 3]], dtype=torch.int32))
+    else:
+        flash_attn_with_kvcache(q, torch.randn(2, 8, 2, 16), torch.randn(2, 8, 2, 16), cache_seqlens=lengths)
+    assert calls == [True]
 
 
 def test_block_table_entries_past_the_used_blocks_may_be_anything():

@@ -2,7 +2,8 @@
 // each key tile from its page (on Hopper too: the sm90 kernels refuse pages). Checked against the
 // fp64 oracle on the contiguous keys the pages hold, with the pages shuffled among spare pages of
 // NaN and NaN past each sequence's used keys; decode steps (GQA, MQA, with the heads as rows) and
-// a chunk of causal queries, the library's pieces, none, and a caller's count; under graph capture.
+// a chunk of causal queries, the library's pieces, none, and a caller's count; under graph capture;
+// with the indices checked by the caller (nothing read back).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -59,6 +60,25 @@ TEST(Sm80Paged, UnderGraphCapture) {
   check_paged(s, 128, CallMode{2});
   s.num_splits = 4;
   check_paged(s, 128, CallMode{2}, 5);
+}
+
+// AttentionParams::indices_checked: the caller vouches for seqused_k and the table, so the call
+// reads neither back and returns while its stream is still held by a host callback; the same
+// call without it waits for the device (the control: else the hold would prove nothing).
+TEST(Sm80Paged, CheckedIndicesAreNotReadBack) {
+  SM80_SKIP_WITHOUT_GPU();
+  const CaseSpec s = paged_spec(798, DType::kBFloat16, 128, 128, 1, true);
+  bool returned_while_held = false;
+  CallMode checked;
+  checked.indices_checked = true;
+  checked.returned_while_held = &returned_while_held;
+  check_paged(s, 128, checked);
+  EXPECT_TRUE(returned_while_held) << "the call waited for the device though its indices were checked";
+  bool control_returned_while_held = true;
+  CallMode control;
+  control.returned_while_held = &control_returned_while_held;
+  check_paged(s, 128, control);
+  EXPECT_FALSE(control_returned_while_held) << "the call without indices_checked read nothing back";
 }
 
 // A key tile must lie inside a page: 64-row pages are refused where the tiles are 128 keys wide
