@@ -79,19 +79,42 @@ def paged_pool(k, v, page):
     return pools[0], pools[1], table
 
 
-def paged_name(name, page):
-    """flashattn -> flashattn[paged 256], flashattn[X=1] -> flashattn[X=1;paged 256]."""
-    return f"{name[:-1]};paged {page}]" if name.endswith("]") else f"{name}[paged {page}]"
+def paged_name(name, page, graph=False):
+    """flashattn -> flashattn[paged 256], flashattn[X=1] -> flashattn[X=1;paged 256]; with graph
+    'paged 256 graph'."""
+    tag = f"paged {page}{' graph' if graph else ''}"
+    return f"{name[:-1]};{tag}]" if name.endswith("]") else f"{name}[{tag}]"
 
 
-def paged_ours(k_pool, v_pool, table, settings=()):
-    """Ours through flash_attn_with_kvcache on the pool (settings as bench_gpu.ours_with_env)."""
+def paged_ours(k_pool, v_pool, table, settings=(), graph=False):
+    """Ours through flash_attn_with_kvcache on the pool (settings as bench_gpu.ours_with_env);
+    with graph, the call captured into a CUDA graph at its first use and replayed after (as
+    serving loops run decode steps: no read-back of the table there, the library trusts it)."""
     import flashattn
+    import torch
     import bench_gpu as bg
 
-    def run(q, k, v, causal):
+    def call(q, causal):
         with bg.envs_set(settings):
             return flashattn.flash_attn_with_kvcache(q, k_pool, v_pool, block_table=table, causal=causal)
+
+    captured = {}
+
+    def run(q, k, v, causal):
+        if not graph:
+            return call(q, causal)
+        if "graph" not in captured:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                call(q, causal)  # the first call's one-time work outside the capture
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                captured["out"] = call(q, causal)
+            captured["graph"] = g
+        captured["graph"].replay()
+        return captured["out"]
     run.env = settings
     return run
 
@@ -112,6 +135,8 @@ def main():
                          "whether a decode stream's rate depends on how its rows lie in the HBM")
     ap.add_argument("--paged", type=int, default=0, metavar="PAGE",
                     help="ours reads the keys from a paged cache of PAGE-row pages (the peers contiguous)")
+    ap.add_argument("--paged-graph", action="store_true",
+                    help="with --paged, also ours' paged call replayed from a CUDA graph (flashattn[paged PAGE graph])")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
@@ -151,6 +176,9 @@ def main():
             pools = paged_pool(k, v, args.paged)
             for name, fn in ours_plain.items():
                 bg.IMPLS[paged_name(name, args.paged)] = paged_ours(*pools, getattr(fn, "env", ()))
+                if args.paged_graph:
+                    bg.IMPLS[paged_name(name, args.paged, graph=True)] = paged_ours(
+                        *pools, getattr(fn, "env", ()), graph=True)
             row["paged"] = args.paged
         times, walls = bg.timed_rounds(q, k, v, False, None, args.rounds, row)
         for name, (ms, _) in times.items():
@@ -167,8 +195,9 @@ def main():
               f" TB/s  x{bg.fmt(row['ratio'], '.2f')}  err={row['rel_error']:.1e}", file=sys.stderr, flush=True)
         del q, k, v
         pools = None
-        for name in ours_plain:  # the row's pools go with their closures
+        for name in ours_plain:  # the row's pools (and graphs) go with their closures
             bg.IMPLS.pop(paged_name(name, args.paged), None)
+            bg.IMPLS.pop(paged_name(name, args.paged, graph=True), None)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"header": header, "rows": out_rows}, f, indent=1)
