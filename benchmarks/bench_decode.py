@@ -3,7 +3,12 @@ against a KV cache, bf16, head dim 128; the figure is the bytes of K and V read 
 TB/s, and the ratio is ours over the best peer. Same peers, warm-up and rotated rounds as
 bench_gpu.py (whose helpers it uses).
 
-    python3 benchmarks/bench_decode.py --out decode.json [--rounds 3] [--rows 0,1,2,3]
+    python3 benchmarks/bench_decode.py --out decode.json [--rounds 3] [--rows 0,1,2,3] [--paged 256]
+
+With --paged PAGE ours also reads the same keys from a paged cache (flash_attn_with_kvcache with
+a block_table over a shuffled pool of PAGE-row pages), as flashattn[paged PAGE] beside ours and
+the peers on contiguous keys, so `--paged 256 --ours-env FLASHATTN_PAGED_GATHER=1` times the
+pages read in place against the copy and against contiguous keys.
 
 A single query sees every key whether causal or not (the masks are bottom-right aligned), but
 PyTorch's is_causal aligns them top-left (the query would see key 0 only), so every
@@ -59,6 +64,61 @@ def kv_tensor(batch, kv_len, nheads_kv, layout):
     return torch.randn(batch, kv_len, nheads_kv, HEADDIM, device="cuda", dtype=torch.bfloat16)
 
 
+def paged_pool(k, v, page):
+    """k and v (batch, kv_len, heads, dim) as pages of `page` rows in a shuffled pool, and the
+    int32 block table (batch, kv_len / page) that reads them back."""
+    import torch
+    batch, kv_len = k.shape[:2]
+    blocks = kv_len // page
+    table = torch.randperm(batch * blocks, device=k.device).view(batch, blocks).to(torch.int32)
+    pools = []
+    for t in (k, v):
+        pool = torch.empty(batch * blocks, page, *t.shape[2:], device=t.device, dtype=t.dtype)
+        pool[table.long()] = t.reshape(batch, blocks, page, *t.shape[2:])
+        pools.append(pool)
+    return pools[0], pools[1], table
+
+
+def paged_name(name, page, graph=False):
+    """flashattn -> flashattn[paged 256], flashattn[X=1] -> flashattn[X=1;paged 256]; with graph
+    'paged 256 graph'."""
+    tag = f"paged {page}{' graph' if graph else ''}"
+    return f"{name[:-1]};{tag}]" if name.endswith("]") else f"{name}[{tag}]"
+
+
+def paged_ours(k_pool, v_pool, table, settings=(), graph=False):
+    """Ours through flash_attn_with_kvcache on the pool (settings as bench_gpu.ours_with_env);
+    with graph, the call captured into a CUDA graph at its first use and replayed after (as
+    serving loops run decode steps: no read-back of the table there, the library trusts it)."""
+    import flashattn
+    import torch
+    import bench_gpu as bg
+
+    def call(q, causal):
+        with bg.envs_set(settings):
+            return flashattn.flash_attn_with_kvcache(q, k_pool, v_pool, block_table=table, causal=causal)
+
+    captured = {}
+
+    def run(q, k, v, causal):
+        if not graph:
+            return call(q, causal)
+        if "graph" not in captured:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                call(q, causal)  # the first call's one-time work outside the capture
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                captured["out"] = call(q, causal)
+            captured["graph"] = g
+        captured["graph"].replay()
+        return captured["out"]
+    run.env = settings
+    return run
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
@@ -73,6 +133,10 @@ def main():
                     help="K and V in memory: (batch, seqlen, heads, dim) as the protocol's, or each head's "
                          "rows contiguous (batch, heads, seqlen, dim), passed as the same shape's strided view: "
                          "whether a decode stream's rate depends on how its rows lie in the HBM")
+    ap.add_argument("--paged", type=int, default=0, metavar="PAGE",
+                    help="ours reads the keys from a paged cache of PAGE-row pages (the peers contiguous)")
+    ap.add_argument("--paged-graph", action="store_true",
+                    help="with --paged, also ours' paged call replayed from a CUDA graph (flashattn[paged PAGE graph])")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
@@ -89,6 +153,9 @@ def main():
     else:
         picked = [ROWS[int(i)] for i in args.rows.split(",") if i.strip()]
     picked = picked + extra
+    if args.paged and any(kv_len % args.paged for _, _, _, kv_len in picked):
+        ap.error(f"--paged {args.paged}: every row's kv_len must be a multiple of it")
+    ours_plain = {name: fn for name, fn in bg.IMPLS.items() if name.startswith("flashattn")}
     props = torch.cuda.get_device_properties(0)
     header = {"gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
               "cudnn": torch.backends.cudnn.version(), "dtype": "bf16", "headdim": HEADDIM,
@@ -103,6 +170,16 @@ def main():
         row = {"batch": batch, "nheads": hq, "nheads_kv": hkv, "kv_len": kv_len, "headdim": HEADDIM,
                "kv_layout": args.kv_layout,
                "rel_error": bg.check_close(q[:1], k[:1], v[:1], False)}
+        if args.paged:
+            # Ours contiguous stays in the run: paged against contiguous is the reading that says
+            # what the page lookups cost (session 77).
+            pools = paged_pool(k, v, args.paged)
+            for name, fn in ours_plain.items():
+                bg.IMPLS[paged_name(name, args.paged)] = paged_ours(*pools, getattr(fn, "env", ()))
+                if args.paged_graph:
+                    bg.IMPLS[paged_name(name, args.paged, graph=True)] = paged_ours(
+                        *pools, getattr(fn, "env", ()), graph=True)
+            row["paged"] = args.paged
         times, walls = bg.timed_rounds(q, k, v, False, None, args.rounds, row)
         for name, (ms, _) in times.items():
             row[f"{name}_tbps"] = tbps(nbytes, statistics.median(ms)) if ms else None
@@ -117,6 +194,10 @@ def main():
               " ".join(f"{name} {bg.fmt(row[name + '_tbps'], '5.2f')}" for name in bg.IMPLS) +
               f" TB/s  x{bg.fmt(row['ratio'], '.2f')}  err={row['rel_error']:.1e}", file=sys.stderr, flush=True)
         del q, k, v
+        pools = None
+        for name in ours_plain:  # the row's pools (and graphs) go with their closures
+            bg.IMPLS.pop(paged_name(name, args.paged), None)
+            bg.IMPLS.pop(paged_name(name, args.paged, graph=True), None)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"header": header, "rows": out_rows}, f, indent=1)

@@ -122,11 +122,13 @@ def env_set(name, value):
             os.environ[name] = previous
 
 
-# The library's overrides read at every call (the rest, such as FLASHATTN_CUDA_KERNELS, once).
+# The library's overrides read at every call (the rest, such as FLASHATTN_CUDA_KERNELS, once);
+# FLASHATTN_PAGED_GATHER is the package's (flash_attn_with_kvcache).
 PER_CALL_ENV = ("FLASHATTN_SM90_VARIANT", "FLASHATTN_SM90_CAUSAL_GROUPS", "FLASHATTN_SM90_BACKWARD",
                 "FLASHATTN_SM90_SPLIT_TAIL", "FLASHATTN_SM90_PACK_GQA",
                 "FLASHATTN_SM90_KEY_SPLITS", "FLASHATTN_SM90_SPLIT_COMBINE", "FLASHATTN_SM90_L2_PROMOTION",
-                "FLASHATTN_SM90_PDL")
+                "FLASHATTN_SM90_PDL", "FLASHATTN_PAGED_GATHER", "FLASHATTN_SM80_KEY_SPLITS",
+                "FLASHATTN_SM80_HEADS_AS_ROWS")
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ time is its one kernel's, and how that kernel's time grows with the keys at a fi
 pieces (time = fixed + keys / rate).
 
   python3 benchmarks/decode_profile.py --shape 1,8,1,131072 --ours-env FLASHATTN_SM90_KEY_SPLITS=64
+  python3 benchmarks/decode_profile.py --shape 1,32,8,131072 --paged 256
 """
 import argparse
 import os
@@ -37,6 +38,8 @@ def main():
     ap.add_argument("--shape", action="append", default=[], metavar="BATCH,HQ,HKV,KV_LEN")
     ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]")
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--paged", type=int, default=0, metavar="PAGE",
+                    help="also ours on a paged cache of PAGE-row pages (bench_decode.py's --paged)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
@@ -55,7 +58,13 @@ def main():
         q = torch.randn(batch, 1, hq, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
         k, v = (bd.kv_tensor(batch, kv_len, hkv, "bshd") for _ in range(2))
         nbytes = bd.kv_bytes(batch, hkv, kv_len)
-        for name, impl in bg.IMPLS.items():
+        impls = dict(bg.IMPLS)
+        if args.paged:
+            pools = bd.paged_pool(k, v, args.paged)
+            for name, fn in bg.IMPLS.items():
+                if name.startswith("flashattn"):
+                    impls[bd.paged_name(name, args.paged)] = bd.paged_ours(*pools, getattr(fn, "env", ()))
+        for name, impl in impls.items():
             fn = lambda: impl(q, k, v, False)  # noqa: E731
             try:
                 us = 1000.0 * back_to_back_ms(fn, calls=args.calls)
@@ -68,7 +77,8 @@ def main():
                   f"({nbytes / us / 1e6:5.2f} TB/s, L2 warm), host {host:6.1f} us a call")
             for kname, (per_call, mean_us) in sorted(kernels.items(), key=lambda kv: -kv[1][0] * kv[1][1]):
                 print(f"    {per_call:4.1f} x {mean_us:8.1f} us  {kname[:110]}")
-        del q, k, v
+        del q, k, v, impls
+        pools = None
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 
 #include "backends.h"
 #include "overlap.h"
+#include "paged_rows.h"
 #include "flashattn/flashattn.h"
 
 namespace flashattn {
@@ -149,7 +150,8 @@ std::vector<NamedTensor> read_tensors(const TensorView& q, const TensorView& k, 
           {"cu_seqlens_q", &params.cu_seqlens_q},
           {"cu_seqlens_k", &params.cu_seqlens_k},
           {"seqused_q", &params.seqused_q},
-          {"seqused_k", &params.seqused_k}};
+          {"seqused_k", &params.seqused_k},
+          {"block_table", &params.block_table}};
 }
 
 // No output may share memory with an input or with another output (overlap.h, provably_overlap:
@@ -247,8 +249,10 @@ Status check_cu_seqlens(const char* arg, const TensorView& t, void* stream, int 
 
 // seqused (optional): int32 (batch), unit stride (check_tensor), each entry in [0, that sequence's span]: the
 // cu_seqlens difference (`cu`, the host copy; empty when it could not be read) or the fixed seqlen.
-Status check_seqused(const char* arg, const TensorView& t, void* stream, const AttentionProblem& p,
-                     const std::vector<int32_t>& cu, int fixed_span, const int32_t** out) {
+// Not read back where `trusted` (device_entries_trusted).
+Status check_seqused(const char* arg, const TensorView& t, void* stream, bool trusted, const AttentionProblem& p,
+                     const std::vector<int32_t>& cu, int fixed_span, const int32_t** out,
+                     std::vector<int32_t>* host_used = nullptr) {
   *out = nullptr;
   if (!t.defined()) return Status::Ok();
   Status s = check_tensor(arg, t, 1);
@@ -259,9 +263,9 @@ Status check_seqused(const char* arg, const TensorView& t, void* stream, const A
                             std::to_string(p.batch) + ")");
   }
   *out = static_cast<const int32_t*>(t.data);
-  // Under CUDA graph capture device memory cannot be read back: the lengths are trusted there.
-  if (p.batch == 0 || (t.device == Device::kCUDA && cuda_stream_capturing(stream))) return Status::Ok();
-  std::vector<int32_t> used;
+  if (p.batch == 0 || trusted) return Status::Ok();
+  std::vector<int32_t> local;
+  std::vector<int32_t>& used = host_used != nullptr ? *host_used : local;
   if (!(s = read_int32_vector(arg, t, stream, &used)).ok()) return s;
   for (int b = 0; b < p.batch; ++b) {
     const int32_t u = used[static_cast<size_t>(b)];
@@ -274,6 +278,53 @@ Status check_seqused(const char* arg, const TensorView& t, void* stream, const A
     }
   }
   return Status::Ok();
+}
+
+// block_table (AttentionParams): int32 (batch, max_pages), rows of unit stride; the entries each
+// sequence's keys reach (its seqused_k, from `used`, or every page when there is none) name pages
+// of k. Read back from the GPU unless `trusted` (device_entries_trusted).
+Status check_block_table(const TensorView& t, void* stream, bool trusted, const AttentionProblem& p,
+                         const std::vector<int32_t>& used) {
+  if (trusted) return Status::Ok();
+  if (p.batch == 0 || t.shape[1] == 0) return Status::Ok();
+  std::vector<int32_t> table;
+  if (t.device == Device::kCPU) {
+    table.resize(static_cast<size_t>(p.batch) * t.shape[1]);
+    for (int b = 0; b < p.batch; ++b)
+      for (int64_t j = 0; j < t.shape[1]; ++j)
+        table[b * t.shape[1] + j] = static_cast<const int32_t*>(t.data)[b * t.stride[0] + j * t.stride[1]];
+  } else {
+    // The span from the first entry to the last, in one read: a table sliced from a wider one
+    // (rows further apart than their length) lies inside its parent's memory, gaps included.
+    TensorView span = t;
+    span.ndim = 1;
+    span.shape[0] = (t.shape[0] - 1) * t.stride[0] + t.shape[1];
+    span.stride[0] = 1;
+    Status s = read_int32_vector("block_table", span, stream, &table);
+    if (!s.ok()) return s;
+  }
+  // Entry j of row b in `table`: the host copy is dense on the CPU, the device's span on the GPU.
+  const int64_t row_step = t.device == Device::kCPU ? t.shape[1] : t.stride[0];
+  for (int b = 0; b < p.batch; ++b) {
+    const int64_t keys = used.empty() ? p.seqlen_k : used[static_cast<size_t>(b)];
+    const int64_t pages = (keys + p.page_size - 1) / p.page_size;
+    for (int64_t j = 0; j < pages; ++j) {
+      const int32_t page = table[b * row_step + j];
+      if (page < 0 || page >= p.num_pages) {
+        return invalid("block_table", "row " + std::to_string(b) + " names page " + std::to_string(page) +
+                                          " at entry " + std::to_string(j) + "; k has " + std::to_string(p.num_pages) +
+                                          " pages (entries up to the sequence's last key must name one)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Whether seqused or block_table entries t go unread (no synchronisation): on the GPU under CUDA
+// graph capture, where device memory cannot be read back, or where the caller has checked them
+// (AttentionParams::indices_checked). Entries on the CPU are always checked: reading them is free.
+bool device_entries_trusted(const TensorView& t, const AttentionParams& params) {
+  return t.device == Device::kCUDA && (params.indices_checked || cuda_stream_capturing(params.stream));
 }
 
 void set_operand(Operand* op, const TensorView& t, bool varlen) {
@@ -337,7 +388,11 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     return invalid("k", "number of heads " + std::to_string(nheads_kv) + " does not divide q's " +
                             std::to_string(nheads_q) + " (GQA/MQA needs nheads_q to be a multiple of nheads_kv)");
   }
-  if (!varlen && k.shape[0] != q.shape[0]) {
+  const bool paged = params.block_table.defined();
+  if (paged && varlen) {
+    return invalid("block_table", "takes fixed-length q only; variable length (cu_seqlens) with paged k / v is not supported");
+  }
+  if (!varlen && !paged && k.shape[0] != q.shape[0]) {
     return invalid("k", "batch " + std::to_string(k.shape[0]) + " does not match q's batch " + std::to_string(q.shape[0]));
   }
 
@@ -364,6 +419,7 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
   }
   if (params.seqused_q.defined()) tensors.push_back({"seqused_q", &params.seqused_q});
   if (params.seqused_k.defined()) tensors.push_back({"seqused_k", &params.seqused_k});
+  if (paged) tensors.push_back({"block_table", &params.block_table});
   if (!(s = check_devices(tensors)).ok()) return s;
 
   p->dtype = q.dtype;
@@ -423,6 +479,29 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     // buffers have them.
     p->kv_rows_past_last_sequence = host_cu_k.empty() || p->total_k > host_cu_k[static_cast<size_t>(p->batch)];
     p->q_rows_past_last_sequence = host_cu_q.empty() || p->total_q > host_cu_q[static_cast<size_t>(p->batch)];
+  } else if (paged) {
+    const TensorView& table = params.block_table;
+    if (!(s = check_tensor("block_table", table, 2)).ok()) return s;
+    if (!(s = check_dtype("block_table", table, DType::kInt32, "page indices")).ok()) return s;
+    if (table.shape[0] != q.shape[0]) {
+      return invalid("block_table", "has " + std::to_string(table.shape[0]) + " rows; expected one per sequence of q (" +
+                                        std::to_string(q.shape[0]) + ")");
+    }
+    const int64_t page_size = k.shape[1], keys = table.shape[1] * page_size;
+    if (page_size < 1) return invalid("k", "pages of 0 rows (shape " + shape_str(k) + "); expected page_size >= 1");
+    if (keys > INT32_MAX) {
+      return invalid("block_table", "reaches " + std::to_string(keys) + " keys a sequence (" + std::to_string(table.shape[1]) +
+                                        " pages of " + std::to_string(page_size) + "); expected at most 2^31 - 1");
+    }
+    p->batch = static_cast<int>(q.shape[0]);
+    p->seqlen_q = static_cast<int>(q.shape[1]);
+    p->seqlen_k = static_cast<int>(keys);
+    p->total_q = q.shape[0] * q.shape[1];
+    p->total_k = k.shape[0] * k.shape[1];
+    p->page_size = static_cast<int>(page_size);
+    p->num_pages = static_cast<int>(k.shape[0]);
+    p->block_table = static_cast<const int32_t*>(table.data);
+    p->block_table_batch_stride = table.stride[0];
   } else {
     p->batch = static_cast<int>(q.shape[0]);
     p->seqlen_q = static_cast<int>(q.shape[1]);
@@ -430,8 +509,16 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     p->total_q = q.shape[0] * q.shape[1];
     p->total_k = k.shape[0] * k.shape[1];
   }
-  if (!(s = check_seqused("seqused_q", params.seqused_q, params.stream, *p, host_cu_q, p->seqlen_q, &p->seqused_q)).ok()) return s;
-  if (!(s = check_seqused("seqused_k", params.seqused_k, params.stream, *p, host_cu_k, p->seqlen_k, &p->seqused_k)).ok()) return s;
+  std::vector<int32_t> host_used_k;
+  if (!(s = check_seqused("seqused_q", params.seqused_q, params.stream, device_entries_trusted(params.seqused_q, params),
+                          *p, host_cu_q, p->seqlen_q, &p->seqused_q)).ok()) return s;
+  if (!(s = check_seqused("seqused_k", params.seqused_k, params.stream, device_entries_trusted(params.seqused_k, params),
+                          *p, host_cu_k, p->seqlen_k, &p->seqused_k,
+                          &host_used_k)).ok()) return s;
+  if (paged && !(s = check_block_table(params.block_table, params.stream,
+                                       device_entries_trusted(params.block_table, params), *p, host_used_k)).ok()) {
+    return s;
+  }
   set_operand(&p->q, q, varlen);
   set_operand(&p->k, k, varlen);
   set_operand(&p->v, v, varlen);
@@ -542,6 +629,9 @@ Status forward(const ForwardArgs& args, const AttentionParams& params) {
   if (!(s = check_backend_device(backend, p, tensors, true)).ok()) return s;
   if (problem_is_empty(p)) return Status::Ok();
   try {
+    // The CPU backends read contiguous keys: the pages each sequence reaches, copied in order.
+    PagedRows gathered;
+    if (p.paged() && backend != Backend::kCUDA) gather_pages(&p, &gathered);
     switch (backend) {
       case Backend::kCPUReference: return cpu_reference_forward(p);
       case Backend::kCPU: return cpu_flash_forward(p);
@@ -555,6 +645,10 @@ Status forward(const ForwardArgs& args, const AttentionParams& params) {
 }
 
 Status backward(const BackwardArgs& args, const AttentionParams& params) {
+  if (params.block_table.defined()) {
+    return invalid("block_table", "is for the forward only (decoding from a paged cache); the backward takes "
+                                  "contiguous k and v");
+  }
   AttentionProblem p;
   Status s = build_problem(args.q, args.k, args.v, args.out, args.lse, true, params, &p);
   if (!s.ok()) return s;

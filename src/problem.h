@@ -62,7 +62,16 @@ struct AttentionProblem {
   int num_splits = 0;  // AttentionParams::num_splits: 0 the library's choice, 1 none, else that many
   void* stream = nullptr;
 
+  // Paged k / v (AttentionParams::block_table): k and v are pages, their Operand's batch_stride
+  // the page stride; key row j of sequence b is row j % page_size of page
+  // block_table[b * block_table_batch_stride + j / page_size]. Null when not paged.
+  const int32_t* block_table = nullptr;
+  int64_t block_table_batch_stride = 0;
+  int page_size = 0;
+  int num_pages = 0;
+
   bool varlen() const { return cu_seqlens_q != nullptr; }
+  bool paged() const { return block_table != nullptr; }
   // Rows along the sequence dimension of q (out, dout) and of k (v, dk, dv): every sequence's with
   // variable length, one sequence's otherwise.
   int64_t tensor_rows_q() const { return varlen() ? total_q : seqlen_q; }

@@ -71,6 +71,24 @@ struct AttentionParams {
   // which serves decode, MHA decode (seqlen_q <= 64) included, and of the sm80 kernel (other
   // Hopper kernels take > 1 as 0), at most one a key block and as many as a 1 GiB workspace holds.
   int num_splits = 0;
+
+  // Paged k and v (forward only; vLLM's PagedAttention layout, flash_attn's block_table): optional
+  // int32 (batch, max_pages). k and v are then pages (num_pages, page_size, nheads_kv, headdim), and
+  // key row j of sequence b is row j % page_size of page block_table[b][j / page_size]: each
+  // sequence has max_pages * page_size keys, or seqused_k[b]. Fixed-length q only. The entries a
+  // sequence's keys reach must name pages of k (checked, except under CUDA graph capture, where
+  // they are trusted as lengths are: a seqused_k past max_pages * page_size is then the caller's
+  // error); entries past them are never read (-1 padding is fine). The CUDA backend reads pages
+  // in its sm80 kernel, whose key tiles must lie inside a page: page_size a multiple of 128 at
+  // head dim <= 64, of 64 above. Where the library chooses no key pieces it runs one, whose
+  // float32 workspace (heads x rows of q x (headdim + 1)) a long q must find memory for.
+  TensorView block_table;
+
+  // The caller has checked the entries of seqused_q, seqused_k and block_table on the GPU (a
+  // serving loop that wrote them, or the Python kvcache path after its own read-back): the API
+  // then reads none of them back, so the call does not wait for the device. Wrong entries are then
+  // the caller's error, as under CUDA graph capture. cu_seqlens and CPU tensors are checked as ever.
+  bool indices_checked = false;
 };
 
 // Outputs (out, lse; dq, dk, dv) need memory of their own: an output on an input or on another

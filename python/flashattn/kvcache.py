@@ -5,13 +5,16 @@ in place at each sequence's cache_seqlens, then q attends to the first cache_seq
 rows of its sequence's cache through the forward kernel's seqused_k (masks aligned to that
 length, as flash_attn aligns them). What flashattn does differently:
   * the append and the rotary embedding are PyTorch operations, not fused into the kernel;
-  * a paged cache (block_table) and cache_batch_idx other than the identity are gathered into a
-    contiguous copy before the kernel (correct, with the copy's time and memory; of a paged cache
-    the blocks up to the longest sequence's last, all of the table's under graph capture unless
-    cache_seqlens is an int);
+  * a paged cache (block_table) is read in place where its pages hold a multiple of 128 rows on
+    CUDA (the sm80 kernel reads the pages; Hopper's kernels do not, so such a step runs there
+    too) and at any page size on the CPU; other page sizes, cache_leftpad with a table, and
+    cache_batch_idx other than the identity are gathered into a contiguous copy before the kernel
+    (correct, with the copy's time and memory; of a paged cache the blocks up to the longest
+    sequence's last, all of the table's under graph capture unless cache_seqlens is an int);
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
     back once a call to check them, so a bad index is an error rather than a write out of bounds
-    (except while a CUDA graph is captured: trusted there, as the library trusts length vectors);
+    (except while a CUDA graph is captured: trusted there, as the library trusts length vectors),
+    and the library is told so (indices_checked) and reads none of them again;
   * cache_leftpad (the rows before which a left-padded sequence's cache holds nothing) runs the
     varlen form of the kernel: q and the cache flattened, each sequence's keys from its own
     cache_leftpad[b] (flash_attn refuses it with a paged cache; here it is taken, on the copy);
@@ -21,6 +24,7 @@ length, as flash_attn aligns them). What flashattn does differently:
 """
 
 import operator
+import os
 from typing import Optional, Tuple, Union
 
 import torch
@@ -186,24 +190,26 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                                        f"[0, {capacity - seqlen_new}] (the cache holds {capacity} rows)")
             if not 0 <= pads[b] <= n:
                 _fail("cache_leftpad", f"entry {b} is {pads[b]}; it must lie in [0, {n}] (cache_seqlens there)")
-        if cache_batch_idx is not None:
-            bad = [i for i in others if not 0 <= i < k_cache.shape[0]]
-            if bad:
-                _fail("cache_batch_idx", f"entry {bad[0]} is outside the cache's {k_cache.shape[0]} sequences")
+        # The entries' bounds by min / max of each row (a decode step checks a few thousand: a
+        # Python test an entry cost ~0.25 us each, 260 us a step at batch 64, session 77).
+        cache_rows = k_cache.shape[0]
+        if cache_batch_idx is not None and others and not (min(others) >= 0 and max(others) < cache_rows):
+            bad = next(i for i in others if not 0 <= i < cache_rows)
+            _fail("cache_batch_idx", f"entry {bad} is outside the cache's {cache_rows} sequences")
         if block_table is not None:
             used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
             width = block_table.shape[1]
             gathered_blocks = max(max(used_blocks, default=1), 1)
             for b in range(batch):
-                bad = [i for i in others[b * width:b * width + used_blocks[b]] if not 0 <= i < k_cache.shape[0]]
-                if bad:
-                    _fail("block_table", f"row {b} names block {bad[0]}; the cache has {k_cache.shape[0]}")
+                row = others[b * width:b * width + used_blocks[b]]
+                if row and not (min(row) >= 0 and max(row) < cache_rows):
+                    bad = next(i for i in row if not 0 <= i < cache_rows)
+                    _fail("block_table", f"row {b} names block {bad}; the cache has {cache_rows}")
         reach = max(lengths, default=0) + max(seqlen_new, seqlen_q if local else 1)
         if rotary and reach > rotary_cos.shape[0]:
             _fail("rotary_cos", f"has {rotary_cos.shape[0]} positions; this call needs {reach}")
 
     with torch.no_grad():
-        table = None if block_table is None else block_table.long()
         # Each torch op here is a kernel launch on every decode step: the lengths as a tensor only
         # where rows are rotated, appended or left-padded.
         if known_length is not None and (rotary or k is not None or known_length != capacity or
@@ -219,7 +225,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             if rotary:
                 k = _rotate(k, rotary_cos, rotary_sin, positions, rotary_interleaved)
             if block_table is not None:
-                rows = table.gather(1, positions // page)
+                rows = block_table.long().gather(1, positions // page)
                 k_cache[rows, positions % page] = k
                 v_cache[rows, positions % page] = v
             else:
@@ -228,20 +234,21 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 k_cache[rows, positions] = k
                 v_cache[rows, positions] = v
 
-        if block_table is not None:
-            # (B, blocks * page, Hk, D), a copy of the blocks the longest sequence uses where the
-            # lengths are known (all max_blocks under capture with a tensor of lengths). Entries past a sequence's used
-            # blocks may be anything (pools pad tables with -1 or stale pages): clamped, their rows
-            # are never read.
-            pages = table[:, :gathered_blocks].clamp(0, k_cache.shape[0] - 1)
-            keys, values = k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
-        elif cache_batch_idx is not None:
-            keys, values = k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
-        else:
-            keys, values = k_cache, v_cache
+        def copied_keys():
+            if block_table is not None:
+                # (B, blocks * page, Hk, D), a copy of the blocks the longest sequence uses where
+                # the lengths are known (all max_blocks under capture with a tensor of lengths).
+                # Entries past a sequence's used blocks may be anything (pools pad tables with -1
+                # or stale pages): clamped, their rows are never read.
+                pages = block_table[:, :gathered_blocks].long().clamp(0, k_cache.shape[0] - 1)
+                return k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
+            if cache_batch_idx is not None:
+                return k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
+            return k_cache, v_cache
+
         scale = _ext.softmax_scale(softmax_scale, headdim)
         if cache_leftpad is not None:
-            out, lse = _attend_left_padded(q, keys, values, cache_seqlens, seqlen_new, cache_leftpad, scale,
+            out, lse = _attend_left_padded(q, *copied_keys(), cache_seqlens, seqlen_new, cache_leftpad, scale,
                                            bool(causal), window, float(softcap), alibi_slopes, splits, capturing)
             return (out, lse) if return_softmax_lse else out
         # The whole cache (cache_seqlens None: nothing appended) needs no lengths; nothing
@@ -250,8 +257,23 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             seqused_k = None
         else:
             seqused_k = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
-        out, lse = ops.attention(q, keys, values, None, None, 0, 0, scale, bool(causal), *window, float(softcap),
-                                 alibi_slopes, False, None, seqused_k, splits)
+        # A paged cache the library reads in place: the CPU backends (which copy the reached pages
+        # themselves) and the CUDA sm80 kernel, whose key tiles must each lie inside one page
+        # (pages of a multiple of 128 rows serve every head dim). Where this build has no such
+        # kernel for the call (head dim, dtype or card), and with FLASHATTN_PAGED_GATHER=1 (an
+        # A/B's other side), the pages are copied instead.
+        if (block_table is not None and (not q.is_cuda or page % 128 == 0)
+                and os.environ.get("FLASHATTN_PAGED_GATHER") != "1"):
+            try:
+                out, lse = ops._run_forward(q, k_cache, v_cache, None, None, 0, 0, scale, bool(causal), *window,
+                                            float(softcap), alibi_slopes, None, seqused_k, splits, block_table,
+                                            indices_checked=True)
+                return (out, lse) if return_softmax_lse else out
+            except NotImplementedError:
+                pass
+        out, lse = ops.attention(q, *copied_keys(), None, None, 0, 0, scale, bool(causal), *window,
+                                 float(softcap), alibi_slopes, False, None, seqused_k, splits,
+                                 indices_checked=True)
     return (out, lse) if return_softmax_lse else out
 
 

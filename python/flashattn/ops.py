@@ -58,7 +58,12 @@ def fwd(
 
 
 def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                 window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None, num_splits=0):
+                 window_left, window_right, softcap, alibi_slopes, seqused_q=None, seqused_k=None, num_splits=0,
+                 block_table=None, indices_checked=False):
+    """The library's forward into fresh out and lse; block_table (int32 (batch, max_pages), no
+    gradient: decoding) makes k and v pages (num_pages, page_size, nheads_kv, headdim).
+    indices_checked: the caller has read back and checked seqused and block_table, so the library
+    reads none of them back (AttentionParams::indices_checked: one synchronisation a call fewer)."""
     varlen = cu_seqlens_q is not None
     if seqused_q is None and not varlen:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -74,7 +79,8 @@ def _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
             seqused_q=kernel_ready(seqused_q), seqused_k=kernel_ready(seqused_k),
             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
             causal=causal, window=(window_left, window_right), softcap=softcap,
-            alibi_slopes=kernel_ready(alibi_slopes), num_splits=num_splits, **launch_options(q),
+            alibi_slopes=kernel_ready(alibi_slopes), num_splits=num_splits, block_table=kernel_ready(block_table),
+            indices_checked=indices_checked, **launch_options(q),
         )
     return out, lse
 
@@ -227,14 +233,17 @@ def _records_grad(differentiable) -> bool:
 
 
 def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-              window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None, num_splits=0):
+              window_right, softcap, alibi_slopes, deterministic, seqused_q=None, seqused_k=None, num_splits=0,
+              indices_checked=False):
     """flashattn::fwd with its backward: through the custom op when compiling or tracing, else
-    through _EagerAttention (the same computation with less host time)."""
+    through _EagerAttention (the same computation with less host time). indices_checked
+    (_run_forward's) holds where the call goes straight to the library (eager, no gradient
+    recorded); elsewhere the library checks the lengths as ever."""
     inputs = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
               window_right, softcap, alibi_slopes, deterministic, seqused_q, seqused_k, num_splits)
     if _plain_eager((q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, seqused_q, seqused_k)):
         if not _records_grad((q, k, v, alibi_slopes)):
-            return _run_forward(*inputs[:13], *inputs[14:])  # inputs[13]: deterministic
+            return _run_forward(*inputs[:13], *inputs[14:], indices_checked=indices_checked)  # [13]: deterministic
         return _EagerAttention.apply(*inputs)
     return fwd(*inputs)
 

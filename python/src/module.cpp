@@ -63,7 +63,7 @@ void forward(const InArray& q, const InArray& k, const InArray& v, const OutArra
              const OptIn& cu_seqlens_q, const OptIn& cu_seqlens_k, const OptIn& seqused_q, const OptIn& seqused_k,
              int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, std::pair<int, int> window,
              float softcap, const OptIn& alibi_slopes, flashattn::Backend backend, int num_threads,
-             uintptr_t stream, int num_splits) {
+             uintptr_t stream, int num_splits, const OptIn& block_table, bool indices_checked) {
   flashattn::ForwardArgs args;
   args.q = to_view("q", q);
   args.k = to_view("k", k);
@@ -74,6 +74,8 @@ void forward(const InArray& q, const InArray& k, const InArray& v, const OutArra
       make_params(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window, softcap,
                   alibi_slopes, false, backend, num_threads, stream);
   params.num_splits = num_splits;
+  params.block_table = to_view("block_table", block_table);
+  params.indices_checked = indices_checked;
   flashattn::Status status;
   {
     nb::gil_scoped_release release;
@@ -195,7 +197,10 @@ NB_MODULE(_C, m) {
         "max_seqlen_k"_a = 0, "softmax_scale"_a = 0.0f, "causal"_a = false,
         "window"_a = std::make_pair(-1, -1), "softcap"_a = 0.0f, "alibi_slopes"_a.none() = nb::none(),
         "backend"_a = flashattn::Backend::kAuto, "num_threads"_a = 0, "stream"_a = 0, "num_splits"_a = 0,
-        "Writes attention of q, k, v into out (and the row logsumexp into lse when given).");
+        "block_table"_a.none() = nb::none(), "indices_checked"_a = false,
+        "Writes attention of q, k, v into out (and the row logsumexp into lse when given); with "
+        "block_table, k and v are pages (num_pages, page_size, nheads_kv, headdim); indices_checked: "
+        "the GPU seqused and block_table entries were checked by the caller (none read back).");
 
   m.def("backward", &backward, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a, "dk"_a, "dv"_a,
         nb::kw_only(), "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),

@@ -176,6 +176,12 @@ def test_with_kvcache_errors():
     with pytest.raises(ValueError, match="argument 'block_table': row 0 names block 5"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([3, 1], dtype=torch.int32),
                                 block_table=torch.tensor([[5], [1]], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'block_table': row 1 names block -3"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor([3, 1], dtype=torch.int32),
+                                block_table=torch.tensor([[0], [-3]], dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'cache_batch_idx': entry -1"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths,
+                                cache_batch_idx=torch.tensor([1, -1], dtype=torch.int32))
     with pytest.raises(ValueError, match="argument 'cache_batch_idx': cannot be combined"):
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=torch.zeros(2, 1, dtype=torch.int32),
                                 cache_batch_idx=torch.zeros(2, dtype=torch.int32))
@@ -257,6 +263,51 @@ def test_with_kvcache_on_gpu_bf16(paged, num_splits, leftpad):
     assert torch.equal(v_cache.cpu().double(), vc_ref), "v_cache"
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", [128, 256])
+def test_paged_cache_is_read_in_place_on_gpu(page, monkeypatch):
+    # Pages of a multiple of 128 rows: the kernel reads them where they are, so the call allocates
+    # little beside out and lse, where the copy (FLASHATTN_PAGED_GATHER=1, the control: the
+    # measurement sees a copy when there is one) allocates the reached pages of K and V again. Both
+    # give what the contiguous cache gives, within bf16's reach (different kernels on Hopper).
+    torch.manual_seed(9)
+    batch, nheads, nheads_k, headdim, capacity = 3, 16, 4, 128, 4096
+    blocks = capacity // page
+    q = torch.randn(batch, 1, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+    k_cache, v_cache = (torch.randn(batch, capacity, nheads_k, headdim, device="cuda", dtype=torch.bfloat16)
+                        for _ in range(2))
+    # The table sliced from a wider one (its rows 2 * blocks entries apart), as pools hand them out.
+    wide = torch.full((batch, 2 * blocks), -1, dtype=torch.int32, device="cuda")
+    wide[:, :blocks] = torch.randperm(batch * blocks + 5, device="cuda")[:batch * blocks].view(batch, blocks)
+    table = wide[:, :blocks]
+    k_pages = torch.full((batch * blocks + 5, page, nheads_k, headdim), float("nan"), device="cuda",
+                         dtype=torch.bfloat16)
+    v_pages = k_pages.clone()
+    k_pages[table.long()] = k_cache.view(batch, blocks, page, nheads_k, headdim)
+    v_pages[table.long()] = v_cache.view(batch, blocks, page, nheads_k, headdim)
+    lengths = torch.tensor([capacity, 1, 2500], dtype=torch.int32, device="cuda")
+    out_ref, lse_ref = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, return_softmax_lse=True)
+    cache_bytes = k_cache.numel() * k_cache.element_size()
+
+    def paged_call():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out, lse = flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=lengths, block_table=table,
+                                           return_softmax_lse=True)
+        torch.cuda.synchronize()
+        return out, lse, torch.cuda.max_memory_allocated() - base
+
+    out, lse, extra = paged_call()
+    assert extra < cache_bytes / 8, f"the paged call allocated {extra} bytes (the cache's K: {cache_bytes})"
+    torch.testing.assert_close(out.float(), out_ref.float(), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(lse, lse_ref, atol=1e-3, rtol=1e-4)
+    monkeypatch.setenv("FLASHATTN_PAGED_GATHER", "1")
+    out_copy, lse_copy, extra_copy = paged_call()
+    assert extra_copy >= cache_bytes, f"the copy allocated only {extra_copy} bytes"
+    torch.testing.assert_close(out_copy.float(), out_ref.float(), atol=2e-2, rtol=2e-2)
+
+
 def test_num_splits_any_integer_type():
     # The CPU ignores num_splits, so every accepted value gives the same answer.
     np = pytest.importorskip("numpy")
@@ -287,6 +338,31 @@ def test_num_splits_reaches_the_hopper_kernel(kv_heads):
     assert not torch.equal(lse1, lse4), "num_splits 1 and 4 ran the same launch"
     torch.testing.assert_close(out4.float(), out1.float(), atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(lse4, lse1, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_the_library_is_told_the_lengths_were_checked(paged, monkeypatch):
+    # flash_attn_with_kvcache reads the lengths and the table back once to check them, and says so
+    # (indices_checked), so the library does not read them back a second time (a wait on the
+    # device each: session 77 measured three a paged step).
+    calls = []
+    forward = _ext.forward
+
+    def recording_forward(*args, **kwargs):
+        calls.append(kwargs.get("indices_checked"))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(_ext, "forward", recording_forward)
+    torch.manual_seed(4)
+    q = torch.randn(2, 1, 4, 16)
+    lengths = torch.tensor([5, 8], dtype=torch.int32)
+    if paged:
+        pages = torch.randn(4, 4, 2, 16), torch.randn(4, 4, 2, 16)
+        flash_attn_with_kvcache(q, *pages, cache_seqlens=lengths,
+                                block_table=torch.tensor([[2, 0], [1, 3]], dtype=torch.int32))
+    else:
+        flash_attn_with_kvcache(q, torch.randn(2, 8, 2, 16), torch.randn(2, 8, 2, 16), cache_seqlens=lengths)
+    assert calls == [True]
 
 
 def test_block_table_entries_past_the_used_blocks_may_be_anything():
@@ -336,6 +412,44 @@ def test_with_kvcache_under_cuda_graph_capture(cache_len, heads, kv_heads, d, ne
     assert torch.equal(out, expected)
     assert torch.equal(caches[0], eager_caches[0]) and torch.equal(caches[1], eager_caches[1])
     assert torch.equal(caches[0][1, new_lengths[1]], k[1, 0])  # the replay appended at the new lengths
+
+
+@pytest.mark.gpu
+def test_paged_kvcache_under_cuda_graph_capture():
+    # A captured decode step on a paged cache (pages of 128 rows: read in place; nothing read back
+    # under capture, the table and lengths trusted) replayed after the lengths and the whole table
+    # changed gives what an eager call on the new ones gives, bit for bit, and appends where the
+    # new table says: the table is read at replay, not baked in at capture.
+    torch.manual_seed(10)
+    dev, dt = "cuda", torch.bfloat16
+    batch, heads, kv_heads, d, page, blocks = 2, 16, 4, 128, 128, 8
+    pool = batch * blocks + 4
+    q = torch.randn(batch, 1, heads, d, device=dev, dtype=dt)
+    k, v = (torch.randn(batch, 1, kv_heads, d, device=dev, dtype=dt) for _ in range(2))
+    k_pages, v_pages = (torch.randn(pool, page, kv_heads, d, device=dev, dtype=dt) for _ in range(2))
+    table = torch.randperm(pool, device=dev)[:batch * blocks].view(batch, blocks).to(torch.int32)
+    lengths = torch.tensor([10, 700], dtype=torch.int32, device=dev)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up outside the graph
+        flash_attn_with_kvcache(q, k_pages.clone(), v_pages.clone(), k, v, cache_seqlens=lengths, block_table=table,
+                                causal=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flash_attn_with_kvcache(q, k_pages, v_pages, k, v, cache_seqlens=lengths, block_table=table,
+                                      causal=True)
+    new_lengths = (900, 3)
+    lengths.copy_(torch.tensor(new_lengths, dtype=torch.int32))
+    table.copy_(torch.randperm(pool, device=dev)[:batch * blocks].view(batch, blocks).to(torch.int32))
+    eager_pages = k_pages.clone(), v_pages.clone()
+    graph.replay()
+    expected = flash_attn_with_kvcache(q, *eager_pages, k, v, cache_seqlens=lengths, block_table=table, causal=True)
+    torch.cuda.synchronize()
+    assert torch.equal(out, expected)
+    assert torch.equal(k_pages, eager_pages[0]) and torch.equal(v_pages, eager_pages[1])
+    for b, n in enumerate(new_lengths):  # the replay appended at the new lengths, in the new table's pages
+        assert torch.equal(k_pages[table[b, n // page].long(), n % page], k[b, 0])
 
 
 @pytest.mark.gpu

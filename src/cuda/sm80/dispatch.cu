@@ -80,6 +80,12 @@ Status supports(const AttentionProblem& p) {
     return Status::Unsupported("head dimension " + std::to_string(p.headdim) + " needs the sm80 kernel for head dim " +
                                std::to_string(d) + ", which was not compiled in (see FLASHATTN_HDIMS)");
   }
+  // A key tile must lie inside one page, so that a tile's rows are a page's consecutive rows.
+  if (p.paged() && p.page_size % forward_block_n(d) != 0) {
+    return Status::Unsupported("the sm80 kernel reads pages of a multiple of " + std::to_string(forward_block_n(d)) +
+                               " rows at head dim " + std::to_string(p.headdim) + "; page_size is " +
+                               std::to_string(p.page_size));
+  }
   if (p.nheads_q > 65535 || p.batch > 65535) {
     return Status::Unsupported("the sm80 CUDA kernels take at most 65535 heads and 65535 sequences; got nheads_q " +
                                std::to_string(p.nheads_q) + ", batch " + std::to_string(p.batch));
@@ -195,6 +201,9 @@ KernelParams make_params(const AttentionProblem& p) {
   kp.score_mod = p.score.softcap > 0.0f || p.alibi_slopes != nullptr || !(p.score.scale > 0.0f);
   kp.deterministic = p.deterministic;
   kp.num_m_blocks = (p.seqlen_q + kBackwardBlockM - 1) / kBackwardBlockM;
+  kp.block_table = p.block_table;
+  kp.block_table_batch_stride = p.block_table_batch_stride;
+  kp.page_size = p.page_size;
   return kp;
 }
 
@@ -220,6 +229,7 @@ void choose_key_splits(const AttentionProblem& p, int d, KernelParams& kp) {
       static_cast<size_t>(p.nheads_q) * static_cast<size_t>(kp.workspace_rows) * (p.headdim + 1) * sizeof(float);
   shape.max_pieces = 65535 / std::max(1, p.batch);  // the grid's z holds (batch, piece)
   kp.num_splits = 1;
+  kp.blocks_per_piece = shape.key_blocks;  // one piece (a paged problem's twin) walks them all
   if (p.num_splits == 1) return;
   if (p.num_splits == 0) {
     // FLASHATTN_SM80_KEY_SPLITS=0: the library cuts nothing by itself (an A/B's other side).
@@ -249,7 +259,8 @@ Status sm80_forward(const AttentionProblem& problem) {
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   if (p.seqlen_q == 0) return Status::Ok();
   sm80::choose_key_splits(p, d, kp);
-  if (kp.num_splits > 1) {
+  // Paged k / v run the twin, which writes pieces (one at least) that the combine merges.
+  if (kp.num_splits > 1 || p.paged()) {
     // The pieces' workspace: O (splits, heads, rows, head dim) then lse (splits, heads, rows).
     const size_t lse_count = static_cast<size_t>(kp.num_splits) * p.nheads_q * static_cast<size_t>(kp.workspace_rows);
     const size_t o_bytes = sm80::align_up(lse_count * p.headdim * sizeof(float));
@@ -271,7 +282,7 @@ Status sm80_forward(const AttentionProblem& problem) {
     // cleared, so the launch's check does not report it). Not under graph capture, which a failed
     // allocation has already invalidated: there the allocation's error is the one to report.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (p.num_splits != 0 || err != cudaErrorMemoryAllocation ||
+    if (p.num_splits != 0 || p.paged() || err != cudaErrorMemoryAllocation ||
         cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
       return sm80::launch_status("forward key-split workspace allocation", err);
     }

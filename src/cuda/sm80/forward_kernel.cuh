@@ -186,10 +186,24 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim, kKeySplits>::kThreads)
 
   const Element* q = static_cast<const Element*>(p.q.data) + b * p.q.batch_stride +
                      (seq.q_row0 + m0) * p.q.row_stride + h * p.q.head_stride;
-  const Element* k = static_cast<const Element*>(p.k.data) + b * p.k.batch_stride + seq.k_row0 * p.k.row_stride +
-                     hk * p.k.head_stride;
-  const Element* v = static_cast<const Element*>(p.v.data) + b * p.v.batch_stride + seq.k_row0 * p.v.row_stride +
-                     hk * p.v.head_stride;
+  // Paged k / v (the key-split twin only, which every paged problem runs: the plain kernel's
+  // registers are full, and the page arithmetic spilled there at head dims 96 and 128): the
+  // sequence's rows start in the page of each key tile (key_rows_offset), so the base holds the
+  // head only.
+  const bool paged = kKeySplits && p.block_table != nullptr;
+  const int64_t kv_batch = paged ? 0 : b;
+  const Element* k = static_cast<const Element*>(p.k.data) + kv_batch * p.k.batch_stride +
+                     seq.k_row0 * p.k.row_stride + hk * p.k.head_stride;
+  const Element* v = static_cast<const Element*>(p.v.data) + kv_batch * p.v.batch_stride +
+                     seq.k_row0 * p.v.row_stride + hk * p.v.head_stride;
+  // Elements from the base to key row n_first (a tile's first): n_first rows, or in a paged cache
+  // the tile's page and its row there (the tile lies inside the page: supports() in dispatch.cu).
+  const auto key_rows_offset = [&](bool is_v, int n_first) -> int64_t {
+    const int64_t stride = is_v ? p.v.row_stride : p.k.row_stride;
+    if (!paged) return n_first * stride;
+    const int64_t page = p.block_table[b * p.block_table_batch_stride + n_first / p.page_size];
+    return page * (is_v ? p.v.batch_stride : p.k.batch_stride) + (n_first % p.page_size) * stride;
+  };
 
   // This thread's K / V copy sources (row 0 of the sequence's keys + its row and chunk), kept in
   // its shared-memory slot (ForwardConfig::kCopySourcesInSmem).
@@ -213,11 +227,11 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim, kKeySplits>::kThreads)
     if (Cfg::kCopySourcesInSmem) {
       uint64_t ks, vs;
       load_shared_pair(sources_addr, ks, vs);
-      const Element* src = reinterpret_cast<const Element*>(is_v ? vs : ks) + n_first * stride;
+      const Element* src = reinterpret_cast<const Element*>(is_v ? vs : ks) + key_rows_offset(is_v, n_first);
       copy_tile_async_from<KVTile, Cfg::kThreads>(dst, src, stride, seq.len_k - n_first, p.headdim_chunks,
                                                   lane_tid(kFreshSourceLane));
     } else {
-      copy_tile_async<KVTile, Cfg::kThreads>(dst, (is_v ? v : k) + n_first * stride, stride, seq.len_k - n_first,
+      copy_tile_async<KVTile, Cfg::kThreads>(dst, (is_v ? v : k) + key_rows_offset(is_v, n_first), stride, seq.len_k - n_first,
                                              p.headdim_chunks, lane_tid(Cfg::kFreshCopyLanes));
     }
   };
@@ -226,7 +240,7 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim, kKeySplits>::kThreads)
   cp_async_commit();
   if (!tiles.empty()) {
     const int n0 = (tiles.end - 1) * kBlockN;
-    copy_tile_async<KVTile, Cfg::kThreads>(k_base, k + n0 * p.k.row_stride, p.k.row_stride, seq.len_k - n0,
+    copy_tile_async<KVTile, Cfg::kThreads>(k_base, k + key_rows_offset(false, n0), p.k.row_stride, seq.len_k - n0,
                                            p.headdim_chunks, tid);
     cp_async_commit();
   }
@@ -394,10 +408,11 @@ cudaError_t launch_forward_kernel(const KernelParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// The twin for pieces, and for paged k / v (one piece or more: only the twin reads pages).
 template <typename Element, int kHeadDim>
 cudaError_t launch_forward(const KernelParams& p, cudaStream_t stream) {
-  return p.num_splits > 1 ? launch_forward_kernel<Element, kHeadDim, true>(p, stream)
-                          : launch_forward_kernel<Element, kHeadDim, false>(p, stream);
+  return p.num_splits > 1 || p.block_table != nullptr ? launch_forward_kernel<Element, kHeadDim, true>(p, stream)
+                                                      : launch_forward_kernel<Element, kHeadDim, false>(p, stream);
 }
 
 }  // namespace flashattn::sm80

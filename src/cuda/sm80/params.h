@@ -29,6 +29,12 @@ struct KernelParams {
   int64_t alibi_batch_stride = 0;
   // Softcap, ALiBi or a non-positive scale: scores go through the element-wise path every tile.
   bool score_mod = false;
+  // Paged k / v (forward only, problem.h): k's and v's batch_stride is then the page stride, and a
+  // key tile (inside one page: page_size is a multiple of the tile's width) starts at row
+  // n % page_size of page block_table[b * block_table_batch_stride + n / page_size].
+  const int32_t* block_table = nullptr;
+  int64_t block_table_batch_stride = 0;
+  int page_size = 0;
 
   // Key splits (split_combine.cuh): the key blocks of each query tile cut into num_splits
   // pieces, each run by a thread block of its own that writes its normalised O and its lse in

@@ -147,6 +147,7 @@ Status dispatch(const AttentionProblem& p, bool run, Variant variant = Variant::
 
 Status sm90_supports_forward(const AttentionProblem& p) {
   constexpr const char* kFwd = "the sm90 forward kernel";
+  if (p.paged()) return Status::Unsupported("the sm90 forward kernel does not read paged k / v; the sm80 kernel does");
   if (p.alibi_slopes != nullptr) return Status::Unsupported("the sm90 forward kernel does not implement ALiBi");
   // seqused_k and varlen k/v rows past cu_seqlens_k[batch]: the TMA loads of a sequence's last
   // key block read rows past its length, which may hold NaN. Their scores are masked, and their V

@@ -3,8 +3,11 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "common/checks.h"
@@ -79,9 +82,43 @@ Status cuda_status(const char* what, cudaError_t err) {
   return err == cudaSuccess ? Status::Ok() : Status::Runtime(std::string(what) + ": " + cudaGetErrorString(err));
 }
 
+// The host callback holding a stream (CallMode::returned_while_held): it waits for `released`,
+// giving up after 2 s so that a call which waits for the device returns (late) rather than hangs.
+struct StreamHold {
+  std::atomic<bool> released{false};
+  bool timed_out = false;
+  static void CUDART_CB wait(void* self) {
+    auto* hold = static_cast<StreamHold*>(self);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!hold->released.load()) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        hold->timed_out = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+};
+
+template <typename Call>
+Status run_held(CallMode mode, Call&& call) {
+  cudaStream_t stream = nullptr;
+  Status s = cuda_status("cudaStreamCreate", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (!s.ok()) return s;
+  StreamHold hold;
+  s = cuda_status("cudaLaunchHostFunc", cudaLaunchHostFunc(stream, &StreamHold::wait, &hold));
+  if (s.ok()) s = call(stream);
+  hold.released = true;
+  const Status done = cuda_status("after the held call", cudaStreamSynchronize(stream));
+  *mode.returned_while_held = !hold.timed_out;
+  cudaStreamDestroy(stream);
+  return synchronized(s.ok() ? done : s);
+}
+
 // Runs `call(stream)` as CallMode says; `poison_outputs` re-poisons the outputs before each replay.
 template <typename Call, typename Poison>
 Status run_call(CallMode mode, Call&& call, Poison&& poison_outputs) {
+  if (mode.returned_while_held != nullptr) return run_held(mode, call);
   if (mode.graph_replays <= 0) return synchronized(call(nullptr));
   cudaStream_t stream = nullptr;
   Status s = cuda_status("cudaStreamCreate", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -106,9 +143,10 @@ Status run_call(CallMode mode, Call&& call, Poison&& poison_outputs) {
   return synchronized(s);
 }
 
-}  // namespace
-
-ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
+// The forward on keys and values k_host / v_host: the case's own, or pages read through `table`
+// (AttentionParams::block_table; undefined: not paged).
+ForwardResult forward_on_device(const AttnCase& c, const HostTensor& k_host, const HostTensor& v_host,
+                                const HostTensor& table_host, bool with_lse, CallMode mode) {
   ForwardResult r;
   r.out = HostTensor(c.spec.dtype, c.out_shape(), c.spec.pad);
   r.out.poison();
@@ -116,8 +154,9 @@ ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
     r.lse = HostTensor(DType::kFloat32, c.lse_shape(), c.spec.pad);
     r.lse.poison();
   }
-  DeviceCopy q(c.q), k(c.k), v(c.v), out(r.out), lse(r.lse);
+  DeviceCopy q(c.q), k(k_host), v(v_host), table(table_host), out(r.out), lse(r.lse);
   DeviceParams dp(c);
+  if (table_host.defined()) dp.params.block_table = table.view();
   ForwardArgs args;
   args.q = q.view();
   args.k = k.view();
@@ -128,6 +167,7 @@ ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
       mode,
       [&](void* stream) {
         dp.params.stream = stream;
+        dp.params.indices_checked = mode.indices_checked;
         if (mode.derive_max_seqlen) dp.params.max_seqlen_q = dp.params.max_seqlen_k = 0;
         return flashattn::forward(args, dp.params);
       },
@@ -138,6 +178,16 @@ ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
   out.copy_back();
   lse.copy_back();
   return r;
+}
+
+}  // namespace
+
+ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
+  return forward_on_device(c, c.k, c.v, HostTensor{}, with_lse, mode);
+}
+
+ForwardResult gpu_paged_forward(const AttnCase& c, const PagedKV& pages, CallMode mode) {
+  return forward_on_device(c, pages.k, pages.v, pages.block_table, true, mode);
 }
 
 BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd, CallMode mode) {

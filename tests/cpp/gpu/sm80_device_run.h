@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/attn_case.h"
+#include "common/paged_kv.h"
 
 namespace fa_test {
 
@@ -24,13 +25,21 @@ namespace fa_test {
 // CUDA graph on a stream of its own (global capture mode, as PyTorch's graphs use) and replayed
 // that many times, the outputs poisoned again before each replay, so the results come from the
 // last replay alone.
+//
+// indices_checked sets AttentionParams::indices_checked. With returned_while_held, the call runs
+// on a stream of its own that a host callback holds (up to 2 s) until the call has returned, and
+// whether it returned within the hold (it did not wait for the device) is written there.
 struct CallMode {
   int graph_replays = 0;
   bool derive_max_seqlen = false;  // varlen: max_seqlen_q/k passed as 0 (the library derives them)
+  bool indices_checked = false;
+  bool* returned_while_held = nullptr;
 };
 
 ForwardResult gpu_forward(const AttnCase& c, bool with_lse = true, CallMode mode = {});
 BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd, CallMode mode = {});
+// The forward with k and v read from `pages` (AttentionParams::block_table) on the device.
+ForwardResult gpu_paged_forward(const AttnCase& c, const PagedKV& pages, CallMode mode = {});
 
 // The fp64 oracle run on float32 copies of the (already rounded) fp16/bf16 inputs.
 struct Reference {

@@ -1,0 +1,189 @@
+// Paged k / v (AttentionParams::block_table): on the CPU backends a paged forward must give, bit
+// for bit, what the same backend gives on the contiguous keys the pages hold, whatever order the
+// pages lie in, with NaN in the spare pages and past each sequence's used keys (which must not be
+// read). Bad tables are refused by name; the backward refuses pages.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "common/attn_case.h"
+#include "common/checks.h"
+#include "common/paged_kv.h"
+
+namespace fa_test {
+namespace {
+
+// Elements of a that are not the same value as in b (-inf == -inf; NaN differs from everything).
+int64_t differing(const HostTensor& a, const HostTensor& b) {
+  if (a.numel() != b.numel()) return -1;
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) n += a.get(i) == b.get(i) ? 0 : 1;
+  return n;
+}
+
+class PagedForward : public ::testing::TestWithParam<std::tuple<int, bool, bool>> {};
+
+TEST_P(PagedForward, EqualsTheContiguousKeysOnEachCpuBackend) {
+  const int page_size = std::get<0>(GetParam());
+  const bool used_k = std::get<1>(GetParam()), causal = std::get<2>(GetParam());
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const CaseSpec spec = paged_spec(test_seed_base() + 47000 + page_size, dtype, 40, page_size, causal ? 5 : 1, used_k);
+    SCOPED_TRACE(spec.describe());
+    const AttnCase c = make_case(spec);
+    for (int64_t table_pad : {0, 3}) {  // 3: a table sliced from a wider one
+      const PagedKV pages = paginate(c, page_size, 3, spec.seed, table_pad);
+      for (Backend backend : {Backend::kCPUReference, Backend::kCPU}) {
+        SCOPED_TRACE(std::string(backend == Backend::kCPU ? "cpu" : "cpu_reference") + " table_pad " +
+                     std::to_string(table_pad));
+        const ForwardResult contiguous = run_forward(c, backend);
+        const ForwardResult paged = run_paged_forward(c, pages, backend);
+        ASSERT_TRUE(contiguous.status.ok()) << contiguous.status.message;
+        ASSERT_TRUE(paged.status.ok()) << paged.status.message;
+        EXPECT_EQ(paged.out.count_nonfinite(), 0);
+        EXPECT_EQ(differing(paged.out, contiguous.out), 0);
+        EXPECT_EQ(differing(paged.lse, contiguous.lse), 0);
+      }
+    }
+  }
+}
+
+std::string paged_name(const ::testing::TestParamInfo<PagedForward::ParamType>& info) {
+  return "page" + std::to_string(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_seqused" : "_full") +
+         (std::get<2>(info.param) ? "_causal" : "_decode");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, PagedForward,
+                         ::testing::Combine(::testing::Values(1, 16, 48), ::testing::Bool(), ::testing::Bool()),
+                         paged_name);
+
+// ---- validation ----------------------------------------------------------------------------
+
+::testing::AssertionResult refused(const Status& s, const std::string& arg, const std::string& also) {
+  if (s.ok()) return ::testing::AssertionFailure() << "accepted";
+  if (s.message.find("'" + arg + "'") == std::string::npos || s.message.find(also) == std::string::npos) {
+    return ::testing::AssertionFailure() << "message lacks '" << arg << "' or '" << also << "': " << s.message;
+  }
+  return ::testing::AssertionSuccess() << s.message;
+}
+
+struct SmallPaged {
+  AttnCase c = make_case(paged_spec(11, DType::kFloat32, 40, 4, 1, true));
+  PagedKV pages = paginate(c, 4, 1, 11);
+  HostTensor out{DType::kFloat32, c.q.shape()};
+  flashattn::ForwardArgs args;
+  AttentionParams params = c.params(Backend::kCPU);
+  SmallPaged() {
+    out.poison();
+    args.q = c.q.view();
+    args.k = pages.k.view();
+    args.v = pages.v.view();
+    args.out = out.view();
+    params.block_table = pages.block_table.view();
+  }
+  Status run() const { return flashattn::forward(args, params); }
+};
+
+TEST(PagedValidation, AcceptsTheSmallCase) {
+  SmallPaged sp;
+  const Status s = sp.run();
+  EXPECT_TRUE(s.ok()) << s.message;
+  EXPECT_EQ(sp.out.count_nonfinite(), 0);
+}
+
+TEST(PagedValidation, PagesOutsideKAreRefusedWhereReached) {
+  {
+    SmallPaged sp;  // sequence 0 reaches entries 0-2 of its row (seqused_k 10, pages of 4)
+    sp.pages.block_table.set(1, static_cast<float>(sp.pages.k.size(0)));
+    EXPECT_TRUE(refused(sp.run(), "block_table", "names page"));
+    EXPECT_EQ(sp.out.count_nonfinite(), sp.out.numel()) << "out was written";
+    sp.pages.block_table.set(1, -2.0f);
+    EXPECT_TRUE(refused(sp.run(), "block_table", "names page"));
+  }
+  {
+    SmallPaged sp;  // an entry past the reached pages is not read: any value goes
+    sp.pages.block_table.set(4, 1e6f);
+    const Status s = sp.run();
+    EXPECT_TRUE(s.ok()) << s.message;
+  }
+}
+
+// indices_checked spares only GPU entries the read-back: CPU ones cost nothing to check.
+TEST(PagedValidation, CpuEntriesAreCheckedEvenWhenTheCallerSaysChecked) {
+  SmallPaged sp;
+  sp.params.indices_checked = true;
+  sp.pages.block_table.set(1, static_cast<float>(sp.pages.k.size(0)));
+  EXPECT_TRUE(refused(sp.run(), "block_table", "names page"));
+  SmallPaged used;
+  used.params.indices_checked = true;
+  used.c.seqused_k.set(0, static_cast<float>(used.c.spec.seqlen_k + 1));
+  EXPECT_TRUE(refused(used.run(), "seqused_k", "entry 0"));
+  EXPECT_EQ(used.out.count_nonfinite(), used.out.numel()) << "out was written";
+}
+
+TEST(PagedValidation, BadTablesAndModesAreRefusedByName) {
+  {
+    SmallPaged sp;
+    const HostTensor floats(DType::kFloat32, {3, 4});
+    sp.params.block_table = floats.view();
+    EXPECT_TRUE(refused(sp.run(), "block_table", "int32"));
+  }
+  {
+    SmallPaged sp;
+    const HostTensor two_rows(DType::kInt32, {2, 4});
+    sp.params.block_table = two_rows.view();
+    EXPECT_TRUE(refused(sp.run(), "block_table", "one per sequence"));
+  }
+  {
+    SmallPaged sp;
+    const HostTensor flat = int32_tensor({0, 1, 2});
+    sp.params.block_table = flat.view();
+    EXPECT_TRUE(refused(sp.run(), "block_table", "dimensions"));
+  }
+  {
+    SmallPaged sp;
+    const HostTensor empty_pages(DType::kFloat32, {5, 0, 2, 40});
+    sp.args.k = empty_pages.view();
+    sp.args.v = empty_pages.view();
+    EXPECT_TRUE(refused(sp.run(), "k", "page_size"));
+  }
+  {
+    CaseSpec s = paged_spec(12, DType::kFloat32, 40, 4, 1, false);
+    s.batch = 0;
+    s.seqlens_q = {1, 1};
+    s.seqlens_k = {8, 8};
+    const AttnCase c = make_case(s);
+    HostTensor out(DType::kFloat32, c.q.shape());
+    flashattn::ForwardArgs args;
+    args.q = c.q.view();
+    args.k = c.k.view();
+    args.v = c.v.view();
+    args.out = out.view();
+    AttentionParams params = c.params(Backend::kCPU);
+    const HostTensor table(DType::kInt32, {2, 2});
+    params.block_table = table.view();
+    EXPECT_TRUE(refused(flashattn::forward(args, params), "block_table", "fixed-length"));
+  }
+}
+
+TEST(PagedValidation, TheBackwardRefusesPages) {
+  SmallPaged sp;
+  const AttnCase& c = sp.c;
+  const ForwardResult f = run_forward(c, Backend::kCPU);
+  ASSERT_TRUE(f.status.ok());
+  HostTensor dq(DType::kFloat32, c.q.shape()), dk(DType::kFloat32, c.k.shape()), dv(DType::kFloat32, c.v.shape());
+  flashattn::BackwardArgs args;
+  args.q = c.q.view();
+  args.k = c.k.view();
+  args.v = c.v.view();
+  args.out = f.out.view();
+  args.lse = f.lse.view();
+  args.dout = c.dout.view();
+  args.dq = dq.view();
+  args.dk = dk.view();
+  args.dv = dv.view();
+  EXPECT_TRUE(refused(flashattn::backward(args, sp.params), "block_table", "forward only"));
+}
+
+}  // namespace
+}  // namespace fa_test
