@@ -22,54 +22,20 @@ int64_t differing(const HostTensor& a, const HostTensor& b) {
   return n;
 }
 
-class PagedForward : public ::testing::TestWithParam<std::tuple<int, bool, bool>> {};
+// (page_size, seqused_k, causal, variable length). Variable length over pages is
+// flash_attn_varlen_func's block_table: cu_seqlens_k gives each sequence's length only.
+class PagedForward : public ::testing::TestWithParam<std::tuple<int, bool, bool, bool>> {};
 
 TEST_P(PagedForward, EqualsTheContiguousKeysOnEachCpuBackend) {
-  const int page_size = std::get<0>(GetParam());
-  const bool used_k = std::get<1>(GetParam()), causal = std::get<2>(GetParam());
+  const auto [page_size, used_k, causal, varlen] = GetParam();
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-    const CaseSpec spec = paged_spec(test_seed_base() + 47000 + page_size, dtype, 40, page_size, causal ? 5 : 1, used_k);
+    const CaseSpec spec =
+        varlen ? paged_varlen_spec(test_seed_base() + 48000 + page_size, dtype, 40, page_size, causal, used_k)
+               : paged_spec(test_seed_base() + 47000 + page_size, dtype, 40, page_size, causal ? 5 : 1, used_k);
     SCOPED_TRACE(spec.describe());
     const AttnCase c = make_case(spec);
     for (int64_t table_pad : {0, 3}) {  // 3: a table sliced from a wider one
       const PagedKV pages = paginate(c, page_size, 3, spec.seed, table_pad);
-      for (Backend backend : {Backend::kCPUReference, Backend::kCPU}) {
-        SCOPED_TRACE(std::string(backend == Backend::kCPU ? "cpu" : "cpu_reference") + " table_pad " +
-                     std::to_string(table_pad));
-        const ForwardResult contiguous = run_forward(c, backend);
-        const ForwardResult paged = run_paged_forward(c, pages, backend);
-        ASSERT_TRUE(contiguous.status.ok()) << contiguous.status.message;
-        ASSERT_TRUE(paged.status.ok()) << paged.status.message;
-        EXPECT_EQ(paged.out.count_nonfinite(), 0);
-        EXPECT_EQ(differing(paged.out, contiguous.out), 0);
-        EXPECT_EQ(differing(paged.lse, contiguous.lse), 0);
-      }
-    }
-  }
-}
-
-std::string paged_name(const ::testing::TestParamInfo<PagedForward::ParamType>& info) {
-  return "page" + std::to_string(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_seqused" : "_full") +
-         (std::get<2>(info.param) ? "_causal" : "_decode");
-}
-
-INSTANTIATE_TEST_SUITE_P(All, PagedForward,
-                         ::testing::Combine(::testing::Values(1, 16, 48), ::testing::Bool(), ::testing::Bool()),
-                         paged_name);
-
-// Variable length over pages (flash_attn_varlen_func's block_table): cu_seqlens_k gives each
-// sequence's length only; the same bits as the unpaged varlen keys.
-class PagedVarlenForward : public ::testing::TestWithParam<std::tuple<int, bool, bool>> {};
-
-TEST_P(PagedVarlenForward, EqualsTheContiguousKeysOnEachCpuBackend) {
-  const int page_size = std::get<0>(GetParam());
-  const bool used_k = std::get<1>(GetParam()), causal = std::get<2>(GetParam());
-  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-    const CaseSpec spec = paged_varlen_spec(test_seed_base() + 48000 + page_size, dtype, 40, page_size, causal, used_k);
-    SCOPED_TRACE(spec.describe());
-    const AttnCase c = make_case(spec);
-    for (int64_t table_pad : {0, 2}) {
-      const PagedKV pages = paginate(c, page_size, 2, spec.seed, table_pad);
       for (Backend backend : {Backend::kCPUReference, Backend::kCPU}) {
         SCOPED_TRACE(std::string(backend == Backend::kCPU ? "cpu" : "cpu_reference") + " table_pad " +
                      std::to_string(table_pad));
@@ -85,8 +51,15 @@ TEST_P(PagedVarlenForward, EqualsTheContiguousKeysOnEachCpuBackend) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, PagedVarlenForward,
-                         ::testing::Combine(::testing::Values(1, 16, 48), ::testing::Bool(), ::testing::Bool()),
+std::string paged_name(const ::testing::TestParamInfo<PagedForward::ParamType>& info) {
+  const auto [page_size, used_k, causal, varlen] = info.param;
+  return std::string(varlen ? "varlen_" : "") + "page" + std::to_string(page_size) + (used_k ? "_seqused" : "_full") +
+         (causal ? "_causal" : "_decode");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, PagedForward,
+                         ::testing::Combine(::testing::Values(1, 16, 48), ::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Bool()),
                          paged_name);
 
 // ---- validation ----------------------------------------------------------------------------
