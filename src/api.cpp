@@ -342,8 +342,9 @@ void set_operand(Operand* op, const TensorView& t, bool varlen) {
 }
 
 // block_table's shape and dtype (one row per sequence of p, batch set), and p's paging from it and
-// the pages k; a varlen sequence (p's seqlen_k its longest) must fit in the table's reach.
-Status set_block_table(const TensorView& table, const TensorView& k, AttentionProblem* p) {
+// the pages k; a varlen sequence (p's seqlen_k its longest: from cu_seqlens_k, or under graph
+// capture the caller's max_seqlen_k, `longest_given`) must fit in the table's reach.
+Status set_block_table(const TensorView& table, const TensorView& k, AttentionProblem* p, bool longest_given = false) {
   Status s;
   if (!(s = check_tensor("block_table", table, 2)).ok()) return s;
   if (!(s = check_dtype("block_table", table, DType::kInt32, "page indices")).ok()) return s;
@@ -363,9 +364,10 @@ Status set_block_table(const TensorView& table, const TensorView& k, AttentionPr
   p->block_table = static_cast<const int32_t*>(table.data);
   p->block_table_batch_stride = table.stride[0];
   if (p->varlen() && p->seqlen_k > p->table_keys()) {
-    return invalid("cu_seqlens_k", "holds a sequence of " + std::to_string(p->seqlen_k) + " keys; block_table reaches " +
-                                       std::to_string(p->table_keys()) + " (" + std::to_string(table.shape[1]) +
-                                       " pages of " + std::to_string(page_size) + ")");
+    const std::string reach = "block_table reaches " + std::to_string(p->table_keys()) + " (" +
+                              std::to_string(table.shape[1]) + " pages of " + std::to_string(page_size) + ")";
+    if (longest_given) return invalid("max_seqlen_k", "is " + std::to_string(p->seqlen_k) + "; " + reach);
+    return invalid("cu_seqlens_k", "holds a sequence of " + std::to_string(p->seqlen_k) + " keys; " + reach);
   }
   return Status::Ok();
 }
@@ -515,7 +517,7 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     // buffers have them.
     p->kv_rows_past_last_sequence = !paged && (host_cu_k.empty() || p->total_k > host_cu_k[static_cast<size_t>(p->batch)]);
     p->q_rows_past_last_sequence = host_cu_q.empty() || p->total_q > host_cu_q[static_cast<size_t>(p->batch)];
-    if (paged && !(s = set_block_table(params.block_table, k, p)).ok()) return s;
+    if (paged && !(s = set_block_table(params.block_table, k, p, host_cu_k.empty())).ok()) return s;
   } else if (paged) {
     p->batch = static_cast<int>(q.shape[0]);
     p->seqlen_q = static_cast<int>(q.shape[1]);

@@ -22,12 +22,13 @@ int64_t copied_rows(const AttentionProblem& p) {
   return rows;
 }
 
-// The copy's first row of sequence b, and its rows in all.
+// The copy's first row of sequence b, and its rows in all (variable length: from the first
+// sequence's, whatever cu_seqlens_k[0] is).
 int64_t first_row(const AttentionProblem& p, int b, int64_t sequence_rows) {
-  return p.varlen() ? p.cu_seqlens_k[b] : b * sequence_rows;
+  return p.varlen() ? int64_t{p.cu_seqlens_k[b]} - p.cu_seqlens_k[0] : b * sequence_rows;
 }
 int64_t total_rows(const AttentionProblem& p, int64_t sequence_rows) {
-  return p.varlen() ? p.cu_seqlens_k[p.batch] : p.batch * sequence_rows;
+  return p.varlen() ? int64_t{p.cu_seqlens_k[p.batch]} - p.cu_seqlens_k[0] : p.batch * sequence_rows;
 }
 
 void gather_operand(const AttentionProblem& p, const Operand& pages, std::vector<unsigned char>* rows, Operand* out) {
@@ -60,6 +61,11 @@ void gather_pages(AttentionProblem* p, PagedRows* rows) {
   gather_operand(*p, p->k, &rows->k, &p->k);
   gather_operand(*p, p->v, &rows->v, &p->v);
   p->total_k = total_rows(*p, copied_rows(*p));
+  if (p->varlen()) {
+    rows->cu_seqlens_k.resize(static_cast<size_t>(p->batch) + 1);
+    for (int b = 0; b <= p->batch; ++b) rows->cu_seqlens_k[static_cast<size_t>(b)] = p->cu_seqlens_k[b] - p->cu_seqlens_k[0];
+    p->cu_seqlens_k = rows->cu_seqlens_k.data();
+  }
   p->block_table = nullptr;
   p->block_table_batch_stride = 0;
   p->page_size = 0;

@@ -35,21 +35,32 @@ def paged_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                                         block_table)
             except NotImplementedError:
                 pass
-        keys, values = _gathered_rows(k, v, cu_seqlens_k, block_table)
-        return ops._run_forward(q, keys, values, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *args)
+        if q.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise NotImplementedError(
+                f"argument 'block_table': this build has no kernel that reads pages of {k.shape[1]} rows in "
+                "place (pages of a multiple of 128 rows serve every head dim), and copying them needs the "
+                "lengths read back, which a CUDA graph capture cannot do")
+        keys, values, cu_rows = _gathered_rows(k, v, cu_seqlens_k, seqused_k, block_table)
+        return ops._run_forward(q, keys, values, cu_seqlens_q, cu_rows, max_seqlen_q, max_seqlen_k, *args)
 
 
-def _gathered_rows(k, v, cu_seqlens_k, block_table):
-    """k and v as unpaged varlen rows (cu_seqlens_k[-1], nheads_k, headdim): sequence b's keys at
-    rows cu_seqlens_k[b] .. (a read-back of cu_seqlens_k and the table: the library has checked
-    neither yet, so both are checked here before they index anything)."""
+def _gathered_rows(k, v, cu_seqlens_k, seqused_k, block_table):
+    """(keys, values, cu_seqlens): k and v as unpaged varlen rows, sequence b's keys at rows
+    cu_seqlens_k[b] - cu_seqlens_k[0] .. (its used ones, seqused_k[b] where given; the rest 0),
+    and the prefix sums that address them. The library has checked none of the indices yet, so
+    they are read back and checked here before they index anything."""
     if block_table.dim() != 2 or block_table.dtype != torch.int32 or block_table.device != k.device:
         raise ValueError(f"argument 'block_table': expected an int32 (batch, max_blocks) tensor on {k.device}")
+    if v.shape != k.shape:
+        raise ValueError(f"argument 'v': has shape {tuple(v.shape)}; expected k's {tuple(k.shape)}")
+    page = k.shape[1]
+    if page < 1:
+        raise ValueError(f"argument 'k': pages of 0 rows (shape {tuple(k.shape)}); expected page_size >= 1")
     cu = cu_seqlens_k.tolist()
     if len(cu) != block_table.shape[0] + 1:
         raise ValueError(f"argument 'block_table': has {block_table.shape[0]} rows; expected one per sequence "
                          f"({len(cu) - 1})")
-    page = k.shape[1]
+    used_k = None if seqused_k is None else seqused_k.tolist()
     table = block_table.tolist()
     pieces = []
     for b, row in enumerate(table):
@@ -57,19 +68,21 @@ def _gathered_rows(k, v, cu_seqlens_k, block_table):
         if length < 0 or cu[b] < 0:
             raise ValueError(f"argument 'cu_seqlens_k': entries {b} and {b + 1} are {cu[b]} and {cu[b + 1]}; "
                              "expected non-negative, non-decreasing prefix sums")
-        used = row[:(length + page - 1) // page]
         if length > len(row) * page:
             raise ValueError(f"argument 'cu_seqlens_k': holds a sequence of {length} keys; block_table reaches "
                              f"{len(row) * page}")
+        if used_k is not None and len(used_k) == len(table) and 0 <= used_k[b] < length:
+            length = used_k[b]  # entries past the used keys may be anything (the library's rule)
+        used = row[:(length + page - 1) // page]
         if used and not (min(used) >= 0 and max(used) < k.shape[0]):
             bad = next(i for i in used if not 0 <= i < k.shape[0])
             raise ValueError(f"argument 'block_table': row {b} names page {bad}; k has {k.shape[0]}")
-        pieces.append(torch.tensor(used, dtype=torch.long, device=k.device))
-    shape = (cu[-1],) + tuple(k.shape[2:])
+        pieces.append((length, torch.tensor(used, dtype=torch.long, device=k.device)))
+    rows = [n - cu[0] for n in cu]
+    shape = (rows[-1],) + tuple(k.shape[2:])
     keys, values = k.new_zeros(shape), v.new_zeros(shape)
-    for b, pages in enumerate(pieces):
-        length = cu[b + 1] - cu[b]
+    for b, (length, pages) in enumerate(pieces):
         if length:
-            keys[cu[b]:cu[b + 1]] = k[pages].flatten(0, 1)[:length]
-            values[cu[b]:cu[b + 1]] = v[pages].flatten(0, 1)[:length]
-    return keys, values
+            keys[rows[b]:rows[b] + length] = k[pages].flatten(0, 1)[:length]
+            values[rows[b]:rows[b] + length] = v[pages].flatten(0, 1)[:length]
+    return keys, values, torch.tensor(rows, dtype=torch.int32, device=cu_seqlens_k.device)

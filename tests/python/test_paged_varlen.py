@@ -43,7 +43,8 @@ def test_paged_varlen_matches_the_reference(page, causal, gather, monkeypatch):
     monkeypatch.setenv("FLASHATTN_PAGED_GATHER", gather)
     lengths_q, lengths_k = [3, 0, 5, 1], [40, 0, 61, 7]
     q, k, v, cu_q, cu_k, k_pages, v_pages, table = paged_case(lengths_q, lengths_k, page, seed=page)
-    out, lse, _ = flash_attn_varlen_func(q, k_pages, v_pages, cu_q, cu_k, max(lengths_q), max(lengths_k),
+    # Over pages cu_seqlens_k gives lengths only: an offset (a slice of a longer vector) changes nothing.
+    out, lse, _ = flash_attn_varlen_func(q, k_pages, v_pages, cu_q, cu_k + 1000, max(lengths_q), max(lengths_k),
                                          causal=causal, block_table=table, return_attn_probs=True)
     ref_out, ref_lse = varlen_attention(q, k, v, cu_q, cu_k, causal=causal)
     assert_close_to_reference(out, ref_out, name="out")
@@ -52,11 +53,15 @@ def test_paged_varlen_matches_the_reference(page, causal, gather, monkeypatch):
     assert torch.equal(out, plain), "paged and unpaged keys gave different bits on the CPU"
 
 
-def test_paged_varlen_with_seqused_k():
+@pytest.mark.parametrize("gather", ["0", "1"])
+def test_paged_varlen_with_seqused_k(gather, monkeypatch):
+    # Sequence 0 uses 20 of its 33 keys: 2 pages of 16, so its third entry may be anything.
+    monkeypatch.setenv("FLASHATTN_PAGED_GATHER", gather)
     lengths_q, lengths_k = [2, 4], [33, 50]
     q, k, v, cu_q, cu_k, k_pages, v_pages, table = paged_case(lengths_q, lengths_k, 16, seed=3)
+    table[0, 2] = -1
     used = torch.tensor([20, 50], dtype=torch.int32)
-    out = flash_attn_varlen_func(q, k_pages, v_pages, cu_q, cu_k, 4, 50, block_table=table, seqused_k=used)
+    out = flash_attn_varlen_func(q, k_pages, v_pages, cu_q, cu_k + 7, 4, 50, block_table=table, seqused_k=used)
     ref, _ = varlen_attention(q, k, v, cu_q, cu_k, seqused_k=used)
     assert_close_to_reference(out, ref, name="out")
 

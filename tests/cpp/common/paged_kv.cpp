@@ -89,6 +89,10 @@ PagedKV paginate(const AttnCase& c, int page_size, int spare_pages, uint64_t see
       }
     }
   }
+  if (s.varlen()) {
+    p.cu_seqlens_k = HostTensor(DType::kInt32, {batch + 1});
+    for (int b = 0; b <= batch; ++b) p.cu_seqlens_k.set(b, c.cu_seqlens_k.get(b) + PagedKV::kCuSeqlensKOffset);
+  }
   return p;
 }
 
@@ -106,6 +110,7 @@ ForwardResult run_paged_forward(const AttnCase& c, const PagedKV& pages, Backend
   args.lse = r.lse.view();
   AttentionParams params = c.params(backend);
   params.block_table = pages.block_table.view();
+  if (pages.cu_seqlens_k.defined()) params.cu_seqlens_k = pages.cu_seqlens_k.view();
   r.status = flashattn::forward(args, params);
   return r;
 }

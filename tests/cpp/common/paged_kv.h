@@ -12,7 +12,11 @@ namespace fa_test {
 struct PagedKV {
   HostTensor k, v;         // (num_pages, page_size, nheads_kv, headdim), the case's dtype
   HostTensor block_table;  // int32 (batch, seqlen_k / page_size; varlen: the longest + 1)
+  // Variable length: the case's cu_seqlens_k plus kCuSeqlensKOffset, which over pages give lengths
+  // only, so the call must give what the case's unpaged call gives.
+  HostTensor cu_seqlens_k;
   int page_size = 0;
+  static constexpr int kCuSeqlensKOffset = 1000;
 };
 
 // Three sequences of 5 * page_size keys, GQA 8 / 2 heads, causal where seqlen_q > 1, NaN in the
