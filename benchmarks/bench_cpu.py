@@ -6,7 +6,9 @@ PyTorch's is set through torch.set_num_threads):
     OMP_NUM_THREADS=16 python3 benchmarks/bench_cpu.py --threads 16 --out cpu16.json
 
 --decode adds decode steps (a few queries against a long cache, GQA and MHA, unmasked on both
-sides), timed the same way, with the K/V bytes read per second.
+sides), timed the same way, with the K/V bytes read per second. --paged 16,256 times ours on
+each decode step again with the cache in shuffled pages of those sizes
+(flash_attn_with_kvcache with a block_table), against ours on the contiguous cache.
 """
 import argparse
 import json
@@ -51,9 +53,11 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seqlens", default="1024,2048,4096", help="comma-separated subset of the shape table")
     ap.add_argument("--decode", action="store_true", help="also time the decode steps of DECODE_SHAPES")
+    ap.add_argument("--paged", default="", metavar="PAGES",
+                    help="with --decode, comma-separated page sizes to time ours on a paged cache too")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    seqlens = {int(n) for n in args.seqlens.split(",")}
+    seqlens = {int(n) for n in args.seqlens.split(",") if n.strip()}  # "": decode rows only
     if os.environ.get("OMP_NUM_THREADS") != str(args.threads):
         sys.exit("set OMP_NUM_THREADS to --threads so both libraries use the same thread count")
     torch.set_num_threads(args.threads)
@@ -88,6 +92,20 @@ def main():
                                   if hasattr(flashattn, "cpu_simd_flavour") else None}, "rows": rows}, f, indent=1)
 
 
+def paged_cache(k, v, page):
+    """k and v (batch, seqlen_k, heads, dim) as `page`-row pages in a shuffled pool, and the int32
+    block table that reads them back (seqlen_k must be a multiple of page)."""
+    batch, seqlen_k = k.shape[:2]
+    blocks = seqlen_k // page
+    table = torch.randperm(batch * blocks).view(batch, blocks).to(torch.int32)
+    pools = []
+    for t in (k, v):
+        pool = torch.empty(batch * blocks, page, *t.shape[2:], dtype=t.dtype)
+        pool[table.long()] = t.reshape(batch, blocks, page, *t.shape[2:])
+        pools.append(pool)
+    return pools[0], pools[1], table
+
+
 def decode_rows(args):
     rows = []
     for dtype_name in args.dtypes.split(","):
@@ -106,10 +124,18 @@ def decode_rows(args):
             row = dict(threads=args.threads, dtype=dtype_name, decode=True, batch=b, seqlen_q=sq, seqlen_k=sk,
                        nheads_q=hq, nheads_kv=hk, headdim=d, flashattn_ms=ours * 1e3, torch_sdpa_ms=peer * 1e3,
                        flashattn_kv_gbps=kv_bytes / ours / 1e9, ratio=peer / ours, rel_error_vs_fp64=err)
+            paged = []
+            for page in (int(x) for x in args.paged.split(",") if x.strip()):
+                k_pages, v_pages, table = paged_cache(k, v, page)
+                ms = median_seconds(lambda: flashattn.flash_attn_with_kvcache(q, k_pages, v_pages, block_table=table),
+                                    reps) * 1e3
+                row[f"flashattn_paged{page}_ms"] = ms
+                paged.append(f"paged {page}: {ms:.2f} ms (x{ms / row['flashattn_ms']:.2f})")
             rows.append(row)
             print(f"{dtype_name} threads={args.threads} decode b={b} q={sq} k={sk} heads={hq}/{hk} d={d}: ours "
                   f"{row['flashattn_ms']:7.2f} ms ({row['flashattn_kv_gbps']:5.1f} GB/s of K/V) torch "
-                  f"{row['torch_sdpa_ms']:7.2f} ms  ratio {row['ratio']:.2f}  err {err:.1e}", flush=True)
+                  f"{row['torch_sdpa_ms']:7.2f} ms  ratio {row['ratio']:.2f}  err {err:.1e}"
+                  + "".join(f"; {p}" for p in paged), flush=True)
     return rows
 
 

@@ -653,9 +653,10 @@ Status forward(const ForwardArgs& args, const AttentionParams& params) {
   if (!(s = check_backend_device(backend, p, tensors, true)).ok()) return s;
   if (problem_is_empty(p)) return Status::Ok();
   try {
-    // The CPU backends read contiguous keys: the pages each sequence reaches, copied in order.
+    // The reference backend (the oracle) reads contiguous keys: the pages each sequence reaches,
+    // copied in order. The CPU flash backend reads pages in place (or copies them itself).
     PagedRows gathered;
-    if (p.paged() && backend != Backend::kCUDA) gather_pages(&p, &gathered);
+    if (p.paged() && backend == Backend::kCPUReference) gather_pages(&p, &gathered);
     switch (backend) {
       case Backend::kCPUReference: return cpu_reference_forward(p);
       case Backend::kCPU: return cpu_flash_forward(p);

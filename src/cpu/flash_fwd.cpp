@@ -12,6 +12,7 @@
 #include "cpu/threads.h"
 #include "cpu/tile_rows.h"
 #include "cpu/workspace.h"
+#include "paged_rows.h"
 
 namespace flashattn {
 namespace {
@@ -61,6 +62,31 @@ std::vector<QueryBlock> query_blocks(const AttentionProblem& p, int heads) {
     }
   }
   return blocks;
+}
+
+// Paged k / v read where they lie (AttentionParams::block_table): each K/V tile inside one page,
+// so a tile's rows are still rows a row stride apart, the tiles cut at page ends. Pages of a
+// multiple of kBlockK rows leave the tiles where contiguous keys have them (the same bits, unless
+// a left window starts the keys off a multiple of kBlockK); other sizes round differently. At
+// 8192 keys (bf16 and fp32 decode, 2 threads, session 77) copying the pages cost 8-12x the
+// attention (page faults of the fresh copy, mostly), reading 16-row pages in place 0.9-1.8x,
+// 4-row pages 2-3.7x, 1-row pages ~11x: pages under kMinPageInPlace rows are copied.
+constexpr int kMinPageInPlace = 4;
+bool reads_pages_in_place(const AttentionProblem& p) { return p.page_size >= kMinPageInPlace; }
+
+// Rows [k0, ...) of sequence b's keys of kv head hk: where they lie in k / v, or in a paged cache
+// in the page holding key k0 (a paged sequence's keys start at row 0 of its pages).
+const void* key_rows(const AttentionProblem& p, const Operand& kv, const SequenceSpan& seq, int b, int64_t k0, int hk) {
+  if (!p.paged()) return row_address(kv, p.dtype, b, seq.k_row0, k0, hk);
+  const int64_t page = p.block_table[b * p.block_table_batch_stride + k0 / p.page_size];
+  const int64_t offset = page * kv.batch_stride + (k0 % p.page_size) * kv.row_stride + hk * kv.head_stride;
+  return static_cast<const char*>(kv.data) + offset * dtype_size(p.dtype);
+}
+
+// The end of the K/V tile that starts at key k0: kBlockK keys on, the keys' end, or its page's end.
+int64_t key_tile_end(const AttentionProblem& p, int64_t k0, int64_t key_hi) {
+  const int64_t end = std::min<int64_t>(k0 + kBlockK, key_hi);
+  return p.paged() ? std::min<int64_t>(end, (k0 / p.page_size + 1) * p.page_size) : end;
 }
 
 // Asks for the next K/V tile while the current one is computed: its rows sit a head-stride apart,
@@ -150,11 +176,12 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
   float* s = ws.s.get(static_cast<size_t>(kSubQ) * kBlockK);
   uint16_t* p16 = cpu::as_bf16(ws.p16.get(static_cast<size_t>(kSubQ) * kBlockK / 2));
 
-  for (int64_t k0 = key_lo; k0 < key_hi; k0 += kBlockK) {
-    const int nk = static_cast<int>(std::min<int64_t>(kBlockK, key_hi - k0));
+  for (int64_t k0 = key_lo, k_end; k0 < key_hi; k0 = k_end) {
+    k_end = key_tile_end(p, k0, key_hi);
+    const int nk = static_cast<int>(k_end - k0);
     const int nk_pad = round_up(nk, bf16_dots ? cpu::kBf16Depth : NR);
-    const void* k_rows = row_address(p.k, p.dtype, blk.b, seq.k_row0, k0, hk);
-    const void* v_rows = row_address(p.v, p.dtype, blk.b, seq.k_row0, k0, hk);
+    const void* k_rows = key_rows(p, p.k, seq, blk.b, k0, hk);
+    const void* v_rows = key_rows(p, p.v, seq, blk.b, k0, hk);
     if (bf16_dots) {
       cpu::bf16_pack_transposed(static_cast<const uint16_t*>(k_rows), nk, D, p.k.row_stride, Dp, nk_pad,
                                 cpu::as_pairs(kt));
@@ -163,11 +190,11 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
       K.pack_bt(k_rows, p.dtype, nk, D, p.k.row_stride, kt);
       K.pack_b(v_rows, p.dtype, nk, D, p.v.row_stride, v);
     }
-    if (k0 + kBlockK < key_hi) {
-      const int next = static_cast<int>(std::min<int64_t>(kBlockK, key_hi - k0 - kBlockK));
+    if (k_end < key_hi) {
+      const int next = static_cast<int>(key_tile_end(p, k_end, key_hi) - k_end);
       const int64_t esize = dtype_size(p.dtype);
-      prefetch_rows(row_address(p.k, p.dtype, blk.b, seq.k_row0, k0 + kBlockK, hk), next, D * esize, p.k.row_stride * esize);
-      prefetch_rows(row_address(p.v, p.dtype, blk.b, seq.k_row0, k0 + kBlockK, hk), next, D * esize, p.v.row_stride * esize);
+      prefetch_rows(key_rows(p, p.k, seq, blk.b, k_end, hk), next, D * esize, p.k.row_stride * esize);
+      prefetch_rows(key_rows(p, p.v, seq, blk.b, k_end, hk), next, D * esize, p.v.row_stride * esize);
     }
     // Whether the mask hides all of this tile from the queries of rows [a, b) of one head.
     auto hidden = [&](const HeadRows& h) {
@@ -247,7 +274,11 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
 
 }  // namespace
 
-Status cpu_flash_forward(const AttentionProblem& p) {
+Status cpu_flash_forward(const AttentionProblem& problem) {
+  // Pages the tiles cannot lie inside are copied into contiguous rows first.
+  AttentionProblem p = problem;
+  PagedRows gathered;
+  if (p.paged() && !reads_pages_in_place(p)) gather_pages(&p, &gathered);
   const int heads = heads_per_task(p);
   const std::vector<QueryBlock> blocks = query_blocks(p, heads);
   parallel_for(static_cast<int64_t>(blocks.size()), p.num_threads, [&](int64_t t) {

@@ -64,8 +64,9 @@ PagedKV paginate(const AttnCase& c, int page_size, int spare_pages, uint64_t see
 
   PagedKV p;
   p.page_size = page_size;
-  p.k = HostTensor(s.dtype, {num_pages, page_size, s.nheads_kv, s.headdim});
-  p.v = HostTensor(s.dtype, {num_pages, page_size, s.nheads_kv, s.headdim});
+  // With the case's pad the pages' rows and heads lie apart (not one block a page).
+  p.k = HostTensor(s.dtype, {num_pages, page_size, s.nheads_kv, s.headdim}, s.pad);
+  p.v = HostTensor(s.dtype, {num_pages, page_size, s.nheads_kv, s.headdim}, s.pad);
   p.k.poison();
   p.v.poison();
   p.block_table = HostTensor(DType::kInt32, {batch, pages_per_sequence}, table_pad);
