@@ -77,8 +77,8 @@ std::string paged_name(const ::testing::TestParamInfo<PagedForward::ParamType>& 
          (std::get<2>(info.param) ? "_causal" : "_decode");
 }
 
-// Pages of 1, 16 and 48 rows are copied by both CPU backends; the flash backend reads pages of
-// 128 (its key tile) in place, the oracle copies them.
+// The oracle copies every page; the flash backend copies pages of 1 row and reads the others in
+// place (16 and 48: tiles cut at page ends; 128: its own key tiles).
 INSTANTIATE_TEST_SUITE_P(All, PagedForward,
                          ::testing::Combine(::testing::Values(1, 16, 48, 128), ::testing::Bool(), ::testing::Bool()),
                          paged_name);
