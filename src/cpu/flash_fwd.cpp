@@ -37,9 +37,32 @@ constexpr int kDirectRows = 2;
 // together (FlashAttention-3's PackGQA on the GPU). Only where every sequence of every stacked
 // head fits one task, and only as far as two tasks a thread remain; 1 otherwise. A row's products
 // and softmax do not depend on the task's other rows, so the results are the same bits.
+//
+// On the direct path (every sequence's queries times a kv head's q heads at most kDirectRows) a
+// task may also stack several kv heads (whole groups of q heads, each row reading its own head's
+// K / V rows), walked kHeadChunk keys at a time across the stacked heads: with flash_attn's
+// (batch, seq, heads, dim) layout one head's rows lie a head count apart (16 KB at 32 heads of
+// d128 fp32), and a task walking one head at a time read MHA decode at half the bandwidth a
+// head-contiguous layout gets (session 77); across heads the same keys' rows lie side by side.
+constexpr int kHeadChunk = 16;  // a multiple of every SIMD width: dot_rows' and axpy_rows' bits do not change
+bool few_rows(const AttentionProblem& p) { return static_cast<int64_t>(p.seqlen_q) * p.heads_per_kv() <= kDirectRows; }
+
+// bf16 on its dot-product engines, except where the direct path takes every sequence: there bf16
+// K / V rows are read where they lie and widened to float, as on a processor without the engines
+// (MHA decode at 8192 keys: 11.3 ms packing each head's tiles for one row's products, 6.8 ms
+// direct across stacked heads, session 77).
+bool takes_bf16_dots(const AttentionProblem& p) { return cpu::bf16_products_take(p.dtype) && !few_rows(p); }
+bool direct_everywhere(const AttentionProblem& p) { return few_rows(p); }
+
 int heads_per_task(const AttentionProblem& p) {
   const int group = p.heads_per_kv();
   const int64_t wanted_tasks = 2 * static_cast<int64_t>(resolve_threads(p.num_threads));
+  if (direct_everywhere(p)) {
+    for (int heads = p.nheads_q; heads > group; heads -= group) {
+      if (p.nheads_q % heads != 0 || heads % group != 0 || static_cast<int64_t>(p.seqlen_q) * heads > kBlockQ) continue;
+      if (static_cast<int64_t>(p.batch) * (p.nheads_q / heads) >= wanted_tasks) return heads;
+    }
+  }
   for (int heads = group; heads > 1; --heads) {
     if (group % heads != 0 || static_cast<int64_t>(p.seqlen_q) * heads > kBlockQ) continue;
     if (static_cast<int64_t>(p.batch) * (p.nheads_q / heads) >= wanted_tasks) return heads;
@@ -126,7 +149,7 @@ void for_each_head_rows(int r0, int n, int rows_per_head, Fn&& fn) {
 
 void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, Workspace& ws) {
   const cpu::Kernels& K = cpu::kernels();
-  const bool bf16_dots = cpu::bf16_products_take(p.dtype);
+  const bool bf16_dots = takes_bf16_dots(p);
   const int NR = K.nr;
   const int D = p.headdim;
   const int Dp = round_up(D, bf16_dots ? cpu::kBf16Depth : NR);  // o's row; with bf16 dots also q's and P V's N
@@ -137,7 +160,11 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
   const int rows = rows_per_head * heads;
   const int row_step = bf16_dots ? cpu::bf16_row_step() : 1;
   const int rows_pad = round_up(rows, row_step);
-  const int hk = blk.h0 / p.heads_per_kv();
+  // The kv head of the task's q head j: one for all of them but on the direct path.
+  const auto kv_head = [&](int j) { return (blk.h0 + j) / p.heads_per_kv(); };
+  const int hk = kv_head(0);
+  const bool kv_heads_stacked = kv_head(heads - 1) != hk;
+  const int64_t esize = dtype_size(p.dtype);
   const bool direct = !bf16_dots && seq.len_q * p.heads_per_kv() <= kDirectRows;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   auto query_of = [&](int r) { return blk.q0 + r % rows_per_head; };
@@ -182,6 +209,12 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
     const int nk_pad = round_up(nk, bf16_dots ? cpu::kBf16Depth : NR);
     const void* k_rows = key_rows(p, p.k, seq, blk.b, k0, hk);
     const void* v_rows = key_rows(p, p.v, seq, blk.b, k0, hk);
+    // Direct: keys [c0, c0 + n) of this tile of row r's own head.
+    const auto rows_of = [&](const Operand& kv, int r, int c0) {
+      return static_cast<const char*>(key_rows(p, kv, seq, blk.b, k0, kv_head(r / rows_per_head))) +
+             c0 * kv.row_stride * esize;
+    };
+    const int chunk = kv_heads_stacked ? kHeadChunk : nk;
     if (bf16_dots) {
       cpu::bf16_pack_transposed(static_cast<const uint16_t*>(k_rows), nk, D, p.k.row_stride, Dp, nk_pad,
                                 cpu::as_pairs(kt));
@@ -190,9 +223,10 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
       K.pack_bt(k_rows, p.dtype, nk, D, p.k.row_stride, kt);
       K.pack_b(v_rows, p.dtype, nk, D, p.v.row_stride, v);
     }
-    if (k_end < key_hi) {
+    // Stacked kv heads are read across heads, which the hardware prefetcher follows (asked for
+    // as well, each head's next tile, the MHA decode step took 11.8 ms, not 10.1).
+    if (k_end < key_hi && !kv_heads_stacked) {
       const int next = static_cast<int>(key_tile_end(p, k_end, key_hi) - k_end);
-      const int64_t esize = dtype_size(p.dtype);
       prefetch_rows(key_rows(p, p.k, seq, blk.b, k_end, hk), next, D * esize, p.k.row_stride * esize);
       prefetch_rows(key_rows(p, p.v, seq, blk.b, k_end, hk), next, D * esize, p.v.row_stride * esize);
     }
@@ -213,9 +247,15 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
         cpu::bf16_gemm(sr_pad, nk_pad, Dp, q16 + static_cast<int64_t>(r0) * Dp, Dp, cpu::as_pairs(kt), s, nk_pad,
                        false);
       } else if (direct) {
+        for (int c0 = 0; c0 < nk; c0 += chunk) {
+          const int cn = std::min(chunk, nk - c0);
+          for (int r = 0; r < sr; ++r) {
+            K.dot_rows(q + static_cast<int64_t>(r0 + r) * D, rows_of(p.k, r0 + r, c0), p.dtype, p.k.row_stride, cn, D,
+                       s + static_cast<int64_t>(r) * nk_pad + c0);
+          }
+        }
         for (int r = 0; r < sr; ++r) {
           float* srow = s + static_cast<int64_t>(r) * nk_pad;
-          K.dot_rows(q + static_cast<int64_t>(r0 + r) * D, k_rows, p.dtype, p.k.row_stride, nk, D, srow);
           std::fill(srow + nk, srow + nk_pad, 0.0f);  // as the packed K^T's zero columns give
         }
       } else {
@@ -245,9 +285,12 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
         cpu::bf16_round_rows(s, nk_pad, sr_pad, nk_pad, p16, nk_pad);
         cpu::bf16_gemm(sr_pad, Dp, nk_pad, p16, nk_pad, cpu::as_pairs(v), o_slice, Dp, true);
       } else if (direct) {
-        for (int r = 0; r < sr; ++r) {
-          K.axpy_rows(s + static_cast<int64_t>(r) * nk_pad, v_rows, p.dtype, p.v.row_stride, nk, D,
-                      o_slice + static_cast<int64_t>(r) * Dp);
+        for (int c0 = 0; c0 < nk; c0 += chunk) {
+          const int cn = std::min(chunk, nk - c0);
+          for (int r = 0; r < sr; ++r) {
+            K.axpy_rows(s + static_cast<int64_t>(r) * nk_pad + c0, rows_of(p.v, r0 + r, c0), p.dtype, p.v.row_stride, cn,
+                        D, o_slice + static_cast<int64_t>(r) * Dp);
+          }
         }
       } else {
         K.gemm(sr, Dp, nk, s, nk_pad, v, o_slice, Dp, true);

@@ -1,7 +1,7 @@
 // The CPU forward's stacked GQA heads (flash_fwd.cpp, heads_per_task): with short query rows a
 // task holds the rows of several q heads of one kv head, head after head, so its 64-row slices
 // cross heads, each head keeps its own ALiBi slope and its queries restart at the head's first
-// row. Every case runs at one thread, where the rule stacks (batch * q heads / stacked heads >= 2
+// row; on the direct path (fp32 decode) it stacks several kv heads, each row reading its own. Every case runs at one thread, where the rule stacks (batch * q heads / stacked heads >= 2
 // tasks, every sequence's rows times the stacked heads <= 512): fp32 against the fp64 reference,
 // bf16 within twice a naive bf16's error. Then again at every thread the machine has, where the
 // rule may stack fewer heads or none: a row's result must not depend on the rows beside it, so
@@ -62,6 +62,21 @@ std::vector<StackCase> stack_cases() {
   s.seqused_q = {3, 0, 55}, s.seqused_k = {190, 90, 333};
   s.extra_rows = 5, s.nan_in_unused_kv = true, s.causal = true;
   v.push_back({"g4_varlen_seqused", s});
+  // The direct path (fp32, queries x group <= 2) stacks whole kv heads, read 16 keys at a time
+  // across them: MHA and G = 2 decode, two MHA queries, varlen with seqused and NaN in unused K/V.
+  s = base(8109, 2, 1, 700, 8, 8, 128);
+  v.push_back({"direct_mha_decode", s});
+  s = base(8110, 1, 1, 333, 12, 6, 64);  // a tail of 13 keys past the last 16-key chunk
+  s.alibi = Alibi::kPerHead, s.softcap = 5.0f;
+  v.push_back({"direct_g2_decode_alibi_softcap", s});
+  s = base(8111, 1, 2, 290, 6, 6, 40);
+  s.causal = true, s.window_left = 100;
+  v.push_back({"direct_mha_two_queries_window", s});
+  s = base(8112, 1, 1, 1, 4, 4, 32);
+  s.seqlens_q = {1, 1, 1}, s.seqlens_k = {200, 17, 500};
+  s.seqused_k = {190, 0, 333};
+  s.extra_rows = 5, s.nan_in_unused_kv = true;
+  v.push_back({"direct_mha_varlen_seqused", s});
   return v;
 }
 
