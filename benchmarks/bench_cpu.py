@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import flashattn
+from bench_decode import paged_pool  # the same shuffled pool the GPU decode rows use
 
 SHAPES = [  # (batch, nheads, seqlen, headdim, causal)
     (1, 16, 1024, 64, False), (1, 16, 1024, 128, False),
@@ -92,20 +93,6 @@ def main():
                                   if hasattr(flashattn, "cpu_simd_flavour") else None}, "rows": rows}, f, indent=1)
 
 
-def paged_cache(k, v, page):
-    """k and v (batch, seqlen_k, heads, dim) as `page`-row pages in a shuffled pool, and the int32
-    block table that reads them back (seqlen_k must be a multiple of page)."""
-    batch, seqlen_k = k.shape[:2]
-    blocks = seqlen_k // page
-    table = torch.randperm(batch * blocks).view(batch, blocks).to(torch.int32)
-    pools = []
-    for t in (k, v):
-        pool = torch.empty(batch * blocks, page, *t.shape[2:], dtype=t.dtype)
-        pool[table.long()] = t.reshape(batch, blocks, page, *t.shape[2:])
-        pools.append(pool)
-    return pools[0], pools[1], table
-
-
 def decode_rows(args):
     rows = []
     for dtype_name in args.dtypes.split(","):
@@ -126,7 +113,7 @@ def decode_rows(args):
                        flashattn_kv_gbps=kv_bytes / ours / 1e9, ratio=peer / ours, rel_error_vs_fp64=err)
             paged = []
             for page in (int(x) for x in args.paged.split(",") if x.strip()):
-                k_pages, v_pages, table = paged_cache(k, v, page)
+                k_pages, v_pages, table = paged_pool(k, v, page)
                 ms = median_seconds(lambda: flashattn.flash_attn_with_kvcache(q, k_pages, v_pages, block_table=table),
                                     reps) * 1e3
                 row[f"flashattn_paged{page}_ms"] = ms

@@ -3,6 +3,7 @@
 // divided by the row sum once at the end; only the logsumexp L = m + log(l) is stored.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -87,13 +88,14 @@ std::vector<QueryBlock> query_blocks(const AttentionProblem& p, int heads) {
   return blocks;
 }
 
-// Paged k / v read where they lie (AttentionParams::block_table): each K/V tile inside one page,
-// so a tile's rows are still rows a row stride apart, the tiles cut at page ends. Pages of a
-// multiple of kBlockK rows leave the tiles where contiguous keys have them (the same bits, unless
-// a left window starts the keys off a multiple of kBlockK); other sizes round differently. At
-// 8192 keys (bf16 and fp32 decode, 2 threads, session 77) copying the pages cost 8-12x the
-// attention (page faults of the fresh copy, mostly), reading 16-row pages in place 0.9-1.8x,
-// 4-row pages 2-3.7x, 1-row pages ~11x: pages under kMinPageInPlace rows are copied.
+// Paged k / v read where they lie (AttentionParams::block_table). The packed paths keep the tiles
+// contiguous keys get, so the same bits: a tile inside one page is packed from it, one across
+// pages is first copied row by row into a small staging buffer (Workspace::stage_k / stage_v).
+// The direct path reads rows where they lie, so its tiles end at page ends (other rounding where
+// pages do not hold a multiple of kBlockK rows). At 8192 keys (bf16 and fp32 decode, 2 threads,
+// session 77) copying the whole reach first cost 8-12x the attention (page faults of the fresh
+// copy, mostly); tiles cut at 16-row pages 0.8-2.7x, at 4-row pages 2-3.7x, at 1-row pages ~11x:
+// pages under kMinPageInPlace rows are copied whole.
 constexpr int kMinPageInPlace = 4;
 bool reads_pages_in_place(const AttentionProblem& p) { return p.page_size >= kMinPageInPlace; }
 
@@ -106,10 +108,23 @@ const void* key_rows(const AttentionProblem& p, const Operand& kv, const Sequenc
   return static_cast<const char*>(kv.data) + offset * dtype_size(p.dtype);
 }
 
-// The end of the K/V tile that starts at key k0: kBlockK keys on, the keys' end, or its page's end.
-int64_t key_tile_end(const AttentionProblem& p, int64_t k0, int64_t key_hi) {
+// The end of the K/V tile that starts at key k0: kBlockK keys on, the keys' end, or (cut_at_pages)
+// its page's end.
+int64_t key_tile_end(const AttentionProblem& p, int64_t k0, int64_t key_hi, bool cut_at_pages) {
   const int64_t end = std::min<int64_t>(k0 + kBlockK, key_hi);
-  return p.paged() ? std::min<int64_t>(end, (k0 / p.page_size + 1) * p.page_size) : end;
+  return cut_at_pages ? std::min<int64_t>(end, (k0 / p.page_size + 1) * p.page_size) : end;
+}
+
+// Keys [k0, k0 + n) of sequence b's kv head hk, across pages, into rows of D elements at dst.
+void stage_key_rows(const AttentionProblem& p, const Operand& kv, const SequenceSpan& seq, int b, int64_t k0, int n,
+                    int hk, void* dst) {
+  const int64_t esize = dtype_size(p.dtype), row_bytes = p.headdim * esize;
+  char* to = static_cast<char*>(dst);
+  for (int64_t j = k0; j < k0 + n;) {
+    const int64_t end = std::min<int64_t>(k0 + n, (j / p.page_size + 1) * p.page_size);
+    const char* from = static_cast<const char*>(key_rows(p, kv, seq, b, j, hk));
+    for (; j < end; ++j, to += row_bytes, from += kv.row_stride * esize) std::memcpy(to, from, row_bytes);
+  }
 }
 
 // Asks for the next K/V tile while the current one is computed: its rows sit a head-stride apart,
@@ -126,7 +141,7 @@ void prefetch_rows(const void* first_row, int rows, int64_t row_bytes, int64_t s
 // and everything else stays float32. Rows, keys and the head dim are padded to the engines' steps
 // (bf16_row_step(), kBf16Depth).
 struct Workspace {
-  AlignedBuffer q, kt, v, s, o, row_max, row_sum, p16;
+  AlignedBuffer q, kt, v, s, o, row_max, row_sum, p16, stage_k, stage_v;
 };
 
 // Rows [a, b) of a task's stack that belong to its q head `head` and to the slice [r0, r0 + n),
@@ -166,6 +181,7 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
   const bool kv_heads_stacked = kv_head(heads - 1) != hk;
   const int64_t esize = dtype_size(p.dtype);
   const bool direct = !bf16_dots && seq.len_q * p.heads_per_kv() <= kDirectRows;
+  const bool cut_at_pages = p.paged() && direct;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   auto query_of = [&](int r) { return blk.q0 + r % rows_per_head; };
 
@@ -204,11 +220,20 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
   uint16_t* p16 = cpu::as_bf16(ws.p16.get(static_cast<size_t>(kSubQ) * kBlockK / 2));
 
   for (int64_t k0 = key_lo, k_end; k0 < key_hi; k0 = k_end) {
-    k_end = key_tile_end(p, k0, key_hi);
+    k_end = key_tile_end(p, k0, key_hi, cut_at_pages);
     const int nk = static_cast<int>(k_end - k0);
     const int nk_pad = round_up(nk, bf16_dots ? cpu::kBf16Depth : NR);
     const void* k_rows = key_rows(p, p.k, seq, blk.b, k0, hk);
     const void* v_rows = key_rows(p, p.v, seq, blk.b, k0, hk);
+    int64_t k_ld = p.k.row_stride, v_ld = p.v.row_stride;
+    if (p.paged() && !direct && k0 / p.page_size != (k_end - 1) / p.page_size) {  // a tile across pages
+      const size_t floats = (static_cast<size_t>(nk) * D * esize + 3) / 4;
+      k_rows = ws.stage_k.get(floats);
+      v_rows = ws.stage_v.get(floats);
+      stage_key_rows(p, p.k, seq, blk.b, k0, nk, hk, const_cast<void*>(k_rows));
+      stage_key_rows(p, p.v, seq, blk.b, k0, nk, hk, const_cast<void*>(v_rows));
+      k_ld = v_ld = D;
+    }
     // Direct: keys [c0, c0 + n) of this tile of row r's own head.
     const auto rows_of = [&](const Operand& kv, int r, int c0) {
       return static_cast<const char*>(key_rows(p, kv, seq, blk.b, k0, kv_head(r / rows_per_head))) +
@@ -216,17 +241,17 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
     };
     const int chunk = kv_heads_stacked ? kHeadChunk : nk;
     if (bf16_dots) {
-      cpu::bf16_pack_transposed(static_cast<const uint16_t*>(k_rows), nk, D, p.k.row_stride, Dp, nk_pad,
-                                cpu::as_pairs(kt));
-      cpu::bf16_pack(static_cast<const uint16_t*>(v_rows), nk, D, p.v.row_stride, nk_pad, Dp, cpu::as_pairs(v));
+      cpu::bf16_pack_transposed(static_cast<const uint16_t*>(k_rows), nk, D, k_ld, Dp, nk_pad, cpu::as_pairs(kt));
+      cpu::bf16_pack(static_cast<const uint16_t*>(v_rows), nk, D, v_ld, nk_pad, Dp, cpu::as_pairs(v));
     } else if (!direct) {
-      K.pack_bt(k_rows, p.dtype, nk, D, p.k.row_stride, kt);
-      K.pack_b(v_rows, p.dtype, nk, D, p.v.row_stride, v);
+      K.pack_bt(k_rows, p.dtype, nk, D, k_ld, kt);
+      K.pack_b(v_rows, p.dtype, nk, D, v_ld, v);
     }
     // Stacked kv heads are read across heads, which the hardware prefetcher follows (asked for
     // as well, each head's next tile, the MHA decode step took 11.8 ms, not 10.1).
     if (k_end < key_hi && !kv_heads_stacked) {
-      const int next = static_cast<int>(key_tile_end(p, k_end, key_hi) - k_end);
+      // (Paged: the next tile's rows in its first page.)
+      const int next = static_cast<int>(key_tile_end(p, k_end, key_hi, p.paged()) - k_end);
       prefetch_rows(key_rows(p, p.k, seq, blk.b, k_end, hk), next, D * esize, p.k.row_stride * esize);
       prefetch_rows(key_rows(p, p.v, seq, blk.b, k_end, hk), next, D * esize, p.v.row_stride * esize);
     }

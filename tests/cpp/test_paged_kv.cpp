@@ -23,16 +23,8 @@ int64_t differing(const HostTensor& a, const HostTensor& b) {
   return n;
 }
 
-// Whether a paged forward on `backend` walks the keys in the tiles contiguous keys get, so that
-// both give the same bits: the oracle copies the pages; the flash backend copies pages of under 4
-// rows and reads the others in place, its 128-key tiles cut at page ends (the same tiles where
-// pages hold a multiple of 128 rows and no left window starts the keys elsewhere).
-bool same_key_tiles(Backend backend, int page_size) {
-  return backend == Backend::kCPUReference || page_size < 4 || page_size % 128 == 0;
-}
-
-// How far two tilings of the same forward may differ: float32 rounding, or bf16's where P is
-// rounded to bf16 for P V.
+// How far two tilings of the same forward may differ: float32 rounding, or for bf16 output its
+// rounding.
 Tolerance rounding_of(DType dtype) {
   Tolerance t;
   if (dtype != DType::kFloat32) {
@@ -64,12 +56,8 @@ TEST_P(PagedForward, EqualsTheContiguousKeysOnEachCpuBackend) {
         ASSERT_TRUE(contiguous.status.ok()) << contiguous.status.message;
         ASSERT_TRUE(paged.status.ok()) << paged.status.message;
         EXPECT_EQ(c.used_part(paged.out, AttnCase::Role::kQ).count_nonfinite(), 0);
-        if (same_key_tiles(backend, page_size)) {
-          EXPECT_EQ(differing(paged.out, contiguous.out), 0);
-          EXPECT_EQ(differing(paged.lse, contiguous.lse), 0);
-        } else {
-          EXPECT_TRUE(forward_close(c, paged, contiguous, rounding_of(dtype)));
-        }
+        EXPECT_EQ(differing(paged.out, contiguous.out), 0);
+        EXPECT_EQ(differing(paged.lse, contiguous.lse), 0);
       }
     }
   }
@@ -82,7 +70,8 @@ std::string paged_name(const ::testing::TestParamInfo<PagedForward::ParamType>& 
 }
 
 // The oracle copies every page; the flash backend copies pages of 1 row and reads the others in
-// place (16 and 48: tiles cut at page ends; 128: its own key tiles).
+// place, its 128-key tiles packed from one page (128) or staged across pages (16, 48): these GQA
+// cases take its packed path, whose tiles are contiguous keys' tiles, so the same bits.
 INSTANTIATE_TEST_SUITE_P(All, PagedForward,
                          ::testing::Combine(::testing::Values(1, 16, 48, 128), ::testing::Bool(), ::testing::Bool(),
                                             ::testing::Bool()),
@@ -109,22 +98,46 @@ TEST(PagedForwardInPlace, StridedPagesEqualTheContiguousKeys) {
   }
 }
 
-// A left window starts a query's keys off a multiple of the CPU flash backend's key tile, so
-// read in place its tiles are cut at the page ends (not where contiguous keys have them): the
-// same result within rounding: fp32 within the default tolerance of the fp64 oracle, bf16 within
-// bf16 rounding of the contiguous call (its P is rounded to bf16 per tile).
-TEST(PagedForwardInPlace, TilesCutAtPageEndsUnderALeftWindow) {
+// A left window starts a query's keys off a multiple of the key tile, so even 128-row pages put
+// tiles across two pages: staged, they are still contiguous keys' tiles (the same bits).
+TEST(PagedForwardInPlace, TilesAcrossPagesUnderALeftWindowAreStaged) {
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     CaseSpec spec = paged_spec(test_seed_base() + 47500, dtype, 64, 128, 70, true);
     spec.window_left = 200;
     SCOPED_TRACE(spec.describe());
     const AttnCase c = make_case(spec);
     const PagedKV pages = paginate(c, 128, 3, spec.seed);
+    const ForwardResult contiguous = run_forward(c, Backend::kCPU);
     const ForwardResult paged = run_paged_forward(c, pages, Backend::kCPU);
     ASSERT_TRUE(paged.status.ok()) << paged.status.message;
     EXPECT_EQ(paged.out.count_nonfinite(), 0);
-    EXPECT_TRUE(forward_close(c, paged, run_forward(c, Backend::kCPU), rounding_of(dtype)));
-    if (dtype == DType::kFloat32) EXPECT_TRUE(forward_close(c, paged, run_forward(c, Backend::kCPUReference)));
+    EXPECT_EQ(differing(paged.out, contiguous.out), 0);
+    EXPECT_EQ(differing(paged.lse, contiguous.lse), 0);
+  }
+}
+
+// The direct path (MHA decode: one query a kv head) reads rows where they lie, so its tiles end
+// at page ends: 128-row pages keep contiguous keys' tiles (the same bits), 16- and 48-row pages
+// round differently (within float32's rounding of the contiguous call, and of the fp64 oracle).
+TEST(PagedForwardInPlace, DirectPathTilesEndAtPageEnds) {
+  for (int page_size : {16, 48, 128}) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      CaseSpec spec = paged_spec(test_seed_base() + 47700 + page_size, dtype, 64, page_size, 1, true);
+      spec.nheads_kv = spec.nheads_q;
+      SCOPED_TRACE(spec.describe());
+      const AttnCase c = make_case(spec);
+      const PagedKV pages = paginate(c, page_size, 2, spec.seed);
+      const ForwardResult contiguous = run_forward(c, Backend::kCPU);
+      const ForwardResult paged = run_paged_forward(c, pages, Backend::kCPU);
+      ASSERT_TRUE(paged.status.ok()) << paged.status.message;
+      EXPECT_EQ(paged.out.count_nonfinite(), 0);
+      if (page_size % 128 == 0) {
+        EXPECT_EQ(differing(paged.out, contiguous.out), 0);
+      } else {
+        EXPECT_TRUE(forward_close(c, paged, contiguous, rounding_of(dtype)));
+      }
+      if (dtype == DType::kFloat32) EXPECT_TRUE(forward_close(c, paged, run_forward(c, Backend::kCPUReference)));
+    }
   }
 }
 
