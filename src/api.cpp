@@ -287,30 +287,23 @@ Status check_block_table(const TensorView& t, void* stream, bool trusted, const 
                          const std::vector<int32_t>& cu, const std::vector<int32_t>& used) {
   if (trusted) return Status::Ok();
   if (p.batch == 0 || t.shape[1] == 0) return Status::Ok();
+  // The span from the first entry to the last, in one read (one transfer on the GPU): a table
+  // sliced from a wider one (rows further apart than their length) lies inside its parent's
+  // memory, gaps included. Rows are contiguous (check_tensor), so entry j of row b is at
+  // b * stride[0] + j.
   std::vector<int32_t> table;
-  if (t.device == Device::kCPU) {
-    table.resize(static_cast<size_t>(p.batch) * t.shape[1]);
-    for (int b = 0; b < p.batch; ++b)
-      for (int64_t j = 0; j < t.shape[1]; ++j)
-        table[b * t.shape[1] + j] = static_cast<const int32_t*>(t.data)[b * t.stride[0] + j * t.stride[1]];
-  } else {
-    // The span from the first entry to the last, in one read: a table sliced from a wider one
-    // (rows further apart than their length) lies inside its parent's memory, gaps included.
-    TensorView span = t;
-    span.ndim = 1;
-    span.shape[0] = (t.shape[0] - 1) * t.stride[0] + t.shape[1];
-    span.stride[0] = 1;
-    Status s = read_int32_vector("block_table", span, stream, &table);
-    if (!s.ok()) return s;
-  }
-  // Entry j of row b in `table`: the host copy is dense on the CPU, the device's span on the GPU.
-  const int64_t row_step = t.device == Device::kCPU ? t.shape[1] : t.stride[0];
+  TensorView span = t;
+  span.ndim = 1;
+  span.shape[0] = (t.shape[0] - 1) * t.stride[0] + t.shape[1];
+  span.stride[0] = 1;
+  Status s = read_int32_vector("block_table", span, stream, &table);
+  if (!s.ok()) return s;
   for (int b = 0; b < p.batch; ++b) {
     const size_t i = static_cast<size_t>(b);
     const int64_t keys = !used.empty() ? used[i] : !cu.empty() ? int64_t{cu[i + 1]} - cu[i] : p.seqlen_k;
     const int64_t pages = (keys + p.page_size - 1) / p.page_size;
     for (int64_t j = 0; j < pages; ++j) {
-      const int32_t page = table[b * row_step + j];
+      const int32_t page = table[b * t.stride[0] + j];
       if (page < 0 || page >= p.num_pages) {
         return invalid("block_table", "row " + std::to_string(b) + " names page " + std::to_string(page) +
                                           " at entry " + std::to_string(j) + "; k has " + std::to_string(p.num_pages) +

@@ -44,7 +44,7 @@ void gather_operand(const AttentionProblem& p, const Operand& pages, std::vector
   for (int b = 0; b < p.batch; ++b) {
     const int64_t keys = used_keys(p, b);
     for (int64_t j0 = 0; j0 < keys; j0 += p.page_size) {
-      const int64_t page = p.block_table[b * p.block_table_batch_stride + j0 / p.page_size];
+      const int64_t page = p.page_of(b, j0);
       const int64_t page_rows = std::min<int64_t>(p.page_size, keys - j0);
       unsigned char* to = rows->data() + (first_row(p, b, sequence_rows) + j0) * row_elements * element;
       const unsigned char* from = source + page * pages.batch_stride * element;

@@ -76,6 +76,8 @@ struct AttentionProblem {
 
   bool varlen() const { return cu_seqlens_q != nullptr; }
   bool paged() const { return block_table != nullptr; }
+  // The page holding key row j of sequence b (paged only).
+  int64_t page_of(int b, int64_t j) const { return block_table[b * block_table_batch_stride + j / page_size]; }
   // Rows along the sequence dimension of q (out, dout) and of k (v, dk, dv): every sequence's with
   // variable length, one sequence's otherwise.
   int64_t tensor_rows_q() const { return varlen() ? total_q : seqlen_q; }

@@ -37,6 +37,15 @@ def _fail(argument: str, message: str) -> None:
     raise ValueError(f"argument '{argument}': {message}")
 
 
+def _first_outside(values, bound: int):
+    """The first of values outside [0, bound), or None: by min / max first (a decode step checks a
+    few thousand entries; a Python test an entry cost ~0.25 us each, 260 us a step at batch 64,
+    session 77)."""
+    if not values or (min(values) >= 0 and max(values) < bound):
+        return None
+    return next(i for i in values if not 0 <= i < bound)
+
+
 def _index_tensor(name: str, t: Optional[Tensor], batch: int, device, table: bool = False) -> Optional[Tensor]:
     """t checked as an int32 index tensor on q's device: (batch,), or (batch, max_blocks) for a table."""
     if t is None:
@@ -190,20 +199,17 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                                        f"[0, {capacity - seqlen_new}] (the cache holds {capacity} rows)")
             if not 0 <= pads[b] <= n:
                 _fail("cache_leftpad", f"entry {b} is {pads[b]}; it must lie in [0, {n}] (cache_seqlens there)")
-        # The entries' bounds by min / max of each row (a decode step checks a few thousand: a
-        # Python test an entry cost ~0.25 us each, 260 us a step at batch 64, session 77).
         cache_rows = k_cache.shape[0]
-        if cache_batch_idx is not None and others and not (min(others) >= 0 and max(others) < cache_rows):
-            bad = next(i for i in others if not 0 <= i < cache_rows)
+        bad = None if cache_batch_idx is None else _first_outside(others, cache_rows)
+        if bad is not None:
             _fail("cache_batch_idx", f"entry {bad} is outside the cache's {cache_rows} sequences")
         if block_table is not None:
             used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
             width = block_table.shape[1]
             gathered_blocks = max(max(used_blocks, default=1), 1)
             for b in range(batch):
-                row = others[b * width:b * width + used_blocks[b]]
-                if row and not (min(row) >= 0 and max(row) < cache_rows):
-                    bad = next(i for i in row if not 0 <= i < cache_rows)
+                bad = _first_outside(others[b * width:b * width + used_blocks[b]], cache_rows)
+                if bad is not None:
                     _fail("block_table", f"row {b} names block {bad}; the cache has {cache_rows}")
         reach = max(lengths, default=0) + max(seqlen_new, seqlen_q if local else 1)
         if rotary and reach > rotary_cos.shape[0]:
@@ -257,8 +263,8 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             seqused_k = None
         else:
             seqused_k = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
-        # A paged cache the library reads in place: the CPU backends (which copy the reached pages
-        # themselves) and the CUDA sm80 kernel, whose key tiles must each lie inside one page
+        # A paged cache the library reads in place: the CPU backends (at any page size) and the
+        # CUDA sm80 kernel, whose key tiles must each lie inside one page
         # (pages of a multiple of 128 rows serve every head dim). Where this build has no such
         # kernel for the call (head dim, dtype or card), and with FLASHATTN_PAGED_GATHER=1 (an
         # A/B's other side), the pages are copied instead.

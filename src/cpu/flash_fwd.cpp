@@ -53,12 +53,11 @@ bool few_rows(const AttentionProblem& p) { return static_cast<int64_t>(p.seqlen_
 // (MHA decode at 8192 keys: 11.3 ms packing each head's tiles for one row's products, 6.8 ms
 // direct across stacked heads, session 77).
 bool takes_bf16_dots(const AttentionProblem& p) { return cpu::bf16_products_take(p.dtype) && !few_rows(p); }
-bool direct_everywhere(const AttentionProblem& p) { return few_rows(p); }
 
 int heads_per_task(const AttentionProblem& p) {
   const int group = p.heads_per_kv();
   const int64_t wanted_tasks = 2 * static_cast<int64_t>(resolve_threads(p.num_threads));
-  if (direct_everywhere(p)) {
+  if (few_rows(p)) {  // the direct path everywhere (takes_bf16_dots is false)
     for (int heads = p.nheads_q; heads > group; heads -= group) {
       if (p.nheads_q % heads != 0 || heads % group != 0 || static_cast<int64_t>(p.seqlen_q) * heads > kBlockQ) continue;
       if (static_cast<int64_t>(p.batch) * (p.nheads_q / heads) >= wanted_tasks) return heads;
@@ -103,9 +102,7 @@ bool reads_pages_in_place(const AttentionProblem& p) { return p.page_size >= kMi
 // in the page holding key k0 (a paged sequence's keys start at row 0 of its pages).
 const void* key_rows(const AttentionProblem& p, const Operand& kv, const SequenceSpan& seq, int b, int64_t k0, int hk) {
   if (!p.paged()) return row_address(kv, p.dtype, b, seq.k_row0, k0, hk);
-  const int64_t page = p.block_table[b * p.block_table_batch_stride + k0 / p.page_size];
-  const int64_t offset = page * kv.batch_stride + (k0 % p.page_size) * kv.row_stride + hk * kv.head_stride;
-  return static_cast<const char*>(kv.data) + offset * dtype_size(p.dtype);
+  return row_address(kv, p.dtype, static_cast<int>(p.page_of(b, k0)), 0, k0 % p.page_size, hk);
 }
 
 // The end of the K/V tile that starts at key k0: kBlockK keys on, the keys' end, or (cut_at_pages)
