@@ -13,7 +13,8 @@ import os
 
 import torch
 
-from flashattn import _ext, ops
+from flashattn import ops
+from flashattn.kvcache import _first_outside
 
 
 def paged_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
@@ -74,8 +75,8 @@ def _gathered_rows(k, v, cu_seqlens_k, seqused_k, block_table):
         if used_k is not None and len(used_k) == len(table) and 0 <= used_k[b] < length:
             length = used_k[b]  # entries past the used keys may be anything (the library's rule)
         used = row[:(length + page - 1) // page]
-        if used and not (min(used) >= 0 and max(used) < k.shape[0]):
-            bad = next(i for i in used if not 0 <= i < k.shape[0])
+        bad = _first_outside(used, k.shape[0])
+        if bad is not None:
             raise ValueError(f"argument 'block_table': row {b} names page {bad}; k has {k.shape[0]}")
         pieces.append((length, torch.tensor(used, dtype=torch.long, device=k.device)))
     rows = [n - cu[0] for n in cu]
