@@ -63,7 +63,7 @@ std::vector<float> compute_delta(const AttentionProblem& p) {
 }
 
 struct Workspace {
-  AlignedBuffer kf, vf, kp, dk, dv, qt, dot, qp, dop, st, dpt, ds, capped, lse, delta, p16, ds16, dq_tile;
+  AlignedBuffer kf, vf, kp, dk, dv, qt, dot, qp, dop, st, dpt, capped, lse, delta, p16, ds16, dq_tile;
 };
 
 const uint16_t* bf16_rows(const void* p) { return static_cast<const uint16_t*>(p); }
@@ -97,7 +97,6 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
   float* dop = ws.dop.get(static_cast<size_t>(kBlockQ) * Dp);
   float* st = ws.st.get(static_cast<size_t>(block_k) * kBlockQ);
   float* dpt = ws.dpt.get(static_cast<size_t>(block_k) * kBlockQ);
-  float* ds = ws.ds.get(static_cast<size_t>(kBlockQ) * round_up(block_k, NR));
   // bf16 dots: P^T and dS^T rounded (keys x queries), dS rounded (queries x keys), one tile of dQ.
   uint16_t* p16 = cpu::as_bf16(ws.p16.get(static_cast<size_t>(block_k) * kBlockQ / 2));
   uint16_t* ds16 = cpu::as_bf16(ws.ds16.get(static_cast<size_t>(block_k) * kBlockQ));  // dS^T, then dS
@@ -201,13 +200,10 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
         } else {
           K.gemm(vis, Dp, nq, st, nq_pad, dop, dv, Dp, true);
           K.gemm(vis, Dp, nq, dpt, nq_pad, qp, dk, Dp, true);
-          // dQ += dS K: transpose dS^T into query-major rows (zero past vis) for the product.
-          for (int qi = 0; qi < nq; ++qi) {
-            float* drow = ds + static_cast<int64_t>(qi) * nk_pad;
-            for (int r = 0; r < vis; ++r) drow[r] = dpt[static_cast<int64_t>(r) * nq_pad + qi];
-            for (int r = vis; r < nk_pad; ++r) drow[r] = 0.0f;
-          }
-          K.gemm(nq, Dp, nk, ds, nk_pad, kp, dq_h + g0 * Dp, Dp, true);
+          // dQ += dS K, dS read from dS^T where it lies (gemm_at), its rows past vis zeroed:
+          // K's packing spans all nk keys.
+          std::fill(dpt + static_cast<int64_t>(vis) * nq_pad, dpt + static_cast<int64_t>(nk) * nq_pad, 0.0f);
+          K.gemm_at(nq, Dp, nk, dpt, nq_pad, kp, dq_h + g0 * Dp, Dp, true);
         }
       }
     }
