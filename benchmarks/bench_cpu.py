@@ -5,6 +5,8 @@ PyTorch's is set through torch.set_num_threads):
 
     OMP_NUM_THREADS=16 python3 benchmarks/bench_cpu.py --threads 16 --out cpu16.json
 
+--backward times the backward of each forward shape too (the gradients of q, k and v from one
+recorded forward, through autograd on both sides; 2.5x the forward's FLOPs).
 --decode adds decode steps (a few queries against a long cache, GQA and MHA, unmasked on both
 sides), timed the same way, with the K/V bytes read per second. --paged 16,256 times ours on
 each decode step again with the cache in shuffled pages of those sizes
@@ -53,6 +55,7 @@ def main():
     ap.add_argument("--dtypes", default="fp32,bf16")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seqlens", default="1024,2048,4096", help="comma-separated subset of the shape table")
+    ap.add_argument("--backward", action="store_true", help="also time the backward of each forward shape")
     ap.add_argument("--decode", action="store_true", help="also time the decode steps of DECODE_SHAPES")
     ap.add_argument("--paged", default="", metavar="PAGES",
                     help="with --decode, comma-separated page sizes to time ours on a paged cache too")
@@ -84,6 +87,8 @@ def main():
             print(f"{dtype_name} threads={args.threads} n={n} d={d} causal={int(causal)}: ours "
                   f"{row['flashattn_gflops']:7.1f} torch {row['torch_sdpa_gflops']:7.1f} GFLOP/s  "
                   f"ratio {row['ratio']:.2f}  err {err:.1e}", flush=True)
+            if args.backward:
+                rows.append(backward_row(args, dtype_name, (q, k, v), (qt, kt, vt), causal, flops))
     if args.decode:
         rows += decode_rows(args)
     if args.out:
@@ -91,6 +96,33 @@ def main():
             json.dump({"header": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
                                   "threads": args.threads, "simd": flashattn.cpu_simd_flavour()
                                   if hasattr(flashattn, "cpu_simd_flavour") else None}, "rows": rows}, f, indent=1)
+
+
+def backward_row(args, dtype_name, ours_in, peer_in, causal, forward_flops):
+    """The backward of one forward shape, both sides from a recorded forward (retain_graph), with
+    dq's error against float64 autograd on one head."""
+    q, k, v = (t.detach().requires_grad_() for t in ours_in)
+    qt, kt, vt = (t.detach().requires_grad_() for t in peer_in)
+    dout = torch.randn_like(q)
+    dout_t = dout.transpose(1, 2).contiguous()
+    out = flashattn.flash_attn_func(q, k, v, causal=causal)
+    out_t = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+    ours = median_seconds(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), args.reps)
+    peer = median_seconds(lambda: torch.autograd.grad(out_t, (qt, kt, vt), dout_t, retain_graph=True), args.reps)
+    dq = torch.autograd.grad(out, (q,), dout, retain_graph=True)[0][:, :, :1].double()
+    q64, k64, v64 = (t[:, :1].detach().double().requires_grad_() for t in (qt, kt, vt))
+    ref_out = F.scaled_dot_product_attention(q64, k64, v64, is_causal=causal)
+    ref = torch.autograd.grad(ref_out, (q64,), dout_t[:, :1].double())[0].transpose(1, 2)
+    err = ((dq - ref).norm() / ref.norm()).item()
+    b, n, h, d = q.shape
+    flops = 2.5 * forward_flops
+    row = dict(threads=args.threads, dtype=dtype_name, backward=True, batch=b, nheads=h, seqlen=n, headdim=d,
+               causal=causal, flashattn_gflops=flops / ours / 1e9, torch_sdpa_gflops=flops / peer / 1e9,
+               ratio=peer / ours, rel_error_vs_fp64=err)
+    print(f"{dtype_name} threads={args.threads} n={n} d={d} causal={int(causal)} backward: ours "
+          f"{row['flashattn_gflops']:7.1f} torch {row['torch_sdpa_gflops']:7.1f} GFLOP/s  "
+          f"ratio {row['ratio']:.2f}  err(dq) {err:.1e}", flush=True)
+    return row
 
 
 def decode_rows(args):

@@ -21,8 +21,13 @@
 namespace flashattn {
 namespace {
 
-constexpr int kBlockK = 64;
 constexpr int kBlockQ = 64;
+// Keys a tile: each key tile packs the query tiles that see it again (Q, dO, both ways), so a
+// longer key tile packs them less often. On bf16's dot-product instructions the products are
+// cheap and the packing a large share: 256 keys (64 x 64 read 0.6-0.7x of this on an AMX Xeon).
+// The float32 products weigh more, and longer tiles spend more on the causal diagonal: 128
+// (64 keys read 0.9x of it, 256 about the same as 128 unmasked but 0.95x causal).
+int key_block(const AttentionProblem& p) { return cpu::bf16_products_take(p.dtype) ? 256 : 128; }
 // bf16 on its dot-product instructions, AMX or AVX512-BF16 (cpu/bf16_products.h): the five
 // products take Q, K, V and dO in their bf16 storage and P and dS rounded to bf16 (as the GPU
 // kernels round them); the softmax recompute, dS and the accumulators stay float32.
@@ -58,7 +63,7 @@ std::vector<float> compute_delta(const AttentionProblem& p) {
 }
 
 struct Workspace {
-  AlignedBuffer kf, vf, kp, dk, dv, qt, dot, qp, dop, st, dpt, ds, capped, lse, delta, p16, ds16, dq_tile;
+  AlignedBuffer kf, vf, kp, dk, dv, qt, dot, qp, dop, st, dpt, capped, lse, delta, p16, ds16, dq_tile;
 };
 
 const uint16_t* bf16_rows(const void* p) { return static_cast<const uint16_t*>(p); }
@@ -76,33 +81,33 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
   const int NR = K.nr;
   const int D = p.headdim, Dp = grad_row(p);
   const int pad = bf16_dots ? cpu::kBf16Depth : NR;  // query and key padding of the score tiles' columns
+  const int block_k = key_block(p);
   const SequenceSpan seq = host_sequence(p, c.b);
   const int64_t off = seq.diag_offset();
   const int group = p.heads_per_kv();
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const bool softcap = p.score.softcap > 0.0f;
 
-  float* kf = ws.kf.get(static_cast<size_t>(kBlockK) * Dp);  // Dp >= D: room for the padded bf16 rows too
-  float* vf = ws.vf.get(static_cast<size_t>(kBlockK) * Dp);
-  float* kp = ws.kp.get(static_cast<size_t>(kBlockK) * Dp);
+  float* kf = ws.kf.get(static_cast<size_t>(block_k) * Dp);  // Dp >= D: room for the padded bf16 rows too
+  float* vf = ws.vf.get(static_cast<size_t>(block_k) * Dp);
+  float* kp = ws.kp.get(static_cast<size_t>(block_k) * Dp);
   float* qt = ws.qt.get(static_cast<size_t>(Dp) * kBlockQ);
   float* dot = ws.dot.get(static_cast<size_t>(Dp) * kBlockQ);
   float* qp = ws.qp.get(static_cast<size_t>(kBlockQ) * Dp);
   float* dop = ws.dop.get(static_cast<size_t>(kBlockQ) * Dp);
-  float* st = ws.st.get(static_cast<size_t>(kBlockK) * kBlockQ);
-  float* dpt = ws.dpt.get(static_cast<size_t>(kBlockK) * kBlockQ);
-  float* ds = ws.ds.get(static_cast<size_t>(kBlockQ) * round_up(kBlockK, NR));
+  float* st = ws.st.get(static_cast<size_t>(block_k) * kBlockQ);
+  float* dpt = ws.dpt.get(static_cast<size_t>(block_k) * kBlockQ);
   // bf16 dots: P^T and dS^T rounded (keys x queries), dS rounded (queries x keys), one tile of dQ.
-  uint16_t* p16 = cpu::as_bf16(ws.p16.get(static_cast<size_t>(kBlockK) * kBlockQ / 2));
-  uint16_t* ds16 = cpu::as_bf16(ws.ds16.get(static_cast<size_t>(kBlockK) * kBlockQ));  // dS^T, then dS
+  uint16_t* p16 = cpu::as_bf16(ws.p16.get(static_cast<size_t>(block_k) * kBlockQ / 2));
+  uint16_t* ds16 = cpu::as_bf16(ws.ds16.get(static_cast<size_t>(block_k) * kBlockQ));  // dS^T, then dS
   float* dq_tile = ws.dq_tile.get(static_cast<size_t>(kBlockQ) * Dp);
-  float* capped = ws.capped.get(static_cast<size_t>(kBlockK) * kBlockQ);
+  float* capped = ws.capped.get(static_cast<size_t>(block_k) * kBlockQ);
   float* lse = ws.lse.get(kBlockQ);
   float* delta = ws.delta.get(kBlockQ);
   if (bf16_dots) cpu::bf16_products_begin();
 
-  for (int64_t k0 = c.k_begin; k0 < c.k_end; k0 += kBlockK) {
-    const int nk = static_cast<int>(std::min<int64_t>(kBlockK, c.k_end - k0));
+  for (int64_t k0 = c.k_begin; k0 < c.k_end; k0 += block_k) {
+    const int nk = static_cast<int>(std::min<int64_t>(block_k, c.k_end - k0));
     const int nk_pad = round_up(nk, pad);
     const int nk_rows = bf16_dots ? round_up(nk, cpu::kBf16Rows) : nk;  // rows of the key-major tiles
     float* dk = ws.dk.zeros(static_cast<size_t>(nk_rows) * Dp);
@@ -152,15 +157,24 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
           delta[r] = r < nq ? delta_h[g0 + r] : 0.0f;
         }
 
+        // Keys past the tile's last query's reach (causal, window_right) see no query of it: the
+        // products skip those rows of K (their P and dS are 0), `vis` rows of the key tile,
+        // `vis_rows` rounded up as the key-major tiles' rows (ending at nk_rows at the most).
+        const int vis = p.mask.window_right < 0
+                            ? nk
+                            : static_cast<int>(std::min<int64_t>(nk, i0 + nq - 1 + off + p.mask.window_right - k0 + 1));
+        const int vis_rows = bf16_dots ? std::min(nk_rows, round_up(vis, cpu::kBf16Rows)) : vis;
+        const int vis_keys = std::min(nk, vis_rows);  // real keys among them
+
         // P^T = exp(S^T - L), dP^T = V dO^T, dS^T = P^T * (dP^T - D) * dscore.
         if (bf16_dots) {
-          cpu::bf16_gemm(nk_rows, nq_pad, Dp, cpu::as_bf16(kf), Dp, cpu::as_pairs(qt), st, nq_pad, false);
-          cpu::bf16_gemm(nk_rows, nq_pad, Dp, cpu::as_bf16(vf), Dp, cpu::as_pairs(dot), dpt, nq_pad, false);
+          cpu::bf16_gemm(vis_rows, nq_pad, Dp, cpu::as_bf16(kf), Dp, cpu::as_pairs(qt), st, nq_pad, false);
+          cpu::bf16_gemm(vis_rows, nq_pad, Dp, cpu::as_bf16(vf), Dp, cpu::as_pairs(dot), dpt, nq_pad, false);
         } else {
-          K.gemm(nk, nq_pad, D, kf, D, qt, st, nq_pad, false);
-          K.gemm(nk, nq_pad, D, vf, D, dot, dpt, nq_pad, false);
+          K.gemm(vis, nq_pad, D, kf, D, qt, st, nq_pad, false);
+          K.gemm(vis, nq_pad, D, vf, D, dot, dpt, nq_pad, false);
         }
-        for (int r = 0; r < nk; ++r) {
+        for (int r = 0; r < vis_keys; ++r) {
           float* srow = st + static_cast<int64_t>(r) * nq_pad;
           float* crow = capped + static_cast<int64_t>(r) * nq_pad;
           const cpu::ScoreRow geom = score_geometry(p, slope, nq, i0 + off - (k0 + r), 1.0f);
@@ -171,28 +185,25 @@ void backward_chunk(const AttentionProblem& p, const KeyChunk& c, const std::vec
         }
         if (bf16_dots) {
           // Rows nk..nk_rows of S^T and dP^T are the zero K / V rows' (0): they add nothing.
-          cpu::bf16_round_rows(st, nq_pad, nk_rows, nq_pad, p16, nq_pad);
-          cpu::bf16_round_rows(dpt, nq_pad, nk_rows, nq_pad, ds16, nq_pad);
-          cpu::bf16_gemm(nk_rows, Dp, nq_pad, p16, nq_pad, cpu::as_pairs(dop), dv, Dp, true);
-          cpu::bf16_gemm(nk_rows, Dp, nq_pad, ds16, nq_pad, cpu::as_pairs(qp), dk, Dp, true);
+          cpu::bf16_round_rows(st, nq_pad, vis_rows, nq_pad, p16, nq_pad);
+          cpu::bf16_round_rows(dpt, nq_pad, vis_rows, nq_pad, ds16, nq_pad);
+          cpu::bf16_gemm(vis_rows, Dp, nq_pad, p16, nq_pad, cpu::as_pairs(dop), dv, Dp, true);
+          cpu::bf16_gemm(vis_rows, Dp, nq_pad, ds16, nq_pad, cpu::as_pairs(qp), dk, Dp, true);
           // dQ's tile through a buffer of its own: its padded rows must not touch the next
           // sequence's rows of dq_acc, which another task may be adding to.
           const int nq_rows = round_up(nq, cpu::kBf16Rows);
-          uint16_t* ds_rows = ds16 + static_cast<int64_t>(kBlockK) * nq_pad;  // dS, query-major
-          cpu::bf16_round_transposed(dpt, nq_pad, nk, nq, ds_rows, nk_pad, nq_rows, nk_pad);
+          uint16_t* ds_rows = ds16 + static_cast<int64_t>(block_k) * nq_pad;  // dS, query-major
+          cpu::bf16_round_transposed(dpt, nq_pad, vis_keys, nq, ds_rows, nk_pad, nq_rows, nk_pad);
           cpu::bf16_gemm(nq_rows, Dp, nk_pad, ds_rows, nk_pad, cpu::as_pairs(kp), dq_tile, Dp, false);
           float* dq_rows = dq_h + g0 * Dp;
           for (int64_t e = 0; e < static_cast<int64_t>(nq) * Dp; ++e) dq_rows[e] += dq_tile[e];
         } else {
-          K.gemm(nk, Dp, nq, st, nq_pad, dop, dv, Dp, true);
-          K.gemm(nk, Dp, nq, dpt, nq_pad, qp, dk, Dp, true);
-          // dQ += dS K: transpose dS^T into query-major rows (zero past nk) for the product.
-          for (int qi = 0; qi < nq; ++qi) {
-            float* drow = ds + static_cast<int64_t>(qi) * nk_pad;
-            for (int r = 0; r < nk; ++r) drow[r] = dpt[static_cast<int64_t>(r) * nq_pad + qi];
-            for (int r = nk; r < nk_pad; ++r) drow[r] = 0.0f;
-          }
-          K.gemm(nq, Dp, nk, ds, nk_pad, kp, dq_h + g0 * Dp, Dp, true);
+          K.gemm(vis, Dp, nq, st, nq_pad, dop, dv, Dp, true);
+          K.gemm(vis, Dp, nq, dpt, nq_pad, qp, dk, Dp, true);
+          // dQ += dS K, dS read from dS^T where it lies (gemm_at), its rows past vis zeroed:
+          // K's packing spans all nk keys.
+          std::fill(dpt + static_cast<int64_t>(vis) * nq_pad, dpt + static_cast<int64_t>(nk) * nq_pad, 0.0f);
+          K.gemm_at(nq, Dp, nk, dpt, nq_pad, kp, dq_h + g0 * Dp, Dp, true);
         }
       }
     }
@@ -215,17 +226,18 @@ Status cpu_flash_backward(const AttentionProblem& p) {
 
   // Enough chunks per (batch, kv head) to feed every thread; each chunk has its own dQ buffer.
   const int64_t jobs = static_cast<int64_t>(p.batch) * p.nheads_kv;
-  const int64_t max_tiles = std::max<int64_t>(1, (p.seqlen_k + kBlockK - 1) / kBlockK);
+  const int block_k = key_block(p);
+  const int64_t max_tiles = std::max<int64_t>(1, (p.seqlen_k + block_k - 1) / block_k);
   const int chunks = static_cast<int>(std::min<int64_t>(max_tiles, std::max<int64_t>(1, (2 * split_threads + jobs - 1) / jobs)));
   std::vector<KeyChunk> work;
   for (int b = 0; b < p.batch; ++b) {
     const SequenceSpan seq = host_sequence(p, b);
-    const int64_t tiles = (seq.len_k + kBlockK - 1) / kBlockK;
+    const int64_t tiles = (seq.len_k + block_k - 1) / block_k;
     for (int hk = 0; hk < p.nheads_kv; ++hk) {
       for (int ch = 0; ch < chunks; ++ch) {
         const int64_t t0 = tiles * ch / chunks, t1 = tiles * (ch + 1) / chunks;
         if (t0 == t1) continue;
-        work.push_back({b, hk, ch, t0 * kBlockK, std::min<int64_t>(seq.len_k, t1 * kBlockK)});
+        work.push_back({b, hk, ch, t0 * block_k, std::min<int64_t>(seq.len_k, t1 * block_k)});
       }
     }
   }

@@ -19,13 +19,18 @@ namespace flashattn {
 namespace {
 
 // A task owns kBlockQ query rows of one (batch, head). Each K/V tile is converted and packed once
-// per task and then serves kSubQ-row slices, so reading K/V from memory and packing them cost
-// 1/kBlockQ of the arithmetic while the score slice (kSubQ x kBlockK floats) stays in L1/L2.
+// per task and then serves slices of `sub_q` rows, so reading K/V from memory and packing them
+// cost 1/kBlockQ of the arithmetic while the score slice (sub_q x block_k floats) stays in L1/L2.
 // At 256 rows the K/V reads (rows a head-stride apart, mostly from DRAM) took ~10% of a
 // 2048 x 128 fp32 forward; 512 halves that and still leaves 64 tasks for 16 heads of 2048.
 constexpr int kBlockQ = 512;
-constexpr int kSubQ = 64;
-constexpr int kBlockK = 128;
+// Keys a tile and rows a slice: float32 128 x 64; on bf16's dot-product engines 256 x 32, whose
+// products are cheap enough that the per-slice work around them weighs (unmasked bf16 rows
+// +5-13% on an AMX Xeon, session 78; float32 the same unmasked and 4-8% slower causal).
+struct ForwardTiles {
+  int block_k, sub_q;
+};
+ForwardTiles forward_tiles(bool bf16_dots) { return bf16_dots ? ForwardTiles{256, 32} : ForwardTiles{128, 64}; }
 // On the float path, where a sequence's queries times the q heads of a kv head are at most this
 // many rows, K and V rows are read where they lie (Kernels::dot_rows / axpy_rows) instead of
 // packing each tile for so few rows: at one row (MHA decode) that was 1.3x faster, at four
@@ -91,7 +96,7 @@ std::vector<QueryBlock> query_blocks(const AttentionProblem& p, int heads) {
 // contiguous keys get, so the same bits: a tile inside one page is packed from it, one across
 // pages is first copied row by row into a small staging buffer (Workspace::stage_k / stage_v).
 // The direct path reads rows where they lie, so its tiles end at page ends (other rounding where
-// pages do not hold a multiple of kBlockK rows). At 8192 keys (bf16 and fp32 decode, 2 threads,
+// pages do not hold a multiple of block_k rows). At 8192 keys (bf16 and fp32 decode, 2 threads,
 // session 77) copying the whole reach first cost 8-12x the attention (page faults of the fresh
 // copy, mostly); tiles cut at 16-row pages 0.8-2.7x, at 4-row pages 2-3.7x, at 1-row pages ~11x:
 // pages under kMinPageInPlace rows are copied whole.
@@ -105,10 +110,10 @@ const void* key_rows(const AttentionProblem& p, const Operand& kv, const Sequenc
   return row_address(kv, p.dtype, static_cast<int>(p.page_of(b, k0)), 0, k0 % p.page_size, hk);
 }
 
-// The end of the K/V tile that starts at key k0: kBlockK keys on, the keys' end, or (cut_at_pages)
+// The end of the K/V tile that starts at key k0: block_k keys on, the keys' end, or (cut_at_pages)
 // its page's end.
-int64_t key_tile_end(const AttentionProblem& p, int64_t k0, int64_t key_hi, bool cut_at_pages) {
-  const int64_t end = std::min<int64_t>(k0 + kBlockK, key_hi);
+int64_t key_tile_end(const AttentionProblem& p, int64_t k0, int64_t key_hi, int block_k, bool cut_at_pages) {
+  const int64_t end = std::min<int64_t>(k0 + block_k, key_hi);
   return cut_at_pages ? std::min<int64_t>(end, (k0 / p.page_size + 1) * p.page_size) : end;
 }
 
@@ -142,7 +147,7 @@ struct Workspace {
 };
 
 // Rows [a, b) of a task's stack that belong to its q head `head` and to the slice [r0, r0 + n),
-// cut where the head's queries cross a multiple of kSubQ: the softmax then sees the same groups
+// cut where the head's queries cross a multiple of sub_q: the softmax then sees the same groups
 // of rows (and takes the same unmasked shortcut) whether heads are stacked or not, so the results
 // are the same bits either way. (A task's first query q0 is 0 or a multiple of kBlockQ.)
 struct HeadRows {
@@ -150,10 +155,10 @@ struct HeadRows {
 };
 
 template <typename Fn>
-void for_each_head_rows(int r0, int n, int rows_per_head, Fn&& fn) {
+void for_each_head_rows(int r0, int n, int rows_per_head, int sub_q, Fn&& fn) {
   for (int a = r0; a < r0 + n;) {
     const int head = a / rows_per_head, in_head = a - head * rows_per_head;
-    const int b = std::min({r0 + n, (head + 1) * rows_per_head, a + kSubQ - in_head % kSubQ});
+    const int b = std::min({r0 + n, (head + 1) * rows_per_head, a + sub_q - in_head % sub_q});
     fn(HeadRows{head, a, b});
     a = b;
   }
@@ -165,6 +170,7 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
   const int NR = K.nr;
   const int D = p.headdim;
   const int Dp = round_up(D, bf16_dots ? cpu::kBf16Depth : NR);  // o's row; with bf16 dots also q's and P V's N
+  const auto [block_k, sub_q] = forward_tiles(bf16_dots);
   const SequenceSpan seq = host_sequence(p, blk.b);
   const int64_t off = seq.diag_offset();
   // Row r of the task is query q0 + r % rows_per_head of q head h0 + r / rows_per_head.
@@ -211,13 +217,13 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
   const int64_t q_last = blk.q0 + rows_per_head - 1;
   const int64_t key_lo = std::max<int64_t>(0, p.mask.key_begin(blk.q0, off));
   const int64_t key_hi = std::min<int64_t>(seq.len_k, p.mask.key_end(q_last, off, seq.len_k));
-  float* kt = ws.kt.get(static_cast<size_t>(Dp) * kBlockK);
-  float* v = ws.v.get(static_cast<size_t>(kBlockK) * Dp);
-  float* s = ws.s.get(static_cast<size_t>(kSubQ) * kBlockK);
-  uint16_t* p16 = cpu::as_bf16(ws.p16.get(static_cast<size_t>(kSubQ) * kBlockK / 2));
+  float* kt = ws.kt.get(static_cast<size_t>(Dp) * block_k);
+  float* v = ws.v.get(static_cast<size_t>(block_k) * Dp);
+  float* s = ws.s.get(static_cast<size_t>(sub_q) * block_k);
+  uint16_t* p16 = cpu::as_bf16(ws.p16.get(static_cast<size_t>(sub_q) * block_k / 2));
 
   for (int64_t k0 = key_lo, k_end; k0 < key_hi; k0 = k_end) {
-    k_end = key_tile_end(p, k0, key_hi, cut_at_pages);
+    k_end = key_tile_end(p, k0, key_hi, block_k, cut_at_pages);
     const int nk = static_cast<int>(k_end - k0);
     const int nk_pad = round_up(nk, bf16_dots ? cpu::kBf16Depth : NR);
     const void* k_rows = key_rows(p, p.k, seq, blk.b, k0, hk);
@@ -248,7 +254,7 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
     // as well, each head's next tile, the MHA decode step took 11.8 ms, not 10.1).
     if (k_end < key_hi && !kv_heads_stacked) {
       // (Paged: the next tile's rows in its first page.)
-      const int next = static_cast<int>(key_tile_end(p, k_end, key_hi, p.paged()) - k_end);
+      const int next = static_cast<int>(key_tile_end(p, k_end, key_hi, block_k, p.paged()) - k_end);
       prefetch_rows(key_rows(p, p.k, seq, blk.b, k_end, hk), next, D * esize, p.k.row_stride * esize);
       prefetch_rows(key_rows(p, p.v, seq, blk.b, k_end, hk), next, D * esize, p.v.row_stride * esize);
     }
@@ -257,11 +263,11 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
       return p.mask.key_begin(query_of(h.a), off) >= k0 + nk || p.mask.key_end(query_of(h.b - 1), off, seq.len_k) <= k0;
     };
 
-    for (int r0 = 0; r0 < rows; r0 += kSubQ) {
-      const int sr = std::min(kSubQ, rows - r0);
+    for (int r0 = 0; r0 < rows; r0 += sub_q) {
+      const int sr = std::min(sub_q, rows - r0);
       // Slices that the mask hides from this whole tile cost nothing (causal's upper triangle).
       bool seen = false;
-      for_each_head_rows(r0, sr, rows_per_head, [&](const HeadRows& h) { seen = seen || !hidden(h); });
+      for_each_head_rows(r0, sr, rows_per_head, sub_q, [&](const HeadRows& h) { seen = seen || !hidden(h); });
       if (!seen) continue;
       float* o_slice = o + static_cast<int64_t>(r0) * Dp;
       const int sr_pad = round_up(sr, row_step);
@@ -287,13 +293,13 @@ void forward_block(const AttentionProblem& p, const QueryBlock& blk, int heads, 
       // Rows the mask hides from the tile come out as P = 0. Where every row sees every key of
       // a full tile and the score is just scale * q.k, the score pass folds into exp (one pass
       // over the rows instead of two).
-      for_each_head_rows(r0, sr, rows_per_head, [&](const HeadRows& h) {
+      for_each_head_rows(r0, sr, rows_per_head, sub_q, [&](const HeadRows& h) {
         const float slope = alibi_slope(p, blk.b, blk.h0 + h.head);
         const int64_t i0 = query_of(h.a);
-        // The shortcut is decided for the whole kSubQ group of queries that the rows belong to,
+        // The shortcut is decided for the whole sub_q group of queries that the rows belong to,
         // as an unstacked task decides it, even where a slice holds only part of the group.
-        const int64_t group_first = blk.q0 + (i0 - blk.q0) / kSubQ * kSubQ;
-        const int64_t group_last = std::min<int64_t>(group_first + kSubQ, blk.q0 + rows_per_head) - 1;
+        const int64_t group_first = blk.q0 + (i0 - blk.q0) / sub_q * sub_q;
+        const int64_t group_last = std::min<int64_t>(group_first + sub_q, blk.q0 + rows_per_head) - 1;
         const bool unmasked = p.score.softcap == 0.0f && slope == 0.0f && p.score.scale > 0.0f && nk == nk_pad &&
                               p.mask.key_begin(group_last, off) <= k0 &&
                               p.mask.key_end(group_first, off, seq.len_k) >= k0 + nk;

@@ -40,7 +40,8 @@ TEST_P(BackwardRandom, FlashMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, BackwardRandom, ::testing::Range(0, 30));
 
-// Lengths around the 64 x 64 backward tiles, seqlen_q != seqlen_k both ways, every head dim once.
+// Lengths around the backward's tiles (64 queries; 128 keys in float32, 256 on bf16's products),
+// seqlen_q != seqlen_k both ways, every head dim once.
 TEST(Backward, TileEdgesAndHeadDims) {
   const int lengths[][2] = {{1, 1},   {1, 200}, {200, 1},  {63, 65},  {64, 64},  {65, 63},
                             {127, 129}, {129, 127}, {300, 70}, {70, 300}, {257, 256}, {1000, 40}};
@@ -58,6 +59,48 @@ TEST(Backward, TileEdgesAndHeadDims) {
       s.causal = causal;
       ++n;
       expect_backward_matches_reference(s);
+    }
+  }
+}
+
+// Masks across several key tiles of both dtypes' sizes: a query tile's products stop at the last
+// key any of its queries sees (causal, window_right), so each key tile is cut differently per
+// query tile, with seqlen_q above, at and below seqlen_k and sequences of several lengths.
+TEST(Backward, MasksAcrossKeyTiles) {
+  struct Mask {
+    bool causal;
+    int left, right;
+  };
+  const Mask masks[] = {{true, -1, -1}, {false, -1, 37}, {false, 90, 200}, {true, 300, -1}, {false, -1, 0}};
+  const int lengths[][2] = {{300, 700}, {700, 300}, {530, 530}};
+  int n = 0;
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (const Mask& m : masks) {
+      for (const auto& len : lengths) {
+        CaseSpec s;
+        s.seed = 1300 + n;
+        s.dtype = dtype;
+        s.nheads_q = 2;
+        s.nheads_kv = 1 + n % 2;
+        s.headdim = n % 3 == 0 ? 64 : 40;
+        if (n % 4 == 3) {  // varlen: one sequence as given, one shorter, one empty
+          s.seqlens_q = {len[0], len[0] / 3, 0};
+          s.seqlens_k = {len[1], len[1] / 2 + 1, 5};
+        } else {
+          s.seqlen_q = len[0];
+          s.seqlen_k = len[1];
+        }
+        s.causal = m.causal;
+        s.window_left = m.left;
+        s.window_right = m.right;
+        ++n;
+        if (dtype == DType::kFloat32) {
+          expect_backward_matches_reference(s);
+        } else {  // bf16's bar: the low-precision tests' (test_numerics.cpp)
+          SCOPED_TRACE(s.describe());
+          EXPECT_TRUE(within_twice_naive(make_case(s), true));
+        }
+      }
     }
   }
 }
@@ -269,15 +312,16 @@ TEST(BackwardLayout, PackedQkvAndGradients) {
   }
 }
 
-// The deterministic backward's case: four query heads on one KV head and eight key tiles, so
-// that dQ's chunks each collect several heads' and tiles' sums.
+// The deterministic backward's case: four query heads on one KV head and several key tiles
+// (9 of float32's 128 keys, 5 of bf16's 256), so that dQ's chunks each collect several heads'
+// and tiles' sums.
 CaseSpec deterministic_spec(DType dtype, int threads) {
   CaseSpec s;
   s.seed = 52;
   s.dtype = dtype;
   s.batch = 1;
   s.seqlen_q = 700;
-  s.seqlen_k = 500;
+  s.seqlen_k = 1100;
   s.nheads_q = 4;
   s.nheads_kv = 1;
   s.headdim = 32;

@@ -70,7 +70,7 @@ std::string paged_name(const ::testing::TestParamInfo<PagedForward::ParamType>& 
 }
 
 // The oracle copies every page; the flash backend copies pages of 1 row and reads the others in
-// place, its 128-key tiles packed from one page (128) or staged across pages (16, 48): these GQA
+// place, its key tiles (256 keys on bf16 products) packed from one page or staged across pages: these GQA
 // cases take its packed path, whose tiles are contiguous keys' tiles, so the same bits.
 INSTANTIATE_TEST_SUITE_P(All, PagedForward,
                          ::testing::Combine(::testing::Values(1, 16, 48, 128), ::testing::Bool(), ::testing::Bool(),

@@ -110,6 +110,32 @@ TEST_P(Simd, GemmMatchesNaiveProduct) {
   }
 }
 
+// gemm_at reads A transposed (row m, depth p at At[p * lda + m]) and sums in gemm's order: the
+// same bits as gemm on A row-major, and nothing written past N.
+TEST_P(Simd, GemmOfTransposedAIsGemmsBits) {
+  const int nr = k_->nr;
+  for (int M : {1, 7, 8, 9, 64}) {
+    for (int K : {1, 33, 128}) {
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "M=" << M << " K=" << K << " acc=" << accumulate);
+        const int N = 2 * nr;
+        const int64_t lda = K + 1, lda_t = M + 3, ldc = N + 5;
+        std::vector<float> A(static_cast<size_t>(M * lda)), At(static_cast<size_t>(K * lda_t), kNaN);
+        std::vector<float> Bp(static_cast<size_t>(K) * N), C(static_cast<size_t>(M * ldc));
+        for (float& x : A) x = normal();
+        for (float& x : Bp) x = normal();
+        for (float& x : C) x = normal();
+        for (int m = 0; m < M; ++m)
+          for (int kk = 0; kk < K; ++kk) At[static_cast<size_t>(kk * lda_t + m)] = A[static_cast<size_t>(m * lda + kk)];
+        std::vector<float> want = C, got = C;
+        k_->gemm(M, N, K, A.data(), lda, Bp.data(), want.data(), ldc, accumulate);
+        k_->gemm_at(M, N, K, At.data(), lda_t, Bp.data(), got.data(), ldc, accumulate);
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+      }
+    }
+  }
+}
+
 TEST_P(Simd, PackRoundTripsEveryDtype) {
   const int nr = k_->nr;
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {

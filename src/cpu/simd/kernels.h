@@ -33,6 +33,10 @@ struct Kernels {
   // C (+)= A * Bp for M x N x K; N is a multiple of nr; A row-major with lda; C row-major with ldc.
   void (*gemm)(int M, int N, int K, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc,
                bool accumulate);
+  // The same with A given transposed: A's row m, depth p at At[p * lda + m] (the same bits as
+  // gemm on A laid out row-major).
+  void (*gemm_at)(int M, int N, int K, const float* At, int64_t lda, const float* Bp, float* C, int64_t ldc,
+                  bool accumulate);
   // Panel-pack src[rows x cols] (storage dtype, row stride ld) as B with K = rows, N = cols.
   void (*pack_b)(const void* src, DType dtype, int rows, int cols, int64_t ld, float* dst);
   // Panel-pack the transpose: B = src^T, so K = cols and N = rows.

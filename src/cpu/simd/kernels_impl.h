@@ -184,7 +184,9 @@ static inline const void* row_address(const void* base, DType dtype, int64_t off
 
 // ---- products -------------------------------------------------------------------------------
 
-template <int R>
+// A's element (row r, depth p) at A[r * lda + p], or with kAT (A given transposed) at
+// A[p * lda + r]: the backward's dQ = dS K reads dS straight from its keys-major dS^T.
+template <int R, bool kAT = false>
 static inline void micro(int K, const float* A, int64_t lda, const float* B, float* C, int64_t ldc, bool acc) {
   vf c0[R], c1[R];
 #pragma GCC unroll 16
@@ -198,7 +200,7 @@ static inline void micro(int K, const float* A, int64_t lda, const float* B, flo
     B += NR;
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const float a = A[r * lda + p];
+      const float a = kAT ? A[p * lda + r] : A[r * lda + p];
       c0[r] += a * b0;
       c1[r] += a * b1;
     }
@@ -210,24 +212,36 @@ static inline void micro(int K, const float* A, int64_t lda, const float* B, flo
   }
 }
 
-template <int R>
+template <int R, bool kAT>
 static inline void micro_tail(int rows, int K, const float* A, int64_t lda, const float* B, float* C, int64_t ldc,
                               bool acc) {
   if constexpr (R > 0) {
-    if (rows == R) return micro<R>(K, A, lda, B, C, ldc, acc);
-    return micro_tail<R - 1>(rows, K, A, lda, B, C, ldc, acc);
+    if (rows == R) return micro<R, kAT>(K, A, lda, B, C, ldc, acc);
+    return micro_tail<R - 1, kAT>(rows, K, A, lda, B, C, ldc, acc);
+  }
+}
+
+template <bool kAT>
+static void gemm_panels(int M, int N, int K, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc,
+                        bool accumulate) {
+  const int64_t row_step = kAT ? 1 : lda;  // from one row of A to the next
+  for (int pn = 0; pn < N / NR; ++pn) {
+    const float* panel = Bp + static_cast<int64_t>(pn) * K * NR;
+    float* c_col = C + pn * NR;
+    int m = 0;
+    for (; m + MR <= M; m += MR) micro<MR, kAT>(K, A + m * row_step, lda, panel, c_col + m * ldc, ldc, accumulate);
+    if (m < M) micro_tail<MR - 1, kAT>(M - m, K, A + m * row_step, lda, panel, c_col + m * ldc, ldc, accumulate);
   }
 }
 
 static void gemm(int M, int N, int K, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc,
                  bool accumulate) {
-  for (int pn = 0; pn < N / NR; ++pn) {
-    const float* panel = Bp + static_cast<int64_t>(pn) * K * NR;
-    float* c_col = C + pn * NR;
-    int m = 0;
-    for (; m + MR <= M; m += MR) micro<MR>(K, A + m * lda, lda, panel, c_col + m * ldc, ldc, accumulate);
-    if (m < M) micro_tail<MR - 1>(M - m, K, A + m * lda, lda, panel, c_col + m * ldc, ldc, accumulate);
-  }
+  gemm_panels<false>(M, N, K, A, lda, Bp, C, ldc, accumulate);
+}
+
+static void gemm_at(int M, int N, int K, const float* At, int64_t lda, const float* Bp, float* C, int64_t ldc,
+                    bool accumulate) {
+  gemm_panels<true>(M, N, K, At, lda, Bp, C, ldc, accumulate);
 }
 
 static void pack_b(const void* src, DType dtype, int rows, int cols, int64_t ld, float* dst) {
@@ -500,7 +514,7 @@ static float dot_row(const float* a, const float* b, int n) {
   return s;
 }
 
-static const Kernels kTable = {FA_SIMD_NAME, NR,        gemm,    pack_b,       pack_bt,     load_rows,
+static const Kernels kTable = {FA_SIMD_NAME, NR,        gemm,    gemm_at,      pack_b,      pack_bt,     load_rows,
                                store_rows,   score_row, exp_row, softmax_step, exp_row_lse, ds_row,
                                dot_rows,     axpy_rows, scale_row, dot_row};
 
