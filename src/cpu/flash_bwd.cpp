@@ -21,16 +21,17 @@
 namespace flashattn {
 namespace {
 
+// bf16 on its dot-product instructions, AMX or AVX512-BF16 (cpu/bf16_products.h): the five
+// products take Q, K, V and dO in their bf16 storage and P and dS rounded to bf16 (as the GPU
+// kernels round them); the softmax recompute, dS and the accumulators stay float32.
+
 constexpr int kBlockQ = 64;
 // Keys a tile: each key tile packs the query tiles that see it again (Q, dO, both ways), so a
 // longer key tile packs them less often. On bf16's dot-product instructions the products are
 // cheap and the packing a large share: 256 keys (64 x 64 read 0.6-0.7x of this on an AMX Xeon).
-// The float32 products weigh more, and longer tiles spend more on the causal diagonal: 128
-// (64 keys read 0.9x of it, 256 about the same as 128 unmasked but 0.95x causal).
+// The float32 products weigh more: 128 (64 keys read 0.9x of it, 256 0.97-1.0x; 128 queries a
+// tile no better than 64 for either, and worse at head dim 256, whose buffers then pass the L2).
 int key_block(const AttentionProblem& p) { return cpu::bf16_products_take(p.dtype) ? 256 : 128; }
-// bf16 on its dot-product instructions, AMX or AVX512-BF16 (cpu/bf16_products.h): the five
-// products take Q, K, V and dO in their bf16 storage and P and dS rounded to bf16 (as the GPU
-// kernels round them); the softmax recompute, dS and the accumulators stay float32.
 
 // Floats in a row of the dQ, dK and dV accumulators (the head dim padded).
 int grad_row(const AttentionProblem& p) {
