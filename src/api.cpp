@@ -281,10 +281,10 @@ Status check_seqused(const char* arg, const TensorView& t, void* stream, bool tr
 }
 
 // block_table (AttentionParams): int32 (batch, max_pages), rows of unit stride; the entries each
-// sequence's keys reach (its seqused_k, from `used`, or every page when there is none) name pages
-// of k. Read back from the GPU unless `trusted` (device_entries_trusted).
+// sequence's keys reach (its seqused_k, from `used`, else its cu_seqlens_k length, from `cu`, else
+// every page) name pages of k. Read back from the GPU unless `trusted` (device_entries_trusted).
 Status check_block_table(const TensorView& t, void* stream, bool trusted, const AttentionProblem& p,
-                         const std::vector<int32_t>& used) {
+                         const std::vector<int32_t>& cu, const std::vector<int32_t>& used) {
   if (trusted) return Status::Ok();
   if (p.batch == 0 || t.shape[1] == 0) return Status::Ok();
   // The span from the first entry to the last, in one read (one transfer on the GPU): a table
@@ -299,7 +299,8 @@ Status check_block_table(const TensorView& t, void* stream, bool trusted, const 
   Status s = read_int32_vector("block_table", span, stream, &table);
   if (!s.ok()) return s;
   for (int b = 0; b < p.batch; ++b) {
-    const int64_t keys = used.empty() ? p.seqlen_k : used[static_cast<size_t>(b)];
+    const size_t i = static_cast<size_t>(b);
+    const int64_t keys = !used.empty() ? used[i] : !cu.empty() ? int64_t{cu[i + 1]} - cu[i] : p.seqlen_k;
     const int64_t pages = (keys + p.page_size - 1) / p.page_size;
     for (int64_t j = 0; j < pages; ++j) {
       const int32_t page = table[b * t.stride[0] + j];
@@ -333,6 +334,37 @@ void set_operand(Operand* op, const TensorView& t, bool varlen) {
   }
 }
 
+// block_table's shape and dtype (one row per sequence of p, batch set), and p's paging from it and
+// the pages k; a varlen sequence (p's seqlen_k its longest: from cu_seqlens_k, or under graph
+// capture the caller's max_seqlen_k, `longest_given`) must fit in the table's reach.
+Status set_block_table(const TensorView& table, const TensorView& k, AttentionProblem* p, bool longest_given = false) {
+  Status s;
+  if (!(s = check_tensor("block_table", table, 2)).ok()) return s;
+  if (!(s = check_dtype("block_table", table, DType::kInt32, "page indices")).ok()) return s;
+  if (table.shape[0] != p->batch) {
+    return invalid("block_table", "has " + std::to_string(table.shape[0]) + " rows; expected one per sequence of q (" +
+                                      std::to_string(p->batch) + ")");
+  }
+  const int64_t page_size = k.shape[1], keys = table.shape[1] * page_size;
+  if (page_size < 1) return invalid("k", "pages of 0 rows (shape " + shape_str(k) + "); expected page_size >= 1");
+  if (keys > INT32_MAX) {
+    return invalid("block_table", "reaches " + std::to_string(keys) + " keys a sequence (" + std::to_string(table.shape[1]) +
+                                      " pages of " + std::to_string(page_size) + "); expected at most 2^31 - 1");
+  }
+  p->page_size = static_cast<int>(page_size);
+  p->num_pages = static_cast<int>(k.shape[0]);
+  p->pages_per_sequence = static_cast<int>(table.shape[1]);
+  p->block_table = static_cast<const int32_t*>(table.data);
+  p->block_table_batch_stride = table.stride[0];
+  if (p->varlen() && p->seqlen_k > p->table_keys()) {
+    const std::string reach = "block_table reaches " + std::to_string(p->table_keys()) + " (" +
+                              std::to_string(table.shape[1]) + " pages of " + std::to_string(page_size) + ")";
+    if (longest_given) return invalid("max_seqlen_k", "is " + std::to_string(p->seqlen_k) + "; " + reach);
+    return invalid("cu_seqlens_k", "holds a sequence of " + std::to_string(p->seqlen_k) + " keys; " + reach);
+  }
+  return Status::Ok();
+}
+
 // Checks shared by forward and backward; fills the problem's shape, options and q/k/v/out.
 Status build_problem(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                      const TensorView& lse, bool lse_required, const AttentionParams& params,
@@ -342,12 +374,15 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     return invalid(params.cu_seqlens_q.defined() ? "cu_seqlens_k" : "cu_seqlens_q",
                    "is missing; variable length needs both cu_seqlens_q and cu_seqlens_k");
   }
-  const int nd = varlen ? 3 : 4;
+  const bool paged = params.block_table.defined();
+  // q and out: (batch, seqlen, heads, dim), or rows (total, heads, dim) with cu_seqlens; k and v
+  // as q, or pages (num_pages, page_size, heads, dim) with a block_table either way.
+  const int nd = varlen ? 3 : 4, kv_nd = paged ? 4 : nd;
   std::vector<int32_t> host_cu_q, host_cu_k;  // read back for the checks; empty under graph capture
   Status s;
   if (!(s = check_tensor("q", q, nd)).ok()) return s;
-  if (!(s = check_tensor("k", k, nd)).ok()) return s;
-  if (!(s = check_tensor("v", v, nd)).ok()) return s;
+  if (!(s = check_tensor("k", k, kv_nd)).ok()) return s;
+  if (!(s = check_tensor("v", v, kv_nd)).ok()) return s;
   if (!(s = check_tensor("out", out, nd)).ok()) return s;
 
   if (!is_float_dtype(q.dtype)) {
@@ -359,17 +394,21 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
 
   const int hd = nd - 1, hq = nd - 2;
   const int64_t headdim = q.shape[hd];
+  const int64_t kv_headdim = k.shape[kv_nd - 1];
   if (headdim % 8 != 0 || headdim < 8 || headdim > 256) {
     return invalid("q", "head dimension " + std::to_string(headdim) + " is not allowed; expected a multiple of 8 in [8, 256]");
   }
-  if (k.shape[hd] != headdim) return invalid("k", "head dimension " + std::to_string(k.shape[hd]) + " does not match q's " + std::to_string(headdim));
+  if (kv_headdim != headdim) return invalid("k", "head dimension " + std::to_string(kv_headdim) + " does not match q's " + std::to_string(headdim));
   if (!(s = check_same_shape("v", v, "k", k)).ok()) return s;
   if (!(s = check_same_shape("out", out, "q", q)).ok()) return s;
-  const int64_t nheads_q = q.shape[hq], nheads_kv = k.shape[hq];
-  // Batch, heads and sequence lengths are int inside the backends (only row totals are 64-bit).
+  const int64_t nheads_q = q.shape[hq], nheads_kv = k.shape[kv_nd - 2];
+  // Batch, heads and sequence lengths are int inside the backends (only row totals are 64-bit:
+  // dimension 0 of varlen q, and of varlen k unless it is pages, whose count is an int).
   for (const NamedTensor& nt : {NamedTensor{"q", &q}, NamedTensor{"k", &k}}) {
-    for (int d = 0; d < nd - 1; ++d) {
-      if (nt.t->shape[d] > INT32_MAX && !(varlen && d == 0)) {
+    const bool is_q = nt.t == &q;
+    const bool rows_first = varlen && (is_q || !paged);
+    for (int d = 0; d < (is_q ? nd : kv_nd) - 1; ++d) {
+      if (nt.t->shape[d] > INT32_MAX && !(rows_first && d == 0)) {
         return invalid(nt.name, "dimension " + std::to_string(d) + " is " + std::to_string(nt.t->shape[d]) +
                                     "; expected at most 2^31 - 1");
       }
@@ -380,10 +419,6 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
   if (nheads_q % nheads_kv != 0) {
     return invalid("k", "number of heads " + std::to_string(nheads_kv) + " does not divide q's " +
                             std::to_string(nheads_q) + " (GQA/MQA needs nheads_q to be a multiple of nheads_kv)");
-  }
-  const bool paged = params.block_table.defined();
-  if (paged && varlen) {
-    return invalid("block_table", "takes fixed-length q only; variable length (cu_seqlens) with paged k / v is not supported");
   }
   if (!varlen && !paged && k.shape[0] != q.shape[0]) {
     return invalid("k", "batch " + std::to_string(k.shape[0]) + " does not match q's batch " + std::to_string(q.shape[0]));
@@ -441,7 +476,10 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     if (params.max_seqlen_k < 0) return invalid("max_seqlen_k", "is " + std::to_string(params.max_seqlen_k) + "; expected >= 0");
     p->batch = static_cast<int>(cq.shape[0] - 1);
     p->total_q = q.shape[0];
-    p->total_k = k.shape[0];
+    // Paged: cu_seqlens_k only gives each sequence's length (its keys are rows 0.. of its pages),
+    // so no row total bounds its last entry.
+    p->total_k = paged ? k.shape[0] * k.shape[1] : k.shape[0];
+    const int64_t cu_k_bound = paged ? INT64_MAX : p->total_k;
     int longest_q = 0, longest_k = 0;
     if (cq.device == Device::kCUDA && cuda_stream_capturing(params.stream)) {
       // A graph being captured cannot read device memory back, so the caller's bounds are
@@ -454,7 +492,7 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
       longest_k = params.max_seqlen_k;
     } else {
       if (!(s = check_cu_seqlens("cu_seqlens_q", cq, params.stream, p->batch, p->total_q, &longest_q, &host_cu_q)).ok()) return s;
-      if (!(s = check_cu_seqlens("cu_seqlens_k", ck, params.stream, p->batch, p->total_k, &longest_k, &host_cu_k)).ok()) return s;
+      if (!(s = check_cu_seqlens("cu_seqlens_k", ck, params.stream, p->batch, cu_k_bound, &longest_k, &host_cu_k)).ok()) return s;
     }
     if (params.max_seqlen_q > 0 && params.max_seqlen_q < longest_q) {
       return invalid("max_seqlen_q", "is " + std::to_string(params.max_seqlen_q) + " but cu_seqlens_q holds a sequence of " +
@@ -470,31 +508,16 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     p->cu_seqlens_k = static_cast<const int32_t*>(ck.data);
     // Unknown under graph capture (cu_seqlens not read): assume such rows, as padded serving
     // buffers have them.
-    p->kv_rows_past_last_sequence = host_cu_k.empty() || p->total_k > host_cu_k[static_cast<size_t>(p->batch)];
+    p->kv_rows_past_last_sequence = !paged && (host_cu_k.empty() || p->total_k > host_cu_k[static_cast<size_t>(p->batch)]);
     p->q_rows_past_last_sequence = host_cu_q.empty() || p->total_q > host_cu_q[static_cast<size_t>(p->batch)];
+    if (paged && !(s = set_block_table(params.block_table, k, p, host_cu_k.empty())).ok()) return s;
   } else if (paged) {
-    const TensorView& table = params.block_table;
-    if (!(s = check_tensor("block_table", table, 2)).ok()) return s;
-    if (!(s = check_dtype("block_table", table, DType::kInt32, "page indices")).ok()) return s;
-    if (table.shape[0] != q.shape[0]) {
-      return invalid("block_table", "has " + std::to_string(table.shape[0]) + " rows; expected one per sequence of q (" +
-                                        std::to_string(q.shape[0]) + ")");
-    }
-    const int64_t page_size = k.shape[1], keys = table.shape[1] * page_size;
-    if (page_size < 1) return invalid("k", "pages of 0 rows (shape " + shape_str(k) + "); expected page_size >= 1");
-    if (keys > INT32_MAX) {
-      return invalid("block_table", "reaches " + std::to_string(keys) + " keys a sequence (" + std::to_string(table.shape[1]) +
-                                        " pages of " + std::to_string(page_size) + "); expected at most 2^31 - 1");
-    }
     p->batch = static_cast<int>(q.shape[0]);
     p->seqlen_q = static_cast<int>(q.shape[1]);
-    p->seqlen_k = static_cast<int>(keys);
     p->total_q = q.shape[0] * q.shape[1];
     p->total_k = k.shape[0] * k.shape[1];
-    p->page_size = static_cast<int>(page_size);
-    p->num_pages = static_cast<int>(k.shape[0]);
-    p->block_table = static_cast<const int32_t*>(table.data);
-    p->block_table_batch_stride = table.stride[0];
+    if (!(s = set_block_table(params.block_table, k, p)).ok()) return s;
+    p->seqlen_k = p->table_keys();
   } else {
     p->batch = static_cast<int>(q.shape[0]);
     p->seqlen_q = static_cast<int>(q.shape[1]);
@@ -509,12 +532,13 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
                           *p, host_cu_k, p->seqlen_k, &p->seqused_k,
                           &host_used_k)).ok()) return s;
   if (paged && !(s = check_block_table(params.block_table, params.stream,
-                                       device_entries_trusted(params.block_table, params), *p, host_used_k)).ok()) {
+                                       device_entries_trusted(params.block_table, params), *p, host_cu_k,
+                                       host_used_k)).ok()) {
     return s;
   }
   set_operand(&p->q, q, varlen);
-  set_operand(&p->k, k, varlen);
-  set_operand(&p->v, v, varlen);
+  set_operand(&p->k, k, varlen && !paged);
+  set_operand(&p->v, v, varlen && !paged);
   set_operand(&p->out, out, varlen);
 
   if (lse.defined() || lse_required) {

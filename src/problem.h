@@ -69,6 +69,10 @@ struct AttentionProblem {
   int64_t block_table_batch_stride = 0;
   int page_size = 0;
   int num_pages = 0;
+  int pages_per_sequence = 0;  // the table's width
+
+  // Keys a sequence's table row reaches (fixed length: its seqlen_k).
+  int table_keys() const { return pages_per_sequence * page_size; }
 
   bool varlen() const { return cu_seqlens_q != nullptr; }
   bool paged() const { return block_table != nullptr; }

@@ -75,7 +75,10 @@ struct AttentionParams {
   // Paged k and v (forward only; vLLM's PagedAttention layout, flash_attn's block_table): optional
   // int32 (batch, max_pages). k and v are then pages (num_pages, page_size, nheads_kv, headdim), and
   // key row j of sequence b is row j % page_size of page block_table[b][j / page_size]: each
-  // sequence has max_pages * page_size keys, or seqused_k[b]. Fixed-length q only. The entries a
+  // sequence has max_pages * page_size keys, or seqused_k[b]. With variable length (cu_seqlens),
+  // q stays rows (total_q, nheads_q, headdim) and cu_seqlens_k gives each sequence's number of
+  // keys only (its keys are rows 0.. of its pages; the last entry bounds nothing), which must fit
+  // in max_pages * page_size (flash_attn_varlen_func's block_table). The entries a
   // sequence's keys reach must name pages of k (checked, except under CUDA graph capture, where
   // they are trusted as lengths are: a seqused_k past max_pages * page_size is then the caller's
   // error); entries past them are never read (-1 padding is fine). The CUDA backend reads pages

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from flashattn import _ext, ops
 from flashattn.kvcache import flash_attn_with_kvcache  # noqa: F401  (flash_attn exports it here too)
+from flashattn.paged import paged_varlen_attention
 
 __all__ = [
     "flash_attn_func",
@@ -125,7 +126,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         q: (total_q, nheads, headdim); k, v: (total_k, nheads_k, headdim).
         cu_seqlens_q, cu_seqlens_k: (batch_size + 1,) int32 prefix sums of the sequence lengths.
         max_seqlen_q, max_seqlen_k: the longest query / key sequence in the batch.
-        block_table: paged KV caches are not supported; must be None.
+        block_table: optional (batch_size, max_blocks) int32: k and v are then pages
+            (num_pages, page_size, nheads_k, headdim) and sequence b's keys are the first
+            cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of the pages its row names (forward only).
         seqused_q, seqused_k (keyword only, as in FlashAttention-3): optional (batch_size,) int32;
             sequence b then uses only its first seqused_q[b] query rows and seqused_k[b] key rows
             (at most its cu_seqlens span), and the masks align to these lengths. Output rows past
@@ -135,7 +138,13 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         out: (total_q, nheads, headdim), or (out, softmax_lse (nheads, total_q), None).
     """
     if block_table is not None:
-        raise NotImplementedError("argument 'block_table': paged KV caches are not supported by flashattn")
+        _check_dropout(dropout_p)
+        _check_tensors(q=q, k=k, v=v, block_table=block_table)
+        out, lse = paged_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                                          _ext.softmax_scale(softmax_scale, q.shape[-1]), bool(causal),
+                                          _ext.flash_attn_window(window_size), float(softcap), alibi_slopes,
+                                          seqused_q, seqused_k, block_table)
+        return (out, lse, None) if return_attn_probs else out
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                       softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                       return_attn_probs, seqused_q, seqused_k)

@@ -34,13 +34,16 @@ Tolerance rounding_of(DType dtype) {
   return t;
 }
 
-class PagedForward : public ::testing::TestWithParam<std::tuple<int, bool, bool>> {};
+// (page_size, seqused_k, causal, variable length). Variable length over pages is
+// flash_attn_varlen_func's block_table: cu_seqlens_k gives each sequence's length only.
+class PagedForward : public ::testing::TestWithParam<std::tuple<int, bool, bool, bool>> {};
 
 TEST_P(PagedForward, EqualsTheContiguousKeysOnEachCpuBackend) {
-  const int page_size = std::get<0>(GetParam());
-  const bool used_k = std::get<1>(GetParam()), causal = std::get<2>(GetParam());
+  const auto [page_size, used_k, causal, varlen] = GetParam();
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-    const CaseSpec spec = paged_spec(test_seed_base() + 47000 + page_size, dtype, 40, page_size, causal ? 5 : 1, used_k);
+    const CaseSpec spec =
+        varlen ? paged_varlen_spec(test_seed_base() + 48000 + page_size, dtype, 40, page_size, causal, used_k)
+               : paged_spec(test_seed_base() + 47000 + page_size, dtype, 40, page_size, causal ? 5 : 1, used_k);
     SCOPED_TRACE(spec.describe());
     const AttnCase c = make_case(spec);
     for (int64_t table_pad : {0, 3}) {  // 3: a table sliced from a wider one
@@ -52,7 +55,7 @@ TEST_P(PagedForward, EqualsTheContiguousKeysOnEachCpuBackend) {
         const ForwardResult paged = run_paged_forward(c, pages, backend);
         ASSERT_TRUE(contiguous.status.ok()) << contiguous.status.message;
         ASSERT_TRUE(paged.status.ok()) << paged.status.message;
-        EXPECT_EQ(paged.out.count_nonfinite(), 0);
+        EXPECT_EQ(c.used_part(paged.out, AttnCase::Role::kQ).count_nonfinite(), 0);
         EXPECT_EQ(differing(paged.out, contiguous.out), 0);
         EXPECT_EQ(differing(paged.lse, contiguous.lse), 0);
       }
@@ -61,15 +64,17 @@ TEST_P(PagedForward, EqualsTheContiguousKeysOnEachCpuBackend) {
 }
 
 std::string paged_name(const ::testing::TestParamInfo<PagedForward::ParamType>& info) {
-  return "page" + std::to_string(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_seqused" : "_full") +
-         (std::get<2>(info.param) ? "_causal" : "_decode");
+  const auto [page_size, used_k, causal, varlen] = info.param;
+  return std::string(varlen ? "varlen_" : "") + "page" + std::to_string(page_size) + (used_k ? "_seqused" : "_full") +
+         (causal ? "_causal" : "_decode");
 }
 
 // The oracle copies every page; the flash backend copies pages of 1 row and reads the others in
 // place, its key tiles (256 keys on bf16 products) packed from one page or staged across pages: these GQA
 // cases take its packed path, whose tiles are contiguous keys' tiles, so the same bits.
 INSTANTIATE_TEST_SUITE_P(All, PagedForward,
-                         ::testing::Combine(::testing::Values(1, 16, 48, 128), ::testing::Bool(), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values(1, 16, 48, 128), ::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Bool()),
                          paged_name);
 
 // Pages whose rows and heads lie apart (padded strides): the copy takes them head row by head row
@@ -200,6 +205,24 @@ TEST(PagedValidation, CpuEntriesAreCheckedEvenWhenTheCallerSaysChecked) {
   EXPECT_EQ(used.out.count_nonfinite(), used.out.numel()) << "out was written";
 }
 
+// A varlen sequence longer than its table row reaches is refused, naming cu_seqlens_k; an entry a
+// varlen sequence reaches must name a page, one past its length may be anything.
+TEST(PagedValidation, VarlenSequencesMustFitTheirTable) {
+  const AttnCase c = make_case(paged_varlen_spec(13, DType::kFloat32, 40, 4, false, false));
+  PagedKV pages = paginate(c, 4, 1, 13);
+  const ForwardResult fits = run_paged_forward(c, pages, Backend::kCPU);
+  EXPECT_TRUE(fits.status.ok()) << fits.status.message;
+  // Sequence 2 has 15 keys (entries 0-3 of its row of 5); entry 4 is -1 and never read.
+  pages.block_table.set(2 * 5 + 3, -1.0f);
+  const ForwardResult bad_entry = run_paged_forward(c, pages, Backend::kCPU);
+  EXPECT_TRUE(refused(bad_entry.status, "block_table", "row 2 names page -1"));
+  EXPECT_EQ(bad_entry.out.count_nonfinite(), bad_entry.out.numel()) << "out was written";
+  PagedKV narrow = paginate(c, 4, 1, 13);
+  narrow.block_table = HostTensor(DType::kInt32, {4, 3});  // reaches 12 keys; sequence 2 has 15
+  for (int64_t i = 0; i < narrow.block_table.numel(); ++i) narrow.block_table.set(i, 0.0f);
+  EXPECT_TRUE(refused(run_paged_forward(c, narrow, Backend::kCPU).status, "cu_seqlens_k", "block_table reaches 12"));
+}
+
 TEST(PagedValidation, BadTablesAndModesAreRefusedByName) {
   {
     SmallPaged sp;
@@ -241,7 +264,8 @@ TEST(PagedValidation, BadTablesAndModesAreRefusedByName) {
     AttentionParams params = c.params(Backend::kCPU);
     const HostTensor table(DType::kInt32, {2, 2});
     params.block_table = table.view();
-    EXPECT_TRUE(refused(flashattn::forward(args, params), "block_table", "fixed-length"));
+    // Varlen k of rows (total_k, heads, dim) beside a table: pages are 4-D whatever q is.
+    EXPECT_TRUE(refused(flashattn::forward(args, params), "k", "has 3 dimensions"));
   }
 }
 

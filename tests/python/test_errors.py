@@ -90,8 +90,20 @@ def test_varlen_errors():
         flash_attn_varlen_func(q, q, q, cu_seqlens([4, 6]), torch.tensor([0, 6, 4], dtype=torch.int32), 6, 6)
     with pytest.raises(ValueError, match="argument 'max_seqlen_q': is 3"):
         flash_attn_varlen_func(q, q, q, cu_seqlens([4, 6]), cu_seqlens([4, 6]), 3, 6)
-    with pytest.raises(NotImplementedError, match="block_table"):
-        flash_attn_varlen_func(q, q, q, cu_seqlens([4, 6]), cu_seqlens([4, 6]), 6, 6, block_table=torch.zeros(2, 1))
+    # With block_table k and v are pages, 4-D; the table is int32; no gradient flows through pages.
+    table = torch.zeros(2, 2, dtype=torch.int32)
+    with pytest.raises(ValueError, match="argument 'k': has shape .* pages"):
+        flash_attn_varlen_func(q, q, q, cu_seqlens([4, 6]), cu_seqlens([4, 6]), 6, 6, block_table=table)
+    pages = torch.randn(3, 4, q.shape[1], q.shape[2])
+    with pytest.raises(TypeError, match="argument 'block_table': dtype is float32; expected int32"):
+        flash_attn_varlen_func(q, pages, pages, cu_seqlens([4, 6]), cu_seqlens([4, 6]), 6, 6,
+                               block_table=torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="argument 'cu_seqlens_k': holds a sequence of 6 keys; block_table reaches 4"):
+        flash_attn_varlen_func(q, pages, pages, cu_seqlens([4, 6]), cu_seqlens([2, 6]), 6, 6,
+                               block_table=torch.zeros(2, 1, dtype=torch.int32))
+    with pytest.raises(NotImplementedError, match="argument 'block_table': paged k / v are for the forward only"):
+        flash_attn_varlen_func(q.requires_grad_(), pages, pages, cu_seqlens([4, 6]), cu_seqlens([4, 6]), 6, 6,
+                               block_table=table)
 
 
 def test_bad_scale():

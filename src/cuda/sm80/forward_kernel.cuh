@@ -189,13 +189,15 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim, kKeySplits>::kThreads)
   // Paged k / v (the key-split twin only, which every paged problem runs: the plain kernel's
   // registers are full, and the page arithmetic spilled there at head dims 96 and 128): the
   // sequence's rows start in the page of each key tile (key_rows_offset), so the base holds the
-  // head only.
+  // head only (with variable length too: cu_seqlens_k gives a paged sequence's length, not where
+  // its rows lie).
   const bool paged = kKeySplits && p.block_table != nullptr;
   const int64_t kv_batch = paged ? 0 : b;
+  const int64_t kv_row0 = paged ? 0 : seq.k_row0;
   const Element* k = static_cast<const Element*>(p.k.data) + kv_batch * p.k.batch_stride +
-                     seq.k_row0 * p.k.row_stride + hk * p.k.head_stride;
+                     kv_row0 * p.k.row_stride + hk * p.k.head_stride;
   const Element* v = static_cast<const Element*>(p.v.data) + kv_batch * p.v.batch_stride +
-                     seq.k_row0 * p.v.row_stride + hk * p.v.head_stride;
+                     kv_row0 * p.v.row_stride + hk * p.v.head_stride;
   // Elements from the base to key row n_first (a tile's first): n_first rows, or in a paged cache
   // the tile's page and its row there (the tile lies inside the page: supports() in dispatch.cu).
   const auto key_rows_offset = [&](bool is_v, int n_first) -> int64_t {

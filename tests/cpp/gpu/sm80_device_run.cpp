@@ -144,9 +144,11 @@ Status run_call(CallMode mode, Call&& call, Poison&& poison_outputs) {
 }
 
 // The forward on keys and values k_host / v_host: the case's own, or pages read through `table`
-// (AttentionParams::block_table; undefined: not paged).
+// (AttentionParams::block_table; undefined: not paged) with cu_k_host for cu_seqlens_k where
+// defined (paged varlen: lengths only).
 ForwardResult forward_on_device(const AttnCase& c, const HostTensor& k_host, const HostTensor& v_host,
-                                const HostTensor& table_host, bool with_lse, CallMode mode) {
+                                const HostTensor& table_host, const HostTensor& cu_k_host, bool with_lse,
+                                CallMode mode) {
   ForwardResult r;
   r.out = HostTensor(c.spec.dtype, c.out_shape(), c.spec.pad);
   r.out.poison();
@@ -154,9 +156,10 @@ ForwardResult forward_on_device(const AttnCase& c, const HostTensor& k_host, con
     r.lse = HostTensor(DType::kFloat32, c.lse_shape(), c.spec.pad);
     r.lse.poison();
   }
-  DeviceCopy q(c.q), k(k_host), v(v_host), table(table_host), out(r.out), lse(r.lse);
+  DeviceCopy q(c.q), k(k_host), v(v_host), table(table_host), cu_k(cu_k_host), out(r.out), lse(r.lse);
   DeviceParams dp(c);
   if (table_host.defined()) dp.params.block_table = table.view();
+  if (cu_k_host.defined()) dp.params.cu_seqlens_k = cu_k.view();
   ForwardArgs args;
   args.q = q.view();
   args.k = k.view();
@@ -183,11 +186,11 @@ ForwardResult forward_on_device(const AttnCase& c, const HostTensor& k_host, con
 }  // namespace
 
 ForwardResult gpu_forward(const AttnCase& c, bool with_lse, CallMode mode) {
-  return forward_on_device(c, c.k, c.v, HostTensor{}, with_lse, mode);
+  return forward_on_device(c, c.k, c.v, HostTensor{}, HostTensor{}, with_lse, mode);
 }
 
 ForwardResult gpu_paged_forward(const AttnCase& c, const PagedKV& pages, CallMode mode) {
-  return forward_on_device(c, pages.k, pages.v, pages.block_table, true, mode);
+  return forward_on_device(c, pages.k, pages.v, pages.block_table, pages.cu_seqlens_k, true, mode);
 }
 
 BackwardResult gpu_backward(const AttnCase& c, const ForwardResult& fwd, CallMode mode) {

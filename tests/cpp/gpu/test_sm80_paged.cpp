@@ -3,7 +3,7 @@
 // fp64 oracle on the contiguous keys the pages hold, with the pages shuffled among spare pages of
 // NaN and NaN past each sequence's used keys; decode steps (GQA, MQA, with the heads as rows) and
 // a chunk of causal queries, the library's pieces, none, and a caller's count; under graph capture;
-// with the indices checked by the caller (nothing read back).
+// with the indices checked by the caller (nothing read back); variable length.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -52,6 +52,23 @@ TEST(Sm80Paged, MatchesReference) {
   window.window_left = 150;
   window.alibi = Alibi::kPerHead;
   check_paged(window, 128);
+}
+
+// Variable length over pages (flash_attn_varlen_func's block_table): a prefill chunk beside
+// decode steps and an empty sequence, cu_seqlens_k giving lengths only.
+TEST(Sm80Paged, VarlenMatchesReference) {
+  SM80_SKIP_WITHOUT_GPU();
+  uint64_t seed = 760;
+  for (int d : {64, 128, 256}) {
+    for (bool causal : {false, true}) {
+      for (int splits : {0, 3}) {
+        CaseSpec s = paged_varlen_spec(++seed, d == 64 ? DType::kFloat16 : DType::kBFloat16, d, 128, causal,
+                                       splits == 3);
+        s.num_splits = splits;
+        check_paged(s, 128, {}, causal ? 4 : 0);
+      }
+    }
+  }
 }
 
 TEST(Sm80Paged, UnderGraphCapture) {
