@@ -76,6 +76,33 @@ static inline float hsum(vf v) { return tree_sum(v)[0]; }
 // below 1e-8 before rounding). Inputs under -86 give exactly 0 (so masked scores vanish), and the
 // clamp keeps every intermediate a normal float: a subnormal product costs a microcode assist of
 // ~100 cycles per lane, which made causal tiles (half -inf) slower than full ones.
+//
+// AVX-512 has the two steps around the polynomial as instructions (round to an integer, scale by
+// 2^n with zeroed lanes), so there exp takes 13 instructions instead of about 20: f = t - n of
+// t = x log2(e) is the power of two's fraction, and 2^f a degree-6 polynomial fitted for relative
+// error on |f| <= 1/2 (7.9e-8 at most in float arithmetic, 1.3 units of 2^-24). Without exp the
+// bf16 forward on AMX ran 1.4-1.5x faster (session 78): exp was a third of its time.
+#if FA_SIMD_WIDTH == 16 && defined(__AVX512F__)
+static inline vf vexp(vf x) {
+  const __m512 xv = reinterpret_cast<__m512&>(x);
+  // Live lanes: x >= -86 or NaN (NaN propagates; -86 and below give exactly 0, as above).
+  const __mmask16 live = _mm512_cmp_ps_mask(xv, _mm512_set1_ps(-86.0f), _CMP_NLT_UQ);
+  __m512 t = _mm512_mul_ps(xv, _mm512_set1_ps(1.44269504088896341f));
+  // (max / min return their second operand where one is NaN: a NaN t passes through.)
+  t = _mm512_min_ps(_mm512_set1_ps(128.0f), _mm512_max_ps(_mm512_set1_ps(-126.0f), t));
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_set1_ps(1.5345810970757157e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3399930903688073e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618489071726799e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550328642129898e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24022646248340607f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931471824645996f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  const __m512 e = _mm512_maskz_scalef_ps(live, p, n);
+  return reinterpret_cast<const vf&>(e);
+}
+#else
 static inline vf vexp(vf x) {
   const vf xc = vmin(vmax(x, splat(-86.0f)), splat(88.3f));
   const vf t = xc * 1.44269504088896341f;
@@ -95,6 +122,7 @@ static inline vf vexp(vf x) {
   std::memcpy(&scale, &bits, sizeof(scale));
   return x < -86.0f ? splat(0.0f) : p * scale;
 }
+#endif
 
 // tanh(|x|) = m / (m + 2) with m = exp(2 |x|) - 1, so large inputs saturate instead of
 // overflowing. m comes from its series below 2 |x| = ln 2 / 2, where exp(2 |x|) - 1 would cancel:
