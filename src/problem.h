@@ -78,6 +78,9 @@ struct AttentionProblem {
   bool paged() const { return block_table != nullptr; }
   // The page holding key row j of sequence b (paged only).
   int64_t page_of(int b, int64_t j) const { return block_table[b * block_table_batch_stride + j / page_size]; }
+  // The rows cu_seqlens_k's entries are clamped to (variants/sequence.h): k's, or none where k is
+  // pages (its cu_seqlens_k gives lengths only; sequences may share pages).
+  int64_t cu_rows_k() const { return paged() ? INT64_MAX : total_k; }
   // Rows along the sequence dimension of q (out, dout) and of k (v, dk, dv): every sequence's with
   // variable length, one sequence's otherwise.
   int64_t tensor_rows_q() const { return varlen() ? total_q : seqlen_q; }
@@ -97,7 +100,8 @@ struct SequenceSpan {
 };
 
 inline SequenceSpan host_sequence(const AttentionProblem& p, int b) {
-  return sequence_of<SequenceSpan>(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+  return sequence_of<SequenceSpan>(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k,
+                                   p.total_q, p.cu_rows_k(), b);
 }
 
 // Element offset of row i (counted inside the sequence) of head h of batch b.

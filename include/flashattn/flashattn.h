@@ -18,9 +18,11 @@
 //
 // Every argument is checked before anything runs, and a bad one returns kInvalidArgument naming
 // it, with one exception: while the stream is being captured into a CUDA graph, device memory
-// cannot be read back, so cu_seqlens and seqused on the GPU are trusted there (as flash_attn
-// trusts them everywhere) and max_seqlen_q / max_seqlen_k must be given; lengths past the tensors
-// then give wrong results or faults, not an error.
+// cannot be read back, so cu_seqlens and seqused on the GPU are not checked there (as flash_attn
+// never checks them) and max_seqlen_q / max_seqlen_k must be given. The kernels then clamp what
+// they read: a cu_seqlens entry to [0, the tensor's rows], a sequence's length to max_seqlen, a
+// seqused entry to [0, its sequence's span], a block_table entry to [0, num_pages). A bad entry
+// gives a wrong result for its sequence, not an error, but no read or write outside the tensors.
 #pragma once
 
 #include "flashattn/types.h"
@@ -80,8 +82,8 @@ struct AttentionParams {
   // keys only (its keys are rows 0.. of its pages; the last entry bounds nothing), which must fit
   // in max_pages * page_size (flash_attn_varlen_func's block_table). The entries a
   // sequence's keys reach must name pages of k (checked, except under CUDA graph capture, where
-  // they are trusted as lengths are: a seqused_k past max_pages * page_size is then the caller's
-  // error); entries past them are never read (-1 padding is fine). The CUDA backend reads pages
+  // the kernel clamps them as it clamps lengths: see the top of this file); entries past them are
+  // never read (-1 padding is fine). The CUDA backend reads pages
   // in its sm80 kernel, whose key tiles must lie inside a page: page_size a multiple of 128 at
   // head dim <= 64, of 64 above. Where the library chooses no key pieces it runs one, whose
   // float32 workspace (heads x rows of q x (headdim + 1)) a long q must find memory for.
@@ -90,7 +92,8 @@ struct AttentionParams {
   // The caller has checked the entries of seqused_q, seqused_k and block_table on the GPU (a
   // serving loop that wrote them, or the Python kvcache path after its own read-back): the API
   // then reads none of them back, so the call does not wait for the device. Wrong entries are then
-  // the caller's error, as under CUDA graph capture. cu_seqlens and CPU tensors are checked as ever.
+  // the caller's error, clamped as under CUDA graph capture (top of this file). cu_seqlens and CPU
+  // tensors are checked as ever.
   bool indices_checked = false;
 };
 

@@ -13,8 +13,9 @@ length, as flash_attn aligns them). What flashattn does differently:
     sequence's last, all of the table's under graph capture unless cache_seqlens is an int);
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
     back once a call to check them, so a bad index is an error rather than a write out of bounds
-    (except while a CUDA graph is captured: trusted there, as the library trusts length vectors),
-    and the library is told so (indices_checked) and reads none of them again;
+    and the library is told so (indices_checked) and reads none of them again; while a CUDA graph
+    is captured none can be read: the append's PyTorch indexing then asserts on a row out of range,
+    and the attention kernels clamp the lengths and pages they read (flashattn.h);
   * cache_leftpad (the rows before which a left-padded sequence's cache holds nothing) runs the
     varlen form of the kernel: q and the cache flattened, each sequence's keys from its own
     cache_leftpad[b] (flash_attn refuses it with a paged cache; here it is taken, on the copy);

@@ -9,6 +9,8 @@
 
 #include "common/attn_case.h"
 #include "common/checks.h"
+#include "problem.h"
+#include "variants/sequence.h"
 
 namespace fa_test {
 namespace {
@@ -136,6 +138,50 @@ struct SmallCase {
   }
   if (sc.out.count_nonfinite() != sc.out.numel()) return ::testing::AssertionFailure() << "out was written";
   return ::testing::AssertionSuccess() << s.message;
+}
+
+// Entries nobody read back (graph capture, indices_checked) are clamped where each backend reads
+// them (variants/sequence.h): the kernels take the same function, so its bounds are checked here.
+TEST(SequenceBounds, EntriesOutOfRangeActAsTheirNearestBound) {
+  using flashattn::SequenceSpan;
+  using flashattn::sequence_of;
+  // Varlen: 3 sequences over 180 rows of q and 290 of k, the longest 130 / 200.
+  const int32_t cu_q[] = {-9, 50, 40, 1180}, cu_k[] = {-3, 70, 90, 1 << 30};
+  const int32_t used_q[] = {-1, 7, 500}, used_k[] = {1 << 30, -5, 131};
+  const auto span = [&](const int32_t* uq, const int32_t* uk, int b) {
+    return sequence_of<SequenceSpan>(cu_q, cu_k, uq, uk, 130, 200, 180, 290, b);
+  };
+  SequenceSpan s = span(nullptr, nullptr, 0);
+  EXPECT_EQ(s.q_row0, 0);  // -9 acts as 0
+  EXPECT_EQ(s.len_q, 50);
+  EXPECT_EQ(s.k_row0, 0);
+  EXPECT_EQ(s.len_k, 70);
+  s = span(nullptr, nullptr, 1);  // an end before its start: empty
+  EXPECT_EQ(s.q_row0, 50);
+  EXPECT_EQ(s.len_q, 0);
+  EXPECT_EQ(s.len_k, 20);
+  s = span(nullptr, nullptr, 2);  // ends past the rows, then longer than the longest
+  EXPECT_EQ(s.q_row0, 40);
+  EXPECT_EQ(s.len_q, 130);  // rows 40..180 hold 140: the longest, 130, bounds it
+  EXPECT_EQ(s.k_row0, 90);
+  EXPECT_EQ(s.len_k, 200);
+  s = span(used_q, used_k, 0);
+  EXPECT_EQ(s.len_q, 0);
+  EXPECT_EQ(s.len_k, 70);  // seqused past the span: the span
+  s = span(used_q, used_k, 1);
+  EXPECT_EQ(s.len_q, 0);  // 7 rows of an empty span
+  EXPECT_EQ(s.len_k, 0);
+  s = span(used_q, used_k, 2);
+  EXPECT_EQ(s.len_q, 130);
+  EXPECT_EQ(s.len_k, 131);
+  // Fixed length: seqused within [0, seqlen]; a paged k's cu_seqlens_k (rows bound INT64_MAX)
+  // gives lengths only, bounded by the longest.
+  const SequenceSpan f = sequence_of<SequenceSpan>(nullptr, nullptr, used_q, used_k, 64, 300, 0, 0, 0);
+  EXPECT_EQ(f.len_q, 0);
+  EXPECT_EQ(f.len_k, 300);
+  const SequenceSpan paged = sequence_of<SequenceSpan>(cu_q, cu_k, nullptr, nullptr, 130, 640, 180, INT64_MAX, 2);
+  EXPECT_EQ(paged.k_row0, 90);
+  EXPECT_EQ(paged.len_k, 640);
 }
 
 TEST(SequsedValidation, BadTensorsAreRefusedByName) {

@@ -20,8 +20,9 @@ struct DeviceSequence {
 // cu_seqlens and seqused are device pointers (null when not given): variants/sequence.h.
 FA_DEV DeviceSequence device_sequence(const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
                                       const int32_t* seqused_q, const int32_t* seqused_k, int seqlen_q,
-                                      int seqlen_k, int b) {
-  return sequence_of<DeviceSequence>(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, seqlen_q, seqlen_k, b);
+                                      int seqlen_k, int64_t rows_q, int64_t rows_k, int b) {
+  return sequence_of<DeviceSequence>(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, seqlen_q, seqlen_k, rows_q,
+                                     rows_k, b);
 }
 
 // Half-open range of tile indices.

@@ -8,7 +8,8 @@
 namespace flashattn::sm80 {
 
 FA_DEV cuda::DeviceSequence batch_sequence(const KernelParams& p, int b) {
-  return cuda::device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+  return cuda::device_sequence(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k,
+                               p.total_q, p.cu_rows_k, b);
 }
 
 }  // namespace flashattn::sm80

@@ -193,6 +193,7 @@ KernelParams make_params(const AttentionProblem& p) {
   kp.headdim = p.headdim;
   kp.headdim_chunks = p.headdim / 8;
   kp.total_q = p.total_q;
+  kp.cu_rows_k = p.cu_rows_k();
   kp.score = p.score;
   kp.mask = p.mask;
   kp.scale_log2 = p.score.scale * 1.4426950408889634f;
@@ -204,6 +205,7 @@ KernelParams make_params(const AttentionProblem& p) {
   kp.block_table = p.block_table;
   kp.block_table_batch_stride = p.block_table_batch_stride;
   kp.page_size = p.page_size;
+  kp.num_pages = p.num_pages;
   return kp;
 }
 

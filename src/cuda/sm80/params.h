@@ -22,6 +22,7 @@ struct KernelParams {
   int headdim = 0;        // the problem's; the kernel's tile width may be larger (zero padded)
   int headdim_chunks = 0; // headdim / 8: 16-byte chunks per row that hold data
   int64_t total_q = 0;
+  int64_t cu_rows_k = 0;  // AttentionProblem::cu_rows_k: what cu_seqlens_k's entries are clamped to
   ScoreTransform score;
   MaskPolicy mask;
   float scale_log2 = 0.0f;  // softmax scale * log2(e)
@@ -35,6 +36,7 @@ struct KernelParams {
   const int32_t* block_table = nullptr;
   int64_t block_table_batch_stride = 0;
   int page_size = 0;
+  int num_pages = 0;  // table entries are clamped to [0, num_pages) (variants/sequence.h says why)
 
   // Key splits (split_combine.cuh): the key blocks of each query tile cut into num_splits
   // pieces, each run by a thread block of its own that writes its normalised O and its lse in

@@ -17,7 +17,7 @@ struct SequenceInfo {
 
 __device__ __forceinline__ SequenceInfo sequence_info(const KernelParams& p, int batch) {
   return sequence_of<SequenceInfo>(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_q, p.seqused_k, p.seqlen_q, p.seqlen_k,
-                                   batch);
+                                   p.cu_rows_q, p.cu_rows_k, batch);
 }
 
 // Key blocks [n_begin, n_end) that hold at least one key visible from some row of the tile.

@@ -329,6 +329,8 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   kp.cu_seqlens_k = pb.cu_seqlens_k;
   kp.seqused_q = pb.seqused_q;
   kp.seqused_k = pb.seqused_k;
+  kp.cu_rows_q = static_cast<int>(rows_q);  // sm90_supports_forward: fewer than 2^31 rows
+  kp.cu_rows_k = static_cast<int>(rows_k);
   // A packed group that does not divide a warpgroup's 64 rows has no output box (epilogue.h).
   kp.clip_rows = varlen || pb.seqused_q != nullptr || (Cfg::kPackGqa && kRowsPerConsumer % group != 0);
   // The LSE through TMA (epilogue.h): with the output's TMA store, rows contiguous, and strides

@@ -116,6 +116,9 @@ struct KernelParams {
   // The pieces combined by a kernel of their own after this one (split_combine.h): every piece
   // only writes its slot, nothing is counted or merged here. Appended, as above.
   int split_combine = 0;
+  // Variable length: the rows of q and k that cu_seqlens' entries are clamped to
+  // (variants/sequence.h: entries the host did not read may be out of range). Appended, as above.
+  int cu_rows_q = 0, cu_rows_k = 0;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims
