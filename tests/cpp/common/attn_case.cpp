@@ -267,6 +267,27 @@ std::string seqused_case_name(bool varlen, int which, bool causal) {
          (causal ? "_causal" : "");
 }
 
+CaseSpec three_sequences_spec(uint64_t seed, DType dtype, int headdim, bool varlen, bool causal) {
+  CaseSpec s;
+  s.seed = seed;
+  s.dtype = dtype;
+  s.nheads_q = 4;
+  s.nheads_kv = 2;
+  s.headdim = headdim;
+  s.causal = causal;
+  s.nan_in_unused_kv = true;  // also the varlen rows past the last sequence
+  if (varlen) {
+    s.seqlens_q = {130, 1, 257};
+    s.seqlens_k = {200, 64, 300};
+    s.extra_rows = 3;
+  } else {
+    s.batch = 3;
+    s.seqlen_q = 190;
+    s.seqlen_k = 260;
+  }
+  return s;
+}
+
 bool key_visible(const CaseSpec& s, int64_t i, int64_t j, int64_t len_q, int64_t len_k) {
   if (j < 0 || j >= len_k) return false;
   const int64_t diag = i + len_k - len_q;

@@ -162,6 +162,11 @@ CaseSpec random_spec(uint64_t seed, const RandomLimits& limits);
 // (bit 1 of `which`) and seqused_k (bit 2) are given, then "_causal".
 std::string seqused_case_name(bool varlen, int which, bool causal);
 
+// The three sequences the GPU seqused cases start from (GQA 4 / 2, NaN in the key rows no sequence
+// uses): fixed length 190 x 260, or variable length {130, 1, 257} x {200, 64, 300} with 3 rows past
+// the last sequence; no seqused yet.
+CaseSpec three_sequences_spec(uint64_t seed, DType dtype, int headdim, bool varlen, bool causal);
+
 // FLASHATTN_TEST_SEED (default 0) shifts every seeded sweep, to explore beyond the default set;
 // the failing case's describe() carries the seed that reproduces it.
 uint64_t test_seed_base();

@@ -22,23 +22,9 @@ TEST_P(GpuSeqused, MatchesReferenceAndLeavesUnusedRows) {
   const bool varlen = std::get<0>(GetParam());
   const int which = std::get<1>(GetParam());  // 1: q, 2: k, 3: both
   const bool causal = std::get<2>(GetParam());
-  CaseSpec s;
-  s.seed = 4100 + which + (varlen ? 10 : 0) + (causal ? 20 : 0);
-  s.dtype = which == 2 ? DType::kFloat16 : DType::kBFloat16;
-  s.nheads_q = 4;
-  s.nheads_kv = 2;
-  s.headdim = which == 1 ? 64 : 128;
-  s.causal = causal;
-  s.nan_in_unused_kv = true;  // also the varlen rows past the last sequence
-  if (varlen) {
-    s.seqlens_q = {130, 1, 257};
-    s.seqlens_k = {200, 64, 300};
-    s.extra_rows = 3;
-  } else {
-    s.batch = 3;
-    s.seqlen_q = 190;
-    s.seqlen_k = 260;
-  }
+  CaseSpec s = three_sequences_spec(4100 + which + (varlen ? 10 : 0) + (causal ? 20 : 0),
+                                    which == 2 ? DType::kFloat16 : DType::kBFloat16, which == 1 ? 64 : 128, varlen,
+                                    causal);
   for (int b = 0; b < 3; ++b) {
     // Zero, full, and a length that is not a tile multiple.
     if (which & 1) s.seqused_q.push_back(b == 0 ? 0 : b == 1 ? s.span_q(b) : s.span_q(b) - 77);

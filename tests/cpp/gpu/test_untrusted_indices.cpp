@@ -43,34 +43,13 @@ void expect_same_as_clamped(const AttnCase& c, const AttnCase& bad, CallMode mod
   EXPECT_TRUE(same_bytes(r.lse, good.lse)) << "lse differs from the call with the entries clamped";
 }
 
-CaseSpec used_spec(uint64_t seed, bool varlen, bool causal, int headdim) {
-  CaseSpec s;
-  s.seed = seed;
-  s.dtype = DType::kBFloat16;
-  s.nheads_q = 4;
-  s.nheads_kv = 2;
-  s.headdim = headdim;
-  s.causal = causal;
-  s.nan_in_unused_kv = true;
-  if (varlen) {
-    s.seqlens_q = {130, 1, 257};
-    s.seqlens_k = {200, 64, 300};
-    s.extra_rows = 3;
-  } else {
-    s.batch = 3;
-    s.seqlen_q = 190;
-    s.seqlen_k = 260;
-  }
-  return s;
-}
-
 // seqused_q / seqused_k entries below 0 and past their sequence's span (by a little and by 2^30).
 TEST(UntrustedIndices, SequsedOutOfRangeActsAsItsBound) {
   SM80_SKIP_WITHOUT_GPU();
   uint64_t seed = 5200;
   for (bool varlen : {false, true}) {
     for (bool causal : {false, true}) {
-      CaseSpec s = used_spec(++seed, varlen, causal, causal ? 64 : 128);
+      CaseSpec s = three_sequences_spec(++seed, DType::kBFloat16, causal ? 64 : 128, varlen, causal);
       s.seqused_q = {0, s.span_q(1), s.span_q(2) - 77};
       s.seqused_k = {s.span_k(0), 0, 131};
       const AttnCase c = make_case(s);
