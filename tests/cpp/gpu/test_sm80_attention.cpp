@@ -358,6 +358,22 @@ TEST(Sm80Attention, KeySplits) {
   varlen.causal = true;
   varlen.num_splits = 4;
   check_case(varlen);
+  // Used lengths far below seqlen_k (a cache filled to its cache_seqlens) and a left window, with
+  // the pieces the library sizes from seqlen_k: each row's visible tiles are shared out over them.
+  CaseSpec used = base_spec(DType::kBFloat16, 128, 86);
+  used.batch = 4;
+  used.seqlen_q = 1;
+  used.seqlen_k = 8192;
+  used.nheads_q = 8;
+  used.seqused_k = {300, 8192, 0, 1000};
+  used.nan_in_unused_kv = true;
+  used.num_splits = 0;
+  check_case(used);
+  CaseSpec window = used;
+  window.seed = 87;
+  window.seqused_k.clear();
+  window.window_left = 500;
+  check_case(window);
 }
 
 // GQA / MQA decode steps, whose query heads of a KV head the sm80 dispatch runs as that head's
