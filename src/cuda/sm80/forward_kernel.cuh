@@ -204,8 +204,8 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim, kKeySplits>::kThreads)
   const auto key_rows_offset = [&](bool is_v, int n_first) -> int64_t {
     const int64_t stride = is_v ? p.v.row_stride : p.k.row_stride;
     if (!paged) return n_first * stride;
-    const int64_t page = min(max(p.block_table[b * p.block_table_batch_stride + n_first / p.page_size], 0),
-                             p.num_pages - 1);
+    const int64_t page = clamp_entry(p.block_table[b * p.block_table_batch_stride + n_first / p.page_size], 0,
+                                     p.num_pages - 1);
     return page * (is_v ? p.v.batch_stride : p.k.batch_stride) + (n_first % p.page_size) * stride;
   };
 
