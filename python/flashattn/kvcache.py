@@ -320,9 +320,9 @@ def _start_read_back(tensors):
     staged = torch.cat(tensors)
     if not staged.is_cuda:
         return staged, None
-    host = staged.to("cpu", non_blocking=True)
+    host = staged.to("cpu", non_blocking=True)  # on the tensors' device's current stream
     done = torch.cuda.Event()
-    done.record()
+    done.record(torch.cuda.current_stream(staged.device))  # that stream, not the current device's
     return host, done
 
 
