@@ -10,6 +10,12 @@ a block_table over a shuffled pool of PAGE-row pages), as flashattn[paged PAGE] 
 the peers on contiguous keys, so `--paged 256 --ours-env FLASHATTN_PAGED_GATHER=1` times the
 pages read in place against the copy and against contiguous keys.
 
+With --cache-used N each row's cache holds kv_len rows of which only the first N are filled (a
+cache allocated to its longest and filled to cache_seqlens, as serving loops hold them): ours also
+runs flash_attn_with_kvcache on the whole cache with cache_seqlens N (flashattn[used N], and with
+--paged the paged entry reads N of its pages' rows too), while the peers and plain ours run on the
+N filled keys alone, the same work; the TB/s count N keys.
+
 A single query sees every key whether causal or not (the masks are bottom-right aligned), but
 PyTorch's is_causal aligns them top-left (the query would see key 0 only), so every
 implementation runs unmasked.
@@ -86,7 +92,25 @@ def paged_name(name, page, graph=False):
     return f"{name[:-1]};{tag}]" if name.endswith("]") else f"{name}[{tag}]"
 
 
-def paged_ours(k_pool, v_pool, table, settings=(), graph=False):
+def used_name(name, used):
+    """flashattn -> flashattn[used 4096], flashattn[X=1] -> flashattn[X=1;used 4096]."""
+    return f"{name[:-1]};used {used}]" if name.endswith("]") else f"{name}[used {used}]"
+
+
+def used_ours(k_cache, v_cache, used, settings=()):
+    """Ours through flash_attn_with_kvcache on the whole cache, `used` (an int: nothing read back)
+    of its rows filled."""
+    import flashattn
+    import bench_gpu as bg
+
+    def run(q, k, v, causal):
+        with bg.envs_set(settings):
+            return flashattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=used, causal=causal)
+    run.env = settings
+    return run
+
+
+def paged_ours(k_pool, v_pool, table, settings=(), graph=False, used=None):
     """Ours through flash_attn_with_kvcache on the pool (settings as bench_gpu.ours_with_env);
     with graph, the call captured into a CUDA graph at its first use and replayed after (as
     serving loops run decode steps: no read-back of the table there, the library trusts it)."""
@@ -96,7 +120,8 @@ def paged_ours(k_pool, v_pool, table, settings=(), graph=False):
 
     def call(q, causal):
         with bg.envs_set(settings):
-            return flashattn.flash_attn_with_kvcache(q, k_pool, v_pool, block_table=table, causal=causal)
+            return flashattn.flash_attn_with_kvcache(q, k_pool, v_pool, block_table=table, causal=causal,
+                                                     cache_seqlens=used)
 
     captured = {}
 
@@ -137,6 +162,9 @@ def main():
                     help="ours reads the keys from a paged cache of PAGE-row pages (the peers contiguous)")
     ap.add_argument("--paged-graph", action="store_true",
                     help="with --paged, also ours' paged call replayed from a CUDA graph (flashattn[paged PAGE graph])")
+    ap.add_argument("--cache-used", type=int, default=0, metavar="N",
+                    help="caches of kv_len rows filled to N: ours also on the whole cache with cache_seqlens N "
+                         "(flashattn[used N]), the peers on the N keys")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
@@ -155,6 +183,8 @@ def main():
     picked = picked + extra
     if args.paged and any(kv_len % args.paged for _, _, _, kv_len in picked):
         ap.error(f"--paged {args.paged}: every row's kv_len must be a multiple of it")
+    if args.cache_used and any(not 0 < args.cache_used < kv_len for _, _, _, kv_len in picked):
+        ap.error(f"--cache-used {args.cache_used}: must lie between 0 and every row's kv_len")
     ours_plain = {name: fn for name, fn in bg.IMPLS.items() if name.startswith("flashattn")}
     props = torch.cuda.get_device_properties(0)
     header = {"gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
@@ -166,7 +196,8 @@ def main():
     for batch, hq, hkv, kv_len in picked:
         q = torch.randn(batch, 1, hq, HEADDIM, device="cuda", dtype=torch.bfloat16)
         k, v = (kv_tensor(batch, kv_len, hkv, args.kv_layout) for _ in range(2))
-        nbytes = kv_bytes(batch, hkv, kv_len)
+        used = args.cache_used or None
+        nbytes = kv_bytes(batch, hkv, used or kv_len)
         row = {"batch": batch, "nheads": hq, "nheads_kv": hkv, "kv_len": kv_len, "headdim": HEADDIM,
                "kv_layout": args.kv_layout,
                "rel_error": bg.check_close(q[:1], k[:1], v[:1], False)}
@@ -175,11 +206,16 @@ def main():
             # what the page lookups cost (session 77).
             pools = paged_pool(k, v, args.paged)
             for name, fn in ours_plain.items():
-                bg.IMPLS[paged_name(name, args.paged)] = paged_ours(*pools, getattr(fn, "env", ()))
+                bg.IMPLS[paged_name(name, args.paged)] = paged_ours(*pools, getattr(fn, "env", ()), used=used)
                 if args.paged_graph:
                     bg.IMPLS[paged_name(name, args.paged, graph=True)] = paged_ours(
-                        *pools, getattr(fn, "env", ()), graph=True)
+                        *pools, getattr(fn, "env", ()), graph=True, used=used)
             row["paged"] = args.paged
+        if used:
+            for name, fn in ours_plain.items():
+                bg.IMPLS[used_name(name, used)] = used_ours(k, v, used, getattr(fn, "env", ()))
+            k, v = k[:, :used].contiguous(), v[:, :used].contiguous()  # the peers' and plain ours' keys
+            row["cache_used"] = used
         times, walls = bg.timed_rounds(q, k, v, False, None, args.rounds, row)
         for name, (ms, _) in times.items():
             row[f"{name}_tbps"] = tbps(nbytes, statistics.median(ms)) if ms else None
@@ -198,6 +234,7 @@ def main():
         for name in ours_plain:  # the row's pools (and graphs) go with their closures
             bg.IMPLS.pop(paged_name(name, args.paged), None)
             bg.IMPLS.pop(paged_name(name, args.paged, graph=True), None)
+            bg.IMPLS.pop(used_name(name, args.cache_used), None)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"header": header, "rows": out_rows}, f, indent=1)

@@ -13,7 +13,10 @@ length, as flash_attn aligns them). What flashattn does differently:
     sequence's last, all of the table's under graph capture unless cache_seqlens is an int);
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
     back once a call to check them, so a bad index is an error rather than a write out of bounds
-    and the library is told so (indices_checked) and reads none of them again; while a CUDA graph
+    and the library is told so (indices_checked) and reads none of them again. On CUDA, where
+    nothing but the attention kernel reads them (no append, rotary, cache_leftpad or
+    cache_batch_idx), the kernel is enqueued first and the call raises after it, so the device
+    computes while the host waits and checks (the kernels clamp what they read); while a CUDA graph
     is captured none can be read: the append's PyTorch indexing then asserts on a row out of range,
     and the attention kernels clamp the lengths and pages they read (flashattn.h);
   * cache_leftpad (the rows before which a left-padded sequence's cache holds nothing) runs the
@@ -180,11 +183,27 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
     # trusted, as the library trusts GPU length vectors under capture (flashattn.h).
     # (Under capture with a known length, that length is still checked; the tensors are trusted.)
     capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
+    index_tensors = [] if capturing else [t.flatten() for t in (
+        None if known_length is not None else cache_seqlens, cache_leftpad, cache_batch_idx, block_table)
+        if t is not None]
+    in_place_pages = (block_table is not None and (not q.is_cuda or page % 128 == 0)
+                      and os.environ.get("FLASHATTN_PAGED_GATHER") != "1")
+    # Where nothing but the attention kernel reads the indices (no append, rotation, left padding
+    # or cache_batch_idx: PyTorch ops that index with them; no gathered copy of the pages), the
+    # kernel is enqueued before the host waits for the read-back. The kernels clamp every length
+    # and page they read (flashattn.h), so a bad entry costs nothing unsafe, and the call still
+    # raises before it returns, so the clamped result is never seen. The device then runs this
+    # step's kernel while the host checks and builds the next step, where it used to sit idle
+    # through the wait (an eager paged decode step waited 200 us of its ~250 for the host,
+    # session 80).
+    check_after_launch = (q.is_cuda and bool(index_tensors) and k is None and not rotary and cache_leftpad is None
+                          and cache_batch_idx is None and (block_table is None or in_place_pages))
+    pending = _start_read_back(index_tensors) if index_tensors else None
     gathered_blocks = None if block_table is None else block_table.shape[1]
-    if not capturing or known_length is not None:
-        tensors = (None if known_length is not None else cache_seqlens, cache_leftpad, cache_batch_idx, block_table)
-        read = [] if capturing else [t.flatten() for t in tensors if t is not None]
-        values = torch.cat(read).tolist() if read else []
+
+    def check_indices():
+        """Raises naming the first bad entry; returns the blocks the longest sequence uses."""
+        values = _finish_read_back(pending) if pending is not None else []
         if known_length is None:
             lengths, values = values[:batch], values[batch:]
         else:
@@ -204,10 +223,11 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         bad = None if cache_batch_idx is None else _first_outside(others, cache_rows)
         if bad is not None:
             _fail("cache_batch_idx", f"entry {bad} is outside the cache's {cache_rows} sequences")
+        blocks = gathered_blocks
         if block_table is not None:
             used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
             width = block_table.shape[1]
-            gathered_blocks = max(max(used_blocks, default=1), 1)
+            blocks = max(max(used_blocks, default=1), 1)
             for b in range(batch):
                 bad = _first_outside(others[b * width:b * width + used_blocks[b]], cache_rows)
                 if bad is not None:
@@ -215,6 +235,10 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         reach = max(lengths, default=0) + max(seqlen_new, seqlen_q if local else 1)
         if rotary and reach > rotary_cos.shape[0]:
             _fail("rotary_cos", f"has {rotary_cos.shape[0]} positions; this call needs {reach}")
+        return blocks
+
+    if (not capturing or known_length is not None) and not check_after_launch:
+        gathered_blocks = check_indices()
 
     with torch.no_grad():
         # Each torch op here is a kernel launch on every decode step: the lengths as a tensor only
@@ -269,19 +293,45 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         # (pages of a multiple of 128 rows serve every head dim). Where this build has no such
         # kernel for the call (head dim, dtype or card), and with FLASHATTN_PAGED_GATHER=1 (an
         # A/B's other side), the pages are copied instead.
-        if (block_table is not None and (not q.is_cuda or page % 128 == 0)
-                and os.environ.get("FLASHATTN_PAGED_GATHER") != "1"):
+        if in_place_pages:
             try:
                 out, lse = ops._run_forward(q, k_cache, v_cache, None, None, 0, 0, scale, bool(causal), *window,
                                             float(softcap), alibi_slopes, None, seqused_k, splits, block_table,
                                             indices_checked=True)
+                if check_after_launch:
+                    check_indices()
                 return (out, lse) if return_softmax_lse else out
             except NotImplementedError:
-                pass
+                if check_after_launch:  # the copy below is sized and indexed by the checked table
+                    gathered_blocks = check_indices()
+                    check_after_launch = False
         out, lse = ops.attention(q, *copied_keys(), None, None, 0, 0, scale, bool(causal), *window,
                                  float(softcap), alibi_slopes, False, None, seqused_k, splits,
                                  indices_checked=True)
+        if check_after_launch:
+            check_indices()
     return (out, lse) if return_softmax_lse else out
+
+
+def _start_read_back(tensors):
+    """The index tensors' values on their way to the host: one transfer for all of them, into
+    pinned memory without waiting on a GPU (an event marks its end), the values themselves on
+    the CPU."""
+    staged = torch.cat(tensors)
+    if not staged.is_cuda:
+        return staged, None
+    host = staged.to("cpu", non_blocking=True)  # on the tensors' device's current stream
+    done = torch.cuda.Event()
+    done.record(torch.cuda.current_stream(staged.device))  # that stream, not the current device's
+    return host, done
+
+
+def _finish_read_back(pending):
+    """The values of _start_read_back's tensors, as a list (waits for the transfer)."""
+    host, done = pending
+    if done is not None:
+        done.synchronize()
+    return host.tolist()
 
 
 def _attend_left_padded(q, keys, values, cache_seqlens, seqlen_new, leftpad, scale, causal, window, softcap,

@@ -40,3 +40,10 @@ def test_shapes_outside_the_protocol():
     for bad in ("1,32,32", "1,32,0,100", "1,32,12,100", "a,1,1,1", "1,32,32,-5"):
         with pytest.raises(ValueError, match="--shape"):
             bench_decode.parse_shape(bad)
+
+
+def test_names_of_ours_on_a_partly_filled_or_paged_cache():
+    assert bench_decode.used_name("flashattn", 4096) == "flashattn[used 4096]"
+    assert bench_decode.used_name("flashattn[X=1]", 4096) == "flashattn[X=1;used 4096]"
+    assert bench_decode.paged_name("flashattn", 256) == "flashattn[paged 256]"
+    assert bench_decode.paged_name("flashattn[X=1]", 256, graph=True) == "flashattn[X=1;paged 256 graph]"

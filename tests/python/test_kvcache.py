@@ -308,6 +308,58 @@ def test_paged_cache_is_read_in_place_on_gpu(page, monkeypatch):
     torch.testing.assert_close(out_copy.float(), out_ref.float(), atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("paged", [False, True])
+def test_bad_indices_raise_though_the_kernel_ran_first_on_gpu(paged, monkeypatch):
+    # Where only the attention kernel reads the lengths and the table, the kernel is enqueued
+    # before the host waits for their read-back (the kernels clamp what they read), and the call
+    # still raises on a bad entry: the error names it, the device is left without a fault, and the
+    # next call with good indices is right.
+    from flashattn import kvcache
+    torch.manual_seed(12)
+    batch, nheads, nheads_k, headdim, capacity, page = 3, 8, 2, 128, 1024, 128
+    blocks = capacity // page
+    q = torch.randn(batch, 1, nheads, headdim, device="cuda", dtype=torch.bfloat16)
+    k_cache, v_cache = (torch.randn(batch, capacity, nheads_k, headdim, device="cuda", dtype=torch.bfloat16)
+                        for _ in range(2))
+    lengths = [capacity, 300, 1]
+    options = dict(return_softmax_lse=True)
+    if paged:
+        table = torch.randperm(batch * blocks, device="cuda").view(batch, blocks).to(torch.int32)
+        k_pages, v_pages = (torch.empty(batch * blocks, page, nheads_k, headdim, device="cuda", dtype=torch.bfloat16)
+                            for _ in range(2))
+        k_pages[table.long()] = k_cache.view(batch, blocks, page, nheads_k, headdim)
+        v_pages[table.long()] = v_cache.view(batch, blocks, page, nheads_k, headdim)
+        caches, options["block_table"] = (k_pages, v_pages), table
+    else:
+        caches = (k_cache, v_cache)
+    order = []
+    forward, finish = _ext.forward, kvcache._finish_read_back
+    monkeypatch.setattr(_ext, "forward", lambda *a, **kw: (order.append("kernel"), forward(*a, **kw))[1])
+    monkeypatch.setattr(kvcache, "_finish_read_back", lambda p: (order.append("check"), finish(p))[1])
+
+    def call(used, **more):
+        return flash_attn_with_kvcache(q, *caches, cache_seqlens=torch.tensor(used, dtype=torch.int32, device="cuda"),
+                                       **{**options, **more})
+
+    for bad in (-5, capacity + 1, 2 ** 30):
+        with pytest.raises(ValueError, match=f"argument 'cache_seqlens': entry 1 is {bad}"):
+            call([capacity, bad, 1])
+    if paged:
+        for bad in (-7, batch * blocks, 2 ** 30):
+            wrong = table.clone()
+            wrong[2, 0] = bad
+            with pytest.raises(ValueError, match=f"argument 'block_table': row 2 names block {bad}"):
+                call(lengths, block_table=wrong)
+    assert order[:2] == ["kernel", "check"], order
+    torch.cuda.synchronize()  # no fault left behind by the clamped launches
+    out, lse = call(lengths)
+    for b, n in enumerate(lengths):  # bf16 out: within a few of its ulps of the float64 reference
+        ref, ref_lse = attention(q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n])
+        assert_close_to_reference(out[b:b + 1], ref, atol=1e-2, name=f"out[{b}]")
+        assert_close_to_reference(lse[b:b + 1], ref_lse, atol=1e-4, name=f"lse[{b}]")
+
+
 def test_num_splits_any_integer_type():
     # The CPU ignores num_splits, so every accepted value gives the same answer.
     np = pytest.importorskip("numpy")

@@ -231,7 +231,6 @@ void choose_key_splits(const AttentionProblem& p, int d, KernelParams& kp) {
       static_cast<size_t>(p.nheads_q) * static_cast<size_t>(kp.workspace_rows) * (p.headdim + 1) * sizeof(float);
   shape.max_pieces = 65535 / std::max(1, p.batch);  // the grid's z holds (batch, piece)
   kp.num_splits = 1;
-  kp.blocks_per_piece = shape.key_blocks;  // one piece (a paged problem's twin) walks them all
   if (p.num_splits == 1) return;
   if (p.num_splits == 0) {
     // FLASHATTN_SM80_KEY_SPLITS=0: the library cuts nothing by itself (an A/B's other side).
@@ -242,7 +241,6 @@ void choose_key_splits(const AttentionProblem& p, int d, KernelParams& kp) {
     shape.resident_blocks = 2 * sms;
   }
   kp.num_splits = key_splits(p.num_splits, shape);
-  kp.blocks_per_piece = blocks_per_piece(shape.key_blocks, kp.num_splits);
 }
 
 }  // namespace

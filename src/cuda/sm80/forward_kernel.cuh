@@ -173,14 +173,15 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim, kKeySplits>::kThreads)
   const int64_t row_last = m0 + rows_valid - 1;
   TileRange tiles = key_tiles(p.mask, m0, row_last, diag, seq.len_k, kBlockN);
   if constexpr (kKeySplits) {
-    // This piece's share of the key tiles the rows see (possibly none: it then writes O = 0 and
-    // lse = -inf, which the combine leaves out). The masks stay those of the whole row. The last
-    // piece runs to the sequence's last key tile: pieces are sized from seqlen_k, which under
-    // graph capture is the caller's bound, and a longer sequence keeps its keys past it.
-    const int piece = static_cast<int>(blockIdx.z) % p.num_splits;
-    const int piece_begin = piece * p.blocks_per_piece;
-    tiles.begin = max(tiles.begin, piece_begin);
-    if (piece + 1 < p.num_splits) tiles.end = min(tiles.end, piece_begin + p.blocks_per_piece);
+    // This piece's share of the key tiles the rows see, shared out evenly over the pieces
+    // (possibly none: it then writes O = 0 and lse = -inf, which the combine leaves out). Shares
+    // of the visible tiles, not of seqlen_k's: a sequence shorter than seqlen_k (seqused_k, a
+    // cache filled to cache_seqlens) or a window would otherwise leave most pieces idle while a
+    // few walk every visible tile. The masks stay those of the whole row.
+    const int64_t piece = static_cast<int>(blockIdx.z) % p.num_splits;
+    const int64_t first = tiles.begin, visible = tiles.empty() ? 0 : tiles.end - tiles.begin;
+    tiles.begin = static_cast<int>(first + visible * piece / p.num_splits);
+    tiles.end = static_cast<int>(first + visible * (piece + 1) / p.num_splits);
   }
   const float slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.0f;
 
@@ -203,8 +204,8 @@ __global__ void __launch_bounds__(ForwardConfig<kHeadDim, kKeySplits>::kThreads)
   const auto key_rows_offset = [&](bool is_v, int n_first) -> int64_t {
     const int64_t stride = is_v ? p.v.row_stride : p.k.row_stride;
     if (!paged) return n_first * stride;
-    const int64_t page = min(max(p.block_table[b * p.block_table_batch_stride + n_first / p.page_size], 0),
-                             p.num_pages - 1);
+    const int64_t page = clamp_entry(p.block_table[b * p.block_table_batch_stride + n_first / p.page_size], 0,
+                                     p.num_pages - 1);
     return page * (is_v ? p.v.batch_stride : p.k.batch_stride) + (n_first % p.page_size) * stride;
   };
 

@@ -44,7 +44,6 @@ struct KernelParams {
   // (num_splits, nheads_q, workspace rows); the combine kernel merges them into out and lse.
   // num_splits 1: no pieces, the block writes out and lse itself.
   int num_splits = 1;
-  int blocks_per_piece = 0;  // key tiles of a piece: piece s walks [s, s + 1) * blocks_per_piece
   float* o_pieces = nullptr;
   float* lse_pieces = nullptr;
   int64_t workspace_rows = 0;  // batch * seqlen_q, or total_q (varlen)

@@ -18,7 +18,8 @@ namespace flashattn::sm80 {
 constexpr int kAutoMaxSplits = 128;
 constexpr size_t kMaxPieceWorkspaceBytes = size_t(1) << 30;
 
-// Key tiles a piece walks where n pieces share key_blocks (the last may walk fewer).
+// The most key tiles a piece walks where n pieces share key_blocks (the kernel shares a row's
+// visible tiles out evenly: each piece walks the floor or the ceiling of their n-th part).
 constexpr int blocks_per_piece(int key_blocks, int n) { return (key_blocks + n - 1) / n; }
 
 struct SplitShape {

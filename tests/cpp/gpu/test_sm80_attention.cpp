@@ -358,6 +358,22 @@ TEST(Sm80Attention, KeySplits) {
   varlen.causal = true;
   varlen.num_splits = 4;
   check_case(varlen);
+  // Used lengths far below seqlen_k (a cache filled to its cache_seqlens) and a left window, with
+  // the pieces the library sizes from seqlen_k: each row's visible tiles are shared out over them.
+  CaseSpec used = base_spec(DType::kBFloat16, 128, 86);
+  used.batch = 4;
+  used.seqlen_q = 1;
+  used.seqlen_k = 8192;
+  used.nheads_q = 8;
+  used.seqused_k = {300, 8192, 0, 1000};
+  used.nan_in_unused_kv = true;
+  used.num_splits = 0;
+  check_case(used);
+  CaseSpec window = used;
+  window.seed = 87;
+  window.seqused_k.clear();
+  window.window_left = 500;
+  check_case(window);
 }
 
 // GQA / MQA decode steps, whose query heads of a KV head the sm80 dispatch runs as that head's
@@ -405,14 +421,18 @@ TEST(Sm80Attention, DecodeHeadsAsRows) {
 }
 
 // The pieces really run: num_splits 1 and 6 give lse that differ in float32 rounding, yet both
-// match the reference (were num_splits lost on the way, both would run the same kernel).
+// match the reference (were num_splits lost on the way, both would run the same kernel). A row's
+// lse is ~log(4000) + m, whose ulp (~1e-6) hides most of the pieces' rounding in log(l): a row
+// reads the same bits either way more often than not, so the case has 256 rows, not 4 (with 4,
+// the even shares of session 80 happened to give all four the same bits).
 TEST(Sm80Attention, KeySplitsReachTheKernel) {
   SM80_SKIP_WITHOUT_GPU();
   CaseSpec s = base_spec(DType::kBFloat16, 128, 86);
+  s.batch = 8;
   s.seqlen_q = 1;
   s.seqlen_k = 4000;
-  s.nheads_q = 4;
-  s.nheads_kv = 1;
+  s.nheads_q = 32;
+  s.nheads_kv = 4;
   s.num_splits = 1;
   const AttnCase whole = make_case(s);
   s.num_splits = 6;
