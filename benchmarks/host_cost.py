@@ -2,7 +2,7 @@
 where the host time of a forward + backward goes (session 6: 0.88 ms per call for ours against
 0.33 ms for FA2 at d128 512 causal, more than the GPU time, so short rows were timed on the host).
 
-    python3 benchmarks/host_cost.py [--reps 200]
+    python3 benchmarks/host_cost.py [--reps 200]   # or --decode-only: the decode step's lines alone
 
 Each line: microseconds of host time per call over `reps` calls enqueued back to back, and the wall
 time per call once the device is done. At the tiny shape the GPU is never the limit, so the host
@@ -222,7 +222,61 @@ def pieces(reps):
           flush=True)
 
 
+def decode_steps(reps):
+    """flash_attn_with_kvcache's decode step (1 query row, 32 / 8 heads, d128, 4096 used keys) on a
+    contiguous cache and on 256-row pages, beside flash_attn_func on the 4096 keys, and the pieces
+    of the paged step's index read-back one by one (session 80: an eager paged step cost 155-185 us
+    of host time against 83 for the contiguous one with an int length; which piece is it?)."""
+    from flashattn import kvcache
+    b, hq, hk, d, used, rows, page = 1, 32, 8, 128, 4096, 32768, 256
+    q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.bfloat16)
+    k_cache, v_cache = (torch.randn(b, rows, hk, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    k_used, v_used = k_cache[:, :used].contiguous(), v_cache[:, :used].contiguous()
+    blocks = rows // page
+    table = torch.randperm(b * blocks, device="cuda").view(b, blocks).to(torch.int32)
+    k_pages, v_pages = (c.view(b * blocks, page, hk, d)[table.view(-1).long().argsort()] for c in (k_cache, v_cache))
+    lengths = torch.full((b,), used, dtype=torch.int32, device="cuda")
+    flat = table.flatten()
+
+    def read_back():
+        return kvcache._finish_read_back(kvcache._start_read_back([flat]))
+
+    def copy_and_event():
+        return kvcache._start_read_back([flat])
+
+    def event_only():
+        e = torch.cuda.Event()
+        e.record()
+        e.synchronize()
+
+    steps = {
+        "flash_attn_func on the used keys": lambda: flashattn.flash_attn_func(q, k_used, v_used),
+        "kvcache contiguous, int length": lambda: flashattn.flash_attn_with_kvcache(
+            q, k_cache, v_cache, cache_seqlens=used),
+        "kvcache contiguous, tensor lengths": lambda: flashattn.flash_attn_with_kvcache(
+            q, k_cache, v_cache, cache_seqlens=lengths),
+        "kvcache paged, int length": lambda: flashattn.flash_attn_with_kvcache(
+            q, k_pages, v_pages, block_table=table, cache_seqlens=used),
+        "kvcache paged, tensor lengths": lambda: flashattn.flash_attn_with_kvcache(
+            q, k_pages, v_pages, block_table=table, cache_seqlens=lengths),
+        "piece: torch.cat of the table": lambda: torch.cat([flat]),
+        "piece: cat + pinned copy + event": copy_and_event,
+        "piece: the whole read-back (waits)": read_back,
+        "piece: an event recorded and waited on": event_only,
+        "piece: torch.full of the lengths": lambda: torch.full((b,), used, dtype=torch.int32, device="cuda"),
+    }
+    for name, fn in steps.items():
+        host, wall = per_call(fn, reps)
+        print(f"decode b{b} h{hq}/{hk} d{d} {used} of {rows} keys | {name:38s} host {host:8.1f} us/call  "
+              f"wall {wall:8.1f} us/call", flush=True)
+
+
 if __name__ == "__main__":
-    main()
-    split_backward(200)
-    pieces(500)
+    import sys
+    if "--decode-only" in sys.argv:
+        decode_steps(300)
+    else:
+        main()
+        split_backward(200)
+        pieces(500)
+        decode_steps(300)
