@@ -293,21 +293,20 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         # (pages of a multiple of 128 rows serve every head dim). Where this build has no such
         # kernel for the call (head dim, dtype or card), and with FLASHATTN_PAGED_GATHER=1 (an
         # A/B's other side), the pages are copied instead.
+        out = None
         if in_place_pages:
             try:
                 out, lse = ops._run_forward(q, k_cache, v_cache, None, None, 0, 0, scale, bool(causal), *window,
                                             float(softcap), alibi_slopes, None, seqused_k, splits, block_table,
                                             indices_checked=True)
-                if check_after_launch:
-                    check_indices()
-                return (out, lse) if return_softmax_lse else out
             except NotImplementedError:
                 if check_after_launch:  # the copy below is sized and indexed by the checked table
                     gathered_blocks = check_indices()
                     check_after_launch = False
-        out, lse = ops.attention(q, *copied_keys(), None, None, 0, 0, scale, bool(causal), *window,
-                                 float(softcap), alibi_slopes, False, None, seqused_k, splits,
-                                 indices_checked=True)
+        if out is None:
+            out, lse = ops.attention(q, *copied_keys(), None, None, 0, 0, scale, bool(causal), *window,
+                                     float(softcap), alibi_slopes, False, None, seqused_k, splits,
+                                     indices_checked=True)
         if check_after_launch:
             check_indices()
     return (out, lse) if return_softmax_lse else out
