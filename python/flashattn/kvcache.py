@@ -316,7 +316,9 @@ def _start_read_back(tensors):
     """The index tensors' values on their way to the host: one transfer for all of them, into
     pinned memory without waiting on a GPU (an event marks its end), the values themselves on
     the CPU."""
-    staged = torch.cat(tensors)
+    # One tensor (a table with int lengths, or the lengths alone) goes as it is: a cat would be a
+    # kernel launch of its own, 9 us of an eager step's host time (session 80).
+    staged = tensors[0] if len(tensors) == 1 else torch.cat(tensors)
     if not staged.is_cuda:
         return staged, None
     host = staged.to("cpu", non_blocking=True)  # on the tensors' device's current stream

@@ -542,10 +542,11 @@ def test_with_kvcache_leftpad_under_cuda_graph_capture():
 
 def test_with_kvcache_reads_back_only_tensors_of_indices(monkeypatch):
     """A read-back of the indices synchronises with the device: none where cache_seqlens is an int
-    or None and no index tensor is given; one (a concatenation) where there is a tensor to check."""
-    reads = []  # torch.cat's calls: the read-back's (no rotary here, whose halves it joins too)
-    cat = torch.cat
-    monkeypatch.setattr(torch, "cat", lambda tensors, *a, **kw: reads.append(len(tensors)) or cat(tensors, *a, **kw))
+    or None and no index tensor is given; one (of every tensor together) where there is one to check."""
+    from flashattn import kvcache
+    reads = []  # the read-backs started, each as the count of tensors it carries
+    start = kvcache._start_read_back
+    monkeypatch.setattr(kvcache, "_start_read_back", lambda tensors: reads.append(len(tensors)) or start(tensors))
     q = torch.randn(2, 1, 2, 16)
     k_cache, v_cache = torch.randn(2, 10, 2, 16), torch.randn(2, 10, 2, 16)
     expected = flash_attn_with_kvcache(q, k_cache[:, :6], v_cache[:, :6])
