@@ -3,7 +3,8 @@
 The new keys and values (rotated first where rotary tables are given) are written into the cache
 in place at each sequence's cache_seqlens, then q attends to the first cache_seqlens + seqlen_new
 rows of its sequence's cache through the forward kernel's seqused_k (masks aligned to that
-length, as flash_attn aligns them). What flashattn does differently:
+length, as flash_attn aligns them); where cache_seqlens is an int and the cache contiguous, through
+a view of those rows instead (no lengths tensor). What flashattn does differently:
   * the append and the rotary embedding are PyTorch operations, not fused into the kernel;
   * a paged cache (block_table) is read in place where its pages hold a multiple of 128 rows on
     CUDA (the sm80 kernel reads the pages; Hopper's kernels do not, so such a step runs there
@@ -241,18 +242,23 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         gathered_blocks = check_indices()
 
     with torch.no_grad():
-        # Each torch op here is a kernel launch on every decode step: the lengths as a tensor only
-        # where rows are rotated, appended or left-padded.
-        if known_length is not None and (rotary or k is not None or known_length != capacity or
-                                         cache_leftpad is not None):
+        # Each torch op here is a kernel launch on every decode step. A length the host knows
+        # becomes a tensor only where the kernel needs one (seqused_k of pages, left padding):
+        # a contiguous cache's keys are then its first rows, a view of them (sliced_rows), which
+        # also sizes the kernel's key pieces by the keys there are rather than by the cache.
+        sliced_rows = (known_length + seqlen_new if known_length is not None and block_table is None
+                       and cache_leftpad is None and known_length + seqlen_new > 0 else None)
+        if known_length is not None and sliced_rows is None and (known_length != capacity or
+                                                                  cache_leftpad is not None):
             cache_seqlens = torch.full((batch,), known_length, dtype=torch.int32, device=device)
-        starts = cache_seqlens.long().unsqueeze(1) if rotary or k is not None else None  # (B, 1)
+        if rotary or k is not None:  # (B, 1), or the int itself (broadcast below)
+            starts = known_length if known_length is not None else cache_seqlens.long().unsqueeze(1)
         if rotary:
             q_offsets = torch.arange(seqlen_q, device=device) if local else torch.zeros(seqlen_q, dtype=torch.long,
                                                                                          device=device)
-            q = _rotate(q, rotary_cos, rotary_sin, starts + q_offsets, rotary_interleaved)
+            q = _rotate(q, rotary_cos, rotary_sin, (starts + q_offsets).expand(batch, seqlen_q), rotary_interleaved)
         if k is not None:
-            positions = starts + torch.arange(seqlen_new, device=device)  # (B, S_new)
+            positions = (starts + torch.arange(seqlen_new, device=device)).expand(batch, seqlen_new)  # (B, S_new)
             if rotary:
                 k = _rotate(k, rotary_cos, rotary_sin, positions, rotary_interleaved)
             if block_table is not None:
@@ -273,9 +279,11 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 # or stale pages): clamped, their rows are never read.
                 pages = block_table[:, :gathered_blocks].long().clamp(0, k_cache.shape[0] - 1)
                 return k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
-            if cache_batch_idx is not None:
-                return k_cache.index_select(0, cache_batch_idx), v_cache.index_select(0, cache_batch_idx)
-            return k_cache, v_cache
+            keys, values = (k_cache, v_cache) if sliced_rows is None else (k_cache[:, :sliced_rows],
+                                                                           v_cache[:, :sliced_rows])
+            if cache_batch_idx is not None:  # of the sliced rows only
+                return keys.index_select(0, cache_batch_idx), values.index_select(0, cache_batch_idx)
+            return keys, values
 
         scale = _ext.softmax_scale(softmax_scale, headdim)
         if cache_leftpad is not None:
@@ -284,7 +292,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             return (out, lse) if return_softmax_lse else out
         # The whole cache (cache_seqlens None: nothing appended) needs no lengths; nothing
         # appended needs no sum.
-        if known_length is not None and known_length == capacity:
+        if sliced_rows is not None or (known_length is not None and known_length == capacity):
             seqused_k = None
         else:
             seqused_k = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens

@@ -85,6 +85,21 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items() if k != "lengths"))
 def test_with_kvcache_matches_reference(case):
+    check_case(case)
+
+
+# An int cache_seqlens (every sequence the same length, known to the host): the contiguous cache's
+# keys are a view of its first rows, the pages' and left padding's lengths a tensor made here;
+# the same answers as the tensor of lengths gives, appends and rotary positions included.
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items() if k != "lengths"))
+def test_with_kvcache_int_lengths_match_reference(case):
+    length = min(max(case["lengths"]), 40 - case["seqlen_new"])
+    pads = case.get("leftpad")
+    check_case(dict(case, lengths=[length] * 3, **({"leftpad": [min(p, length) for p in pads]} if pads else {})),
+               int_lengths=True)
+
+
+def check_case(case, int_lengths=False):
     torch.manual_seed(7)
     batch, nheads, nheads_k, headdim, capacity = 3, 4, 2, 32, 40
     lengths, seqlen_q, seqlen_new = case["lengths"], case["seqlen_q"], case["seqlen_new"]
@@ -103,7 +118,8 @@ def test_with_kvcache_matches_reference(case):
     alibi = torch.rand(batch, nheads) + 0.1 if case.get("alibi") else None
     kc_ref, vc_ref, out_ref, lse_ref = reference(q, k_cache, v_cache, k, v, lengths, rows, rotary, interleaved,
                                                  causal, window, softcap, pads, alibi)
-    options = dict(k=k, v=v, cache_seqlens=torch.tensor(lengths, dtype=torch.int32), causal=causal,
+    options = dict(k=k, v=v, cache_seqlens=lengths[0] if int_lengths else torch.tensor(lengths, dtype=torch.int32),
+                   causal=causal,
                    window_size=window, softcap=softcap, rotary_interleaved=interleaved, return_softmax_lse=True)
     if pads:
         options["cache_leftpad"] = torch.tensor(pads, dtype=torch.int32)
@@ -415,6 +431,29 @@ def test_the_library_is_told_the_lengths_were_checked(paged, monkeypatch):
     else:
         flash_attn_with_kvcache(q, torch.randn(2, 8, 2, 16), torch.randn(2, 8, 2, 16), cache_seqlens=lengths)
     assert calls == [True]
+
+
+def test_int_length_hands_the_library_the_used_rows(monkeypatch):
+    # An int cache_seqlens on a contiguous cache: the library gets a view of the first
+    # cache_seqlens + seqlen_new rows and no seqused_k (no lengths tensor made, the key pieces
+    # sized by the keys there are); on pages it still gets the lengths.
+    from flashattn import ops
+    calls = []
+    forward = ops._run_forward
+
+    def recording_forward(*args, **kwargs):  # args[1]: k, args[14]: seqused_k
+        calls.append((args[1].shape[1], args[14] is None))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "_run_forward", recording_forward)
+    torch.manual_seed(8)
+    q = torch.randn(2, 1, 4, 16)
+    k_cache, v_cache = torch.randn(2, 12, 2, 16), torch.randn(2, 12, 2, 16)
+    flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=5)
+    flash_attn_with_kvcache(q, k_cache, v_cache, torch.randn(2, 1, 2, 16), torch.randn(2, 1, 2, 16), cache_seqlens=5)
+    flash_attn_with_kvcache(q, k_cache.view(6, 4, 2, 16), v_cache.view(6, 4, 2, 16), cache_seqlens=5,
+                            block_table=torch.tensor([[0, 1, 2], [3, 4, 5]], dtype=torch.int32))
+    assert calls == [(5, True), (6, True), (4, False)]
 
 
 def test_block_table_entries_past_the_used_blocks_may_be_anything():
