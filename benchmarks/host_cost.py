@@ -227,7 +227,7 @@ def decode_steps(reps):
     contiguous cache and on 256-row pages, beside flash_attn_func on the 4096 keys, and the pieces
     of the paged step's index read-back one by one (session 80: an eager paged step cost 155-185 us
     of host time against 83 for the contiguous one with an int length; which piece is it?)."""
-    from flashattn import kvcache
+    from flashattn import kvcache, ops
     b, hq, hk, d, used, rows, page = 1, 32, 8, 128, 4096, 32768, 256
     q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.bfloat16)
     k_cache, v_cache = (torch.randn(b, rows, hk, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -237,6 +237,7 @@ def decode_steps(reps):
     k_pages, v_pages = (c.view(b * blocks, page, hk, d)[table.view(-1).long().argsort()] for c in (k_cache, v_cache))
     lengths = torch.full((b,), used, dtype=torch.int32, device="cuda")
     flat = table.flatten()
+    scale = d ** -0.5
 
     def read_back():
         return kvcache._finish_read_back(kvcache._start_read_back([flat]))
@@ -259,6 +260,18 @@ def decode_steps(reps):
             q, k_pages, v_pages, block_table=table, cache_seqlens=used),
         "kvcache paged, tensor lengths": lambda: flashattn.flash_attn_with_kvcache(
             q, k_pages, v_pages, block_table=table, cache_seqlens=lengths),
+        # The library's own forward, no kvcache Python around it (session 81: the paged step
+        # with an int length cost ~47 us over the contiguous one, ~15 of it the read-back; is
+        # the rest the library's paged route? With FLASHATTN_CUDA_KERNELS=sm80 in the
+        # environment the contiguous line takes the sm80 route too, the paged one's.)
+        "piece: library forward, pages + lengths": lambda: ops._run_forward(
+            q, k_pages, v_pages, None, None, 0, 0, scale, False, -1, -1, 0.0, None, None, lengths, 0, table,
+            indices_checked=True),
+        "piece: library forward, contiguous + lengths": lambda: ops._run_forward(
+            q, k_cache, v_cache, None, None, 0, 0, scale, False, -1, -1, 0.0, None, None, lengths, 0, None,
+            indices_checked=True),
+        "piece: library forward, the used rows' view": lambda: ops._run_forward(
+            q, k_cache[:, :used], v_cache[:, :used], None, None, 0, 0, scale, False, -1, -1, 0.0, None),
         "piece: torch.cat of the table": lambda: torch.cat([flat]),
         "piece: cat + pinned copy + event": copy_and_event,
         "piece: the whole read-back (waits)": read_back,
