@@ -239,6 +239,9 @@ def decode_steps(reps):
     flat = table.flatten()
     scale = d ** -0.5
 
+    def library_forward(k, v, **decode):  # non-causal, no window, soft-cap or ALiBi: the steps' own options
+        return ops._run_forward(q, k, v, None, None, 0, 0, scale, False, -1, -1, 0.0, None, **decode)
+
     def read_back():
         return kvcache._finish_read_back(kvcache._start_read_back([flat]))
 
@@ -264,14 +267,12 @@ def decode_steps(reps):
         # with an int length cost ~47 us over the contiguous one, ~15 of it the read-back; is
         # the rest the library's paged route? With FLASHATTN_CUDA_KERNELS=sm80 in the
         # environment the contiguous line takes the sm80 route too, the paged one's.)
-        "piece: library forward, pages + lengths": lambda: ops._run_forward(
-            q, k_pages, v_pages, None, None, 0, 0, scale, False, -1, -1, 0.0, None, None, lengths, 0, table,
-            indices_checked=True),
-        "piece: library forward, contiguous + lengths": lambda: ops._run_forward(
-            q, k_cache, v_cache, None, None, 0, 0, scale, False, -1, -1, 0.0, None, None, lengths, 0, None,
-            indices_checked=True),
-        "piece: library forward, the used rows' view": lambda: ops._run_forward(
-            q, k_cache[:, :used], v_cache[:, :used], None, None, 0, 0, scale, False, -1, -1, 0.0, None),
+        "piece: library forward, pages + lengths": lambda: library_forward(
+            k_pages, v_pages, seqused_k=lengths, block_table=table, indices_checked=True),
+        "piece: library forward, contiguous + lengths": lambda: library_forward(
+            k_cache, v_cache, seqused_k=lengths, indices_checked=True),
+        "piece: library forward, the used rows' view": lambda: library_forward(
+            k_cache[:, :used], v_cache[:, :used]),
         "piece: torch.cat of the table": lambda: torch.cat([flat]),
         # A one-tensor read-back makes no cat since session 81 (the line was "cat + pinned copy +
         # event" in session 80's numbers).
