@@ -88,12 +88,13 @@ sanitize() {
 cpp_tests() {
   gtest_run gpu_tests.log 300 "C++ GPU tests"
   # SANITIZE_EXTRA: more gtest patterns (':'-separated) for the kernels a session changed.
-  sanitize 150 "*Sanitize*:*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*${SANITIZE_EXTRA:+:$SANITIZE_EXTRA}" memcheck racecheck synccheck
+  sanitize 150 "*Sanitize*:*Sm90*small_d128_bf16*:*Sm90*varlen_bf16*:Sm90Paged.*${SANITIZE_EXTRA:+:$SANITIZE_EXTRA}" memcheck racecheck synccheck
 }
 
+# PYTEST_K: a pytest -k expression, those Python GPU tests only (e.g. 'kvcache or paged').
 python_tests() {
   PYTHONPATH="$PWD/python" timeout ${PY_TIMEOUT:-400} python3 -m pytest tests/python -m gpu -q -rs -p no:cacheprovider \
-    > "$OUT/pytest_gpu.log" 2>&1
+    ${PYTEST_K:+-k "$PYTEST_K"} > "$OUT/pytest_gpu.log" 2>&1
   echo "Python GPU tests exit $?: $(tail -1 "$OUT/pytest_gpu.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/pytest_gpu.log" | head -20
 }

@@ -292,8 +292,22 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
   } else {
     s = encode_operand_map(&kp.tma_q, pb.q, pb.dtype, pb.headdim, rows_q, pb.nheads_q, pb.batch, varlen, Cfg::kBlockM);
   }
-  if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, pb.headdim, rows_k, pb.nheads_kv, pb.batch, varlen, kKvBoxRows);
-  if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, pb.headdim, rows_k, pb.nheads_kv, pb.batch, varlen, kKvBoxRows);
+  // Paged K/V (paged_blocks.h): maps over the pages, (dim, page_size, heads, num_pages), each key
+  // block inside one page.
+  if (pb.paged()) {
+    if (const char* why = sm90_paged_refusal(pb, Cfg::kBlockN, MainloopLoad<Cfg>::kReadsPages)) {
+      return Status::Unsupported(std::string(why) + " (page_size " + std::to_string(pb.page_size) + ", " +
+                                 std::to_string(Cfg::kBlockN) + "-key blocks)");
+    }
+    kp.block_table = pb.block_table;
+    kp.block_table_stride = static_cast<int>(pb.block_table_batch_stride);
+    kp.page_blocks = FastDivisor::make(uint32_t(pb.page_size / Cfg::kBlockN));
+    kp.num_pages = pb.num_pages;
+  }
+  const int64_t kv_rows = pb.paged() ? pb.page_size : rows_k;
+  const int kv_batches = pb.paged() ? pb.num_pages : pb.batch;
+  if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, pb.headdim, kv_rows, pb.nheads_kv, kv_batches, varlen, kKvBoxRows);
+  if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, pb.headdim, kv_rows, pb.nheads_kv, kv_batches, varlen, kKvBoxRows);
   if constexpr (Cfg::kPackGqa) {
     if (s.ok()) {
       s = encode_packed_operand_map(&kp.tma_o, pb.out, pb.dtype, pb.headdim, rows_q, pb.nheads_kv, group, pb.batch,

@@ -16,6 +16,7 @@
 
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/pack_gqa.h"
+#include "cuda/sm90/paged_blocks.h"
 #include "cuda/sm90/pipeline.h"
 #include "cuda/sm90/split_keys.h"
 #include "cuda/sm90/split_tail.h"
@@ -39,6 +40,7 @@ struct MainloopLoad {
   // (launch.h refuses seqused_k and varlen there), and its code would cost the 24-register
   // loading thread a spill.
   static constexpr bool kZeroesKvTail = Cfg::kHeadDim <= kZeroKvTailMaxHeadDim && !Cfg::kClusterPairs;
+  static constexpr bool kReadsPages = reads_pages<Cfg>();  // paged_blocks.h
   const KernelParams& p;
   SharedTiles<Cfg> tiles;
   SharedBarriers<Cfg> bars;
@@ -142,14 +144,15 @@ struct MainloopLoad {
       // by n_end, one register fewer: the clamp to a piece had made the 24-register loop spill.
       bool q_pending = true;
       for (int n = range.n_end - 1; n >= range.n_begin; --n) {
-        const int k_row = s.k_row0 + n * Cfg::kBlockN;
+        int k_row = s.k_row0 + n * Cfg::kBlockN, kv_batch = batch;
+        if (kReadsPages && p.block_table != nullptr) place_paged_block<Cfg::kBlockN>(p, batch, n, k_row, kv_batch);
         trace_event<Cfg>(kTraceLoad, kEvKEmptyWait, kv.stage, n);
         mbarrier_wait(bars.k_empty(kv.stage), kv.phase ^ 1);
         if constexpr (Cfg::kClusterPairs) {
           load_half_block(tiles.k_column(kv.stage, 0), &p.tma_k, bars.k_full(kv.stage), k_row, head_kv, batch);
         } else {
           load_tile<Cfg::kBlockN>(tiles.k_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_k, bars.k_full(kv.stage),
-                                  k_row, head_kv, batch);
+                                  k_row, head_kv, kv_batch);
         }
         trace_event<Cfg>(kTraceLoad, kEvKLoad, kv.stage, n);
         if (Cfg::kSplitTail ? q_pending : n == range.n_end - 1) {
@@ -181,7 +184,7 @@ struct MainloopLoad {
           load_half_block(tiles.v_column(kv.stage, 0), &p.tma_v, v_bar, k_row, head_kv, batch);
         } else {
           load_tile<Cfg::kBlockN>(tiles.v_column(kv.stage, 0), Cfg::kKVColumnBytes, &p.tma_v, v_bar, k_row, head_kv,
-                                  batch);
+                                  kv_batch);
         }
         trace_event<Cfg>(kTraceLoad, kEvVLoad, kv.stage, n);
         kv.advance();

@@ -15,6 +15,7 @@
 #include "cuda/sm90/block_range.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/pack_gqa.h"
+#include "cuda/sm90/paged_blocks.h"
 #include "cuda/sm90/pipeline.h"
 #include "cuda/sm90/smem_descriptor.h"
 #include "cuda/sm90/softmax.h"
@@ -666,9 +667,17 @@ struct MainloopMma {
     const int lane = thread % 32;
     if constexpr (Cfg::kFallbackKeysFromGlobal) {
       const int key0 = n * Cfg::kBlockN;
+      int k_row = seq.k_row0 + key0, kv_batch = t.batch;
+      if (reads_pages<Cfg>() && p.block_table != nullptr) {
+        // The block's page, as the loading thread found it (paged_blocks.h); an entry outside the
+        // pool (one the caller vouched for) is clamped into it, where TMA read zeros: the
+        // sequence's output is undefined then, but no read leaves the pages.
+        place_paged_block<Cfg::kBlockN>(p, t.batch, n, k_row, kv_batch);
+        kv_batch = min(max(kv_batch, 0), p.num_pages - 1);
+      }
       // Operand's offset (problem.h; varlen batch strides are 0), as the epilogue's rows.
-      const Element* block = static_cast<const Element*>(p.k) + t.batch * p.k_batch_stride +
-                             int64_t(seq.k_row0 + key0) * p.k_row_stride + tile_kv_head<Cfg>(p, t) * p.k_head_stride;
+      const Element* block = static_cast<const Element*>(p.k) + kv_batch * p.k_batch_stride +
+                             int64_t(k_row) * p.k_row_stride + tile_kv_head<Cfg>(p, t) * p.k_head_stride;
       warp_scores<Cfg::kHeadDim, Cfg::kBlockN, Element>(
           s, queries,
           KeysInGlobal<Element, Cfg::kNarrowHeadDim>(block, p.k_row_stride, seq.len_k - key0, p.head_dim, lane));

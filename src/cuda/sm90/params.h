@@ -119,6 +119,13 @@ struct KernelParams {
   // Variable length: the rows of q and k that cu_seqlens' entries are clamped to
   // (variants/sequence.h: entries the host did not read may be out of range). Appended, as above.
   int cu_rows_q = 0, cu_rows_k = 0;
+  // Paged K/V (Cfg::kReadsPages, paged_blocks.h): key block n of sequence b is block
+  // n % page_blocks of page block_table[b * block_table_stride + n / page_blocks]; null when k
+  // and v are not pages. Appended, as above.
+  const int32_t* block_table = nullptr;
+  int block_table_stride = 0;
+  FastDivisor page_blocks;  // key blocks a page (page_size / kBlockN)
+  int num_pages = 0;
 };
 
 // The head dims whose kernels carry the zeroing above; problems that need it at larger head dims
@@ -126,6 +133,11 @@ struct KernelParams {
 // first made ptxas spill 40 bytes in the consumers, but not since the v5 kernel (CUDA 13.0: 0 bytes
 // of stack, no LDL/STL, in the default, packed and static-schedule hdim 256 instantiations).
 constexpr int kZeroKvTailMaxHeadDim = 256;
+
+// The head dims whose packed kernels read paged K/V (paged_blocks.h); paged problems at larger
+// ones go to the sm80 kernel. At 192 and 256 the table read made ptxas spill in the 24-register
+// loading thread (CUDA 13.0: 4 bytes stored, 24 loaded a kernel), on the path of every key block.
+constexpr int kPagedMaxHeadDim = 128;
 
 // The harness's boundary timings (KernelConfig::kTimingWithoutStore / Staging / Send): whether
 // the part `left_out` names is left out. Where it is set the answer is always true (a launch has

@@ -143,11 +143,48 @@ Status dispatch(const AttentionProblem& p, bool run, Variant variant = Variant::
   return Status::Unsupported(std::string("the sm90 forward kernel takes bf16 or fp16, not ") + dtype_name(p.dtype));
 }
 
+// Key rows a block of the packed kernel of head dim hd holds (config.h, TileShape; 0: none).
+int packed_block_keys(int hd) {
+#define FLASHATTN_SM90_BLOCK_KEYS_ITEM(HD) \
+  if (hd == HD) return sm90::TileShape<HD>::kBlockN;
+  FLASHATTN_SM90_FORWARD_HEAD_DIMS(FLASHATTN_SM90_BLOCK_KEYS_ITEM)
+#undef FLASHATTN_SM90_BLOCK_KEYS_ITEM
+  return 0;
+}
+
+// FLASHATTN_SM90_PACK_GQA=0 leaves GQA packing out (read at every call, as FLASHATTN_SM90_VARIANT
+// below), so that a benchmark times a decode shape packed and not in one process
+// (benchmarks/bench_decode.py); paged problems then go to the sm80 kernel.
+bool pack_gqa_allowed() { return env_switch_on("FLASHATTN_SM90_PACK_GQA"); }
+
+// Why the sm90 forward cannot read p's pages (null: it can): only the packed kernel reads them
+// (sm90_forward runs every paged problem there), at the head dims it is instantiated at up to
+// sm90::kPagedMaxHeadDim, with a group of 1..64 query heads per KV head; the rest is
+// sm90_paged_refusal's (kernel_choice.h).
+const char* paged_refusal(const AttentionProblem& p) {
+  if (!pack_gqa_allowed()) {
+    return "the sm90 kernels read paged k / v in the GQA-packed instantiation only, which FLASHATTN_SM90_PACK_GQA=0 "
+           "leaves out";
+  }
+  if (between_instantiations(p) || runs_narrow(p)) {
+    return "the sm90 kernel reads paged k / v at the head dims its packed kernel is built for only";
+  }
+  const int group = p.nheads_kv > 0 ? p.heads_per_kv() : 0;
+  if (group < 1 || group > sm90::kRowsPerConsumer || p.nheads_q != group * p.nheads_kv) {
+    return "the sm90 kernel reads paged k / v with 1..64 query heads per KV head only";
+  }
+  const int hd = instantiation_head_dim(p);
+  if (hd == 0) return "the sm90 kernel reads paged k / v only where this build has the packed kernel for the problem";
+  return sm90_paged_refusal(p, packed_block_keys(hd), hd <= sm90::kPagedMaxHeadDim);
+}
+
 }  // namespace
 
 Status sm90_supports_forward(const AttentionProblem& p) {
   constexpr const char* kFwd = "the sm90 forward kernel";
-  if (p.paged()) return Status::Unsupported("the sm90 forward kernel does not read paged k / v; the sm80 kernel does");
+  if (p.paged()) {
+    if (const char* why = paged_refusal(p)) return Status::Unsupported(why);
+  }
   if (p.alibi_slopes != nullptr) return Status::Unsupported("the sm90 forward kernel does not implement ALiBi");
   // seqused_k and varlen k/v rows past cu_seqlens_k[batch]: the TMA loads of a sequence's last
   // key block read rows past its length, which may hold NaN. Their scores are masked, and their V
@@ -184,8 +221,11 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   const int eb = dtype_size(p.dtype);
   const int64_t rows_q = p.tensor_rows_q(), rows_k = p.tensor_rows_k();
   if (!(s = sm90::check_strides(kFwd, "q", p.q, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
-  if (!(s = sm90::check_strides(kFwd, "k", p.k, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
-  if (!(s = sm90::check_strides(kFwd, "v", p.v, rows_k, p.nheads_kv, p.batch, varlen, eb)).ok()) return s;
+  // Pages: the maps over k and v are (dim, page_size, heads, num_pages) (launch.h).
+  const int64_t kv_rows = p.paged() ? p.page_size : rows_k;
+  const int kv_batches = p.paged() ? p.num_pages : p.batch;
+  if (!(s = sm90::check_strides(kFwd, "k", p.k, kv_rows, p.nheads_kv, kv_batches, varlen, eb)).ok()) return s;
+  if (!(s = sm90::check_strides(kFwd, "v", p.v, kv_rows, p.nheads_kv, kv_batches, varlen, eb)).ok()) return s;
   if (!(s = sm90::check_strides(kFwd, "out", p.out, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
   if (rows_q > (int64_t(1) << 31) - sm90::kMaxBlockM || rows_k > (int64_t(1) << 31) - 256) {
     return Status::Unsupported("the sm90 forward kernel indexes rows with 32-bit TMA coordinates; too many rows");
@@ -239,10 +279,6 @@ bool forced_variant(Variant* variant) {
   return true;
 }
 
-// FLASHATTN_SM90_PACK_GQA=0 leaves GQA packing out (read at every call, as the variant above), so
-// that a benchmark times a decode shape packed and not in one process (benchmarks/bench_decode.py).
-bool pack_gqa_allowed() { return env_switch_on("FLASHATTN_SM90_PACK_GQA"); }
-
 }  // namespace
 
 bool sm90_picks_pack_gqa(const AttentionProblem& p) {
@@ -264,6 +300,8 @@ Status sm90_forward(const AttentionProblem& p) {
   Status s = sm90_supports_forward(p);
   if (!s.ok()) return s;
   if (runs_narrow(p)) return launch_counted(p, Variant::kDefault);
+  // Only the packed kernel reads pages (sm90_supports_forward has checked that it can).
+  if (p.paged()) return launch_counted(p, Variant::kPackGqa);
   if (pack_gqa_allowed() && sm90_picks_pack_gqa(p)) return launch_counted(p, Variant::kPackGqa);
   Variant variant = Variant::kDefault;
   if (forced_variant(&variant)) return launch_counted(p, variant);

@@ -1,5 +1,6 @@
 // Paged k / v on the GPU (AttentionParams::block_table): the sm80 kernel's key-split twin reads
-// each key tile from its page (on Hopper too: the sm90 kernels refuse pages). Checked against the
+// each key tile from its page. On Hopper the sm90 packed kernel takes many of these cases
+// (test_sm90_paged.cpp); FLASHATTN_CUDA_KERNELS=sm80 keeps them on sm80 there. Checked against the
 // fp64 oracle on the contiguous keys the pages hold, with the pages shuffled among spare pages of
 // NaN and NaN past each sequence's used keys; decode steps (GQA, MQA, with the heads as rows) and
 // a chunk of causal queries, the library's pieces, none, and a caller's count; under graph capture;
