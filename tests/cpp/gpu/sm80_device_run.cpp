@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -304,6 +305,15 @@ Reference reference(const AttnCase& c, bool with_backward) {
   }
   if (ok) return ::testing::AssertionSuccess() << os.str();
   return ::testing::AssertionFailure() << os.str();
+}
+
+void expect_paged_forward_matches(const AttnCase& c, const PagedKV& pages, CallMode mode) {
+  const Reference ref = reference(c, false);
+  const ForwardResult f = gpu_paged_forward(c, pages, mode);
+  ASSERT_TRUE(f.status.ok()) << f.status.message;
+  const ::testing::AssertionResult close = within_twice_naive(c, ref, f, nullptr);
+  EXPECT_TRUE(close);
+  std::printf("  errors vs fp64: %s\n", close.message());
 }
 
 bool same_bytes(const HostTensor& a, const HostTensor& b) {

@@ -54,6 +54,10 @@ Reference reference(const AttnCase& c, bool with_backward);
 ::testing::AssertionResult within_twice_naive(const AttnCase& c, const Reference& ref, const ForwardResult& fwd,
                                               const BackwardResult* bwd);
 
+// The paged forward of c over `pages` (gpu_paged_forward) against the fp64 oracle: the call
+// succeeds and lands within twice the naive error (within_twice_naive); the errors are printed.
+void expect_paged_forward_matches(const AttnCase& c, const PagedKV& pages, CallMode mode = {});
+
 // True when the two tensors' storage is byte for byte equal.
 bool same_bytes(const HostTensor& a, const HostTensor& b);
 

@@ -7,7 +7,6 @@
 // with the indices checked by the caller (nothing read back); variable length.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
 
 #include "common/paged_kv.h"
@@ -19,13 +18,7 @@ namespace {
 void check_paged(const CaseSpec& s, int page_size, CallMode mode = {}, int64_t table_pad = 0) {
   SCOPED_TRACE(s.describe() + " page_size " + std::to_string(page_size) + " table_pad " + std::to_string(table_pad));
   const AttnCase c = make_case(s);
-  const PagedKV pages = paginate(c, page_size, 2, s.seed, table_pad);
-  const Reference ref = reference(c, false);
-  const ForwardResult f = gpu_paged_forward(c, pages, mode);
-  ASSERT_TRUE(f.status.ok()) << f.status.message;
-  const ::testing::AssertionResult close = within_twice_naive(c, ref, f, nullptr);
-  EXPECT_TRUE(close);
-  std::printf("  errors vs fp64: %s\n", close.message());
+  expect_paged_forward_matches(c, paginate(c, page_size, 2, s.seed, table_pad), mode);
 }
 
 TEST(Sm80Paged, MatchesReference) {
