@@ -7,8 +7,9 @@ length, as flash_attn aligns them); where cache_seqlens is an int and the cache 
 a view of those rows instead (no lengths tensor). What flashattn does differently:
   * the append and the rotary embedding are PyTorch operations, not fused into the kernel;
   * a paged cache (block_table) is read in place where its pages hold a multiple of 128 rows on
-    CUDA (the sm80 kernel reads the pages; Hopper's kernels do not, so such a step runs there
-    too) and at any page size on the CPU; other page sizes, cache_leftpad with a table, and
+    CUDA (on Hopper the packed sm90 kernel reads them for steps of up to 64 query rows at head
+    dims up to 128, the sm80 kernel the rest; elsewhere the sm80 kernel) and at any page size
+    on the CPU; other page sizes, cache_leftpad with a table, and
     cache_batch_idx other than the identity are gathered into a contiguous copy before the kernel
     (correct, with the copy's time and memory; of a paged cache the blocks up to the longest
     sequence's last, all of the table's under graph capture unless cache_seqlens is an int);
@@ -297,8 +298,8 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         else:
             seqused_k = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
         # A paged cache the library reads in place: the CPU backends (at any page size) and the
-        # CUDA sm80 kernel, whose key tiles must each lie inside one page
-        # (pages of a multiple of 128 rows serve every head dim). Where this build has no such
+        # CUDA kernels (sm80's, and on Hopper the packed sm90 one), whose key blocks must each
+        # lie inside one page (pages of a multiple of 128 rows serve every head dim). Where this build has no such
         # kernel for the call (head dim, dtype or card), and with FLASHATTN_PAGED_GATHER=1 (an
         # A/B's other side), the pages are copied instead.
         out = None
