@@ -669,11 +669,8 @@ struct MainloopMma {
       const int key0 = n * Cfg::kBlockN;
       int k_row = seq.k_row0 + key0, kv_batch = t.batch;
       if (reads_pages<Cfg>() && p.block_table != nullptr) {
-        // The block's page, as the loading thread found it (paged_blocks.h); an entry outside the
-        // pool (one the caller vouched for) is clamped into it, where TMA read zeros: the
-        // sequence's output is undefined then, but no read leaves the pages.
+        // The block's page, as the loading thread found it (paged_blocks.h).
         place_paged_block<Cfg::kBlockN>(p, t.batch, n, k_row, kv_batch);
-        kv_batch = min(max(kv_batch, 0), p.num_pages - 1);
       }
       // Operand's offset (problem.h; varlen batch strides are 0), as the epilogue's rows.
       const Element* block = static_cast<const Element*>(p.k) + kv_batch * p.k_batch_stride +

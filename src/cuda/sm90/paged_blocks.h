@@ -1,11 +1,10 @@
 // Paged K/V (AttentionParams::block_table) in the packed kernel's producer: key block n of
 // sequence b lies inside one page (the launch takes page sizes that are multiples of kBlockN
 // only), so its TMA coordinates are a row inside that page and the page as the map's batch
-// index. The maps over k and v are then (dim, page_size, heads, num_pages) (launch.h); a page
-// index the table names outside [0, num_pages) reads as zeros (TMA's bounds), never memory
-// past the pages; the checked max's fallback, which reads K from global memory itself
-// (mainloop_mma.h), clamps it into the pool. The API checks the entries a sequence's keys reach unless the caller vouched
-// for them.
+// index. The maps over k and v are then (dim, page_size, heads, num_pages) (launch.h). A page
+// index the table names outside [0, num_pages) acts as its bound, as in the sm80 kernel: the API
+// launches before it has read the entries back (and then raises on them), and a caller who
+// vouched for them (indices_checked) gets the bound's page, never memory past the pool.
 #pragma once
 
 #include "cuda/sm90/params.h"
@@ -27,7 +26,7 @@ template <int kBlockN>
 __device__ __forceinline__ void place_paged_block(const KernelParams& p, int batch, int n, int& k_row, int& kv_batch) {
   int block_in_page;
   const int entry = p.page_blocks.divide(n, block_in_page);
-  kv_batch = __ldg(p.block_table + batch * p.block_table_stride + entry);
+  kv_batch = min(max(__ldg(p.block_table + batch * p.block_table_stride + entry), 0), p.num_pages - 1);
   k_row = block_in_page * kBlockN;
 }
 

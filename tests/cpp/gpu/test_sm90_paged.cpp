@@ -153,8 +153,8 @@ TEST(Sm90Paged, UnderGraphCapture) {
 }
 
 // A table entry past the pages, vouched for by the caller (indices_checked: nothing read back,
-// nothing checked): TMA reads that page as zeros, so the call neither faults nor poisons the
-// context (device_session.sh's sanitizer set runs Sm90Paged.* under memcheck). The sequence's
+// nothing checked): it acts as the last page (UntrustedIndices.* checks the bound's bytes), so
+// the call neither faults nor poisons the context (device_session.sh's sanitizer set runs Sm90Paged.* under memcheck). The sequence's
 // output is then wrong by contract; the other sequences' must not be.
 TEST(Sm90Paged, VouchedEntryPastThePagesDoesNotFault) {
   SKIP_UNLESS_SM90();
