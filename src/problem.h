@@ -85,6 +85,10 @@ struct AttentionProblem {
   // variable length, one sequence's otherwise.
   int64_t tensor_rows_q() const { return varlen() ? total_q : seqlen_q; }
   int64_t tensor_rows_k() const { return varlen() ? total_k : seqlen_k; }
+  // k's (and v's) row and batch extents as a kernel addresses the tensor: a page's rows and the
+  // pages where paged, else tensor_rows_k() and batch.
+  int64_t kv_tensor_rows() const { return paged() ? page_size : tensor_rows_k(); }
+  int kv_tensor_batches() const { return paged() ? num_pages : batch; }
   int heads_per_kv() const { return nheads_q / nheads_kv; }
 };
 

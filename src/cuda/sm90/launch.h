@@ -304,8 +304,8 @@ Status fill_params(const AttentionProblem& pb, KernelParams& kp, int& sms) {
     kp.page_blocks = FastDivisor::make(uint32_t(pb.page_size / Cfg::kBlockN));
     kp.num_pages = pb.num_pages;
   }
-  const int64_t kv_rows = pb.paged() ? pb.page_size : rows_k;
-  const int kv_batches = pb.paged() ? pb.num_pages : pb.batch;
+  const int64_t kv_rows = pb.kv_tensor_rows();
+  const int kv_batches = pb.kv_tensor_batches();
   if (s.ok()) s = encode_operand_map(&kp.tma_k, pb.k, pb.dtype, pb.headdim, kv_rows, pb.nheads_kv, kv_batches, varlen, kKvBoxRows);
   if (s.ok()) s = encode_operand_map(&kp.tma_v, pb.v, pb.dtype, pb.headdim, kv_rows, pb.nheads_kv, kv_batches, varlen, kKvBoxRows);
   if constexpr (Cfg::kPackGqa) {

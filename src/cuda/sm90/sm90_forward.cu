@@ -157,6 +157,14 @@ int packed_block_keys(int hd) {
 // (benchmarks/bench_decode.py); paged problems then go to the sm80 kernel.
 bool pack_gqa_allowed() { return env_switch_on("FLASHATTN_SM90_PACK_GQA"); }
 
+// GQA packing proper (the rule and the direct entry), G in 2..64: G <= 64 keeps at least two
+// query rows of the whole group in a tile and warpgroup 0's 64 rows all query rows (pack_gqa.h).
+// MHA decode reaches the packed kernel at G = 1 by its own rule (sm90_picks_mha_key_splits).
+bool pack_gqa_group_ok(const AttentionProblem& p) {
+  const int group = p.nheads_kv > 0 ? p.heads_per_kv() : 0;
+  return p.nheads_kv > 0 && p.nheads_q == group * p.nheads_kv && group >= 2 && group <= sm90::kRowsPerConsumer;
+}
+
 // Why the sm90 forward cannot read p's pages (null: it can): only the packed kernel reads them
 // (sm90_forward runs every paged problem there), at the head dims it is instantiated at up to
 // sm90::kPagedMaxHeadDim, with a group of 1..64 query heads per KV head; the rest is
@@ -166,15 +174,15 @@ const char* paged_refusal(const AttentionProblem& p) {
     return "the sm90 kernels read paged k / v in the GQA-packed instantiation only, which FLASHATTN_SM90_PACK_GQA=0 "
            "leaves out";
   }
-  if (between_instantiations(p) || runs_narrow(p)) {
+  // Not the instantiation's own head dim: one between them (the narrow twin's) or none built.
+  const int hd = instantiation_head_dim(p);
+  if (between_instantiations(p) || hd != p.headdim) {
     return "the sm90 kernel reads paged k / v at the head dims its packed kernel is built for only";
   }
-  const int group = p.nheads_kv > 0 ? p.heads_per_kv() : 0;
-  if (group < 1 || group > sm90::kRowsPerConsumer || p.nheads_q != group * p.nheads_kv) {
+  // MHA (G = 1) as the packed kernel runs decode's key splits, else a packing group.
+  if (!(p.nheads_kv > 0 && p.nheads_q == p.nheads_kv) && !pack_gqa_group_ok(p)) {
     return "the sm90 kernel reads paged k / v with 1..64 query heads per KV head only";
   }
-  const int hd = instantiation_head_dim(p);
-  if (hd == 0) return "the sm90 kernel reads paged k / v only where this build has the packed kernel for the problem";
   return sm90_paged_refusal(p, packed_block_keys(hd), hd <= sm90::kPagedMaxHeadDim);
 }
 
@@ -222,8 +230,8 @@ Status sm90_supports_forward(const AttentionProblem& p) {
   const int64_t rows_q = p.tensor_rows_q(), rows_k = p.tensor_rows_k();
   if (!(s = sm90::check_strides(kFwd, "q", p.q, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
   // Pages: the maps over k and v are (dim, page_size, heads, num_pages) (launch.h).
-  const int64_t kv_rows = p.paged() ? p.page_size : rows_k;
-  const int kv_batches = p.paged() ? p.num_pages : p.batch;
+  const int64_t kv_rows = p.kv_tensor_rows();
+  const int kv_batches = p.kv_tensor_batches();
   if (!(s = sm90::check_strides(kFwd, "k", p.k, kv_rows, p.nheads_kv, kv_batches, varlen, eb)).ok()) return s;
   if (!(s = sm90::check_strides(kFwd, "v", p.v, kv_rows, p.nheads_kv, kv_batches, varlen, eb)).ok()) return s;
   if (!(s = sm90::check_strides(kFwd, "out", p.out, rows_q, p.nheads_q, p.batch, varlen, eb)).ok()) return s;
@@ -252,14 +260,6 @@ Status launch_counted(const AttentionProblem& p, Variant variant) {
 }
 
 int64_t launches_of(Variant variant) { return g_launches[int(variant)].load(std::memory_order_relaxed); }
-
-// GQA packing proper (the rule and the direct entry), G in 2..64: G <= 64 keeps at least two
-// query rows of the whole group in a tile and warpgroup 0's 64 rows all query rows (pack_gqa.h).
-// MHA decode reaches the packed kernel at G = 1 by its own rule (sm90_picks_mha_key_splits).
-bool pack_gqa_group_ok(const AttentionProblem& p) {
-  const int group = p.nheads_kv > 0 ? p.heads_per_kv() : 0;
-  return p.nheads_kv > 0 && p.nheads_q == group * p.nheads_kv && group >= 2 && group <= sm90::kRowsPerConsumer;
-}
 
 // FLASHATTN_SM90_VARIANT (default, static, short_rows, cluster, tall) overrides the rules of
 // kernel_choice.h (GQA packing excepted) for the problems that variant can run, so that a benchmark times the variants

@@ -4,8 +4,11 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+
+#include "cuda/sm90/kernel_choice.h"
 
 namespace fa_test {
 
@@ -29,6 +32,14 @@ inline bool sm90_device_present(std::string* why) {
     return false;
   }
   return true;
+}
+
+// Forward launches of every sm90 kernel through the API so far (the narrow twins count as the
+// default's, the split tail's as its parent's).
+inline int64_t sm90_any_launches() {
+  using namespace flashattn;
+  return sm90_default_launches() + sm90_static_schedule_launches() + sm90_short_rows_launches() +
+         sm90_cluster_pairs_launches() + sm90_tall_tiles_launches() + sm90_pack_gqa_launches();
 }
 
 // One of the library's environment overrides (FLASHATTN_*, read at every call) set to `value`

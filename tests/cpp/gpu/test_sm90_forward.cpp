@@ -29,6 +29,7 @@ namespace {
 
 using namespace flashattn;
 using fa_test::ScopedEnv;
+using fa_test::sm90_any_launches;
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
@@ -490,12 +491,6 @@ struct KernelCheck {
   int64_t (*launches)();
   const char* name;
 };
-// Forward launches of every sm90 kernel through the API so far (the narrow twins count as the
-// default's, the split tail's as its parent's).
-int64_t sm90_any_launches() {
-  return sm90_default_launches() + sm90_static_schedule_launches() + sm90_short_rows_launches() +
-         sm90_cluster_pairs_launches() + sm90_tall_tiles_launches() + sm90_pack_gqa_launches();
-}
 KernelCheck kernel_check(Kernel k) {
   switch (k) {
     case Kernel::kAny:
