@@ -7,6 +7,7 @@ pieces (time = fixed + keys / rate).
 
   python3 benchmarks/decode_profile.py --shape 1,8,1,131072 --ours-env FLASHATTN_SM90_KEY_SPLITS=64
   python3 benchmarks/decode_profile.py --shape 1,32,8,131072 --paged 256
+  python3 benchmarks/decode_profile.py --shape 1,32,8,32768 --headdim 256 --paged 256
 """
 import argparse
 import os
@@ -40,6 +41,7 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--paged", type=int, default=0, metavar="PAGE",
                     help="also ours on a paged cache of PAGE-row pages (bench_decode.py's --paged)")
+    ap.add_argument("--headdim", type=int, default=0, help="head dim of q, k and v (bench_decode.py's 128 if 0)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
@@ -53,11 +55,13 @@ def main():
         shapes = [bd.parse_shape(t) for t in args.shape]
     except ValueError as e:
         ap.error(str(e))
+    if args.headdim:
+        bd.HEADDIM = args.headdim  # read by kv_tensor at each call
     torch.manual_seed(0)
     for batch, hq, hkv, kv_len in shapes:
         q = torch.randn(batch, 1, hq, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
         k, v = (bd.kv_tensor(batch, kv_len, hkv, "bshd") for _ in range(2))
-        nbytes = bd.kv_bytes(batch, hkv, kv_len)
+        nbytes = bd.kv_bytes(batch, hkv, kv_len, bd.HEADDIM)
         impls = dict(bg.IMPLS)
         if args.paged:
             pools = bd.paged_pool(k, v, args.paged)

@@ -291,12 +291,19 @@ measure() {
     done
   fi
   # MEASURE_DECODE_PROFILE: benchmarks/decode_profile.py arguments (each implementation's and
-  # --ours-env setting's kernels and device times a decode call, its back-to-back and host time).
+  # --ours-env setting's kernels and device times a decode call, its back-to-back and host time);
+  # runs separated by '|' (each with MEASURE_DECODE_PROFILE_TIMEOUT seconds, a log of its own;
+  # not ';', which --ours-env takes between settings).
   if [ -n "${MEASURE_DECODE_PROFILE:-}" ]; then
-    eval "set -- $MEASURE_DECODE_PROFILE"
-    PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_PROFILE_TIMEOUT:-150} python3 benchmarks/decode_profile.py "$@" \
-      > "$OUT/decode_profile.log" 2>&1
-    echo "decode_profile exit $?"; tail -60 "$OUT/decode_profile.log"
+    local run=0 entry
+    IFS='|' read -ra entries <<< "$MEASURE_DECODE_PROFILE"
+    for entry in "${entries[@]}"; do
+      run=$((run + 1))
+      eval "set -- $entry"
+      PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_PROFILE_TIMEOUT:-150} python3 benchmarks/decode_profile.py "$@" \
+        > "$OUT/decode_profile_$run.log" 2>&1
+      echo "decode_profile $run exit $?"; grep -v 'UserWarning\|_warn_once' "$OUT/decode_profile_$run.log" | tail -60
+    done
   fi
   kill $smi
   archive_logs './*.log' './*.csv' './*.err'
