@@ -32,9 +32,9 @@ ROWS = [(1, 32, 8, 131072), (16, 32, 8, 8192), (64, 32, 8, 4096), (8, 32, 32, 32
 HEADDIM = 128
 
 
-def kv_bytes(batch, nheads_kv, kv_len, headdim=HEADDIM, element_bytes=2):
-    """Bytes of K and V one decode step reads."""
-    return 2 * batch * kv_len * nheads_kv * headdim * element_bytes
+def kv_bytes(batch, nheads_kv, kv_len, headdim=None, element_bytes=2):
+    """Bytes of K and V one decode step reads (headdim: HEADDIM where None)."""
+    return 2 * batch * kv_len * nheads_kv * (headdim or HEADDIM) * element_bytes
 
 
 def tbps(nbytes, ms):
@@ -165,7 +165,11 @@ def main():
     ap.add_argument("--cache-used", type=int, default=0, metavar="N",
                     help="caches of kv_len rows filled to N: ours also on the whole cache with cache_seqlens N "
                          "(flashattn[used N]), the peers on the N keys")
+    ap.add_argument("--headdim", type=int, default=0, help="head dim of q, k and v (128 if 0)")
     args = ap.parse_args()
+    if args.headdim:
+        global HEADDIM
+        HEADDIM = args.headdim
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
     import bench_gpu as bg

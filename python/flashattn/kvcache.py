@@ -7,11 +7,12 @@ length, as flash_attn aligns them); where cache_seqlens is an int and the cache 
 a view of those rows instead (no lengths tensor). What flashattn does differently:
   * the append and the rotary embedding are PyTorch operations, not fused into the kernel;
   * a paged cache (block_table) is read in place where its pages hold a multiple of 128 rows on
-    CUDA (on Hopper the packed sm90 kernel reads them for steps of up to 64 query rows at head
-    dims up to 128, the sm80 kernel the rest; elsewhere the sm80 kernel) and at any page size
-    on the CPU; other page sizes, cache_leftpad with a table, and
-    cache_batch_idx other than the identity are gathered into a contiguous copy before the kernel
-    (correct, with the copy's time and memory; of a paged cache the blocks up to the longest
+    CUDA (on Hopper the packed sm90 kernel reads them for steps of up to 64 query rows, at head
+    dim 192 only in pages of a multiple of 896 rows, its 112-key blocks' and 128's; the sm80
+    kernel the rest; elsewhere the sm80 kernel) and at any page size on the CPU; other page
+    sizes, cache_leftpad with a table, and cache_batch_idx other than the identity are gathered
+    into a contiguous copy before the kernel (correct, with the copy's time and memory; of a
+    paged cache the blocks up to the longest
     sequence's last, all of the table's under graph capture unless cache_seqlens is an int);
   * the lengths (cache_seqlens, cache_batch_idx, block_table's entries that are used) are read
     back once a call to check them, so a bad index is an error rather than a write out of bounds

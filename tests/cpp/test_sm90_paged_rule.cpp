@@ -53,6 +53,19 @@ TEST(Sm90PagedRule, PagesThatSplitABlockAreRefused) {
   }
 }
 
+// d256's 64-key blocks take pages of 64 rows; d192's 112-key blocks only multiples of 112.
+TEST(Sm90PagedRule, NarrowerBlocksTakeTheirOwnMultiples) {
+  AttentionProblem p = paged_decode();
+  p.page_size = 64;
+  EXPECT_EQ(sm90_paged_refusal(p, 64, true), nullptr);
+  p.page_size = 224;
+  EXPECT_EQ(sm90_paged_refusal(p, 112, true), nullptr);
+  for (int page_size : {128, 256, 64}) {
+    p.page_size = page_size;
+    EXPECT_NE(sm90_paged_refusal(p, 112, true), nullptr) << page_size;
+  }
+}
+
 TEST(Sm90PagedRule, LongOrVariableQueriesAreRefused) {
   AttentionProblem p = paged_decode();
   p.seqlen_q = kSm90PackGqaMaxQuery + 1;

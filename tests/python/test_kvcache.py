@@ -280,14 +280,15 @@ def test_with_kvcache_on_gpu_bf16(paged, num_splits, leftpad):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("page", [128, 256])
-def test_paged_cache_is_read_in_place_on_gpu(page, monkeypatch):
+@pytest.mark.parametrize("page, headdim", [(128, 128), (256, 128), (128, 256)])
+def test_paged_cache_is_read_in_place_on_gpu(page, headdim, monkeypatch):
     # Pages of a multiple of 128 rows: the kernel reads them where they are, so the call allocates
     # little beside out and lse, where the copy (FLASHATTN_PAGED_GATHER=1, the control: the
     # measurement sees a copy when there is one) allocates the reached pages of K and V again. Both
     # give what the contiguous cache gives, within bf16's reach (different kernels on Hopper).
+    # Head dim 256: the packed sm90 kernel's 64-key blocks, two a page (since session 84).
     torch.manual_seed(9)
-    batch, nheads, nheads_k, headdim, capacity = 3, 16, 4, 128, 4096
+    batch, nheads, nheads_k, capacity = 3, 16, 4, 4096
     blocks = capacity // page
     q = torch.randn(batch, 1, nheads, headdim, device="cuda", dtype=torch.bfloat16)
     k_cache, v_cache = (torch.randn(batch, capacity, nheads_k, headdim, device="cuda", dtype=torch.bfloat16)

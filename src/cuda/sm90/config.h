@@ -147,6 +147,11 @@ struct KernelConfig {
   // register file would leave, bound it there). Asking for more makes the consumers' increase
   // wait forever (two warpgroups: 32 / 240 hangs, which is why the producer stays at 24).
   static constexpr int kLaunchRegisters = (65536 / kThreads) / 8 * 8;
+  // The loading warpgroup's registers: 24, except in the packed kernels above head dim 128, where
+  // the key-block loop with its page lookup (paged_blocks.h: 4 or 3 TMA boxes a block, the table
+  // entry and the row in its page live beside the stage's) spilled at 24 (CUDA 13.0: 4 bytes
+  // stored, 24 loaded, on every block's path) and fits in 32; their consumers then take 232.
+  static constexpr int kProducerRegisters = PackGqa_ && HeadDim_ > 128 ? 32 : sm90::kProducerRegisters;
   static constexpr int kRegistersLeftPerConsumer =
       ((kThreads * kLaunchRegisters / kWarpgroupThreads - kProducerRegisters) / kConsumerWarpgroups) / 8 * 8;
   static constexpr int kConsumerRegisters = kRegistersLeftPerConsumer > 240 ? 240 : kRegistersLeftPerConsumer;

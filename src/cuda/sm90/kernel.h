@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_
   // from it (the Q descriptors of S = Q K^T) can live in uniform registers.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / kWarpgroupThreads), 0);
   if (warpgroup == 0) {
-    setmaxnreg_decrease<kProducerRegisters>();
+    setmaxnreg_decrease<Cfg::kProducerRegisters>();
     if (threadIdx.x == 0) MainloopLoad<Cfg>{p, tiles, bars}.run();
     if constexpr (Cfg::kDynamicSchedule) {
       if (threadIdx.x == 32) schedule_tiles<Cfg>(p, bars.tile_mailbox());

@@ -13,10 +13,13 @@ namespace flashattn {
 namespace sm90 {
 
 // Whether Cfg's kernel carries the page code (KernelParams::block_table, set at run time): the
-// packed kernel only, which decode steps reach (sm90_forward.cu), up to kPagedMaxHeadDim.
+// packed kernel only, which decode steps reach (sm90_forward.cu), at every head dim. Above 128
+// the table read made ptxas spill in the 24-register loading thread (CUDA 13.0: 4 bytes stored,
+// 24 loaded, on the path of every key block); those kernels' producer takes 32
+// (KernelConfig::kProducerRegisters; session 84).
 template <class Cfg>
 __host__ __device__ constexpr bool reads_pages() {
-  return Cfg::kPackGqa && !Cfg::kClusterPairs && Cfg::kHeadDim <= kPagedMaxHeadDim;
+  return Cfg::kPackGqa && !Cfg::kClusterPairs;
 }
 
 // The row inside its page (k_row) and the page (kv_batch) of key block n of sequence `batch`.

@@ -134,11 +134,6 @@ struct KernelParams {
 // of stack, no LDL/STL, in the default, packed and static-schedule hdim 256 instantiations).
 constexpr int kZeroKvTailMaxHeadDim = 256;
 
-// The head dims whose packed kernels read paged K/V (paged_blocks.h); paged problems at larger
-// ones go to the sm80 kernel. At 192 and 256 the table read made ptxas spill in the 24-register
-// loading thread (CUDA 13.0: 4 bytes stored, 24 loaded a kernel), on the path of every key block.
-constexpr int kPagedMaxHeadDim = 128;
-
 // The harness's boundary timings (KernelConfig::kTimingWithoutStore / Staging / Send): whether
 // the part `left_out` names is left out. Where it is set the answer is always true (a launch has
 // tiles), but the compiler cannot tell, so what the part would have read (O, its normalisation)

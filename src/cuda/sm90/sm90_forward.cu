@@ -166,9 +166,9 @@ bool pack_gqa_group_ok(const AttentionProblem& p) {
 }
 
 // Why the sm90 forward cannot read p's pages (null: it can): only the packed kernel reads them
-// (sm90_forward runs every paged problem there), at the head dims it is instantiated at up to
-// sm90::kPagedMaxHeadDim, with a group of 1..64 query heads per KV head; the rest is
-// sm90_paged_refusal's (kernel_choice.h).
+// (sm90_forward runs every paged problem there), at the head dims it is instantiated at, with a
+// group of 1..64 query heads per KV head; the rest is sm90_paged_refusal's (kernel_choice.h).
+// d192's 112-key blocks take pages of a multiple of 112 rows only.
 const char* paged_refusal(const AttentionProblem& p) {
   if (!pack_gqa_allowed()) {
     return "the sm90 kernels read paged k / v in the GQA-packed instantiation only, which FLASHATTN_SM90_PACK_GQA=0 "
@@ -183,7 +183,7 @@ const char* paged_refusal(const AttentionProblem& p) {
   if (!(p.nheads_kv > 0 && p.nheads_q == p.nheads_kv) && !pack_gqa_group_ok(p)) {
     return "the sm90 kernel reads paged k / v with 1..64 query heads per KV head only";
   }
-  return sm90_paged_refusal(p, packed_block_keys(hd), hd <= sm90::kPagedMaxHeadDim);
+  return sm90_paged_refusal(p, packed_block_keys(hd), true);
 }
 
 }  // namespace

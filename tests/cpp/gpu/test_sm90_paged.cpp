@@ -1,7 +1,7 @@
 // Paged k / v on Hopper (AttentionParams::block_table): the sm90 packed kernel reads each key
-// block from its page (cuda/sm90/paged_blocks.h) for decode steps and short chunks at head dims
-// up to 128 with pages a multiple of its 128-key blocks; every other paged problem goes to the
-// sm80 kernel. Checked against the fp64 oracle on the contiguous keys the pages hold, the pages
+// block from its page (cuda/sm90/paged_blocks.h) for decode steps and short chunks with pages a
+// multiple of its key blocks (128 keys up to head dim 128, 112 at 192, 64 at 256); every other
+// paged problem goes to the sm80 kernel. Checked against the fp64 oracle on the contiguous keys the pages hold, the pages
 // shuffled among spare pages of NaN and NaN past each sequence's used keys (common/paged_kv.h),
 // and that the kernel the rule names ran (launch counters).
 #include <cuda_runtime.h>
@@ -105,11 +105,43 @@ TEST(Sm90Paged, HeadLayoutsAndOptionsMatchReference) {
   check_paged(padded, 256, Route::kPacked);
 }
 
+// Head dims 192 and 256, whose packed kernels' loading thread takes 32 registers for the table
+// read (KernelConfig::kProducerRegisters): 112- and 64-key blocks, so pages of 224 / 448 rows at
+// 192 and of 64 / 128 / 256 at 256 (four, two and one block a page).
+TEST(Sm90Paged, WideHeadDimsMatchReference) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 970;
+  for (int page_size : {64, 128, 256}) {
+    const DType dtype = page_size == 128 ? DType::kFloat16 : DType::kBFloat16;
+    for (int splits : {0, 3}) {
+      CaseSpec decode = paged_spec(++seed, dtype, 256, page_size, 1, true);
+      decode.num_splits = splits;
+      check_paged(decode, page_size, Route::kPacked, {}, splits == 3 ? 5 : 0);
+    }
+    CaseSpec chunk = paged_spec(++seed, dtype, 256, page_size, 21, true);
+    check_paged(chunk, page_size, Route::kPacked);
+  }
+  for (int page_size : {224, 448}) {
+    const DType dtype = page_size == 224 ? DType::kBFloat16 : DType::kFloat16;
+    CaseSpec decode = paged_spec(++seed, dtype, 192, page_size, 1, true);
+    decode.num_splits = page_size == 224 ? 3 : 0;
+    check_paged(decode, page_size, Route::kPacked);
+    CaseSpec chunk = paged_spec(++seed, dtype, 192, page_size, 13, true);
+    chunk.window_left = 100;
+    check_paged(chunk, page_size, Route::kPacked);
+  }
+  // MQA with softcap at 256.
+  CaseSpec mqa = paged_spec(++seed, DType::kBFloat16, 256, 128, 1, true);
+  mqa.nheads_q = 16, mqa.nheads_kv = 1;
+  mqa.softcap = 8.0f;
+  check_paged(mqa, 128, Route::kPacked);
+}
+
 // The paged problems the packed kernel does not take run on the sm80 kernel, still correct.
 TEST(Sm90Paged, OtherPagedProblemsGoToSm80) {
   SKIP_UNLESS_SM90();
-  // Head dim 256 (the table read would spill in its loading thread: params.h, kPagedMaxHeadDim).
-  check_paged(paged_spec(940, DType::kBFloat16, 256, 128, 1, true), 128, Route::kSm80);
+  // Head dim 192 with pages of 128 rows, not a multiple of its packed kernel's 112-key blocks.
+  check_paged(paged_spec(940, DType::kBFloat16, 192, 128, 1, true), 128, Route::kSm80);
   // 65 query rows, past kSm90PackGqaMaxQuery.
   check_paged(paged_spec(941, DType::kBFloat16, 128, 128, 65, true), 128, Route::kSm80);
   // Pages of 64 rows, narrower than the packed kernel's 128-key blocks (sm80's are 64 at d128).
