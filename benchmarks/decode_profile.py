@@ -5,6 +5,11 @@ clock_probe.py's). For the key splits' readings (docs/perf.md, session 67): whet
 time is its one kernel's, and how that kernel's time grows with the keys at a fixed number of
 pieces (time = fixed + keys / rate).
 
+The device times are kernel times only where calls do not overlap: with programmatic dependent
+launch (FLASHATTN_SM90_PDL builds) a kernel queued behind another is resident early, waiting in
+griddepcontrol.wait, and the profiler counts the wait (session 84: 216 us for calls 122 us apart).
+Calls that synchronise (an eager paged call reads its table back) or that the host binds are clean.
+
   python3 benchmarks/decode_profile.py --shape 1,8,1,131072 --ours-env FLASHATTN_SM90_KEY_SPLITS=64
   python3 benchmarks/decode_profile.py --shape 1,32,8,131072 --paged 256
   python3 benchmarks/decode_profile.py --shape 1,32,8,32768 --headdim 256 --paged 256
