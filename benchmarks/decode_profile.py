@@ -9,6 +9,8 @@ The device times are kernel times only where calls do not overlap: with programm
 launch (FLASHATTN_SM90_PDL builds) a kernel queued behind another is resident early, waiting in
 griddepcontrol.wait, and the profiler counts the wait (session 84: 216 us for calls 122 us apart).
 Calls that synchronise (an eager paged call reads its table back) or that the host binds are clean.
+So each line also gives the GPU's busy time a call: the union of all its kernels' spans over the
+profiled calls (a waiting kernel's span inside its predecessor's counts once), over the calls.
 
   python3 benchmarks/decode_profile.py --shape 1,8,1,131072 --ours-env FLASHATTN_SM90_KEY_SPLITS=64
   python3 benchmarks/decode_profile.py --shape 1,32,8,131072 --paged 256
@@ -19,8 +21,20 @@ import os
 import sys
 
 
+def busy_us(spans):
+    """Length of the union of (start, end) spans: the time at least one of them covers."""
+    total, reach = 0.0, None
+    for start, end in sorted(spans):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
+
+
 def kernel_times(fn, calls):
-    """Each CUDA kernel's name -> (launches a call, mean device us a launch) over `calls` calls."""
+    """Each CUDA kernel's name -> (launches a call, mean device us a launch) over `calls` calls,
+    and the GPU's busy us a call (busy_us of every kernel's span, over the calls)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -30,13 +44,14 @@ def kernel_times(fn, calls):
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    out = {}
+    out, spans = {}, []
     for ev in prof.events():
         if ev.device_type != torch.autograd.DeviceType.CUDA:
             continue
         n, total = out.get(ev.name, (0, 0.0))
         out[ev.name] = (n + 1, total + ev.device_time)
-    return {name: (n / calls, total / n) for name, (n, total) in out.items()}
+        spans.append((ev.time_range.start, ev.time_range.end))
+    return {name: (n / calls, total / n) for name, (n, total) in out.items()}, busy_us(spans) / calls
 
 
 def main():
@@ -78,12 +93,13 @@ def main():
             try:
                 us = 1000.0 * back_to_back_ms(fn, calls=args.calls)
                 host = host_us_per_call(fn, calls=args.calls)
-                kernels = kernel_times(fn, args.calls)
+                kernels, busy = kernel_times(fn, args.calls)
             except Exception as e:  # a peer without a kernel for the shape
                 print(f"b={batch} h={hq}/{hkv} kv={kv_len} {name}: {type(e).__name__}: {e}")
                 continue
             print(f"b={batch} h={hq}/{hkv} kv={kv_len} {name}: {us:7.1f} us a call back to back "
-                  f"({nbytes / us / 1e6:5.2f} TB/s, L2 warm), host {host:6.1f} us a call")
+                  f"({nbytes / us / 1e6:5.2f} TB/s, L2 warm), host {host:6.1f} us a call, GPU busy {busy:6.1f} us "
+                  f"a call ({nbytes / busy / 1e6 if busy else 0.0:5.2f} TB/s)")
             for kname, (per_call, mean_us) in sorted(kernels.items(), key=lambda kv: -kv[1][0] * kv[1][1]):
                 print(f"    {per_call:4.1f} x {mean_us:8.1f} us  {kname[:110]}")
         del q, k, v, impls
