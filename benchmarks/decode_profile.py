@@ -9,8 +9,10 @@ The device times are kernel times only where calls do not overlap: with programm
 launch (FLASHATTN_SM90_PDL builds) a kernel queued behind another is resident early, waiting in
 griddepcontrol.wait, and the profiler counts the wait (session 84: 216 us for calls 122 us apart).
 Calls that synchronise (an eager paged call reads its table back) or that the host binds are clean.
-So each line also gives the GPU's busy time a call: the union of all its kernels' spans over the
-profiled calls (a waiting kernel's span inside its predecessor's counts once), over the calls.
+So each line also gives the GPU's busy time a call: the union of all its device events' spans
+(kernels, and copies such as an eager paged call's table read-back) over the profiled calls,
+over the calls. A waiting kernel's span inside its predecessor's counts once; back-to-back calls
+under PDL may merge into one span, so it is an upper bound on the kernels' own time.
 
   python3 benchmarks/decode_profile.py --shape 1,8,1,131072 --ours-env FLASHATTN_SM90_KEY_SPLITS=64
   python3 benchmarks/decode_profile.py --shape 1,32,8,131072 --paged 256

@@ -295,9 +295,10 @@ measure() {
   # runs separated by '|' (each with MEASURE_DECODE_PROFILE_TIMEOUT seconds, a log of its own;
   # not ';', which --ours-env takes between settings).
   if [ -n "${MEASURE_DECODE_PROFILE:-}" ]; then
-    local run=0 entry
+    local run=0 entry entries
     IFS='|' read -ra entries <<< "$MEASURE_DECODE_PROFILE"
     for entry in "${entries[@]}"; do
+      [ -n "${entry// /}" ] || continue  # an empty run (a stray '|') would run the default shapes
       run=$((run + 1))
       eval "set -- $entry"
       PYTHONPATH="$PWD/python" timeout ${MEASURE_DECODE_PROFILE_TIMEOUT:-150} python3 benchmarks/decode_profile.py "$@" \

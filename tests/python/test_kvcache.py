@@ -286,7 +286,9 @@ def test_paged_cache_is_read_in_place_on_gpu(page, headdim, monkeypatch):
     # little beside out and lse, where the copy (FLASHATTN_PAGED_GATHER=1, the control: the
     # measurement sees a copy when there is one) allocates the reached pages of K and V again. Both
     # give what the contiguous cache gives, within bf16's reach (different kernels on Hopper).
-    # Head dim 256: the packed sm90 kernel's 64-key blocks, two a page (since session 84).
+    # Head dim 256: on Hopper the packed sm90 kernel's 64-key blocks, two a page (since session 84;
+    # sm80 reads these pages in place too, so this checks values and memory, not the route:
+    # Sm90Paged.WideHeadDimsMatchReference checks that).
     torch.manual_seed(9)
     batch, nheads, nheads_k, capacity = 3, 16, 4, 4096
     blocks = capacity // page

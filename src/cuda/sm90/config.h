@@ -142,16 +142,19 @@ struct KernelConfig {
   static constexpr int kBlockM = kRowsPerConsumer * kConsumerWarpgroups;
   // setmaxnreg moves registers within what the CTA got at launch (__launch_bounds__(kThreads, 1):
   // 65536 / kThreads rounded down to 8: 168 with two consumer warpgroups, 128 with three, 96 with
-  // four). The consumers take what the producer's 24 leave, at most 240: 240 with two (128 * 24 +
-  // 256 * 240 = 64512), 160 with three, 112 with four (the launch's 96 a thread, not the 120 the
-  // register file would leave, bound it there). Asking for more makes the consumers' increase
-  // wait forever (two warpgroups: 32 / 240 hangs, which is why the producer stays at 24).
+  // four). The consumers take what the producer's registers (kProducerRegisters, below: 24 but in
+  // the wide packed kernels) leave, at most 240: 240 with two (128 * 24 + 256 * 240 = 64512; 232
+  // beside a producer of 32), 160 with three, 112 with four (the launch's 96 a thread, not the 120
+  // the register file would leave, bound it there). Asking for more makes the consumers' increase
+  // wait forever (two warpgroups: 32 / 240 hangs, which is why the producer stays at 24 elsewhere).
   static constexpr int kLaunchRegisters = (65536 / kThreads) / 8 * 8;
   // The loading warpgroup's registers: 24, except in the packed kernels above head dim 128, where
   // the key-block loop with its page lookup (paged_blocks.h: 4 or 3 TMA boxes a block, the table
   // entry and the row in its page live beside the stage's) spilled at 24 (CUDA 13.0: 4 bytes
   // stored, 24 loaded, on every block's path) and fits in 32; their consumers then take 232.
   static constexpr int kProducerRegisters = PackGqa_ && HeadDim_ > 128 ? 32 : sm90::kProducerRegisters;
+  static_assert(kProducerRegisters % 8 == 0 && kProducerRegisters >= 24 && kProducerRegisters <= kLaunchRegisters,
+                "setmaxnreg.dec takes a multiple of 8 from 24 up to the launch's count");
   static constexpr int kRegistersLeftPerConsumer =
       ((kThreads * kLaunchRegisters / kWarpgroupThreads - kProducerRegisters) / kConsumerWarpgroups) / 8 * 8;
   static constexpr int kConsumerRegisters = kRegistersLeftPerConsumer > 240 ? 240 : kRegistersLeftPerConsumer;

@@ -107,9 +107,12 @@ TEST(Sm90Paged, HeadLayoutsAndOptionsMatchReference) {
 
 // Head dims 192 and 256, whose packed kernels' loading thread takes 32 registers for the table
 // read (KernelConfig::kProducerRegisters): 112- and 64-key blocks, so pages of 224 / 448 rows at
-// 192 and of 64 / 128 / 256 at 256 (four, two and one block a page).
+// 192 (two and four blocks a page) and of 64 / 128 / 256 at 256 (one, two and four).
 TEST(Sm90Paged, WideHeadDimsMatchReference) {
   SKIP_UNLESS_SM90();
+  if (!compiled("bf16", 256) && !compiled("fp16", 256) && !compiled("bf16", 192) && !compiled("fp16", 192)) {
+    GTEST_SKIP() << "this build has no head dim 192 or 256 kernels";
+  }
   uint64_t seed = 970;
   for (int page_size : {64, 128, 256}) {
     const DType dtype = page_size == 128 ? DType::kFloat16 : DType::kBFloat16;
@@ -135,6 +138,13 @@ TEST(Sm90Paged, WideHeadDimsMatchReference) {
   mqa.nheads_q = 16, mqa.nheads_kv = 1;
   mqa.softcap = 8.0f;
   check_paged(mqa, 128, Route::kPacked);
+  // MHA (G = 1: the packed kernel's key splits for MHA decode), and a graph-captured step.
+  CaseSpec mha = paged_spec(++seed, DType::kFloat16, 256, 128, 1, false);
+  mha.nheads_q = 4, mha.nheads_kv = 4;
+  check_paged(mha, 128, Route::kPacked);
+  CaseSpec captured = paged_spec(++seed, DType::kBFloat16, 256, 256, 1, true);
+  captured.num_splits = 4;
+  check_paged(captured, 256, Route::kPacked, CallMode{2}, 5);
 }
 
 // The paged problems the packed kernel does not take run on the sm80 kernel, still correct.
