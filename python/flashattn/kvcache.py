@@ -300,7 +300,8 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             seqused_k = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
         # A paged cache the library reads in place: the CPU backends (at any page size) and the
         # CUDA kernels (sm80's, and on Hopper the packed sm90 one), whose key blocks must each
-        # lie inside one page (pages of a multiple of 128 rows serve every head dim). Where this build has no such
+        # lie inside one page (pages of a multiple of 128 rows serve every head dim: sm80 reads
+        # those the sm90 kernel's 112-key blocks at 192 cannot). Where this build has no such
         # kernel for the call (head dim, dtype or card), and with FLASHATTN_PAGED_GATHER=1 (an
         # A/B's other side), the pages are copied instead.
         out = None

@@ -33,10 +33,10 @@ Status sm90_forward_pack_gqa(const AttentionProblem& p);
 bool sm90_picks_pack_gqa(const AttentionProblem& p);
 // Packed launches so far in this process (tests check that the API path took the packed kernel).
 int64_t sm90_pack_gqa_launches();
-// Paged k / v (AttentionParams::block_table): the packed kernel reads them (paged_blocks.h) at every
-// head dim it is built for, so sm90_forward runs every paged problem it supports there, the group 1..64 (G = 1: MHA) and
-// seqlen_q at most kSm90PackGqaMaxQuery (decode steps and short chunks; longer paged queries and
-// varlen over pages stay with the sm80 kernel). Why the kernel whose key blocks are `block_keys`
+// Paged k / v (AttentionParams::block_table): the packed kernel reads them (paged_blocks.h) at
+// every head dim it is built for, so sm90_forward runs every paged problem it supports there, the
+// group 1..64 (G = 1: MHA) and seqlen_q at most kSm90PackGqaMaxQuery (decode steps and short
+// chunks; longer paged queries and varlen over pages stay with the sm80 kernel). Why the kernel whose key blocks are `block_keys`
 // wide cannot read p's pages (null: it can; `reads_pages`: the instantiation has the code): a key
 // block must lie inside one page, and a sequence's table row is addressed in 32 bits.
 inline const char* sm90_paged_refusal(const AttentionProblem& p, int block_keys, bool reads_pages) {
