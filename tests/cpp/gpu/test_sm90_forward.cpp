@@ -1313,6 +1313,15 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(1, 132, 7), 1);
   EXPECT_EQ(sm90_key_splits(0, 132, 1024), 1);
   EXPECT_EQ(sm90_key_splits(30, 132, 1000), 2);
+  // Head dim 256 fills a wave where that gives the combine kernel's more than 8 pieces.
+  EXPECT_EQ(sm90_key_splits(8, 132, 512, 256), 16);   // (1, 32 / 8, 32k)
+  EXPECT_EQ(sm90_key_splits(8, 132, 512, 128), 8);
+  EXPECT_EQ(sm90_key_splits(5, 132, 1024, 256), 16);  // the one-level cap
+  EXPECT_EQ(sm90_key_splits(14, 132, 1024, 256), 9);
+  EXPECT_EQ(sm90_key_splits(15, 132, 1024, 256), 4);  // a wave is 8 pieces: half a wave's 4
+  EXPECT_EQ(sm90_key_splits(16, 132, 256, 256), 4);   // (2, 32 / 8, 16k)
+  EXPECT_EQ(sm90_key_splits(64, 132, 64, 256), 1);
+  EXPECT_EQ(sm90_key_splits(8, 132, 20, 256), 5);     // bounded by the key blocks
 }
 
 // The combine kernel where asked for, or by default where the packed grid leaves SMs idle and a
