@@ -183,13 +183,15 @@ constexpr bool sm90_merges_in_two_levels(int head_dim) { return head_dim <= 192;
 // 1.24). The pieces of the rows that gained are more than kSm90MergeGroupPieces, so the combine
 // kernel merges them (sm90_combines_pieces_after); those of the row that lost are merged in the
 // kernel, in one level. So the whole wave is taken only where its pieces are that many: from 5 to
-// 14 tiles. Not timed: 5-7 and 9-14 tiles. At head dim 128 the half wave read best (8 tiles: S
-// = 8 1.98 / 2.73 TB/s, S = 16 1.86 / 2.67).
+// 14 tiles. The wave leaves one SM free, as sm90_combines_pieces_after asks (work < SMs): 11 and
+// 12 tiles take 11 and 10 pieces, not 12 and 11. Not timed: 5-7 and 9-14 tiles. At head dim 128
+// the half wave read best (8 tiles: S = 8 1.98 / 2.73 TB/s, S = 16 1.86 / 2.67).
 constexpr bool sm90_key_splits_fill_wave(int head_dim) { return head_dim > 192; }
 constexpr int sm90_key_splits(int tiles, int sms, int key_blocks, int head_dim = 128) {
   if (tiles <= 0 || sms / 2 <= tiles) return 1;
   int splits = sms / 2 / tiles;
-  if (sm90_key_splits_fill_wave(head_dim) && sms / tiles > kSm90MergeGroupPieces) splits = sms / tiles;
+  const int wave = (sms - 1) / tiles;
+  if (sm90_key_splits_fill_wave(head_dim) && wave > kSm90MergeGroupPieces) splits = wave;
   const int cap = sm90_merges_in_two_levels(head_dim) ? kSm90KeySplitsMax : kSm90KeySplitsMaxOneLevel;
   if (splits > cap) splits = cap;
   if (splits > key_blocks / kSm90KeySplitMinBlocks) splits = key_blocks / kSm90KeySplitMinBlocks;

@@ -1322,6 +1322,18 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(16, 132, 256, 256), 4);   // (2, 32 / 8, 16k)
   EXPECT_EQ(sm90_key_splits(64, 132, 64, 256), 1);
   EXPECT_EQ(sm90_key_splits(8, 132, 20, 256), 5);     // bounded by the key blocks
+  EXPECT_EQ(sm90_key_splits(11, 132, 1024, 256), 11);  // 121 CTAs: one SM left to the combine kernel
+  EXPECT_EQ(sm90_key_splits(12, 132, 1024, 256), 10);
+  // Wherever d256 takes more pieces than half a wave, they go to the combine kernel (work < SMs).
+  for (int sms : {78, 114, 132}) {
+    for (int tiles = 1; tiles < sms; ++tiles) {
+      const int pieces = sm90_key_splits(tiles, sms, 4096, 256);
+      if (pieces > sm90_key_splits(tiles, sms, 4096, 128)) {
+        EXPECT_GT(pieces, kSm90MergeGroupPieces) << sms << " SMs, " << tiles << " tiles";
+        EXPECT_LT(tiles * pieces, sms) << sms << " SMs, " << tiles << " tiles";
+      }
+    }
+  }
 }
 
 // The combine kernel where asked for, or by default where the packed grid leaves SMs idle and a
