@@ -162,8 +162,8 @@ int64_t sm90_split_tail_launches();
 // (its L2 round trips grew with S: MQA (1, 8 / 1, 128k) read 0.67 / 0.54 / 0.32 TB/s at S = 16 /
 // 64 / 128, session 66); with the merge in two levels (head dims up to 192, below) 64: the same
 // row read 0.72 / 1.04 / 1.18 / 1.06 at S = 16 / 32 / 64 / 128 (session 67, H100), and the
-// rows the cap does not reach (8 tiles and more) are unchanged. Head dim 256 fills a whole wave
-// where that makes more than 8 pieces (sm90_key_splits_fill_wave). FLASHATTN_SM90_KEY_SPLITS=N
+// rows the cap does not reach (8 tiles and more) are unchanged. Head dim 256 fills a wave where
+// that makes more than 8 pieces (sm90_key_splits_fill_wave). FLASHATTN_SM90_KEY_SPLITS=N
 // forces N pieces (1: none; read at every launch, for tests and A/B).
 constexpr int kSm90KeySplitsMax = 64;
 constexpr int kSm90KeySplitsMaxOneLevel = 16;
@@ -174,23 +174,32 @@ constexpr int kSm90KeySplitMinBlocks = 4;
 // trips. Counters a tile and consumer warpgroup: one for the groups' meeting, one a group. Head
 // dims up to 192: the d256 kernels spilled with the second inlined merge (session 66).
 constexpr int kSm90MergeGroupPieces = 8;
+// The combine kernel is compiled with FLASHATTN_SM90_COMBINE_KERNEL=ON (CMake; on by default since
+// session 70, when it first ran on a GPU): with it off the packed kernels are the same machine
+// code as before it existed, and nothing asks for it.
+#ifndef FLASHATTN_SM90_COMBINE_KERNEL
+#define FLASHATTN_SM90_COMBINE_KERNEL 0
+#endif
+constexpr bool kSm90CombineKernelBuilt = FLASHATTN_SM90_COMBINE_KERNEL != 0;
 constexpr bool sm90_merges_in_two_levels(int head_dim) { return head_dim <= 192; }
-// Whether the pieces may fill a whole wave of CTAs rather than half of one (sm90_key_splits): at
-// head dim 256 a CTA (64-key blocks, two stages, one a SM) streams K / V at only ~35 GB/s, so half
-// a wave does not draw what HBM gives. Session 85 (H100, bench_decode, one process a setting, GQA
+// Whether the pieces may fill a wave of CTAs rather than half of one (sm90_key_splits): at head
+// dim 256 a CTA (64-key blocks, two stages, one a SM) streams K / V at only ~35 GB/s, so half a
+// wave does not draw what HBM gives. Session 85 (H100, bench_decode, one process a setting, GQA
 // 32 / 8), TB/s: (1, 32k) 8 tiles, S = 8 / 12 / 16: 2.06 / 2.37 / 2.40; (1, 128k): 2.64 / 2.88 /
 // 2.89; but (2, 16k) 16 tiles, S = 4 / 8: 2.23 / 2.15 (more than a wave, S = 12 / 16: 1.41 /
 // 1.24). The pieces of the rows that gained are more than kSm90MergeGroupPieces, so the combine
-// kernel merges them (sm90_combines_pieces_after); those of the row that lost are merged in the
-// kernel, in one level. So the whole wave is taken only where its pieces are that many: from 5 to
-// 14 tiles. The wave leaves one SM free, as sm90_combines_pieces_after asks (work < SMs): 11 and
-// 12 tiles take 11 and 10 pieces, not 12 and 11. Not timed: 5-7 and 9-14 tiles. At head dim 128
-// the half wave read best (8 tiles: S = 8 1.98 / 2.73 TB/s, S = 16 1.86 / 2.67).
-constexpr bool sm90_key_splits_fill_wave(int head_dim) { return head_dim > 192; }
+// kernel merges them (sm90_combines_pieces_after, by default); those of the row that lost are
+// merged in the kernel, in one level. So the wave is taken only where the combine kernel is built
+// and the wave's pieces, after the key blocks' bound, are still more than that: on 132 SMs from 5
+// to 14 tiles with enough keys (5-7 tiles then get the cap's 16). The wave leaves one SM free, as
+// the combine kernel asks (work < SMs): 11 and 12 tiles take 11 and 10 pieces, not 12 and 11. Not
+// timed: 5-7 and 9-14 tiles. At head dim 128 the half wave read best (8 tiles: S = 8 1.98 / 2.73
+// TB/s, S = 16 1.86 / 2.67).
+constexpr bool sm90_key_splits_fill_wave(int head_dim) { return kSm90CombineKernelBuilt && head_dim > 192; }
 constexpr int sm90_key_splits(int tiles, int sms, int key_blocks, int head_dim = 128) {
   if (tiles <= 0 || sms / 2 <= tiles) return 1;
   int splits = sms / 2 / tiles;
-  const int wave = (sms - 1) / tiles;
+  const int wave = std::min((sms - 1) / tiles, key_blocks / kSm90KeySplitMinBlocks);
   if (sm90_key_splits_fill_wave(head_dim) && wave > kSm90MergeGroupPieces) splits = wave;
   const int cap = sm90_merges_in_two_levels(head_dim) ? kSm90KeySplitsMax : kSm90KeySplitsMaxOneLevel;
   if (splits > cap) splits = cap;
@@ -216,13 +225,6 @@ inline int sm90_visible_key_blocks(const AttentionProblem& p, int block_n) {
 }
 // Packed launches so far in this process whose tiles were split by keys.
 int64_t sm90_key_split_launches();
-// The combine kernel is compiled with FLASHATTN_SM90_COMBINE_KERNEL=ON (CMake; on by default since
-// session 70, when it first ran on a GPU): with it off the packed kernels are the same machine
-// code as before it existed, and nothing asks for it.
-#ifndef FLASHATTN_SM90_COMBINE_KERNEL
-#define FLASHATTN_SM90_COMBINE_KERNEL 0
-#endif
-constexpr bool kSm90CombineKernelBuilt = FLASHATTN_SM90_COMBINE_KERNEL != 0;
 // Whether a packed launch of `splits` pieces a tile (`work` work indices, on a device of `sms`
 // SMs) merges them in the combine kernel (sm90/split_combine.h: every piece writes its slot, a
 // second kernel merges each float4 of O over all pieces at once, its CTAs waiting on the SMs the

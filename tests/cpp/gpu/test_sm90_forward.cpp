@@ -1313,24 +1313,34 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(1, 132, 7), 1);
   EXPECT_EQ(sm90_key_splits(0, 132, 1024), 1);
   EXPECT_EQ(sm90_key_splits(30, 132, 1000), 2);
-  // Head dim 256 fills a wave where that gives the combine kernel's more than 8 pieces.
-  EXPECT_EQ(sm90_key_splits(8, 132, 512, 256), 16);   // (1, 32 / 8, 32k)
+  // Head dim 256 fills a wave where that gives the combine kernel more than 8 pieces.
+  const bool built = kSm90CombineKernelBuilt;
+  EXPECT_EQ(sm90_key_splits(8, 132, 512, 256), built ? 16 : 8);   // (1, 32 / 8, 32k)
   EXPECT_EQ(sm90_key_splits(8, 132, 512, 128), 8);
-  EXPECT_EQ(sm90_key_splits(5, 132, 1024, 256), 16);  // the one-level cap
-  EXPECT_EQ(sm90_key_splits(14, 132, 1024, 256), 9);
+  EXPECT_EQ(sm90_key_splits(5, 132, 1024, 256), built ? 16 : 13);  // the one-level cap
+  EXPECT_EQ(sm90_key_splits(14, 132, 1024, 256), built ? 9 : 4);
+  EXPECT_EQ(sm90_key_splits(11, 132, 1024, 256), built ? 11 : 6);  // 121 CTAs: an SM for the combine kernel
+  EXPECT_EQ(sm90_key_splits(12, 132, 1024, 256), built ? 10 : 5);
   EXPECT_EQ(sm90_key_splits(15, 132, 1024, 256), 4);  // a wave is 8 pieces: half a wave's 4
   EXPECT_EQ(sm90_key_splits(16, 132, 256, 256), 4);   // (2, 32 / 8, 16k)
   EXPECT_EQ(sm90_key_splits(64, 132, 64, 256), 1);
-  EXPECT_EQ(sm90_key_splits(8, 132, 20, 256), 5);     // bounded by the key blocks
-  EXPECT_EQ(sm90_key_splits(11, 132, 1024, 256), 11);  // 121 CTAs: one SM left to the combine kernel
-  EXPECT_EQ(sm90_key_splits(12, 132, 1024, 256), 10);
-  // Wherever d256 takes more pieces than half a wave, they go to the combine kernel (work < SMs).
+  EXPECT_EQ(sm90_key_splits(8, 132, 20, 256), 5);     // the key blocks bound both
+  EXPECT_EQ(sm90_key_splits(14, 132, 32, 256), 4);    // a wave of 8 pieces after the key blocks' bound: half a wave
+  EXPECT_EQ(sm90_key_splits(9, 132, 40, 256), built ? 10 : 7);
+  // Wherever d256 takes more pieces than half a wave (the d256 rule without the wave: cap 16 and
+  // the key blocks' bound), they go to the combine kernel: more than 8, work < SMs.
   for (int sms : {78, 114, 132}) {
     for (int tiles = 1; tiles < sms; ++tiles) {
-      const int pieces = sm90_key_splits(tiles, sms, 4096, 256);
-      if (pieces > sm90_key_splits(tiles, sms, 4096, 128)) {
-        EXPECT_GT(pieces, kSm90MergeGroupPieces) << sms << " SMs, " << tiles << " tiles";
-        EXPECT_LT(tiles * pieces, sms) << sms << " SMs, " << tiles << " tiles";
+      for (int key_blocks : {8, 20, 32, 36, 40, 64, 4096}) {
+        const int half_wave = std::min({sms / 2 / tiles, kSm90KeySplitsMaxOneLevel, key_blocks / kSm90KeySplitMinBlocks});
+        const int pieces = sm90_key_splits(tiles, sms, key_blocks, 256);
+        if (pieces > std::max(half_wave, 1)) {
+          EXPECT_TRUE(built);
+          EXPECT_GT(pieces, kSm90MergeGroupPieces) << sms << " SMs, " << tiles << " tiles, " << key_blocks;
+          EXPECT_LT(tiles * pieces, sms) << sms << " SMs, " << tiles << " tiles, " << key_blocks;
+        } else {
+          EXPECT_EQ(pieces, half_wave < 2 ? 1 : half_wave) << sms << " SMs, " << tiles << " tiles, " << key_blocks;
+        }
       }
     }
   }
