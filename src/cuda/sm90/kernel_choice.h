@@ -36,9 +36,10 @@ int64_t sm90_pack_gqa_launches();
 // Paged k / v (AttentionParams::block_table): the packed kernel reads them (paged_blocks.h) at
 // every head dim it is built for, so sm90_forward runs every paged problem it supports there, the
 // group 1..64 (G = 1: MHA) and seqlen_q at most kSm90PackGqaMaxQuery (decode steps and short
-// chunks; longer paged queries and varlen over pages stay with the sm80 kernel). Why the kernel whose key blocks are `block_keys`
-// wide cannot read p's pages (null: it can; `reads_pages`: the instantiation has the code): a key
-// block must lie inside one page, and a sequence's table row is addressed in 32 bits.
+// chunks; longer paged queries and varlen over pages stay with the sm80 kernel). Why the kernel
+// whose key blocks are `block_keys` wide cannot read p's pages (null: it can; `reads_pages`: the
+// instantiation has the code): a key block must lie inside one page, and a sequence's table row
+// is addressed in 32 bits.
 inline const char* sm90_paged_refusal(const AttentionProblem& p, int block_keys, bool reads_pages) {
   if (!reads_pages) {
     return "the sm90 kernels read paged k / v in the GQA-packed (decode) instantiations only";
@@ -198,12 +199,13 @@ constexpr bool sm90_merges_in_two_levels(int head_dim) { return head_dim <= 192;
 constexpr bool sm90_key_splits_fill_wave(int head_dim) { return kSm90CombineKernelBuilt && head_dim > 192; }
 constexpr int sm90_key_splits(int tiles, int sms, int key_blocks, int head_dim = 128) {
   if (tiles <= 0 || sms / 2 <= tiles) return 1;
+  const int most_for_keys = key_blocks / kSm90KeySplitMinBlocks;
   int splits = sms / 2 / tiles;
-  const int wave = std::min((sms - 1) / tiles, key_blocks / kSm90KeySplitMinBlocks);
+  const int wave = std::min((sms - 1) / tiles, most_for_keys);
   if (sm90_key_splits_fill_wave(head_dim) && wave > kSm90MergeGroupPieces) splits = wave;
   const int cap = sm90_merges_in_two_levels(head_dim) ? kSm90KeySplitsMax : kSm90KeySplitsMaxOneLevel;
   if (splits > cap) splits = cap;
-  if (splits > key_blocks / kSm90KeySplitMinBlocks) splits = key_blocks / kSm90KeySplitMinBlocks;
+  if (splits > most_for_keys) splits = most_for_keys;
   return splits < 2 ? 1 : splits;
 }
 constexpr int sm90_merge_groups(int pieces) {

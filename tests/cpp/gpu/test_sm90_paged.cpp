@@ -1,9 +1,9 @@
 // Paged k / v on Hopper (AttentionParams::block_table): the sm90 packed kernel reads each key
 // block from its page (cuda/sm90/paged_blocks.h) for decode steps and short chunks with pages a
 // multiple of its key blocks (128 keys up to head dim 128, 112 at 192, 64 at 256); every other
-// paged problem goes to the sm80 kernel. Checked against the fp64 oracle on the contiguous keys the pages hold, the pages
-// shuffled among spare pages of NaN and NaN past each sequence's used keys (common/paged_kv.h),
-// and that the kernel the rule names ran (launch counters).
+// paged problem goes to the sm80 kernel. Checked against the fp64 oracle on the contiguous keys
+// the pages hold, the pages shuffled among spare pages of NaN and NaN past each sequence's used
+// keys (common/paged_kv.h), and that the kernel the rule names ran (launch counters).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -190,8 +190,9 @@ TEST(Sm90Paged, UnderGraphCapture) {
 
 // A table entry past the pages, vouched for by the caller (indices_checked: nothing read back,
 // nothing checked): it acts as the last page (UntrustedIndices.* checks the bound's bytes), so
-// the call neither faults nor poisons the context (device_session.sh's sanitizer set runs Sm90Paged.* under memcheck). The sequence's
-// output is then wrong by contract; the other sequences' must not be.
+// the call neither faults nor poisons the context (device_session.sh's sanitizer set runs
+// Sm90Paged.* under memcheck). The sequence's output is then wrong by contract; the other
+// sequences' must not be.
 TEST(Sm90Paged, VouchedEntryPastThePagesDoesNotFault) {
   SKIP_UNLESS_SM90();
   if (!compiled("bf16", 128)) GTEST_SKIP() << "this build has no bf16 head dim 128 kernels";
