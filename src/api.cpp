@@ -1,9 +1,12 @@
 // The one place where arguments are validated and a backend is chosen. Every message names the
 // argument, the value seen and what is allowed.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +34,26 @@ std::string shape_str(const TensorView& t) {
   return s + ")";
 }
 
-const char* device_name(Device d) { return d == Device::kCUDA ? "cuda" : "cpu"; }
+// std::to_string prints a float as %f: a denormal softcap or tiny scale would read as 0.000000.
+std::string float_str(float x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(x));
+  return buf;
+}
+
+std::string strides_str(const TensorView& t) {
+  std::string s = "(";
+  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.stride[d]);
+  return s + ")";
+}
+
+const char* device_name(Device d) {
+  switch (d) {
+    case Device::kCPU: return "cpu";
+    case Device::kCUDA: return "cuda";
+  }
+  return "an unknown device";
+}
 
 Status invalid(const char* arg, const std::string& what) {
   return Status::Invalid(std::string("argument '") + arg + "': " + what);
@@ -41,8 +63,28 @@ bool is_float_dtype(DType d) {
   return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
 }
 
+// The fields a view's other checks (and their messages) read: ndim indexes shape and stride,
+// dtype sizes every byte count, device picks the memory. Any view passed, given or not: an
+// optional one with a negative ndim would otherwise pass for absent.
+Status check_view_fields(const char* arg, const TensorView& t) {
+  if (t.ndim < 0 || t.ndim > TensorView::kMaxDims) {
+    return invalid(arg, "has " + std::to_string(t.ndim) + " dimensions; expected 0 (absent) to " +
+                            std::to_string(TensorView::kMaxDims));
+  }
+  if (!t.defined()) return Status::Ok();
+  if (dtype_size(t.dtype) == 0) {
+    return invalid(arg, "dtype " + std::to_string(static_cast<int>(t.dtype)) + " is not a DType");
+  }
+  if (t.device != Device::kCPU && t.device != Device::kCUDA) {
+    return invalid(arg, "device " + std::to_string(static_cast<int>(t.device)) + " is not a Device (cpu or cuda)");
+  }
+  return Status::Ok();
+}
+
 // Structural checks that hold for every tensor argument.
 Status check_tensor(const char* arg, const TensorView& t, int expected_ndim) {
+  Status s = check_view_fields(arg, t);
+  if (!s.ok()) return s;
   if (!t.defined()) return invalid(arg, "is missing (ndim 0)");
   if (t.ndim != expected_ndim) {
     return invalid(arg, "has " + std::to_string(t.ndim) + " dimensions " + shape_str(t) + "; expected " +
@@ -51,7 +93,17 @@ Status check_tensor(const char* arg, const TensorView& t, int expected_ndim) {
   for (int d = 0; d < t.ndim; ++d) {
     if (t.shape[d] < 0) return invalid(arg, "has a negative size in shape " + shape_str(t));
   }
-  if (t.numel() == 0) return Status::Ok();  // empty tensors are valid no-ops; data may be null
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] == 0) return Status::Ok();  // empty tensors are valid no-ops; data may be null
+  }
+  // A count past 64 bits is refused by name (numel() saturates there; a count that wrapped to 0
+  // would pass for an empty tensor and skip every check below).
+  int64_t elements = 1;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (__builtin_mul_overflow(elements, t.shape[d], &elements)) {
+      return invalid(arg, "shape " + shape_str(t) + " has more elements than 64 bits count");
+    }
+  }
   if (t.data == nullptr) return invalid(arg, "data pointer is null for shape " + shape_str(t));
   if (t.stride[t.ndim - 1] != 1 && t.shape[t.ndim - 1] != 1) {
     return invalid(arg, "last-dimension stride is " + std::to_string(t.stride[t.ndim - 1]) +
@@ -61,10 +113,24 @@ Status check_tensor(const char* arg, const TensorView& t, int expected_ndim) {
     if (t.stride[d] < 0) return invalid(arg, "stride " + std::to_string(t.stride[d]) + " of dimension " +
                                                  std::to_string(d) + " is negative; expected >= 0");
   }
+  // The backends address elements as 64-bit offsets in bytes: a span past that range wraps onto
+  // other elements (or other memory) instead of reaching the last one.
+  const int64_t size = dtype_size(t.dtype);
+  int64_t span = size;  // bytes from the first element to one past the last
+  for (int d = 0; d < t.ndim; ++d) {
+    int64_t step = 0;
+    if (__builtin_mul_overflow(t.stride[d], t.shape[d] - 1, &step) || __builtin_mul_overflow(step, size, &step) ||
+        __builtin_add_overflow(span, step, &span)) {
+      return invalid(arg, "strides " + strides_str(t) + " over shape " + shape_str(t) +
+                              " span more bytes than 64-bit offsets reach");
+    }
+  }
   const auto addr = reinterpret_cast<uintptr_t>(t.data);
-  if (addr % dtype_size(t.dtype) != 0) {
-    return invalid(arg, "data pointer is not aligned to its element size " +
-                            std::to_string(dtype_size(t.dtype)) + " bytes");
+  if (addr > UINTPTR_MAX - static_cast<uintptr_t>(span)) {
+    return invalid(arg, "strides " + strides_str(t) + " over shape " + shape_str(t) + " run past the end of the address space");
+  }
+  if (addr % size != 0) {
+    return invalid(arg, "data pointer is not aligned to its element size " + std::to_string(size) + " bytes");
   }
   return Status::Ok();
 }
@@ -85,12 +151,6 @@ Status check_vector_alignment(const char* arg, const TensorView& t) {
     }
   }
   return Status::Ok();
-}
-
-std::string strides_str(const TensorView& t) {
-  std::string s = "(";
-  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.stride[d]);
-  return s + ")";
 }
 
 // An output needs its own address for every element: where two share one (a zero stride, as
@@ -287,23 +347,44 @@ Status check_block_table(const TensorView& t, void* stream, bool trusted, const 
                          const std::vector<int32_t>& cu, const std::vector<int32_t>& used) {
   if (trusted) return Status::Ok();
   if (p.batch == 0 || t.shape[1] == 0) return Status::Ok();
-  // The span from the first entry to the last, in one read (one transfer on the GPU): a table
-  // sliced from a wider one (rows further apart than their length) lies inside its parent's
-  // memory, gaps included. Rows are contiguous (check_tensor), so entry j of row b is at
-  // b * stride[0] + j.
-  std::vector<int32_t> table;
-  TensorView span = t;
-  span.ndim = 1;
-  span.shape[0] = (t.shape[0] - 1) * t.stride[0] + t.shape[1];
-  span.stride[0] = 1;
-  Status s = read_int32_vector("block_table", span, stream, &table);
-  if (!s.ok()) return s;
+  // Rows are contiguous (check_tensor), so entry j of row b is at b * row_stride + j: of the
+  // caller's memory on the host, read in place, or of a copy of the GPU's.
+  const int32_t* table = static_cast<const int32_t*>(t.data);
+  int64_t row_stride = t.stride[0];
+  std::vector<int32_t> copy;
+  Status s;
+  if (cuda_backend_compiled() && !(s = check_device_tags({NamedTensor{"block_table", &t}})).ok()) return s;
+  if (t.device == Device::kCUDA) {
+    // The span from the first entry to the last in one transfer: a table sliced from a wider one
+    // (rows further apart than their length) lies inside its parent's memory, gaps included.
+    // Where the gaps would outweigh the entries (a huge row stride), row by row instead: the
+    // span is then no size to copy.
+    const int64_t entries = t.shape[0] * t.shape[1];  // fits: check_tensor counted them
+    const int64_t span = (t.shape[0] - 1) * row_stride + t.shape[1];  // fits: check_tensor bounded it
+    TensorView piece = t;
+    piece.ndim = 1;
+    piece.stride[0] = 1;
+    if (span - entries <= std::max<int64_t>(entries, int64_t{1} << 20)) {
+      piece.shape[0] = span;
+      if (!(s = read_int32_vector("block_table", piece, stream, &copy)).ok()) return s;
+    } else {
+      std::vector<int32_t> row;
+      piece.shape[0] = t.shape[1];
+      for (int64_t b = 0; b < t.shape[0]; ++b) {
+        piece.data = static_cast<int32_t*>(t.data) + b * row_stride;
+        if (!(s = read_int32_vector("block_table", piece, stream, &row)).ok()) return s;
+        copy.insert(copy.end(), row.begin(), row.end());
+      }
+      row_stride = t.shape[1];
+    }
+    table = copy.data();
+  }
   for (int b = 0; b < p.batch; ++b) {
     const size_t i = static_cast<size_t>(b);
     const int64_t keys = !used.empty() ? used[i] : !cu.empty() ? int64_t{cu[i + 1]} - cu[i] : p.seqlen_k;
     const int64_t pages = (keys + p.page_size - 1) / p.page_size;
     for (int64_t j = 0; j < pages; ++j) {
-      const int32_t page = table[b * t.stride[0] + j];
+      const int32_t page = table[b * row_stride + j];
       if (page < 0 || page >= p.num_pages) {
         return invalid("block_table", "row " + std::to_string(b) + " names page " + std::to_string(page) +
                                           " at entry " + std::to_string(j) + "; k has " + std::to_string(p.num_pages) +
@@ -345,11 +426,12 @@ Status set_block_table(const TensorView& table, const TensorView& k, AttentionPr
     return invalid("block_table", "has " + std::to_string(table.shape[0]) + " rows; expected one per sequence of q (" +
                                       std::to_string(p->batch) + ")");
   }
-  const int64_t page_size = k.shape[1], keys = table.shape[1] * page_size;
+  const int64_t page_size = k.shape[1];
   if (page_size < 1) return invalid("k", "pages of 0 rows (shape " + shape_str(k) + "); expected page_size >= 1");
-  if (keys > INT32_MAX) {
-    return invalid("block_table", "reaches " + std::to_string(keys) + " keys a sequence (" + std::to_string(table.shape[1]) +
-                                      " pages of " + std::to_string(page_size) + "); expected at most 2^31 - 1");
+  int64_t keys = 0;
+  if (__builtin_mul_overflow(table.shape[1], page_size, &keys) || keys > INT32_MAX) {
+    return invalid("block_table", "reaches more than 2^31 - 1 keys a sequence (" + std::to_string(table.shape[1]) +
+                                      " pages of " + std::to_string(page_size) + ")");
   }
   p->page_size = static_cast<int>(page_size);
   p->num_pages = static_cast<int>(k.shape[0]);
@@ -426,8 +508,11 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
 
   if (params.window_left < -1) return invalid("window_left", "is " + std::to_string(params.window_left) + "; expected -1 (unbounded) or >= 0");
   if (params.window_right < -1) return invalid("window_right", "is " + std::to_string(params.window_right) + "; expected -1 (unbounded) or >= 0");
-  if (!(params.softcap >= 0.0f) || std::isinf(params.softcap)) {
-    return invalid("softcap", "is " + std::to_string(params.softcap) + "; expected a finite value >= 0 (0 turns it off)");
+  // The kernels divide by softcap: below the smallest normal float its reciprocal overflows, and
+  // the backward's gradients came out NaN.
+  if (!(params.softcap == 0.0f || params.softcap >= FLT_MIN) || std::isinf(params.softcap)) {
+    return invalid("softcap", "is " + float_str(params.softcap) + "; expected 0 (off) or a finite value >= " +
+                                  float_str(FLT_MIN) + " (the smallest normal float)");
   }
   if (!std::isfinite(params.softmax_scale)) {
     return invalid("softmax_scale", "is " + std::to_string(params.softmax_scale) + "; expected a finite value (0 means 1/sqrt(headdim))");
@@ -563,6 +648,7 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
 
   if (params.alibi_slopes.defined()) {
     const TensorView& a = params.alibi_slopes;
+    if (!(s = check_view_fields("alibi_slopes", a)).ok()) return s;
     if (!(s = check_dtype("alibi_slopes", a, DType::kFloat32, "one slope per head")).ok()) return s;
     const bool per_head = a.ndim == 1 && a.shape[0] == nheads_q;
     const bool per_batch_head = a.ndim == 2 && a.shape[0] == p->batch && a.shape[1] == nheads_q;
@@ -573,6 +659,22 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
     if (!(s = check_tensor("alibi_slopes", a, a.ndim)).ok()) return s;
     p->alibi_slopes = static_cast<const float*>(a.data);
     p->alibi_batch_stride = per_batch_head ? a.stride[0] : 0;
+    // A NaN or infinite slope turns every score of its head into NaN or -inf (a row of zeros, or
+    // of NaN). Slopes on the GPU would cost a read-back and a wait; only the host's are checked.
+    if (a.device == Device::kCPU) {
+      if (cuda_backend_compiled() && !(s = check_device_tags({NamedTensor{"alibi_slopes", &a}})).ok()) return s;
+      const int64_t rows = per_batch_head ? a.shape[0] : 1;
+      for (int64_t b = 0; b < rows; ++b) {
+        for (int64_t h = 0; h < nheads_q; ++h) {
+          const float slope = p->alibi_slopes[b * p->alibi_batch_stride + h * a.stride[a.ndim - 1]];
+          if (!std::isfinite(slope)) {
+            return invalid("alibi_slopes", "slope " + float_str(slope) + " of head " + std::to_string(h) +
+                                               (per_batch_head ? " of sequence " + std::to_string(b) : std::string()) +
+                                               " is not finite");
+          }
+        }
+      }
+    }
   }
 
   const float scale = params.softmax_scale != 0.0f ? params.softmax_scale : 1.0f / std::sqrt(static_cast<float>(headdim));
@@ -597,9 +699,19 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
   return Status::Ok();
 }
 
-Backend choose_backend(const AttentionProblem& p, Backend requested) {
-  if (requested != Backend::kAuto) return requested;
-  return p.device == Device::kCUDA ? Backend::kCUDA : Backend::kCPU;
+Status choose_backend(const AttentionProblem& p, Backend requested, Backend* chosen) {
+  switch (requested) {
+    case Backend::kAuto:
+      *chosen = p.device == Device::kCUDA ? Backend::kCUDA : Backend::kCPU;
+      return Status::Ok();
+    case Backend::kCPU:
+    case Backend::kCPUReference:
+    case Backend::kCUDA:
+      *chosen = requested;
+      return Status::Ok();
+  }
+  return invalid("backend", "is " + std::to_string(static_cast<int>(requested)) +
+                                "; expected auto (0), cpu (1), cpu-reference (2) or cuda (3)");
 }
 
 Status check_backend_device(Backend backend, const AttentionProblem& p, const std::vector<NamedTensor>& tensors,
@@ -630,45 +742,57 @@ Status check_backend_device(Backend backend, const AttentionProblem& p, const st
 
 bool problem_is_empty(const AttentionProblem& p) { return p.batch == 0 || p.total_q == 0; }
 
-}  // namespace
+Status check_fields_of_all(const std::vector<NamedTensor>& tensors) {
+  for (const NamedTensor& nt : tensors) {
+    Status s = check_view_fields(nt.name, *nt.t);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
 
-Status forward(const ForwardArgs& args, const AttentionParams& params) {
+Status unguarded_forward(const ForwardArgs& args, const AttentionParams& params) {
+  const std::vector<NamedTensor> inputs = read_tensors(args.q, args.k, args.v, params);
+  const std::vector<NamedTensor> outputs = {{"out", &args.out}, {"lse", &args.lse}};
+  Status s = check_fields_of_all(inputs);
+  if (!s.ok() || !(s = check_fields_of_all(outputs)).ok()) return s;
   AttentionProblem p;
-  Status s = build_problem(args.q, args.k, args.v, args.out, args.lse, false, params, &p);
+  s = build_problem(args.q, args.k, args.v, args.out, args.lse, false, params, &p);
   if (!s.ok()) return s;
   if (!(s = check_distinct_elements("out", args.out)).ok()) return s;
   if (args.lse.defined() && !(s = check_distinct_elements("lse", args.lse)).ok()) return s;
-  if (!(s = check_outputs_apart({{"out", &args.out}, {"lse", &args.lse}}, read_tensors(args.q, args.k, args.v, params))).ok()) {
-    return s;
-  }
-  const Backend backend = choose_backend(p, params.backend);
+  if (!(s = check_outputs_apart(outputs, inputs)).ok()) return s;
+  Backend backend;
+  if (!(s = choose_backend(p, params.backend, &backend)).ok()) return s;
   std::vector<NamedTensor> tensors = {{"q", &args.q}, {"k", &args.k}, {"v", &args.v}, {"out", &args.out}, {"lse", &args.lse}};
   if (!(s = check_backend_device(backend, p, tensors, true)).ok()) return s;
   if (problem_is_empty(p)) return Status::Ok();
-  try {
-    // The reference backend (the oracle) reads contiguous keys: the pages each sequence reaches,
-    // copied in order. The CPU flash backend reads pages in place (or copies them itself).
-    PagedRows gathered;
-    if (p.paged() && backend == Backend::kCPUReference) gather_pages(&p, &gathered);
-    switch (backend) {
-      case Backend::kCPUReference: return cpu_reference_forward(p);
-      case Backend::kCPU: return cpu_flash_forward(p);
-      case Backend::kCUDA: return cuda_forward(p);
-      case Backend::kAuto: break;
-    }
-  } catch (const std::bad_alloc&) {
-    return Status::Runtime("out of host memory");
+  // The reference backend (the oracle) reads contiguous keys: the pages each sequence reaches,
+  // copied in order. The CPU flash backend reads pages in place (or copies them itself).
+  PagedRows gathered;
+  if (p.paged() && backend == Backend::kCPUReference) gather_pages(&p, &gathered);
+  switch (backend) {
+    case Backend::kCPUReference: return cpu_reference_forward(p);
+    case Backend::kCPU: return cpu_flash_forward(p);
+    case Backend::kCUDA: return cuda_forward(p);
+    case Backend::kAuto: break;
   }
   return Status::Runtime("no backend chosen");
 }
 
-Status backward(const BackwardArgs& args, const AttentionParams& params) {
+Status unguarded_backward(const BackwardArgs& args, const AttentionParams& params) {
+  std::vector<NamedTensor> all = read_tensors(args.q, args.k, args.v, params);
+  for (const NamedTensor& t : {NamedTensor{"out", &args.out}, {"lse", &args.lse}, {"dout", &args.dout},
+                               {"dq", &args.dq}, {"dk", &args.dk}, {"dv", &args.dv}}) {
+    all.push_back(t);
+  }
+  Status s = check_fields_of_all(all);
+  if (!s.ok()) return s;
   if (params.block_table.defined()) {
     return invalid("block_table", "is for the forward only (decoding from a paged cache); the backward takes "
                                   "contiguous k and v");
   }
   AttentionProblem p;
-  Status s = build_problem(args.q, args.k, args.v, args.out, args.lse, true, params, &p);
+  s = build_problem(args.q, args.k, args.v, args.out, args.lse, true, params, &p);
   if (!s.ok()) return s;
   const bool varlen = p.varlen();
   const int nd = varlen ? 3 : 4;
@@ -698,20 +822,41 @@ Status backward(const BackwardArgs& args, const AttentionParams& params) {
   set_operand(&p.dq, args.dq, varlen);
   set_operand(&p.dk, args.dk, varlen);
   set_operand(&p.dv, args.dv, varlen);
-  const Backend backend = choose_backend(p, params.backend);
+  Backend backend;
+  if (!(s = choose_backend(p, params.backend, &backend)).ok()) return s;
   if (!(s = check_backend_device(backend, p, tensors, false)).ok()) return s;
   if (p.batch == 0 || (p.total_q == 0 && p.total_k == 0)) return Status::Ok();
-  try {
-    switch (backend) {
-      case Backend::kCPUReference: return cpu_reference_backward(p);
-      case Backend::kCPU: return cpu_flash_backward(p);
-      case Backend::kCUDA: return cuda_backward(p);
-      case Backend::kAuto: break;
-    }
-  } catch (const std::bad_alloc&) {
-    return Status::Runtime("out of host memory");
+  switch (backend) {
+    case Backend::kCPUReference: return cpu_reference_backward(p);
+    case Backend::kCPU: return cpu_flash_backward(p);
+    case Backend::kCUDA: return cuda_backward(p);
+    case Backend::kAuto: break;
   }
   return Status::Runtime("no backend chosen");
+}
+
+}  // namespace
+
+// Nothing throws out of the API: a host allocation that fails (the host copies the checks read,
+// the gathered pages, the backends' workspaces) becomes a status.
+Status forward(const ForwardArgs& args, const AttentionParams& params) {
+  try {
+    return unguarded_forward(args, params);
+  } catch (const std::bad_alloc&) {
+    return Status::Runtime("out of host memory");
+  } catch (const std::length_error&) {
+    return Status::Runtime("out of host memory");
+  }
+}
+
+Status backward(const BackwardArgs& args, const AttentionParams& params) {
+  try {
+    return unguarded_backward(args, params);
+  } catch (const std::bad_alloc&) {
+    return Status::Runtime("out of host memory");
+  } catch (const std::length_error&) {
+    return Status::Runtime("out of host memory");
+  }
 }
 
 bool cuda_available() { return cuda_backend_compiled() && cuda_device_present(); }

@@ -1,5 +1,7 @@
 #include "flashattn/flashattn.h"
 
+#include <cstdint>
+
 namespace flashattn {
 
 const char* dtype_name(DType dtype) {
@@ -32,9 +34,14 @@ const char* backend_name(Backend backend) {
   return "unknown";
 }
 
+// Saturated where the count does not fit: a count that wrapped (to 0, say) would pass a huge view
+// off as an empty one.
 int64_t TensorView::numel() const {
   int64_t n = 1;
-  for (int d = 0; d < ndim; ++d) n *= shape[d];
+  for (int d = 0; d < ndim; ++d) {
+    if (shape[d] == 0) return 0;
+    if (__builtin_mul_overflow(n, shape[d], &n)) n = INT64_MAX;
+  }
   return ndim > 0 ? n : 0;
 }
 
@@ -57,10 +64,12 @@ TensorView make_tensor(void* data, DType dtype, std::initializer_list<int64_t> s
   t.ndim = static_cast<int>(shape.size());
   int d = 0;
   for (int64_t s : shape) t.shape[d++] = s;
-  int64_t stride = 1;
+  // Row-major strides wrap (without undefined behaviour) for shapes past 2^63 elements, which
+  // the API refuses by their count.
+  uint64_t stride = 1;
   for (d = t.ndim - 1; d >= 0; --d) {
-    t.stride[d] = stride;
-    stride *= t.shape[d];
+    t.stride[d] = static_cast<int64_t>(stride);
+    stride *= static_cast<uint64_t>(t.shape[d]);
   }
   return t;
 }

@@ -46,8 +46,10 @@ struct AttentionParams {
   bool causal = false;
   int window_left = -1;   // -1: unbounded
   int window_right = -1;  // -1: unbounded
-  float softcap = 0.0f;   // 0: off
-  TensorView alibi_slopes;  // optional float32 (nheads_q) or (batch, nheads_q)
+  float softcap = 0.0f;   // 0: off; else at least FLT_MIN (the kernels divide by it)
+  // Optional float32 (nheads_q) or (batch, nheads_q), finite (checked where they are on the host;
+  // on the GPU a NaN or infinite slope is the caller's error, as reading them back would wait).
+  TensorView alibi_slopes;
 
   // Variable length batches: both given or neither.
   TensorView cu_seqlens_q;  // int32 (batch + 1)
@@ -98,8 +100,14 @@ struct AttentionParams {
 };
 
 // Outputs (out, lse; dq, dk, dv) need memory of their own: an output on an input or on another
-// output is refused, naming it (inputs may share memory; gradients interleaved in one packed buffer,
-// each element its own, are taken).
+// output is a wrong answer whose form depends on the backend. Refused, naming it, where that can be
+// told from the two views' spans (src/overlap.h): they start at the same address, or one of them is
+// dense (no gaps, dimensions in any order) and the other's first or last element lies inside it,
+// which covers an output passed as an input or cut from the same buffer. Two views with gaps that
+// interleave are taken, touching or not: gradients interleaved in one packed buffer, each element
+// its own, are right; strided views that share elements (q with a head stride of 2 * headdim and
+// out a few elements after it, with the same strides) are the caller's error, and not caught.
+// (Inputs may share memory.)
 struct ForwardArgs {
   TensorView q, k, v;
   TensorView out;  // same shape and dtype as q

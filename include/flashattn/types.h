@@ -21,12 +21,12 @@ struct TensorView {
   DType dtype = DType::kFloat32;
   Device device = Device::kCPU;
   int device_index = 0;
-  int ndim = 0;
+  int ndim = 0;  // 0: absent (an optional argument not given); at most kMaxDims
   int64_t shape[kMaxDims] = {0, 0, 0, 0};
   int64_t stride[kMaxDims] = {0, 0, 0, 0};
 
   bool defined() const { return ndim > 0; }
-  int64_t numel() const;
+  int64_t numel() const;  // INT64_MAX where the count does not fit in 64 bits
   bool is_contiguous() const;
 };
 

@@ -2,6 +2,8 @@
 
 import functools
 import math
+import operator
+import struct
 
 try:
     from flashattn import _C
@@ -22,23 +24,78 @@ max_num_splits = _C.max_num_splits
 cuda_available = functools.lru_cache(maxsize=None)(_C.cuda_available)
 
 
+_INT32_MAX = 2**31 - 1
+_FLT_MIN = 1.1754943508222875e-38  # the smallest normal float32
+
+
+def _as_float32(value: float) -> float:
+    """value as the library's float32 parameters receive it: rounded, inf past float32's range."""
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def head_dim(name: str, t) -> int:
+    """The head dimension (last size) of tensor argument `name`, which must have one."""
+    if len(t.shape) == 0:
+        raise ValueError(f"argument '{name}': is 0-dimensional; expected (..., nheads, headdim)")
+    return t.shape[-1]
+
+
 def softmax_scale(given, headdim: int) -> float:
     """The softmax_scale to pass the library for a caller's value (None: 1 / sqrt(headdim)). The
     library reads 0 as that default, so a caller's 0 is refused, not turned into it (the SDPA hook
-    hands it back to PyTorch on the ValueError)."""
+    hands it back to PyTorch on the ValueError); so is a value that becomes 0 (or inf) in the
+    library's float32, as 1e-300 silently became the default."""
     if given is None:
-        return 1.0 / math.sqrt(headdim)
-    if float(given) == 0.0:
+        try:
+            return 1.0 / math.sqrt(headdim)
+        except ZeroDivisionError:  # the library's own check, which the division would never reach
+            raise ValueError("argument 'q': head dimension 0 is not allowed; expected a multiple of 8 in [8, 256]") from None
+    scale = float(given)
+    if scale == 0.0:
         raise ValueError("argument 'softmax_scale': 0 is not supported (uniform weights: take v's mean)")
-    return float(given)
+    rounded = _as_float32(scale)
+    if math.isfinite(scale) and (rounded == 0.0 or math.isinf(rounded)):
+        raise ValueError(f"argument 'softmax_scale': is {given!r}, which float32 (the library's type) holds as "
+                         f"{rounded}; expected a finite nonzero float32")
+    return scale  # NaN and inf go on to the library, which refuses them by name
+
+
+def softcap(given) -> float:
+    """softcap for the library: 0 (off), or at least the smallest normal float32, below which the
+    kernels' 1 / softcap overflows (as the library checks); a positive value that float32 rounds
+    to 0 or to a denormal would otherwise turn the cap off or reach the library as one."""
+    cap = float(given)
+    if cap > 0.0 and not _FLT_MIN <= _as_float32(cap) < math.inf:
+        raise ValueError(f"argument 'softcap': is {given!r}; expected 0 (off) or a float32 from {_FLT_MIN:g} "
+                         "(the smallest normal float32) to its largest")
+    return cap  # negative and NaN values go on to the library, which refuses them by name
+
+
+def integer(name: str, value, unbounded_below: bool = False) -> int:
+    """An integer argument the library takes as a C int: any integer type (numpy's too), not a
+    float (which int() would truncate), inside int32 (past it the extension's own conversion fails
+    naming no argument). unbounded_below: every negative value means -1 (a window side)."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"argument '{name}': is {value!r}; expected an integer") from None
+    if unbounded_below:
+        n = max(n, -1)
+    if not -_INT32_MAX - 1 <= n <= _INT32_MAX:
+        raise ValueError(f"argument '{name}': is {n}; expected an integer in [-2^31, 2^31 - 1] (the library's int)")
+    return n
 
 
 def flash_attn_window(window_size) -> tuple:
     """(left, right) for the library from flash_attn's window_size. flash_attn reads every negative
     side as unbounded (its C++ turns any left < 0 into seqlen_k); the library takes only -1 for that,
-    so callers written against flash_attn keep working."""
+    so callers written against flash_attn keep working. A fractional side (1.5) is refused, not
+    truncated."""
     try:
         left, right = window_size
     except (TypeError, ValueError):
         raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
-    return max(int(left), -1), max(int(right), -1)
+    return integer("window_size", left, unbounded_below=True), integer("window_size", right, unbounded_below=True)

@@ -139,7 +139,7 @@ def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, se
     _ext.forward(q, k, v, out, lse, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                  seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                  softmax_scale=_ext.softmax_scale(softmax_scale, q.shape[-1]),
-                 causal=causal, window=tuple(window_size), softcap=softcap, alibi_slopes=alibi_slopes,
+                 causal=causal, window=tuple(window_size), softcap=_ext.softcap(softcap), alibi_slopes=alibi_slopes,
                  backend=_backend(backend), num_threads=num_threads, stream=stream)
     converted = _results(q, stream, allocated)
     if converted:
@@ -167,7 +167,7 @@ def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, s
     _ext.backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                   seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                   softmax_scale=_ext.softmax_scale(softmax_scale, q.shape[-1]), causal=causal, window=tuple(window_size),
-                  softcap=softcap, alibi_slopes=alibi_slopes, deterministic=deterministic,
+                  softcap=_ext.softcap(softcap), alibi_slopes=alibi_slopes, deterministic=deterministic,
                   backend=_backend(backend), num_threads=num_threads, stream=stream)
     converted = _results(q, stream, allocated)
     if converted:

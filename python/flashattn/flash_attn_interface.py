@@ -47,8 +47,10 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     _check_dropout(dropout_p)
     _check_tensors(q=q, k=k, v=v)
     left, right = _ext.flash_attn_window(window_size)
-    out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                             _ext.softmax_scale(softmax_scale, q.shape[-1]), bool(causal), left, right, float(softcap),
+    out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
+                             _ext.integer("max_seqlen_k", max_seqlen_k),
+                             _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q)), bool(causal), left, right,
+                             _ext.softcap(softcap),
                              alibi_slopes, bool(deterministic), seqused_q, seqused_k)
     return (out, lse, None) if return_attn_probs else out
 
@@ -63,8 +65,10 @@ def _packed_attention(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
     else:
         _check_tensors(q=q, kv=packed)
     left, right = _ext.flash_attn_window(window_size)
-    out, lse = ops.attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                                    _ext.softmax_scale(softmax_scale, packed.shape[-1]), bool(causal), left, right, float(softcap),
+    out, lse = ops.attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
+                                    _ext.integer("max_seqlen_k", max_seqlen_k),
+                                    _ext.softmax_scale(softmax_scale, _ext.head_dim("qkv" if q is None else "kv", packed)),
+                                    bool(causal), left, right, _ext.softcap(softcap),
                                     alibi_slopes, bool(deterministic))
     return (out, lse, None) if return_attn_probs else out
 
@@ -140,9 +144,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if block_table is not None:
         _check_dropout(dropout_p)
         _check_tensors(q=q, k=k, v=v, block_table=block_table)
-        out, lse = paged_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                                          _ext.softmax_scale(softmax_scale, q.shape[-1]), bool(causal),
-                                          _ext.flash_attn_window(window_size), float(softcap), alibi_slopes,
+        out, lse = paged_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
+                                          _ext.integer("max_seqlen_k", max_seqlen_k),
+                                          _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q)), bool(causal),
+                                          _ext.flash_attn_window(window_size), _ext.softcap(softcap), alibi_slopes,
                                           seqused_q, seqused_k, block_table)
         return (out, lse, None) if return_attn_probs else out
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,

@@ -136,6 +136,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         _fail("num_splits", f"is {num_splits!r}; expected an integer from 0 (the library chooses) to "
                             f"{_ext.max_num_splits}")
     window = _ext.flash_attn_window(window_size)
+    softcap = _ext.softcap(softcap)
     batch, seqlen_q, _, headdim = q.shape
     device = q.device
     seqlen_new = 0
@@ -153,6 +154,8 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
     block_table = _index_tensor("block_table", block_table, batch, device, table=True)
     if block_table is not None:
         page = k_cache.shape[1]
+        if page < 1:
+            _fail("k_cache", f"pages of 0 rows (shape {tuple(k_cache.shape)}); expected page_size >= 1")
         capacity = block_table.shape[1] * page
     else:
         capacity = k_cache.shape[1]
@@ -290,7 +293,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         scale = _ext.softmax_scale(softmax_scale, headdim)
         if cache_leftpad is not None:
             out, lse = _attend_left_padded(q, *copied_keys(), cache_seqlens, seqlen_new, cache_leftpad, scale,
-                                           bool(causal), window, float(softcap), alibi_slopes, splits, capturing)
+                                           bool(causal), window, softcap, alibi_slopes, splits, capturing)
             return (out, lse) if return_softmax_lse else out
         # The whole cache (cache_seqlens None: nothing appended) needs no lengths; nothing
         # appended needs no sum.
@@ -308,7 +311,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         if in_place_pages:
             try:
                 out, lse = ops._run_forward(q, k_cache, v_cache, None, None, 0, 0, scale, bool(causal), *window,
-                                            float(softcap), alibi_slopes, None, seqused_k, splits, block_table,
+                                            softcap, alibi_slopes, None, seqused_k, splits, block_table,
                                             indices_checked=True)
             except NotImplementedError:
                 if check_after_launch:  # the copy below is sized and indexed by the checked table
@@ -316,7 +319,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                     check_after_launch = False
         if out is None:
             out, lse = ops.attention(q, *copied_keys(), None, None, 0, 0, scale, bool(causal), *window,
-                                     float(softcap), alibi_slopes, False, None, seqused_k, splits,
+                                     softcap, alibi_slopes, False, None, seqused_k, splits,
                                      indices_checked=True)
         if check_after_launch:
             check_indices()

@@ -570,6 +570,161 @@ TEST(Validation, BackwardArguments) {
   }
 }
 
+// ---- views whose fields are out of range ------------------------------------------------------
+
+// ndim indexes shape[] and stride[] (kMaxDims entries), and a negative one would pass an optional
+// view off as absent; both are refused before any message reads the shape.
+TEST(Validation, DimensionCountOutOfRange) {
+  {
+    Problem p;
+    p.fwd.q.ndim = 1000;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'q'", p, "1000 dimensions"));
+  }
+  {
+    Problem p;
+    p.bwd.dv.ndim = TensorView::kMaxDims + 1;
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dv'", p, "5 dimensions"));
+  }
+  {
+    Problem p;
+    p.fwd.lse.ndim = -1;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'lse'", p, "-1 dimensions"));
+  }
+  {
+    Problem p;
+    HostTensor slopes(DType::kFloat32, {Hq});
+    p.params.alibi_slopes = slopes.view();
+    p.params.alibi_slopes.ndim = 100000;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'alibi_slopes'", p, "100000 dimensions"));
+  }
+}
+
+// A DType or Device outside its enum: the element size of an unknown dtype is 0 (a division by
+// it crashed), and an unknown device was reported as cuda.
+TEST(Validation, EnumsOutOfRange) {
+  {
+    Problem p;
+    p.fwd.q.dtype = static_cast<DType>(7);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'q'", p, "dtype 7"));
+  }
+  {
+    Problem p;
+    p.bwd.lse.dtype = static_cast<DType>(-1);
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'lse'", p, "dtype -1"));
+  }
+  {
+    Problem p;
+    p.fwd.out.device = static_cast<flashattn::Device>(7);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'out'", p, "device 7"));
+  }
+  for (int backend : {9, -1}) {
+    Problem p;
+    p.params.backend = static_cast<Backend>(backend);
+    const std::string seen = "is " + std::to_string(backend);
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'backend'", p, seen));
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'backend'", p, seen));
+  }
+}
+
+// Counts and byte spans that do not fit 64 bits: a count that wrapped to 0 passed for an empty
+// tensor (its null data unchecked), and a span that wrapped sent writes onto other elements.
+TEST(Validation, SizesBeyondSixtyFourBits) {
+  {
+    Problem p;  // 2^62 * 16 * 4 * 32 elements wrap to 0
+    p.fwd.q = with_shape(p.fwd.q, 0, int64_t{1} << 62);
+    p.fwd.q.data = nullptr;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'q'", p, "more elements than 64 bits"));
+  }
+  {
+    Problem p;  // the second batch 2^63 bytes on
+    p.fwd.out.stride[0] = int64_t{1} << 61;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'out'", p, "64-bit"));
+  }
+  {
+    Problem p;  // the second batch (2^62 + 1) * 4 bytes on: wrapped, 4 bytes past the first
+    p.fwd.q.stride[0] = (int64_t{1} << 62) + 1;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'q'", p, "64-bit"));
+  }
+  {
+    Problem p;
+    p.bwd.dk.stride[1] = int64_t{1} << 60;
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'dk'", p, "64-bit"));
+  }
+}
+
+// A table's geometry that overflows: rows 2^62 + 7 entries apart, and 2^60 pages a row of 8 keys
+// (2^63 keys, which wrapped negative and passed the 2^31 - 1 bound).
+TEST(Validation, BlockTableBeyondSixtyFourBits) {
+  struct Paged : Problem {
+    HostTensor table = int32_tensor({0, 1, 2, 3});
+    Paged() {
+      for (TensorView* t : {&fwd.k, &fwd.v}) {  // B * S rows as 4 pages of 8
+        t->shape[0] = 4;
+        t->shape[1] = 8;
+        t->stride[0] = 8 * Hk * D;
+      }
+      params.block_table = table.view();
+      params.block_table.ndim = 2;
+      params.block_table.shape[0] = B;
+      params.block_table.shape[1] = 2;
+      params.block_table.stride[0] = 2;
+      params.block_table.stride[1] = 1;
+    }
+  };
+  {
+    Paged p;
+    const Status s = flashattn::forward(p.fwd, p.params);
+    ASSERT_TRUE(s.ok()) << s.message;
+  }
+  {
+    Paged p;
+    p.params.block_table.stride[0] = (int64_t{1} << 62) + 7;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'block_table'", p, "64-bit"));
+  }
+  {
+    Paged p;
+    p.params.block_table.shape[1] = int64_t{1} << 60;
+    p.params.block_table.stride[0] = 0;  // both rows one row of 2^60 entries (2^62 bytes)
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'block_table'", p, "2^31 - 1 keys"));
+  }
+}
+
+// ---- values the kernels cannot compute with ---------------------------------------------------
+
+// A softcap below the smallest normal float has no float reciprocal, which the kernels multiply
+// by: the backward's gradients came out NaN. FLT_MIN itself is taken and stays finite.
+TEST(Validation, SoftcapBelowTheNormalFloats) {
+  for (float softcap : {1e-40f, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min() / 2}) {
+    Problem p;
+    p.params.softcap = softcap;
+    EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'softcap'", p));
+    EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'softcap'", p));
+  }
+  Problem p;
+  p.params.softcap = std::numeric_limits<float>::min();
+  ASSERT_TRUE(flashattn::forward(p.fwd, p.params).ok());
+  const Status s = flashattn::backward(p.bwd, p.params);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_EQ(p.dq.count_nonfinite(), 0);
+  EXPECT_EQ(p.dk.count_nonfinite(), 0);
+}
+
+// A NaN or infinite slope made the head's scores NaN or -inf; refused, naming the head.
+TEST(Validation, AlibiSlopesNotFinite) {
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    for (bool per_batch : {false, true}) {
+      Problem p;
+      HostTensor slopes = per_batch ? HostTensor(DType::kFloat32, {B, Hq}) : HostTensor(DType::kFloat32, {Hq});
+      for (int64_t i = 0; i < slopes.numel(); ++i) slopes.set(i, 0.25f);
+      slopes.set(slopes.numel() - 1, bad);
+      p.params.alibi_slopes = slopes.view();
+      EXPECT_TRUE(rejected(flashattn::forward(p.fwd, p.params), "'alibi_slopes'", p, "head 3"));
+      EXPECT_TRUE(rejected(flashattn::backward(p.bwd, p.params), "'alibi_slopes'", p, "not finite"));
+    }
+  }
+}
+
 // ---- empty problems are valid no-ops --------------------------------------------------------------
 
 TEST(Validation, EmptyBatchIsNoOp) {

@@ -189,3 +189,77 @@ def test_errors_inside_compiled_graph_are_python_exceptions():
     q, k, v = qkv(headdim=12)
     with pytest.raises(Exception, match="head dimension 12"):
         torch.compile(flash_attn_func, fullgraph=True, backend="aot_eager")(q, k, v)
+
+
+def test_softmax_scale_that_float32_cannot_hold():
+    # The library takes a float32: 1e-300 became 0 there, which it reads as 1 / sqrt(headdim).
+    q, k, v = qkv()
+    for scale in (1e-300, 1e-46, -1e-300, 1e300):
+        with pytest.raises(ValueError, match="argument 'softmax_scale'.*float32"):
+            flash_attn_func(q, k, v, softmax_scale=scale)
+    from flashattn import array
+    with pytest.raises(ValueError, match="argument 'softmax_scale'"):
+        array.forward(q.numpy(), k.numpy(), v.numpy(), softmax_scale=1e-300)
+    # A denormal float32 scale is a scale like any other.
+    assert torch.isfinite(flash_attn_func(q, k, v, softmax_scale=1e-40)).all()
+
+
+def test_softcap_below_the_normal_float32s():
+    # 1e-300 became 0 in float32 (the cap silently off); a denormal cap has no float reciprocal,
+    # which made the backward's gradients NaN.
+    from flashattn import flash_attn_with_kvcache
+    q, k, v = qkv()
+    for cap in (1e-300, 1e-40, 1e300):
+        with pytest.raises(ValueError, match="argument 'softcap'"):
+            flash_attn_func(q, k, v, softcap=cap)
+    with pytest.raises(ValueError, match="argument 'softcap'"):
+        flash_attn_with_kvcache(q[:, :1], k, v, cache_seqlens=4, softcap=1e-300)
+    q.requires_grad_()
+    flash_attn_func(q, k, v, softcap=1.2e-38).sum().backward()
+    assert torch.isfinite(q.grad).all()
+
+
+def test_alibi_slopes_not_finite():
+    q, k, v = qkv()
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        slopes = torch.full((4,), 0.5)
+        slopes[2] = bad
+        with pytest.raises(ValueError, match="argument 'alibi_slopes': slope .* of head 2 is not finite"):
+            flash_attn_func(q, k, v, alibi_slopes=slopes)
+
+
+def test_kvcache_pages_of_zero_rows():
+    from flashattn import flash_attn_with_kvcache
+    q = torch.randn(2, 1, 2, 32)
+    pages = torch.randn(4, 0, 2, 32)
+    table = torch.zeros(2, 2, dtype=torch.int32)
+    for lengths in (0, torch.zeros(2, dtype=torch.int32)):
+        with pytest.raises(ValueError, match="argument 'k_cache': pages of 0 rows"):
+            flash_attn_with_kvcache(q, pages, pages, cache_seqlens=lengths, block_table=table)
+
+
+def test_q_without_a_head_dimension():
+    from flashattn import flash_attn_qkvpacked_func
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="argument 'q': head dimension 0"):
+        flash_attn_func(q[..., :0], k[..., :0], v[..., :0])
+    with pytest.raises(ValueError, match="argument 'q': is 0-dimensional"):
+        flash_attn_func(torch.tensor(1.0), k, v)
+    with pytest.raises(ValueError, match="argument 'qkv': is 0-dimensional"):
+        flash_attn_qkvpacked_func(torch.tensor(1.0))
+
+
+def test_integer_arguments_out_of_range_or_fractional():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="argument 'window_size': is 1099511627776"):
+        flash_attn_func(q, k, v, window_size=(2**40, 0))
+    with pytest.raises(TypeError, match="argument 'window_size': is 1.5"):
+        flash_attn_func(q, k, v, window_size=(1.5, 0))
+    # Every negative side is unbounded, as in flash_attn, however far below -1.
+    assert torch.equal(flash_attn_func(q, k, v, window_size=(-2**40, 0)), flash_attn_func(q, k, v, window_size=(-1, 0)))
+    rows = q.reshape(-1, 4, 32)
+    cu = cu_seqlens([16, 16])
+    with pytest.raises(ValueError, match="argument 'max_seqlen_q': is 1099511627776"):
+        flash_attn_varlen_func(rows, rows, rows, cu, cu, 2**40, 16)
+    with pytest.raises(TypeError, match="argument 'max_seqlen_k': is 16.5"):
+        flash_attn_varlen_func(rows, rows, rows, cu, cu, 16, 16.5)

@@ -465,10 +465,14 @@ static float row_max(const float* s, int n) {
   return hmax(running_max);
 }
 
+// m is the rounded product scale * max, while s * scale - m may be fused (one rounding): the
+// exponent can then come out a little above 0, by up to half a unit of m, which at a large scale
+// (1e9) overflowed exp to inf. The min with 0 lets NaN through (vmin returns its second operand).
+// (softmax_step now sends rows of such large scores elsewhere; the min keeps every exponent <= 0.)
 static float exp_row_scaled(float* s, int n, float scale, float m) {
   vf sum = splat(0.0f);
   for (int c = 0; c < n; c += W) {
-    const vf p = vexp(load(s + c) * scale - m);
+    const vf p = vexp(vmin(splat(0.0f), load(s + c) * scale - m));
     sum += p;
     store(s + c, p);
   }
@@ -491,7 +495,19 @@ static void softmax_step(float* s, int64_t lds, int rows, int n, const ScoreRow*
       tile_max = scale * row_max(srow, n);
     }
     const float m_new = std::max(m[r], tile_max);
-    const float sum = masked ? exp_row(srow, n, m_new) : exp_row_scaled(srow, n, scale, m_new);
+    // Fused, s * scale - m rounds once, so the largest score lands not on exp(0) but off by the
+    // product's rounding error (up to half a unit of m), where the backward, rounding the scores
+    // first, lands on it exactly: a mismatch of lse negligible for scores below 2^12, but at
+    // 1e11 (scale 1e9) the row's largest weight underflowed to 0. Such rows round first.
+    float sum;
+    if (masked) {
+      sum = exp_row(srow, n, m_new);
+    } else if (std::fabs(m_new) < 0x1p12f) {
+      sum = exp_row_scaled(srow, n, scale, m_new);
+    } else {
+      scale_row(srow, n, scale);
+      sum = exp_row(srow, n, m_new);
+    }
     if (m_new == neg_inf) continue;  // nothing visible yet (exp_row zeroed the row)
     if (m[r] != m_new) {
       const float alpha = m[r] == neg_inf ? 0.0f : std::exp(m[r] - m_new);
