@@ -353,7 +353,12 @@ Status check_block_table(const TensorView& t, void* stream, bool trusted, const 
   int64_t row_stride = t.stride[0];
   std::vector<int32_t> copy;
   Status s;
-  if (cuda_backend_compiled() && !(s = check_device_tags({NamedTensor{"block_table", &t}})).ok()) return s;
+  // A table tagged as host memory is read in place: where it is not, refused instead of faulting
+  // (a GPU table's reads check their own tags).
+  if (t.device == Device::kCPU && cuda_backend_compiled() &&
+      !(s = check_device_tags({NamedTensor{"block_table", &t}})).ok()) {
+    return s;
+  }
   if (t.device == Device::kCUDA) {
     // The span from the first entry to the last in one transfer: a table sliced from a wider one
     // (rows further apart than their length) lies inside its parent's memory, gaps included.
