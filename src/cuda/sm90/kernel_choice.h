@@ -164,7 +164,7 @@ int64_t sm90_split_tail_launches();
 // 64 / 128, session 66); with the merge in two levels (head dims up to 192, below) 64: the same
 // row read 0.72 / 1.04 / 1.18 / 1.06 at S = 16 / 32 / 64 / 128 (session 67, H100), and the
 // rows the cap does not reach (8 tiles and more) are unchanged. Head dim 256 fills a wave where
-// that makes more than 8 pieces (sm90_key_splits_fill_wave). FLASHATTN_SM90_KEY_SPLITS=N
+// that makes 4 pieces or more (sm90_key_splits_fill_wave). FLASHATTN_SM90_KEY_SPLITS=N
 // forces N pieces (1: none; read at every launch, for tests and A/B).
 constexpr int kSm90KeySplitsMax = 64;
 constexpr int kSm90KeySplitsMaxOneLevel = 16;
@@ -183,26 +183,39 @@ constexpr int kSm90MergeGroupPieces = 8;
 #endif
 constexpr bool kSm90CombineKernelBuilt = FLASHATTN_SM90_COMBINE_KERNEL != 0;
 constexpr bool sm90_merges_in_two_levels(int head_dim) { return head_dim <= 192; }
+// The fewest pieces a tile that the combine kernel merges by default (sm90_combines_pieces_after;
+// fewer are merged in the packed kernel by the last piece to arrive). Up to head dim 192 past
+// kSm90MergeGroupPieces, where the in-kernel merge would take two levels (session 70: level or
+// behind at 8). At head dim 256 (one-level merge) from 4: session 86 (H100, bench_decode, GQA 32 / 8,
+// d256), (2, 16k) 16 tiles at S = 4 read 2.33 TB/s with the combine kernel against 2.23 merged in
+// the kernel (the last arrival's serial reads of the others' 64 x 256 floats end the longest
+// CTA); at S = 2, (4, 8k), 2.26 against 2.32.
+constexpr int kSm90CombineKernelMinSplits = kSm90MergeGroupPieces + 1;
+constexpr int kSm90CombineKernelMinSplitsOneLevel = 4;
+constexpr int sm90_combine_kernel_min_splits(int head_dim) {
+  return sm90_merges_in_two_levels(head_dim) ? kSm90CombineKernelMinSplits : kSm90CombineKernelMinSplitsOneLevel;
+}
 // Whether the pieces may fill a wave of CTAs rather than half of one (sm90_key_splits): at head
 // dim 256 a CTA (64-key blocks, two stages, one a SM) streams K / V at only ~35 GB/s, so half a
-// wave does not draw what HBM gives. Session 85 (H100, bench_decode, one process a setting, GQA
-// 32 / 8), TB/s: (1, 32k) 8 tiles, S = 8 / 12 / 16: 2.06 / 2.37 / 2.40; (1, 128k): 2.64 / 2.88 /
-// 2.89; but (2, 16k) 16 tiles, S = 4 / 8: 2.23 / 2.15 (more than a wave, S = 12 / 16: 1.41 /
-// 1.24). The pieces of the rows that gained are more than kSm90MergeGroupPieces, so the combine
-// kernel merges them (sm90_combines_pieces_after, by default); those of the row that lost are
-// merged in the kernel, in one level. So the wave is taken only where the combine kernel is built
-// and the wave's pieces, after the key blocks' bound, are still more than that: on 132 SMs from 5
-// to 14 tiles with enough keys (5-7 tiles then get the cap's 16). The wave leaves one SM free, as
-// the combine kernel asks (work < SMs): 11 and 12 tiles take 11 and 10 pieces, not 12 and 11. Not
-// timed: 5-7 and 9-14 tiles. At head dim 128 the half wave read best (8 tiles: S = 8 1.98 / 2.73
-// TB/s, S = 16 1.86 / 2.67).
+// wave does not draw what HBM gives. The wave is taken where the combine kernel is built and will
+// merge the wave's pieces (after the key blocks' bound, at least
+// sm90_combine_kernel_min_splits): the rows that gained had about 128 CTAs and the combine kernel.
+// bench_decode, H100, GQA 32 / 8, TB/s: session 85, (1, 32k) 8 tiles, S = 8 / 12 / 16: 2.06 /
+// 2.37 / 2.40; (1, 128k): 2.64 / 2.88 / 2.89; S = 16 is the rule's since (2.40 / 2.89 in session
+// 86). Session 86, the combine kernel: (2, 16k) 16 tiles, S = 4 / 8: 2.35 / 2.40 (the half wave
+// merged in the kernel: 2.23); (4, 8k) 32 tiles, S = 4: 2.41 (S = 2 merged in the kernel: 2.32);
+// (8, 4k) 64 tiles (a wave of 2 pieces, so the half wave's 1): S = 1 2.42, S = 2 2.39. More than
+// a wave lost (session 85, (2, 16k), S = 12 / 16: 1.41 / 1.24). The wave leaves one SM free, as the
+// combine kernel asks (work < SMs): on 132 SMs 11 and 12 tiles take 11 and 10 pieces, 15-16 tiles
+// 8, 17-32 tiles 7 down to 4; 5-7 tiles the cap's 16. Not timed: 5-7, 9-15 and 17-31 tiles. At head
+// dim 128 the half wave read best (8 tiles: S = 8 1.98 / 2.73 TB/s, S = 16 1.86 / 2.67).
 constexpr bool sm90_key_splits_fill_wave(int head_dim) { return kSm90CombineKernelBuilt && head_dim > 192; }
 constexpr int sm90_key_splits(int tiles, int sms, int key_blocks, int head_dim = 128) {
   if (tiles <= 0 || sms / 2 <= tiles) return 1;
   const int most_for_keys = key_blocks / kSm90KeySplitMinBlocks;
   int splits = sms / 2 / tiles;
   const int wave = std::min((sms - 1) / tiles, most_for_keys);
-  if (sm90_key_splits_fill_wave(head_dim) && wave > kSm90MergeGroupPieces) splits = wave;
+  if (sm90_key_splits_fill_wave(head_dim) && wave >= sm90_combine_kernel_min_splits(head_dim)) splits = wave;
   const int cap = sm90_merges_in_two_levels(head_dim) ? kSm90KeySplitsMax : kSm90KeySplitsMaxOneLevel;
   if (splits > cap) splits = cap;
   if (splits > most_for_keys) splits = most_for_keys;
@@ -232,9 +245,7 @@ int64_t sm90_key_split_launches();
 // second kernel merges each float4 of O over all pieces at once, its CTAs waiting on the SMs the
 // packed grid leaves idle) rather than in the packed kernel (the last piece to arrive walks the
 // others' slots, sm90/split_keys.h). By default where the packed grid leaves an SM idle (work <
-// sms: every split the rule makes) and a tile has more than kSm90MergeGroupPieces pieces (past which
-// the in-kernel merge takes two levels, at head dims up to 192; d256's one-level merge of 9-16
-// pieces was not timed against it). Session 70 (H100, bench_decode with the setting for the
+// sms: every split the rule makes) and a tile has sm90_combine_kernel_min_splits pieces or more. Session 70 (H100, bench_decode with the setting for the
 // whole process, ours / ours): MQA (1, 8 / 1, 32k / 128k), S = 64, +41% / +20%; (1, 16 / 2, 128k),
 // S = 32, +9%; (1, 16 / 4, 128k), S = 16, +4%; but at S = 8, -1.8% at the protocol's (1, 32 / 8,
 // 128k) and -2.5% at (2, 16 / 4, 64k): there the one-level merge costs about what the second
@@ -243,12 +254,11 @@ int64_t sm90_key_split_launches();
 // which there overlaps other CTAs' tiles, where the combine kernel would start only after the last
 // of them. FLASHATTN_SM90_SPLIT_COMBINE=kernel|merge (`forced`, read at every launch) picks either.
 constexpr bool kSm90CombineKernelByDefault = true;
-constexpr int kSm90CombineKernelMinSplits = kSm90MergeGroupPieces + 1;
-inline bool sm90_combines_pieces_after(int splits, int work, int sms, const char* forced) {
+inline bool sm90_combines_pieces_after(int splits, int work, int sms, int head_dim, const char* forced) {
   if (!kSm90CombineKernelBuilt || splits < 2) return false;
   if (forced != nullptr && std::strcmp(forced, "kernel") == 0) return true;
   if (forced != nullptr && std::strcmp(forced, "merge") == 0) return false;
-  return kSm90CombineKernelByDefault && work < sms && splits >= kSm90CombineKernelMinSplits;
+  return kSm90CombineKernelByDefault && work < sms && splits >= sm90_combine_kernel_min_splits(head_dim);
 }
 // How the combine kernel's threads map onto the pieces' slots (sm90/split_combine.h; host-computed, launch.h).
 struct CombineShape {

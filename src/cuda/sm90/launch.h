@@ -170,7 +170,8 @@ Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms,
   kp.split_counters = counters;
   kp.split_partials = slots;
   kp.split_combine =
-      sm90_combines_pieces_after(splits, kp.num_tiles * splits, sms, std::getenv("FLASHATTN_SM90_SPLIT_COMBINE")) ? 1 : 0;
+      sm90_combines_pieces_after(splits, kp.num_tiles * splits, sms, Cfg::kHeadDim,
+                                 std::getenv("FLASHATTN_SM90_SPLIT_COMBINE")) ? 1 : 0;
   kp.num_tiles *= splits;
   return Status::Ok();
 }

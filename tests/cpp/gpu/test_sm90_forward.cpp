@@ -1267,6 +1267,20 @@ TEST(Sm90KeySplitParam, ThroughTheApi) {
   }
 }
 
+// Head dim 256 with no setting: 16 packed tiles of 47 key blocks fill a wave of pieces on any
+// Hopper of 78-132 SMs (4-8 pieces), which the combine kernel merges (kernel_choice.h, session 86).
+TEST(Sm90KeySplitParam, HeadDim256RuleFillsTheWave) {
+  SKIP_UNLESS_SM90();
+  const ScopedEnv unforced("FLASHATTN_SM90_KEY_SPLITS", nullptr);
+  const ScopedEnv by_default("FLASHATTN_SM90_SPLIT_COMBINE", nullptr);
+  const Case c = make("api_rule_g4_b2_q1_k3000_d256_bf16", DType::kBFloat16, 256, 2, 1, 3000, 32, 8);
+  const int64_t split_before = sm90_key_split_launches(), combined_before = sm90_split_combine_launches();
+  run_case(c, 13u, /*direct=*/false);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(sm90_key_split_launches() - split_before, 1);
+  EXPECT_EQ(sm90_split_combine_launches() - combined_before, kSm90CombineKernelBuilt ? 1 : 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90KeySplits, ::testing::ValuesIn(key_split_cases()), case_name);
 
 // Which MHA problems go to the packed kernel for its key splits (kernel_choice.h), host-side.
@@ -1313,7 +1327,7 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(1, 132, 7), 1);
   EXPECT_EQ(sm90_key_splits(0, 132, 1024), 1);
   EXPECT_EQ(sm90_key_splits(30, 132, 1000), 2);
-  // Head dim 256 fills a wave where that gives the combine kernel more than 8 pieces.
+  // Head dim 256 fills a wave where that gives the combine kernel 4 pieces or more.
   const bool built = kSm90CombineKernelBuilt;
   EXPECT_EQ(sm90_key_splits(8, 132, 512, 256), built ? 16 : 8);   // (1, 32 / 8, 32k)
   EXPECT_EQ(sm90_key_splits(8, 132, 512, 128), 8);
@@ -1321,25 +1335,35 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(14, 132, 1024, 256), built ? 9 : 4);
   EXPECT_EQ(sm90_key_splits(11, 132, 1024, 256), built ? 11 : 6);  // 121 CTAs: an SM for the combine kernel
   EXPECT_EQ(sm90_key_splits(12, 132, 1024, 256), built ? 10 : 5);
-  EXPECT_EQ(sm90_key_splits(15, 132, 1024, 256), 4);  // a wave is 8 pieces: half a wave's 4
-  EXPECT_EQ(sm90_key_splits(16, 132, 256, 256), 4);   // (2, 32 / 8, 16k)
+  EXPECT_EQ(sm90_key_splits(15, 132, 1024, 256), built ? 8 : 4);
+  EXPECT_EQ(sm90_key_splits(16, 132, 256, 256), built ? 8 : 4);  // (2, 32 / 8, 16k)
+  EXPECT_EQ(sm90_key_splits(17, 132, 1024, 256), built ? 7 : 3);
+  EXPECT_EQ(sm90_key_splits(32, 132, 128, 256), built ? 4 : 2);  // (4, 32 / 8, 8k)
+  EXPECT_EQ(sm90_key_splits(33, 132, 1024, 256), 2);   // a wave of 3 pieces: half a wave's 2
+  EXPECT_EQ(sm90_key_splits(32, 132, 128, 128), 2);
   EXPECT_EQ(sm90_key_splits(64, 132, 64, 256), 1);
   EXPECT_EQ(sm90_key_splits(8, 132, 20, 256), 5);     // the key blocks bound both
-  EXPECT_EQ(sm90_key_splits(14, 132, 32, 256), 4);    // a wave of 8 pieces after the key blocks' bound: half a wave
+  EXPECT_EQ(sm90_key_splits(14, 132, 32, 256), built ? 8 : 4);  // the key blocks bound the wave
+  EXPECT_EQ(sm90_key_splits(8, 132, 12, 256), 3);     // a wave of 3 pieces after that bound: half a wave
   EXPECT_EQ(sm90_key_splits(9, 132, 40, 256), built ? 10 : 7);
-  // Wherever d256 takes more pieces than half a wave (the d256 rule without the wave: cap 16 and
-  // the key blocks' bound), they go to the combine kernel: more than 8, work < SMs.
+  // At d256, with the combine kernel built, a whole wave (less an SM) wherever it is 4 pieces or
+  // more after the cap and the key blocks' bound, and those pieces go to the combine kernel; half
+  // a wave elsewhere.
   for (int sms : {78, 114, 132}) {
     for (int tiles = 1; tiles < sms; ++tiles) {
-      for (int key_blocks : {8, 20, 32, 36, 40, 64, 4096}) {
-        const int half_wave = std::min({sms / 2 / tiles, kSm90KeySplitsMaxOneLevel, key_blocks / kSm90KeySplitMinBlocks});
+      for (int key_blocks : {8, 12, 16, 20, 32, 36, 40, 64, 4096}) {
+        const int most_for_keys = key_blocks / kSm90KeySplitMinBlocks;
+        const int half_wave = std::min({sms / 2 / tiles, kSm90KeySplitsMaxOneLevel, most_for_keys});
+        const int wave = std::min({(sms - 1) / tiles, kSm90KeySplitsMaxOneLevel, most_for_keys});
         const int pieces = sm90_key_splits(tiles, sms, key_blocks, 256);
-        if (pieces > std::max(half_wave, 1)) {
-          EXPECT_TRUE(built);
-          EXPECT_GT(pieces, kSm90MergeGroupPieces) << sms << " SMs, " << tiles << " tiles, " << key_blocks;
-          EXPECT_LT(tiles * pieces, sms) << sms << " SMs, " << tiles << " tiles, " << key_blocks;
+        const std::string where = std::to_string(sms) + " SMs, " + std::to_string(tiles) + " tiles, " +
+                                  std::to_string(key_blocks) + " key blocks";
+        if (built && wave >= 4) {
+          EXPECT_EQ(pieces, wave) << where;
+          EXPECT_LT(tiles * pieces, sms) << where;
+          EXPECT_TRUE(sm90_combines_pieces_after(pieces, tiles * pieces, sms, 256, nullptr)) << where;
         } else {
-          EXPECT_EQ(pieces, half_wave < 2 ? 1 : half_wave) << sms << " SMs, " << tiles << " tiles, " << key_blocks;
+          EXPECT_EQ(pieces, half_wave < 2 ? 1 : half_wave) << where;
         }
       }
     }
@@ -1347,20 +1371,26 @@ TEST(Sm90KeySplitRule, AsDocumented) {
 }
 
 // The combine kernel where asked for, or by default where the packed grid leaves SMs idle and a
-// tile has more than kSm90MergeGroupPieces pieces; never without pieces to combine.
+// tile has sm90_combine_kernel_min_splits pieces or more; never without pieces to combine.
 TEST(Sm90KeySplitRule, CombineKernelWhereAskedOrIdleSms) {
   const bool built = kSm90CombineKernelBuilt;
   // By default only past kSm90MergeGroupPieces pieces a tile (session 70: level or behind at 8).
-  EXPECT_FALSE(sm90_combines_pieces_after(8, 64, 132, nullptr));
-  EXPECT_EQ(sm90_combines_pieces_after(9, 72, 132, nullptr), built && kSm90CombineKernelByDefault);
-  EXPECT_EQ(sm90_combines_pieces_after(64, 64, 132, nullptr), built && kSm90CombineKernelByDefault);
-  EXPECT_EQ(sm90_combines_pieces_after(16, 64, 132, "anything"), built && kSm90CombineKernelByDefault);
-  EXPECT_FALSE(sm90_combines_pieces_after(16, 160, 132, nullptr));  // a full grid
-  EXPECT_FALSE(sm90_combines_pieces_after(5, 400, 132, nullptr));  // a full grid
-  EXPECT_FALSE(sm90_combines_pieces_after(64, 64, 132, "merge"));
-  EXPECT_EQ(sm90_combines_pieces_after(2, 64, 132, "kernel"), built);
-  EXPECT_EQ(sm90_combines_pieces_after(5, 400, 132, "kernel"), built);
-  EXPECT_FALSE(sm90_combines_pieces_after(1, 8, 132, "kernel"));
+  EXPECT_FALSE(sm90_combines_pieces_after(8, 64, 132, 128, nullptr));
+  EXPECT_EQ(sm90_combines_pieces_after(9, 72, 132, 128, nullptr), built && kSm90CombineKernelByDefault);
+  EXPECT_EQ(sm90_combines_pieces_after(64, 64, 132, 128, nullptr), built && kSm90CombineKernelByDefault);
+  EXPECT_EQ(sm90_combines_pieces_after(16, 64, 132, 128, "anything"), built && kSm90CombineKernelByDefault);
+  EXPECT_FALSE(sm90_combines_pieces_after(16, 160, 132, 128, nullptr));  // a full grid
+  EXPECT_FALSE(sm90_combines_pieces_after(5, 400, 132, 128, nullptr));  // a full grid
+  EXPECT_FALSE(sm90_combines_pieces_after(64, 64, 132, 128, "merge"));
+  EXPECT_EQ(sm90_combines_pieces_after(2, 64, 132, 128, "kernel"), built);
+  EXPECT_EQ(sm90_combines_pieces_after(5, 400, 132, 128, "kernel"), built);
+  EXPECT_FALSE(sm90_combines_pieces_after(1, 8, 132, 128, "kernel"));
+  // Head dim 256 (the one-level merge) from 4 pieces (session 86).
+  EXPECT_EQ(sm90_combines_pieces_after(4, 64, 132, 256, nullptr), built && kSm90CombineKernelByDefault);
+  EXPECT_FALSE(sm90_combines_pieces_after(3, 96, 132, 256, nullptr));
+  EXPECT_FALSE(sm90_combines_pieces_after(4, 64, 132, 192, nullptr));
+  EXPECT_FALSE(sm90_combines_pieces_after(4, 400, 132, 256, nullptr));  // a full grid
+  EXPECT_FALSE(sm90_combines_pieces_after(8, 64, 132, 256, "merge"));
 }
 
 // The combine kernel's shape: W lanes a float4 (S rounded up to a power of two, 4..32), and
