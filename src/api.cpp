@@ -840,13 +840,12 @@ Status unguarded_backward(const BackwardArgs& args, const AttentionParams& param
   return Status::Runtime("no backend chosen");
 }
 
-}  // namespace
-
 // Nothing throws out of the API: a host allocation that fails (the host copies the checks read,
 // the gathered pages, the backends' workspaces) becomes a status.
-Status forward(const ForwardArgs& args, const AttentionParams& params) {
+template <class Call>
+Status without_throwing(const Call& call) {
   try {
-    return unguarded_forward(args, params);
+    return call();
   } catch (const std::bad_alloc&) {
     return Status::Runtime("out of host memory");
   } catch (const std::length_error&) {
@@ -854,14 +853,14 @@ Status forward(const ForwardArgs& args, const AttentionParams& params) {
   }
 }
 
+}  // namespace
+
+Status forward(const ForwardArgs& args, const AttentionParams& params) {
+  return without_throwing([&] { return unguarded_forward(args, params); });
+}
+
 Status backward(const BackwardArgs& args, const AttentionParams& params) {
-  try {
-    return unguarded_backward(args, params);
-  } catch (const std::bad_alloc&) {
-    return Status::Runtime("out of host memory");
-  } catch (const std::length_error&) {
-    return Status::Runtime("out of host memory");
-  }
+  return without_throwing([&] { return unguarded_backward(args, params); });
 }
 
 bool cuda_available() { return cuda_backend_compiled() && cuda_device_present(); }
