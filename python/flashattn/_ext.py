@@ -36,6 +36,17 @@ def _as_float32(value: float) -> float:
         return math.copysign(math.inf, value)
 
 
+def real(name: str, value) -> float:
+    """A real-valued argument: a number (NumPy's and 0-d tensors' too), not a string that float()
+    would parse ("0.5") nor None."""
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"argument '{name}': is {value!r}; expected a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"argument '{name}': is {value!r}; expected a number") from None
+
+
 def head_dim(name: str, t) -> int:
     """The head dimension (last size) of tensor argument `name`, which must have one."""
     if len(t.shape) == 0:
@@ -53,7 +64,7 @@ def softmax_scale(given, headdim: int) -> float:
             return 1.0 / math.sqrt(headdim)
         except ZeroDivisionError:  # the library's own check, which the division would never reach
             raise ValueError("argument 'q': head dimension 0 is not allowed; expected a multiple of 8 in [8, 256]") from None
-    scale = float(given)
+    scale = real("softmax_scale", given)
     if scale == 0.0:
         raise ValueError("argument 'softmax_scale': 0 is not supported (uniform weights: take v's mean)")
     rounded = _as_float32(scale)
@@ -67,7 +78,7 @@ def softcap(given) -> float:
     """softcap for the library: 0 (off), or at least the smallest normal float32, below which the
     kernels' 1 / softcap overflows (as the library checks); a positive value that float32 rounds
     to 0 or to a denormal would otherwise turn the cap off or reach the library as one."""
-    cap = float(given)
+    cap = real("softcap", given)
     if cap > 0.0 and not _FLT_MIN <= _as_float32(cap) < math.inf:
         raise ValueError(f"argument 'softcap': is {given!r}; expected 0 (off) or a float32 from {_FLT_MIN:g} "
                          "(the smallest normal float32) to its largest")
@@ -87,6 +98,20 @@ def integer(name: str, value, unbounded_below: bool = False) -> int:
     if not -_INT32_MAX - 1 <= n <= _INT32_MAX:
         raise ValueError(f"argument '{name}': is {n}; expected an integer in [-2^31, 2^31 - 1] (the library's int)")
     return n
+
+
+def flag(name: str, value) -> bool:
+    """A yes / no argument: a bool (NumPy's too) or the integers 0 and 1; not a string, which bool()
+    would read as True whatever it says ("no")."""
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
+        return bool(value)
+    try:
+        n = operator.index(value)
+    except TypeError:
+        n = None
+    if n not in (0, 1):
+        raise TypeError(f"argument '{name}': is {value!r}; expected True or False")
+    return bool(n)
 
 
 def flash_attn_window(window_size) -> tuple:

@@ -14,6 +14,7 @@ them (its DLPack export waits for that), and the call waits for flashattn's kern
 handing the results back, since JAX does not tell DLPack producers its stream.
 """
 
+import operator
 from typing import Optional, Sequence, Tuple
 
 from flashattn import _ext
@@ -76,7 +77,13 @@ def _empty(like, shape: Sequence[int], float32: bool = False):
 
 def _current_stream(like, stream: Optional[int]) -> int:
     if stream is not None:
-        return int(stream)
+        try:
+            handle = operator.index(stream)
+        except TypeError:
+            handle = None
+        if handle is None or not 0 <= handle < 2**64:
+            raise TypeError(f"argument 'stream': is {stream!r}; expected a CUDA stream handle (an integer in [0, 2^64))")
+        return handle
     if _device_type(like) != _DLPACK_CUDA:
         return 0
     library = _module_name(like)
@@ -108,6 +115,37 @@ def _lse_shape(q, varlen: bool) -> Tuple[int, ...]:
     return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
 
 
+def _check_arrays(required, optional, outputs) -> None:
+    """Every array argument supports DLPack (a list or None where one is required would reach the
+    extension and fail naming nothing), and every output buffer given can be written."""
+    for name, a in required.items():
+        _device_type(a, name)
+    for name, a in optional.items():
+        if a is not None:
+            _device_type(a, name)
+    for name, a in outputs.items():
+        if a is None:
+            continue
+        _device_type(a, name)
+        flags = getattr(a, "flags", None)  # NumPy's: a read-only view refuses the write
+        if flags is not None and getattr(flags, "writeable", True) is False:
+            raise ValueError(f"argument '{name}': is read-only; expected a writable array")
+
+
+def _scalars(max_seqlen_q, max_seqlen_k, causal, window_size, num_threads) -> dict:
+    """The scalar arguments as the extension takes them, each refused by name where it cannot be.
+    Window sides go to the library as given (it takes -1 for unbounded and names any other
+    negative), not mapped as flash_attn_func maps them."""
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
+    return dict(max_seqlen_q=_ext.integer("max_seqlen_q", max_seqlen_q),
+                max_seqlen_k=_ext.integer("max_seqlen_k", max_seqlen_k), causal=_ext.flag("causal", causal),
+                window=(_ext.integer("window_size", left), _ext.integer("window_size", right)),
+                num_threads=_ext.integer("num_threads", num_threads))
+
+
 def _backend(name: str):
     try:
         return getattr(_ext.Backend, name)
@@ -127,7 +165,9 @@ def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, se
     stream: CUDA stream handle to launch on; by default the input library's current stream.
     backend: 'auto' (by device), 'cpu', 'cpu_reference' (float64 oracle) or 'cuda'.
     """
-    _device_type(q)
+    _check_arrays(dict(q=q, k=k, v=v), dict(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q,
+                                            seqused_k=seqused_k, alibi_slopes=alibi_slopes), dict(out=out, lse=lse))
+    scalars = _scalars(max_seqlen_q, max_seqlen_k, causal, window_size, num_threads)
     _refuse_jax_outputs(out=out, lse=lse)
     varlen = cu_seqlens_q is not None
     allocated = {}
@@ -137,10 +177,9 @@ def forward(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, se
         lse = allocated["lse"] = _empty(q, _lse_shape(q, varlen), float32=True)
     stream = _current_stream(q, stream)
     _ext.forward(q, k, v, out, lse, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                 seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-                 softmax_scale=_ext.softmax_scale(softmax_scale, q.shape[-1]),
-                 causal=causal, window=tuple(window_size), softcap=_ext.softcap(softcap), alibi_slopes=alibi_slopes,
-                 backend=_backend(backend), num_threads=num_threads, stream=stream)
+                 seqused_q=seqused_q, seqused_k=seqused_k, softmax_scale=_ext.softmax_scale(softmax_scale, q.shape[-1]),
+                 softcap=_ext.softcap(softcap), alibi_slopes=alibi_slopes, backend=_backend(backend), stream=stream,
+                 **scalars)
     converted = _results(q, stream, allocated)
     if converted:
         out, lse = converted.get("out", out), converted.get("lse", lse)
@@ -154,7 +193,10 @@ def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, s
              num_threads: int = 0):
     """Gradients (dq, dk, dv) of the attention forward() computed, given dout and its out and lse.
     With seqused_q / seqused_k, gradient rows past them are not written (pass zeroed buffers)."""
-    _device_type(q)
+    _check_arrays(dict(dout=dout, q=q, k=k, v=v, out=out, lse=lse),
+                  dict(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q, seqused_k=seqused_k,
+                       alibi_slopes=alibi_slopes), dict(dq=dq, dk=dk, dv=dv))
+    scalars = _scalars(max_seqlen_q, max_seqlen_k, causal, window_size, num_threads)
     _refuse_jax_outputs(dq=dq, dk=dk, dv=dv)
     allocated = {}
     if dq is None:
@@ -165,10 +207,10 @@ def backward(dout, q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, s
         dv = allocated["dv"] = _empty(v, v.shape)
     stream = _current_stream(q, stream)
     _ext.backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                  seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-                  softmax_scale=_ext.softmax_scale(softmax_scale, q.shape[-1]), causal=causal, window=tuple(window_size),
-                  softcap=_ext.softcap(softcap), alibi_slopes=alibi_slopes, deterministic=deterministic,
-                  backend=_backend(backend), num_threads=num_threads, stream=stream)
+                  seqused_q=seqused_q, seqused_k=seqused_k, softmax_scale=_ext.softmax_scale(softmax_scale, q.shape[-1]),
+                  softcap=_ext.softcap(softcap), alibi_slopes=alibi_slopes,
+                  deterministic=_ext.flag("deterministic", deterministic), backend=_backend(backend), stream=stream,
+                  **scalars)
     converted = _results(q, stream, allocated)
     if converted:
         dq, dk, dv = (converted.get(name, given) for name, given in (("dq", dq), ("dk", dk), ("dv", dv)))

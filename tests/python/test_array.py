@@ -161,3 +161,26 @@ def test_jax_cuda_arrays_come_back_as_new_jax_arrays():
     import jax.numpy as jnp
 
     check_jax_forward_backward(jax, device, jnp.bfloat16, atol=2e-2)
+
+
+def test_numpy_arguments_refused_by_name():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 8, 2, 32)).astype(np.float32)
+    k, v = q.copy(), q.copy()
+    read_only = np.empty_like(q)
+    read_only.flags.writeable = False
+    for exc, name, options in [
+            (TypeError, "causal", dict(causal="no")), (TypeError, "causal", dict(causal=2)),
+            (TypeError, "window_size", dict(window_size=(1.5, 0))), (ValueError, "window_size", dict(window_size=3)),
+            (ValueError, "max_seqlen_q", dict(max_seqlen_q=2**40)), (TypeError, "max_seqlen_q", dict(max_seqlen_q=1.5)),
+            (ValueError, "num_threads", dict(num_threads=2**40)), (TypeError, "stream", dict(stream=-1)),
+            (TypeError, "stream", dict(stream="x")), (TypeError, "softcap", dict(softcap="x")),
+            (TypeError, "'k'", dict(k=[1.0])), (TypeError, "cu_seqlens_q", dict(cu_seqlens_q=[0, 4, 8])),
+            (ValueError, "'out'", dict(out=read_only))]:
+        inputs = [options.pop(n, default) for n, default in (("q", q), ("k", k), ("v", v))]
+        with pytest.raises(exc, match=name):
+            array.forward(*inputs, **options)
+    out = array.forward(q, k, v, causal=np.bool_(True))
+    assert np.isfinite(out).all()
+    with pytest.raises(TypeError, match="'lse'"):
+        array.backward(q, q, k, v, out, None)
