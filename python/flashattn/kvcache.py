@@ -67,6 +67,29 @@ def _index_tensor(name: str, t: Optional[Tensor], batch: int, device, table: boo
     return t
 
 
+def _refuse_shared_appends(name: str, claims) -> None:
+    """claims[b]: the (cache row or page, first, end, b) slots sequence b appends k and v into. Two
+    sequences appending into one slot would race (which write lands depends on the kernel's order)
+    and one of them would attend to the other's keys: refused, naming the argument that maps them
+    there. Shared pages read by several sequences (a common prefix) are fine; only the appended
+    rows must be their own."""
+    by_target = {}
+    for slots in claims:
+        for target, first, end, b in slots:
+            by_target.setdefault(target, []).append((first, end, b))
+    for target, spans in by_target.items():
+        if len(spans) < 2:
+            continue
+        spans.sort()
+        reach, owner = spans[0][1], spans[0][2]
+        for first, end, b in spans[1:]:
+            if first < reach:
+                _fail(name, f"sequences {owner} and {b} both append k and v into rows of cache "
+                            f"{'page' if name == 'block_table' else 'row'} {target}; each needs rows of its own")
+            if end > reach:
+                reach, owner = end, b
+
+
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, interleaved: bool) -> Tensor:
     """x (B, S, H, D) with its first 2 * cos.shape[1] channels rotated at positions (B, S)."""
     half = cos.shape[1]
@@ -150,6 +173,12 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
             if t.dtype != cache.dtype or t.device != cache.device:
                 _fail(name, f"is {t.dtype} on {t.device}; expected the cache's {cache.dtype} on {cache.device}")
         seqlen_new = k.shape[1]
+        for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+            if any(step == 0 and n > 1 for step, n in zip(cache.stride(), cache.shape)):
+                _fail(name, f"has strides {cache.stride()}: rows that share memory (as expand gives), where "
+                            "appending k and v writes every sequence's rows over the others'")
+        if v_cache.data_ptr() == k_cache.data_ptr() and v_cache.numel() > 0:
+            _fail("v_cache", "is k_cache's memory: the appended v would overwrite the appended k")
 
     block_table = _index_tensor("block_table", block_table, batch, device, table=True)
     if block_table is not None:
@@ -229,6 +258,8 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         bad = None if cache_batch_idx is None else _first_outside(others, cache_rows)
         if bad is not None:
             _fail("cache_batch_idx", f"entry {bad} is outside the cache's {cache_rows} sequences")
+        if seqlen_new > 0 and cache_batch_idx is not None and not capturing:
+            _refuse_shared_appends("cache_batch_idx", [[(row, 0, seqlen_new, b)] for b, row in enumerate(others)])
         blocks = gathered_blocks
         if block_table is not None:
             used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
@@ -238,6 +269,12 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 bad = _first_outside(others[b * width:b * width + used_blocks[b]], cache_rows)
                 if bad is not None:
                     _fail("block_table", f"row {b} names block {bad}; the cache has {cache_rows}")
+            if seqlen_new > 0 and not capturing:
+                _refuse_shared_appends("block_table", [
+                    [(others[b * width + blk], max(lengths[b] - blk * page, 0),
+                      min(lengths[b] + seqlen_new - blk * page, page), b)
+                     for blk in range(lengths[b] // page, (lengths[b] + seqlen_new - 1) // page + 1)]
+                    for b in range(batch)])
         reach = max(lengths, default=0) + max(seqlen_new, seqlen_q if local else 1)
         if rotary and reach > rotary_cos.shape[0]:
             _fail("rotary_cos", f"has {rotary_cos.shape[0]} positions; this call needs {reach}")

@@ -263,3 +263,47 @@ def test_integer_arguments_out_of_range_or_fractional():
         flash_attn_varlen_func(rows, rows, rows, cu, cu, 2**40, 16)
     with pytest.raises(TypeError, match="argument 'max_seqlen_k': is 16.5"):
         flash_attn_varlen_func(rows, rows, rows, cu, cu, 16, 16.5)
+
+
+def test_strings_are_not_flags_or_numbers():
+    q, k, v = qkv()
+    with pytest.raises(TypeError, match="'softmax_scale'"):
+        flash_attn_func(q, k, v, softmax_scale="0.5")
+    with pytest.raises(TypeError, match="'softcap'"):
+        flash_attn_func(q, k, v, softcap="a")
+    with pytest.raises(TypeError, match="'softcap'"):
+        flash_attn_func(q, k, v, softcap=None)
+
+
+def test_kvcache_appends_into_rows_of_their_own():
+    # Two sequences appending into one cache row (or page slot, or an expanded cache) race, and
+    # one attends to the other's new keys: refused by name. Reads of shared rows stay allowed.
+    from flashattn import flash_attn_with_kvcache
+
+    q = torch.randn(2, 1, 4, 32)
+    k_cache, v_cache = torch.randn(4, 16, 2, 32), torch.randn(4, 16, 2, 32)
+    k, v = torch.randn(2, 1, 2, 32), torch.randn(2, 1, 2, 32)
+    lengths = torch.tensor([5, 5], dtype=torch.int32)
+    same_row = torch.tensor([2, 2], dtype=torch.int32)
+    with pytest.raises(ValueError, match="'cache_batch_idx'.*sequences 0 and 1"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k=k, v=v, cache_seqlens=lengths, cache_batch_idx=same_row)
+    flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, cache_batch_idx=same_row)  # reading only
+    with pytest.raises(ValueError, match="'k_cache'"):
+        flash_attn_with_kvcache(q, k_cache[:1].expand(2, -1, -1, -1), v_cache[:2].clone(), k=k, v=v,
+                                cache_seqlens=lengths)
+    with pytest.raises(ValueError, match="'v_cache'"):
+        flash_attn_with_kvcache(q, k_cache[:2], k_cache[:2], k=k, v=v, cache_seqlens=lengths)
+    pages_k, pages_v = torch.randn(6, 4, 2, 32), torch.randn(6, 4, 2, 32)  # pages of 4 rows
+    shared_last = torch.tensor([[0, 1], [2, 1]], dtype=torch.int32)
+    with pytest.raises(ValueError, match="'block_table'.*page 1"):
+        flash_attn_with_kvcache(q, pages_k, pages_v, k=k, v=v, cache_seqlens=lengths, block_table=shared_last)
+    # the same page, different rows of it; and a shared first page (a common prefix) read by both
+    flash_attn_with_kvcache(q, pages_k.clone(), pages_v.clone(), k=k, v=v, block_table=shared_last,
+                            cache_seqlens=torch.tensor([5, 6], dtype=torch.int32))
+    flash_attn_with_kvcache(q, pages_k.clone(), pages_v.clone(), k=k, v=v, cache_seqlens=lengths,
+                            block_table=torch.tensor([[0, 1], [0, 3]], dtype=torch.int32))
+    # four new rows each: sequence 0's rows 3..6 reach into page 1, where sequence 1 writes rows 0..3
+    q4, k4 = torch.randn(2, 4, 4, 32), torch.randn(2, 4, 2, 32)
+    with pytest.raises(ValueError, match="'block_table'"):
+        flash_attn_with_kvcache(q4, pages_k, pages_v, k=k4, v=k4, cache_seqlens=torch.tensor([3, 0], dtype=torch.int32),
+                                block_table=torch.tensor([[0, 1], [1, 2]], dtype=torch.int32))
