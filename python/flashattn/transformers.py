@@ -7,7 +7,8 @@
 The name avoids the word "flash": transformers treats such names as flash_attn variants or hub
 kernels. The mask function is transformers' own FlashAttention one: None when nothing is padded,
 else the 2-D (batch, kv_length) padding mask, which this module turns into a variable-length
-(unpadded, cu_seqlens) call. Sliding windows and logit softcapping are passed through; attention
+(unpadded, cu_seqlens) call, as it does sequences packed into one row (cu_seq_lens_q / _k, or
+position_ids that restart). Sliding windows and logit softcapping are passed through; attention
 sinks (s_aux) and dropout > 0 raise.
 """
 
@@ -57,6 +58,23 @@ def _varlen_packed(q, k, v, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_leng
     return out.unflatten(0, q.shape[:2])
 
 
+def _packed_by_positions(position_ids, q, k):
+    """(cu_seqlens, max_seqlen) of sequences packed into one row that only position_ids mark, each
+    restarting at the row's lowest position, as transformers' own FlashAttention path reads them
+    (a collator that packs without cu_seq_lens); None for one sequence (its positions run on),
+    a batch of rows, or a step against a cache. One read-back, as in transformers."""
+    if (position_ids is None or position_ids.dim() != 2 or q.shape[0] != 1 or q.shape[1] < 2
+            or position_ids.shape != (1, q.shape[1]) or k.shape[1] != q.shape[1]):
+        return None
+    positions = position_ids.reshape(-1)
+    starts = (positions == positions.min()).nonzero().view(-1).tolist()
+    if len(starts) < 2 or starts[0] != 0:
+        return None
+    bounds = starts + [positions.numel()]
+    cu_seqlens = torch.tensor(bounds, dtype=torch.int32, device=q.device)
+    return cu_seqlens, max(b - a for a, b in zip(bounds, bounds[1:]))
+
+
 def attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
                       sliding_window=None, softcap=None, is_causal=None, s_aux=None, **kwargs):
     """transformers' attention signature: query/key/value (batch, nheads, seqlen, headdim) in,
@@ -71,10 +89,17 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     options = dict(dropout_p=dropout, softmax_scale=scaling, causal=bool(is_causal),
                    window_size=_window(sliding_window), softcap=softcap or 0.0)
     if attention_mask is not None:
+        if attention_mask.dim() != 2:
+            raise ValueError(f"argument 'attention_mask': has shape {tuple(attention_mask.shape)}; "
+                             f"attn_implementation={NAME!r} takes only transformers' 2-D (batch, kv_length) "
+                             "padding mask (its mask function's), not a 4-D one")
         out = _varlen_padded(q, k, v, attention_mask, **options)
     elif kwargs.get("cu_seq_lens_q") is not None:
         out = _varlen_packed(q, k, v, kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"], kwargs["max_length_q"],
                              kwargs["max_length_k"], **options)
+    elif (packed := _packed_by_positions(kwargs.get("position_ids"), q, k)) is not None:
+        cu_seqlens, longest = packed
+        out = _varlen_packed(q, k, v, cu_seqlens, cu_seqlens, longest, longest, **options)
     else:
         out = flash_attn_func(q, k, v, **options)
     return out, None

@@ -120,3 +120,24 @@ def test_cuda_logits_match_sdpa_padded(dtype):
     got = logits(model, fa_hf.NAME, input_ids=ids)
     expected = logits(model, "sdpa", input_ids=ids)
     torch.testing.assert_close(got, expected, atol=5e-2, rtol=5e-2)
+
+
+def test_sequences_packed_by_position_ids_attend_within_their_own():
+    # Two sequences in one row marked only by position_ids restarting at 0 (a packing collator
+    # without cu_seq_lens): each must see only itself, as when run alone.
+    model = tiny_llama()
+    torch.manual_seed(1)
+    first, second = torch.randint(0, 256, (1, 10)), torch.randint(0, 256, (1, 14))
+    packed = torch.cat((first, second), dim=1)
+    positions = torch.cat((torch.arange(10), torch.arange(14))).unsqueeze(0)
+    got = logits(model, fa_hf.NAME, input_ids=packed, position_ids=positions)
+    alone = torch.cat((logits(model, "sdpa", input_ids=first), logits(model, "sdpa", input_ids=second)), dim=1)
+    torch.testing.assert_close(got, alone, atol=1e-4, rtol=1e-4)
+
+
+def test_four_dimensional_mask_is_refused_by_name():
+    q = torch.randn(2, 4, 12, 32)
+    module = torch.nn.Module()
+    mask = torch.ones(2, 1, 12, 12, dtype=torch.bool).tril()
+    with pytest.raises(ValueError, match="attention_mask"):
+        fa_hf.attention_forward(module, q, q, q, mask)
