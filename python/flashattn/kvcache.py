@@ -211,6 +211,11 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                    or rotary_cos.shape != rotary_sin.shape or 2 * rotary_cos.shape[1] > headdim):
         _fail("rotary_cos", f"expected rotary_cos and rotary_sin of one shape (seqlen_ro, rotary_dim / 2), "
                             f"rotary_dim <= headdim {headdim}")
+    if rotary:
+        for name, table in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)):
+            if not table.dtype.is_floating_point or table.device != device:
+                _fail(name, f"is {table.dtype} on {table.device}; expected a real floating-point table on q's "
+                            f"device {device}")
     # One read-back of the index tensors (one transfer for all of them), so that every index below
     # is known to be in bounds: a synchronisation with the device, so none where every index is
     # the host's already (cache_seqlens an int or None, no cache_batch_idx or block_table). None

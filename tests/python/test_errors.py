@@ -307,3 +307,15 @@ def test_kvcache_appends_into_rows_of_their_own():
     with pytest.raises(ValueError, match="'block_table'"):
         flash_attn_with_kvcache(q4, pages_k, pages_v, k=k4, v=k4, cache_seqlens=torch.tensor([3, 0], dtype=torch.int32),
                                 block_table=torch.tensor([[0, 1], [1, 2]], dtype=torch.int32))
+
+
+def test_kvcache_rotary_tables_real_and_on_q_device():
+    from flashattn import flash_attn_with_kvcache
+
+    q, cache = torch.randn(1, 1, 2, 32), torch.randn(1, 8, 2, 32)
+    cos = sin = torch.randn(8, 8)
+    for name, bad in (("rotary_cos", dict(rotary_cos=cos.to(torch.complex64), rotary_sin=sin)),
+                      ("rotary_sin", dict(rotary_cos=cos, rotary_sin=sin.to(torch.int32))),
+                      ("rotary_cos", dict(rotary_cos=cos.to("meta"), rotary_sin=sin))):
+        with pytest.raises(ValueError, match=f"'{name}'"):
+            flash_attn_with_kvcache(q, cache, cache.clone(), cache_seqlens=4, **bad)
