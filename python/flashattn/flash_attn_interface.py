@@ -47,11 +47,11 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     _check_dropout(dropout_p)
     _check_tensors(q=q, k=k, v=v)
     left, right = _ext.flash_attn_window(window_size)
+    scale = _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q))
     out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
-                             _ext.integer("max_seqlen_k", max_seqlen_k),
-                             _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q)), bool(causal), left, right,
-                             _ext.softcap(softcap),
-                             alibi_slopes, bool(deterministic), seqused_q, seqused_k)
+                             _ext.integer("max_seqlen_k", max_seqlen_k), scale, _ext.flag("causal", causal), left,
+                             right, _ext.softcap(softcap), alibi_slopes, _ext.flag("deterministic", deterministic),
+                             seqused_q, seqused_k)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -65,11 +65,11 @@ def _packed_attention(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
     else:
         _check_tensors(q=q, kv=packed)
     left, right = _ext.flash_attn_window(window_size)
+    scale = _ext.softmax_scale(softmax_scale, _ext.head_dim("qkv" if q is None else "kv", packed))
     out, lse = ops.attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
-                                    _ext.integer("max_seqlen_k", max_seqlen_k),
-                                    _ext.softmax_scale(softmax_scale, _ext.head_dim("qkv" if q is None else "kv", packed)),
-                                    bool(causal), left, right, _ext.softcap(softcap),
-                                    alibi_slopes, bool(deterministic))
+                                    _ext.integer("max_seqlen_k", max_seqlen_k), scale, _ext.flag("causal", causal),
+                                    left, right, _ext.softcap(softcap), alibi_slopes,
+                                    _ext.flag("deterministic", deterministic))
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -144,11 +144,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if block_table is not None:
         _check_dropout(dropout_p)
         _check_tensors(q=q, k=k, v=v, block_table=block_table)
-        out, lse = paged_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
-                                          _ext.integer("max_seqlen_k", max_seqlen_k),
-                                          _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q)), bool(causal),
-                                          _ext.flash_attn_window(window_size), _ext.softcap(softcap), alibi_slopes,
-                                          seqused_q, seqused_k, block_table)
+        lengths = _ext.integer("max_seqlen_q", max_seqlen_q), _ext.integer("max_seqlen_k", max_seqlen_k)
+        scale = _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q))
+        out, lse = paged_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, *lengths, scale,
+                                          _ext.flag("causal", causal), _ext.flash_attn_window(window_size),
+                                          _ext.softcap(softcap), alibi_slopes, seqused_q, seqused_k, block_table)
         return (out, lse, None) if return_attn_probs else out
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                       softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,

@@ -160,6 +160,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                             f"{_ext.max_num_splits}")
     window = _ext.flash_attn_window(window_size)
     softcap = _ext.softcap(softcap)
+    causal = _ext.flag("causal", causal)
     batch, seqlen_q, _, headdim = q.shape
     device = q.device
     seqlen_new = 0
@@ -335,7 +336,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         scale = _ext.softmax_scale(softmax_scale, headdim)
         if cache_leftpad is not None:
             out, lse = _attend_left_padded(q, *copied_keys(), cache_seqlens, seqlen_new, cache_leftpad, scale,
-                                           bool(causal), window, softcap, alibi_slopes, splits, capturing)
+                                           causal, window, softcap, alibi_slopes, splits, capturing)
             return (out, lse) if return_softmax_lse else out
         # The whole cache (cache_seqlens None: nothing appended) needs no lengths; nothing
         # appended needs no sum.
@@ -352,7 +353,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         out = None
         if in_place_pages:
             try:
-                out, lse = ops._run_forward(q, k_cache, v_cache, None, None, 0, 0, scale, bool(causal), *window,
+                out, lse = ops._run_forward(q, k_cache, v_cache, None, None, 0, 0, scale, causal, *window,
                                             softcap, alibi_slopes, None, seqused_k, splits, block_table,
                                             indices_checked=True)
             except NotImplementedError:
@@ -360,7 +361,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                     gathered_blocks = check_indices()
                     check_after_launch = False
         if out is None:
-            out, lse = ops.attention(q, *copied_keys(), None, None, 0, 0, scale, bool(causal), *window,
+            out, lse = ops.attention(q, *copied_keys(), None, None, 0, 0, scale, causal, *window,
                                      softcap, alibi_slopes, False, None, seqused_k, splits,
                                      indices_checked=True)
         if check_after_launch:

@@ -273,6 +273,13 @@ def test_strings_are_not_flags_or_numbers():
         flash_attn_func(q, k, v, softcap="a")
     with pytest.raises(TypeError, match="'softcap'"):
         flash_attn_func(q, k, v, softcap=None)
+    with pytest.raises(TypeError, match="'causal'"):
+        flash_attn_func(q, k, v, causal="no")
+    with pytest.raises(TypeError, match="'deterministic'"):
+        flash_attn_func(q, k, v, deterministic="yes")
+    import numpy as np
+
+    flash_attn_func(q, k, v, causal=np.bool_(True), deterministic=1)
 
 
 def test_kvcache_appends_into_rows_of_their_own():
