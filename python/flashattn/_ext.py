@@ -26,6 +26,14 @@ cuda_available = functools.lru_cache(maxsize=None)(_C.cuda_available)
 
 _INT32_MAX = 2**31 - 1
 _FLT_MIN = 1.1754943508222875e-38  # the smallest normal float32
+_FLT_MAX = 3.4028234663852886e38
+# The checks below take a few tenths of a microsecond each and a flash_attn_func call makes
+# several, so the usual values (a Python float in float32's normal range, a Python int) are
+# decided by a first test alone.
+_FLT_MAX = 3.4028234663852886e38
+# The checks below take a few tenths of a microsecond each; every flash_attn_func call makes
+# several, so the usual values (a Python float in float32's normal range, a Python int) take a
+# first test that decides them alone.
 
 
 def _as_float32(value: float) -> float:
@@ -64,6 +72,8 @@ def softmax_scale(given, headdim: int) -> float:
             return 1.0 / math.sqrt(headdim)
         except ZeroDivisionError:  # the library's own check, which the division would never reach
             raise ValueError("argument 'q': head dimension 0 is not allowed; expected a multiple of 8 in [8, 256]") from None
+    if type(given) is float and _FLT_MIN <= abs(given) <= _FLT_MAX:
+        return given
     scale = real("softmax_scale", given)
     if scale == 0.0:
         raise ValueError("argument 'softmax_scale': 0 is not supported (uniform weights: take v's mean)")
@@ -78,6 +88,8 @@ def softcap(given) -> float:
     """softcap for the library: 0 (off), or at least the smallest normal float32, below which the
     kernels' 1 / softcap overflows (as the library checks); a positive value that float32 rounds
     to 0 or to a denormal would otherwise turn the cap off or reach the library as one."""
+    if type(given) is float and (given == 0.0 or _FLT_MIN <= given <= _FLT_MAX):
+        return given
     cap = real("softcap", given)
     if cap > 0.0 and not _FLT_MIN <= _as_float32(cap) < math.inf:
         raise ValueError(f"argument 'softcap': is {given!r}; expected 0 (off) or a float32 from {_FLT_MIN:g} "
@@ -89,6 +101,8 @@ def integer(name: str, value, unbounded_below: bool = False) -> int:
     """An integer argument the library takes as a C int: any integer type (numpy's too), not a
     float (which int() would truncate), inside int32 (past it the extension's own conversion fails
     naming no argument). unbounded_below: every negative value means -1 (a window side)."""
+    if type(value) is int and (unbounded_below or -_INT32_MAX - 1 <= value) and value <= _INT32_MAX:
+        return max(value, -1) if unbounded_below else value
     try:
         n = operator.index(value)
     except TypeError:
@@ -123,4 +137,6 @@ def flash_attn_window(window_size) -> tuple:
         left, right = window_size
     except (TypeError, ValueError):
         raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
+    if type(left) is int and type(right) is int and left <= _INT32_MAX and right <= _INT32_MAX:
+        return (left if left >= -1 else -1), (right if right >= -1 else -1)
     return integer("window_size", left, unbounded_below=True), integer("window_size", right, unbounded_below=True)
