@@ -264,7 +264,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         bad = None if cache_batch_idx is None else _first_outside(others, cache_rows)
         if bad is not None:
             _fail("cache_batch_idx", f"entry {bad} is outside the cache's {cache_rows} sequences")
-        if seqlen_new > 0 and cache_batch_idx is not None and not capturing:
+        if seqlen_new > 0 and cache_batch_idx is not None and not capturing and len(set(others)) < len(others):
             _refuse_shared_appends("cache_batch_idx", [[(row, 0, seqlen_new, b)] for b, row in enumerate(others)])
         blocks = gathered_blocks
         if block_table is not None:
@@ -275,7 +275,15 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                 bad = _first_outside(others[b * width:b * width + used_blocks[b]], cache_rows)
                 if bad is not None:
                     _fail("block_table", f"row {b} names block {bad}; the cache has {cache_rows}")
-            if seqlen_new > 0 and not capturing:
+            # The pages appended into, each sequence's once: where none repeats (the usual case, decided
+            # in one pass), no two sequences can share a slot.
+            if seqlen_new == 1 and not capturing:  # a decode step: one row, one page a sequence
+                targets = [others[b * width + n // page] for b, n in enumerate(lengths)]
+            else:
+                appended = range(batch) if seqlen_new > 0 and not capturing else ()
+                targets = [others[b * width + blk] for b in appended
+                           for blk in range(lengths[b] // page, (lengths[b] + seqlen_new - 1) // page + 1)]
+            if len(set(targets)) < len(targets):
                 _refuse_shared_appends("block_table", [
                     [(others[b * width + blk], max(lengths[b] - blk * page, 0),
                       min(lengths[b] + seqlen_new - blk * page, page), b)
