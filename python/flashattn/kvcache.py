@@ -67,27 +67,27 @@ def _index_tensor(name: str, t: Optional[Tensor], batch: int, device, table: boo
     return t
 
 
-def _refuse_shared_appends(name: str, claims) -> None:
-    """claims[b]: the (cache row or page, first, end, b) slots sequence b appends k and v into. Two
-    sequences appending into one slot would race (which write lands depends on the kernel's order)
-    and one of them would attend to the other's keys: refused, naming the argument that maps them
-    there. Shared pages read by several sequences (a common prefix) are fine; only the appended
-    rows must be their own."""
-    by_target = {}
-    for slots in claims:
-        for target, first, end, b in slots:
-            by_target.setdefault(target, []).append((first, end, b))
-    for target, spans in by_target.items():
-        if len(spans) < 2:
-            continue
-        spans.sort()
-        reach, owner = spans[0][1], spans[0][2]
-        for first, end, b in spans[1:]:
-            if first < reach:
-                _fail(name, f"sequences {owner} and {b} both append k and v into rows of cache "
-                            f"{'page' if name == 'block_table' else 'row'} {target}; each needs rows of its own")
-            if end > reach:
-                reach, owner = end, b
+def _refuse_appends_into_held_rows(others, width: int, page: int, lengths, seqlen_new: int, used_blocks) -> None:
+    """Entry blk of sequence b's table row (others, `width` entries a row) holds its rows
+    [blk * page, (blk + 1) * page) up to its end, lengths[b] + seqlen_new, and it appends rows
+    lengths[b] on. A row appended into a page slot that another entry holds (a row another sequence
+    reads as a key, or appends too) would change that sequence's keys, or race: refused. Pages only
+    read by several sequences (a common prefix) are fine."""
+    holders = {}
+    for b, n in enumerate(lengths):
+        for blk in range(used_blocks[b]):
+            start = blk * page
+            held = (min(n + seqlen_new - start, page), max(n - start, 0), b)  # (end, first written, b)
+            holders.setdefault(others[b * width + blk], []).append(held)
+    for target, held in holders.items():
+        for i, (end, first_written, b) in enumerate(held):
+            if first_written >= end:
+                continue  # nothing appended into this page by b
+            for j, (other_end, _, other) in enumerate(held):
+                if j != i and first_written < other_end:
+                    whose = "another of its own table entries" if other == b else f"sequence {other}"
+                    _fail("block_table", f"sequence {b} appends k and v into rows of page {target} that {whose} "
+                                         "also holds; appended rows need a page slot of their own")
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, interleaved: bool) -> Tensor:
@@ -265,30 +265,30 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         if bad is not None:
             _fail("cache_batch_idx", f"entry {bad} is outside the cache's {cache_rows} sequences")
         if seqlen_new > 0 and cache_batch_idx is not None and not capturing and len(set(others)) < len(others):
-            _refuse_shared_appends("cache_batch_idx", [[(row, 0, seqlen_new, b)] for b, row in enumerate(others)])
+            first = {}
+            for b, row in enumerate(others):
+                if first.setdefault(row, b) != b:
+                    _fail("cache_batch_idx", f"sequences {first[row]} and {b} both name cache row {row} while k and v "
+                                             "are appended; each appending sequence needs a row of its own")
         blocks = gathered_blocks
         if block_table is not None:
             used_blocks = [(n + seqlen_new + page - 1) // page for n in lengths]
             width = block_table.shape[1]
             blocks = max(max(used_blocks, default=1), 1)
+            appending = seqlen_new > 0 and not capturing
+            held, entries = set(), 0
             for b in range(batch):
-                bad = _first_outside(others[b * width:b * width + used_blocks[b]], cache_rows)
+                row = others[b * width:b * width + used_blocks[b]]
+                bad = _first_outside(row, cache_rows)
                 if bad is not None:
                     _fail("block_table", f"row {b} names block {bad}; the cache has {cache_rows}")
-            # The pages appended into, each sequence's once: where none repeats (the usual case, decided
-            # in one pass), no two sequences can share a slot.
-            if seqlen_new == 1 and not capturing:  # a decode step: one row, one page a sequence
-                targets = [others[b * width + n // page] for b, n in enumerate(lengths)]
-            else:
-                appended = range(batch) if seqlen_new > 0 and not capturing else ()
-                targets = [others[b * width + blk] for b in appended
-                           for blk in range(lengths[b] // page, (lengths[b] + seqlen_new - 1) // page + 1)]
-            if len(set(targets)) < len(targets):
-                _refuse_shared_appends("block_table", [
-                    [(others[b * width + blk], max(lengths[b] - blk * page, 0),
-                      min(lengths[b] + seqlen_new - blk * page, page), b)
-                     for blk in range(lengths[b] // page, (lengths[b] + seqlen_new - 1) // page + 1)]
-                    for b in range(batch)])
+                if appending:
+                    held.update(row)
+                    entries += len(row)
+            # Where no page is named twice (the usual case, one set over the pages in use) no append
+            # can reach a row another entry holds.
+            if len(held) < entries:
+                _refuse_appends_into_held_rows(others, width, page, lengths, seqlen_new, used_blocks)
         reach = max(lengths, default=0) + max(seqlen_new, seqlen_q if local else 1)
         if rotary and reach > rotary_cos.shape[0]:
             _fail("rotary_cos", f"has {rotary_cos.shape[0]} positions; this call needs {reach}")

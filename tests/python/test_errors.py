@@ -304,9 +304,15 @@ def test_kvcache_appends_into_rows_of_their_own():
     shared_last = torch.tensor([[0, 1], [2, 1]], dtype=torch.int32)
     with pytest.raises(ValueError, match="'block_table'.*page 1"):
         flash_attn_with_kvcache(q, pages_k, pages_v, k=k, v=v, cache_seqlens=lengths, block_table=shared_last)
-    # the same page, different rows of it; and a shared first page (a common prefix) read by both
-    flash_attn_with_kvcache(q, pages_k.clone(), pages_v.clone(), k=k, v=v, block_table=shared_last,
-                            cache_seqlens=torch.tensor([5, 6], dtype=torch.int32))
+    # sequence 0 appends row 5 (page 1's row 1), which sequence 1 (6 keys) holds as its key 5
+    with pytest.raises(ValueError, match="'block_table'.*sequence 0 .*page 1.*sequence 1"):
+        flash_attn_with_kvcache(q, pages_k, pages_v, k=k, v=v, block_table=shared_last,
+                                cache_seqlens=torch.tensor([5, 6], dtype=torch.int32))
+    # one table naming page 1 twice: the append lands in rows its own first entry holds
+    with pytest.raises(ValueError, match="'block_table'.*its own"):
+        flash_attn_with_kvcache(q, pages_k, pages_v, k=k, v=v, cache_seqlens=lengths,
+                                block_table=torch.tensor([[1, 1], [2, 3]], dtype=torch.int32))
+    # a full first page (a common prefix) read by both, each appending into a page of its own
     flash_attn_with_kvcache(q, pages_k.clone(), pages_v.clone(), k=k, v=v, cache_seqlens=lengths,
                             block_table=torch.tensor([[0, 1], [0, 3]], dtype=torch.int32))
     # four new rows each: sequence 0's rows 3..6 reach into page 1, where sequence 1 writes rows 0..3
