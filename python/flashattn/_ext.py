@@ -30,10 +30,6 @@ _FLT_MAX = 3.4028234663852886e38
 # The checks below take a few tenths of a microsecond each and a flash_attn_func call makes
 # several, so the usual values (a Python float in float32's normal range, a Python int) are
 # decided by a first test alone.
-_FLT_MAX = 3.4028234663852886e38
-# The checks below take a few tenths of a microsecond each; every flash_attn_func call makes
-# several, so the usual values (a Python float in float32's normal range, a Python int) take a
-# first test that decides them alone.
 
 
 def _as_float32(value: float) -> float:
