@@ -93,10 +93,8 @@ Status check_tensor(const char* arg, const TensorView& t, int expected_ndim) {
   for (int d = 0; d < t.ndim; ++d) {
     if (t.shape[d] < 0) return invalid(arg, "has a negative size in shape " + shape_str(t));
   }
-  for (int d = 0; d < t.ndim; ++d) {
-    if (t.shape[d] == 0) return Status::Ok();  // empty tensors are valid no-ops; data may be null
-  }
-  // A count past 64 bits is refused by name (numel() saturates there; a count that wrapped to 0
+  if (t.numel() == 0) return Status::Ok();  // empty tensors are valid no-ops; data may be null
+  // A count past 64 bits is refused by name (numel() saturates there rather than wrap to 0, which
   // would pass for an empty tensor and skip every check below).
   int64_t elements = 1;
   for (int d = 0; d < t.ndim; ++d) {
@@ -653,7 +651,6 @@ Status build_problem(const TensorView& q, const TensorView& k, const TensorView&
 
   if (params.alibi_slopes.defined()) {
     const TensorView& a = params.alibi_slopes;
-    if (!(s = check_view_fields("alibi_slopes", a)).ok()) return s;
     if (!(s = check_dtype("alibi_slopes", a, DType::kFloat32, "one slope per head")).ok()) return s;
     const bool per_head = a.ndim == 1 && a.shape[0] == nheads_q;
     const bool per_batch_head = a.ndim == 2 && a.shape[0] == p->batch && a.shape[1] == nheads_q;
@@ -785,13 +782,11 @@ Status unguarded_forward(const ForwardArgs& args, const AttentionParams& params)
 }
 
 Status unguarded_backward(const BackwardArgs& args, const AttentionParams& params) {
-  std::vector<NamedTensor> all = read_tensors(args.q, args.k, args.v, params);
-  for (const NamedTensor& t : {NamedTensor{"out", &args.out}, {"lse", &args.lse}, {"dout", &args.dout},
-                               {"dq", &args.dq}, {"dk", &args.dk}, {"dv", &args.dv}}) {
-    all.push_back(t);
-  }
-  Status s = check_fields_of_all(all);
-  if (!s.ok()) return s;
+  std::vector<NamedTensor> inputs = read_tensors(args.q, args.k, args.v, params);
+  for (const NamedTensor& t : {NamedTensor{"out", &args.out}, {"lse", &args.lse}, {"dout", &args.dout}}) inputs.push_back(t);
+  const std::vector<NamedTensor> gradients = {{"dq", &args.dq}, {"dk", &args.dk}, {"dv", &args.dv}};
+  Status s = check_fields_of_all(inputs);
+  if (!s.ok() || !(s = check_fields_of_all(gradients)).ok()) return s;
   if (params.block_table.defined()) {
     return invalid("block_table", "is for the forward only (decoding from a paged cache); the backward takes "
                                   "contiguous k and v");
@@ -816,9 +811,7 @@ Status unguarded_backward(const BackwardArgs& args, const AttentionParams& param
   if (!(s = check_distinct_elements("dq", args.dq)).ok()) return s;
   if (!(s = check_distinct_elements("dk", args.dk)).ok()) return s;
   if (!(s = check_distinct_elements("dv", args.dv)).ok()) return s;
-  std::vector<NamedTensor> inputs = read_tensors(args.q, args.k, args.v, params);
-  for (const NamedTensor& t : {NamedTensor{"out", &args.out}, {"lse", &args.lse}, {"dout", &args.dout}}) inputs.push_back(t);
-  if (!(s = check_outputs_apart({{"dq", &args.dq}, {"dk", &args.dk}, {"dv", &args.dv}}, inputs)).ok()) return s;
+  if (!(s = check_outputs_apart(gradients, inputs)).ok()) return s;
   std::vector<NamedTensor> tensors = {{"q", &args.q},       {"k", &args.k},   {"v", &args.v},
                                       {"out", &args.out},   {"lse", &args.lse}, {"dout", &args.dout},
                                       {"dq", &args.dq},     {"dk", &args.dk}, {"dv", &args.dv}};
