@@ -124,15 +124,21 @@ def flag(name: str, value) -> bool:
     return bool(n)
 
 
+def window_pair(window_size) -> tuple:
+    """(left, right) as given, or a ValueError naming window_size where it is not a pair."""
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
+    return left, right
+
+
 def flash_attn_window(window_size) -> tuple:
     """(left, right) for the library from flash_attn's window_size. flash_attn reads every negative
     side as unbounded (its C++ turns any left < 0 into seqlen_k); the library takes only -1 for that,
     so callers written against flash_attn keep working. A fractional side (1.5) is refused, not
     truncated."""
-    try:
-        left, right = window_size
-    except (TypeError, ValueError):
-        raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
+    left, right = window_pair(window_size)
     if type(left) is int and type(right) is int and left <= _INT32_MAX and right <= _INT32_MAX:
         return (left if left >= -1 else -1), (right if right >= -1 else -1)
     return integer("window_size", left, unbounded_below=True), integer("window_size", right, unbounded_below=True)

@@ -136,10 +136,7 @@ def _scalars(max_seqlen_q, max_seqlen_k, causal, window_size, num_threads) -> di
     """The scalar arguments as the extension takes them, each refused by name where it cannot be.
     Window sides go to the library as given (it takes -1 for unbounded and names any other
     negative), not mapped as flash_attn_func maps them."""
-    try:
-        left, right = window_size
-    except (TypeError, ValueError):
-        raise ValueError(f"argument 'window_size': is {window_size!r}; expected a pair (left, right)") from None
+    left, right = _ext.window_pair(window_size)
     return dict(max_seqlen_q=_ext.integer("max_seqlen_q", max_seqlen_q),
                 max_seqlen_k=_ext.integer("max_seqlen_k", max_seqlen_k), causal=_ext.flag("causal", causal),
                 window=(_ext.integer("window_size", left), _ext.integer("window_size", right)),
