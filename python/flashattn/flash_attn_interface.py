@@ -55,12 +55,19 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     return (out, lse, None) if return_attn_probs else out
 
 
+# The q of the qkv-packed calls (q is then a view of packed): a kv-packed call's q of None is
+# refused as its own argument, not taken for a qkv-packed call.
+_IN_PACKED = object()
+
+
 def _packed_attention(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                       softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                       return_attn_probs):
-    """q, k, v as views of packed (qkv, or kv with q); the gradient comes back as one packed tensor."""
+    """q, k, v as views of packed (qkv with q _IN_PACKED, or kv with q); the gradient comes back as
+    one packed tensor."""
     _check_dropout(dropout_p)
-    if q is None:
+    if q is _IN_PACKED:
+        q = None
         _check_tensors(qkv=packed)
     else:
         _check_tensors(q=q, kv=packed)
@@ -107,7 +114,7 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
     dq, dk, dv straight into one (batch_size, seqlen, 3, nheads, headdim) gradient of qkv.
     Return as flash_attn_func.
     """
-    return _packed_attention(qkv, None, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+    return _packed_attention(qkv, _IN_PACKED, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
                              softcap, alibi_slopes, deterministic, return_attn_probs)
 
 
@@ -161,7 +168,7 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      return_attn_probs=False):
     """flash_attn_varlen_func with qkv: (total, 3, nheads, headdim) and one cu_seqlens; the
     gradient is one tensor of qkv's shape."""
-    return _packed_attention(qkv, None, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
+    return _packed_attention(qkv, _IN_PACKED, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
                              softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                              return_attn_probs)
 

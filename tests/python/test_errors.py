@@ -249,6 +249,19 @@ def test_q_without_a_head_dimension():
         flash_attn_qkvpacked_func(torch.tensor(1.0))
 
 
+def test_kv_packed_calls_without_q_name_q():
+    # A kv-packed call's q of None was once taken for a qkv-packed call (the error named 'qkv').
+    from flashattn import flash_attn_kvpacked_func, flash_attn_varlen_kvpacked_func
+    q, k, v = qkv()
+    kv = torch.stack([k, v], dim=2)
+    with pytest.raises(TypeError, match="argument 'q': expected a torch.Tensor, got NoneType"):
+        flash_attn_kvpacked_func(None, kv)
+    rows = kv.reshape(-1, *kv.shape[2:])
+    cu = cu_seqlens([16, 16])
+    with pytest.raises(TypeError, match="argument 'q': expected a torch.Tensor, got NoneType"):
+        flash_attn_varlen_kvpacked_func(None, rows, cu, cu, 16, 16)
+
+
 def test_integer_arguments_out_of_range_or_fractional():
     q, k, v = qkv()
     with pytest.raises(ValueError, match="argument 'window_size': is 1099511627776"):
