@@ -276,6 +276,10 @@ def test_integer_arguments_out_of_range_or_fractional():
         flash_attn_varlen_func(rows, rows, rows, cu, cu, 2**40, 16)
     with pytest.raises(TypeError, match="argument 'max_seqlen_k': is 16.5"):
         flash_attn_varlen_func(rows, rows, rows, cu, cu, 16, 16.5)
+    with pytest.raises(TypeError, match="argument 'max_seqlen_k': is True; expected an integer"):
+        flash_attn_varlen_func(rows, rows, rows, cu, cu, 16, True)
+    with pytest.raises(TypeError, match="argument 'window_size': is False; expected an integer"):
+        flash_attn_func(q, k, v, window_size=(False, 0))
 
 
 def test_strings_are_not_flags_or_numbers():
