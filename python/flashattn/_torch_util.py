@@ -33,8 +33,13 @@ def kernel_ready(t: Optional[Tensor]):
     # general checks below took 2.6 us a tensor, session 76): contiguous, its start and its rows
     # 16-byte aligned, which every branch below would pass unchanged.
     if t.is_contiguous() and t.dim() and not t.data_ptr() % _CUDA_ALIGNMENT and \
-            not (t.shape[-1] * t.element_size()) % _CUDA_ALIGNMENT:
+            not (t.shape[-1] * t.element_size()) % _CUDA_ALIGNMENT and not t.is_neg():
         return to_dlpack(t)
+    # A view with torch's negative bit set (torch._neg_view, the imaginary part of a conjugate)
+    # holds its values un-negated in memory, and DLPack carries no such bit: the library would
+    # read them with the wrong sign.
+    if t.is_neg():
+        t = t.resolve_neg()
     if t.dim() and t.stride(-1) != 1 and t.shape[-1] > 1:
         return to_dlpack(t.detach().contiguous())
     if t.is_cuda and t.dtype in (torch.float16, torch.bfloat16) and t.numel() and _cuda_misaligned(t):

@@ -99,6 +99,22 @@ def test_strided_views_are_accepted_without_copies_changing_results():
     assert_close_to_reference(g, g_ref, atol=1e-4, name="dbase")
 
 
+def test_negative_bit_views_read_with_their_sign():
+    # torch._neg_view keeps its values un-negated in memory (as x.conj().imag does); DLPack has no
+    # such bit, so the library once read such a k with the wrong sign.
+    q, k, v = (torch.randn(2, 24, 4, 32, requires_grad=True) for _ in range(3))
+    k_neg = torch._neg_view(k)
+    assert k_neg.is_neg()
+    out = flash_attn_func(q, k_neg, v, causal=True)
+    ref, _ = attention(q, -k, v, causal=True)
+    assert_close_to_reference(out, ref, name="out")
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    grads_ref = torch.autograd.grad(ref, (q, k, v), dout)
+    for g, g_ref, name in zip(grads, grads_ref, ("dq", "dk", "dv")):
+        assert_close_to_reference(g, g_ref, atol=1e-4, name=name)
+
+
 def test_qkvpacked_matches_unpacked():
     qkv = torch.randn(2, 33, 3, 4, 32, requires_grad=True)
     out = flash_attn_qkvpacked_func(qkv, causal=True, window_size=(6, 0))
