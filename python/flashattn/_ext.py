@@ -95,8 +95,9 @@ def softcap(given) -> float:
 
 def integer(name: str, value, unbounded_below: bool = False) -> int:
     """An integer argument the library takes as a C int: any integer type (numpy's too), not a
-    float (which int() would truncate) or a bool (a flag given in the wrong place), inside int32 (past it the extension's own conversion fails
-    naming no argument). unbounded_below: every negative value means -1 (a window side)."""
+    float (which int() would truncate) or a bool (a flag given in the wrong place), inside int32
+    (past it the extension's own conversion fails naming no argument). unbounded_below: every
+    negative value means -1 (a window side)."""
     if type(value) is int and (unbounded_below or -_INT32_MAX - 1 <= value) and value <= _INT32_MAX:
         return max(value, -1) if unbounded_below else value
     try:

@@ -29,9 +29,9 @@ def kernel_ready(t: Optional[Tensor]):
     and a forward + backward hands over 14 tensors (benchmarks/host_cost.py, session 6)."""
     if t is None:
         return None
-    # The common case in four attribute reads (each ~0.4 us on the GPU machine's host, where the
+    # The common case in five attribute reads (each ~0.4 us on the GPU machine's host, where the
     # general checks below took 2.6 us a tensor, session 76): contiguous, its start and its rows
-    # 16-byte aligned, which every branch below would pass unchanged.
+    # 16-byte aligned, no negative bit, which every branch below would pass unchanged.
     if t.is_contiguous() and t.dim() and not t.data_ptr() % _CUDA_ALIGNMENT and \
             not (t.shape[-1] * t.element_size()) % _CUDA_ALIGNMENT and not t.is_neg():
         return to_dlpack(t)
