@@ -24,6 +24,16 @@ std::string describe_dtype(dl::dtype t) {
   return std::string(kind) + std::to_string(t.bits);
 }
 
+// What a refused dtype should have been, by argument: the library's own checks say the same once
+// the array is a view, but a dtype with no DType (int64, float64) stops here first.
+std::string expected_dtypes(const std::string& arg) {
+  if (arg == "block_table" || arg.rfind("cu_seqlens", 0) == 0 || arg.rfind("seqused", 0) == 0) {
+    return "expected int32 (indices)";
+  }
+  if (arg == "alibi_slopes" || arg == "lse") return "expected float32";
+  return "expected float16, bfloat16 or float32";
+}
+
 DType to_dtype(const char* arg, dl::dtype t) {
   if (t.lanes == 1) {
     if (t == nb::dtype<float>()) return DType::kFloat32;
@@ -31,8 +41,8 @@ DType to_dtype(const char* arg, dl::dtype t) {
     if (t.code == static_cast<uint8_t>(dl::dtype_code::Float) && t.bits == 16) return DType::kFloat16;
     if (t.code == static_cast<uint8_t>(dl::dtype_code::Bfloat) && t.bits == 16) return DType::kBFloat16;
   }
-  throw nb::type_error((std::string("argument '") + arg + "': dtype " + describe_dtype(t) +
-                        " is not supported; expected float32, float16, bfloat16 (or int32 for cu_seqlens)")
+  throw nb::type_error((std::string("argument '") + arg + "': dtype " + describe_dtype(t) + " is not supported; " +
+                        expected_dtypes(arg))
                            .c_str());
 }
 

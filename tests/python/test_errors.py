@@ -17,6 +17,21 @@ def test_float64_is_a_type_error():
         flash_attn_func(q, k, v)
 
 
+def test_dtypes_with_no_library_type_name_what_the_argument_takes():
+    # int64 prefix sums (what torch's cumsum gives) once read "expected float32, float16, bfloat16".
+    q, k, v = qkv()
+    rows = q.reshape(-1, 4, 32)
+    cu = cu_seqlens([16, 16])
+    with pytest.raises(TypeError, match="argument 'cu_seqlens_k': dtype int64 is not supported; expected int32"):
+        flash_attn_varlen_func(rows, rows, rows, cu, cu.long(), 16, 16)
+    with pytest.raises(TypeError, match="argument 'seqused_q': dtype int64 is not supported; expected int32"):
+        flash_attn_varlen_func(rows, rows, rows, cu, cu, 16, 16, seqused_q=torch.tensor([3, 4]))
+    with pytest.raises(TypeError, match="argument 'alibi_slopes': dtype float64 is not supported; expected float32$"):
+        flash_attn_func(q, k, v, alibi_slopes=torch.ones(4, dtype=torch.float64))
+    with pytest.raises(TypeError, match="argument 'v': dtype float64 is not supported; expected float16, bfloat16"):
+        flash_attn_func(q, k, v.double())
+
+
 def test_mismatched_dtypes_are_a_type_error():
     q, k, v = qkv()
     with pytest.raises(TypeError, match="argument 'k': dtype is float16; expected float32"):
