@@ -94,13 +94,10 @@ Status check_tensor(const char* arg, const TensorView& t, int expected_ndim) {
     if (t.shape[d] < 0) return invalid(arg, "has a negative size in shape " + shape_str(t));
   }
   if (t.numel() == 0) return Status::Ok();  // empty tensors are valid no-ops; data may be null
-  // A count past 64 bits is refused by name (numel() saturates there rather than wrap to 0, which
-  // would pass for an empty tensor and skip every check below).
-  int64_t elements = 1;
-  for (int d = 0; d < t.ndim; ++d) {
-    if (__builtin_mul_overflow(elements, t.shape[d], &elements)) {
-      return invalid(arg, "shape " + shape_str(t) + " has more elements than 64 bits count");
-    }
+  // A count past 64 bits is refused by name: numel() saturates there (to INT64_MAX) rather than
+  // wrap to 0, which would pass for an empty tensor and skip every check below.
+  if (t.numel() == INT64_MAX) {
+    return invalid(arg, "shape " + shape_str(t) + " has more elements than 64 bits count");
   }
   if (t.data == nullptr) return invalid(arg, "data pointer is null for shape " + shape_str(t));
   if (t.stride[t.ndim - 1] != 1 && t.shape[t.ndim - 1] != 1) {
