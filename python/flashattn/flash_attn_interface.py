@@ -41,17 +41,25 @@ def _check_tensors(**tensors) -> None:
             raise TypeError(f"argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
 
 
+def _scalars(head_name, heads, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, softcap):
+    """The scalar arguments every attention call takes, as the library takes them, each refused by
+    name where it cannot be: (max_seqlen_q, max_seqlen_k, scale, causal, (left, right), softcap);
+    the scale's default from the head dimension of `heads` (argument head_name)."""
+    window = _ext.flash_attn_window(window_size)
+    scale = _ext.softmax_scale(softmax_scale, _ext.head_dim(head_name, heads))
+    return (_ext.integer("max_seqlen_q", max_seqlen_q), _ext.integer("max_seqlen_k", max_seqlen_k), scale,
+            _ext.flag("causal", causal), window, _ext.softcap(softcap))
+
+
 def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                return_attn_probs, seqused_q=None, seqused_k=None):
     _check_dropout(dropout_p)
     _check_tensors(q=q, k=k, v=v)
-    left, right = _ext.flash_attn_window(window_size)
-    scale = _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q))
-    out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
-                             _ext.integer("max_seqlen_k", max_seqlen_k), scale, _ext.flag("causal", causal), left,
-                             right, _ext.softcap(softcap), alibi_slopes, _ext.flag("deterministic", deterministic),
-                             seqused_q, seqused_k)
+    max_q, max_k, scale, causal, (left, right), cap = _scalars("q", q, max_seqlen_q, max_seqlen_k, softmax_scale,
+                                                                causal, window_size, softcap)
+    out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_q, max_k, scale, causal, left, right, cap,
+                             alibi_slopes, _ext.flag("deterministic", deterministic), seqused_q, seqused_k)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -71,12 +79,11 @@ def _packed_attention(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
         _check_tensors(qkv=packed)
     else:
         _check_tensors(q=q, kv=packed)
-    left, right = _ext.flash_attn_window(window_size)
-    scale = _ext.softmax_scale(softmax_scale, _ext.head_dim("qkv" if q is None else "kv", packed))
-    out, lse = ops.attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
-                                    _ext.integer("max_seqlen_k", max_seqlen_k), scale, _ext.flag("causal", causal),
-                                    left, right, _ext.softcap(softcap), alibi_slopes,
-                                    _ext.flag("deterministic", deterministic))
+    max_q, max_k, scale, causal, (left, right), cap = _scalars("qkv" if q is None else "kv", packed, max_seqlen_q,
+                                                                max_seqlen_k, softmax_scale, causal, window_size,
+                                                                softcap)
+    out, lse = ops.attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, max_q, max_k, scale, causal, left, right,
+                                    cap, alibi_slopes, _ext.flag("deterministic", deterministic))
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -151,11 +158,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if block_table is not None:
         _check_dropout(dropout_p)
         _check_tensors(q=q, k=k, v=v, block_table=block_table)
-        lengths = _ext.integer("max_seqlen_q", max_seqlen_q), _ext.integer("max_seqlen_k", max_seqlen_k)
-        scale = _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q))
-        out, lse = paged_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, *lengths, scale,
-                                          _ext.flag("causal", causal), _ext.flash_attn_window(window_size),
-                                          _ext.softcap(softcap), alibi_slopes, seqused_q, seqused_k, block_table)
+        scalars = _scalars("q", q, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, softcap)
+        out, lse = paged_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, *scalars, alibi_slopes, seqused_q,
+                                          seqused_k, block_table)
         return (out, lse, None) if return_attn_probs else out
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                       softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
