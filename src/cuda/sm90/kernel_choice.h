@@ -245,8 +245,8 @@ int64_t sm90_key_split_launches();
 // second kernel merges each float4 of O over all pieces at once, its CTAs waiting on the SMs the
 // packed grid leaves idle) rather than in the packed kernel (the last piece to arrive walks the
 // others' slots, sm90/split_keys.h). By default where the packed grid leaves an SM idle (work <
-// sms: every split the rule makes) and a tile has sm90_combine_kernel_min_splits pieces or more. Session 70 (H100, bench_decode with the setting for the
-// whole process, ours / ours): MQA (1, 8 / 1, 32k / 128k), S = 64, +41% / +20%; (1, 16 / 2, 128k),
+// sms: every split the rule makes) and a tile has sm90_combine_kernel_min_splits pieces or more.
+// Session 70 (H100, bench_decode with the setting for the whole process, ours / ours): MQA (1, 8 / 1, 32k / 128k), S = 64, +41% / +20%; (1, 16 / 2, 128k),
 // S = 32, +9%; (1, 16 / 4, 128k), S = 16, +4%; but at S = 8, -1.8% at the protocol's (1, 32 / 8,
 // 128k) and -2.5% at (2, 16 / 4, 64k): there the one-level merge costs about what the second
 // launch's release, one round of loads and the store do, and the packed kernel's end is what the
