@@ -163,8 +163,8 @@ int64_t sm90_split_tail_launches();
 // (its L2 round trips grew with S: MQA (1, 8 / 1, 128k) read 0.67 / 0.54 / 0.32 TB/s at S = 16 /
 // 64 / 128, session 66); with the merge in two levels (head dims up to 192, below) 64: the same
 // row read 0.72 / 1.04 / 1.18 / 1.06 at S = 16 / 32 / 64 / 128 (session 67, H100), and the
-// rows the cap does not reach (8 tiles and more) are unchanged. Head dim 256 fills a wave where
-// that makes 4 pieces or more (sm90_key_splits_fill_wave). FLASHATTN_SM90_KEY_SPLITS=N
+// rows the cap does not reach (8 tiles and more) are unchanged. Head dim 256 takes the largest
+// power of two of pieces that fits a wave, from 2 (sm90_key_splits_fill_wave). FLASHATTN_SM90_KEY_SPLITS=N
 // forces N pieces (1: none; read at every launch, for tests and A/B).
 constexpr int kSm90KeySplitsMax = 64;
 constexpr int kSm90KeySplitsMaxOneLevel = 16;
@@ -197,28 +197,41 @@ constexpr int sm90_combine_kernel_min_splits(int head_dim) {
 }
 // Whether the pieces may fill a wave of CTAs rather than half of one (sm90_key_splits): at head
 // dim 256 a CTA (64-key blocks, two stages, one a SM) streams K / V at only ~35 GB/s, so half a
-// wave does not draw what HBM gives. The wave is taken where the combine kernel is built and will
-// merge the wave's pieces (after the key blocks' bound, at least
-// sm90_combine_kernel_min_splits): the rows that gained had about 128 CTAs and the combine kernel.
+// wave does not draw what HBM gives. The wave is taken where the combine kernel is built (it
+// merges 4 pieces or more at d256; 2 merge in the packed kernel): the rows that gained had about
+// 128 CTAs and the combine kernel.
 // bench_decode, H100, GQA 32 / 8, TB/s: session 85, (1, 32k) 8 tiles, S = 8 / 12 / 16: 2.06 /
 // 2.37 / 2.40; (1, 128k): 2.64 / 2.88 / 2.89; S = 16 is the rule's since (2.40 / 2.89 in session
 // 86). Session 86, the combine kernel: (2, 16k) 16 tiles, S = 4 / 8: 2.35 / 2.40 (the half wave
 // merged in the kernel: 2.23); (4, 8k) 32 tiles, S = 4: 2.41 (S = 2 merged in the kernel: 2.32);
 // (8, 4k) 64 tiles (a wave of 2 pieces, so the half wave's 1): S = 1 2.42, S = 2 2.39. More than
 // a wave lost (session 85, (2, 16k), S = 12 / 16: 1.41 / 1.24). The wave leaves one SM free, as the
-// combine kernel asks (work < SMs): on 132 SMs 11 and 12 tiles take 11 and 10 pieces, 15-16 tiles
-// 8, 17-32 tiles 7 down to 4; 5-7 tiles the cap's 16. Not timed: 5-7, 9-15 and 17-31 tiles. At head
+// combine kernel asks (work < SMs); session 86's rule took all of it (11 and 12 tiles 11 and 10
+// pieces, 17-32 tiles 7 down to 4), session 88's a power of two of it (below). At head
 // dim 128 the half wave read best (8 tiles: S = 8 1.98 / 2.73 TB/s, S = 16 1.86 / 2.67).
+// Session 88 (H100, the same rows): the wave's count where that is not a power of two read worse
+// than the power of two under it, and 33-65 tiles (a wave of 2-3 pieces, half a wave of 1) lost
+// most unsplit. (3, 8k) 24 tiles, S = 4 / 5: 2.29 / 2.17 (fa2 2.24); (5, 8k) 40 tiles, S = 1 / 2
+// / 3: 1.76 / 2.57 / 2.48 (fa2 2.57); (6, 8k) 48 tiles, S = 1 / 2: 2.10 / 2.66 (fa2 2.66); (7,
+// 8k) 56 tiles: 2.41 / 2.69 (fa2 2.74); (8, 8k) 64 tiles: 2.68 / 2.77 (fa2 2.79); (8, 4k) 64
+// tiles: 2.45 / 2.44. So the pieces are the largest power of two at most the wave, from 2: on
+// 132 SMs 8 tiles 16, 9-16 tiles 8, 17-32 tiles 4, 33-65 tiles 2. Not timed: 9-15, 17-23 and
+// 25-31 tiles, and key counts whose blocks the power of two does not divide.
 constexpr bool sm90_key_splits_fill_wave(int head_dim) { return kSm90CombineKernelBuilt && head_dim > 192; }
+constexpr int sm90_power_of_two_at_most(int n) {
+  int p = 1;
+  while (p <= n / 2) p *= 2;
+  return p;
+}
 constexpr int sm90_key_splits(int tiles, int sms, int key_blocks, int head_dim = 128) {
-  if (tiles <= 0 || sms / 2 <= tiles) return 1;
+  if (tiles <= 0 || tiles >= sms) return 1;
   const int most_for_keys = key_blocks / kSm90KeySplitMinBlocks;
-  int splits = sms / 2 / tiles;
-  const int wave = std::min((sms - 1) / tiles, most_for_keys);
-  if (sm90_key_splits_fill_wave(head_dim) && wave >= sm90_combine_kernel_min_splits(head_dim)) splits = wave;
   const int cap = sm90_merges_in_two_levels(head_dim) ? kSm90KeySplitsMax : kSm90KeySplitsMaxOneLevel;
-  if (splits > cap) splits = cap;
-  if (splits > most_for_keys) splits = most_for_keys;
+  if (sm90_key_splits_fill_wave(head_dim)) {
+    const int wave = std::min({(sms - 1) / tiles, most_for_keys, cap});
+    return wave < 2 ? 1 : sm90_power_of_two_at_most(wave);
+  }
+  const int splits = std::min({sms / 2 / tiles, most_for_keys, cap});
   return splits < 2 ? 1 : splits;
 }
 constexpr int sm90_merge_groups(int pieces) {

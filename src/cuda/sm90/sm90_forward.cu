@@ -293,7 +293,7 @@ bool sm90_picks_mha_key_splits(const AttentionProblem& p, int sms) {
   // The caller's count wherever a tile has two blocks to cut (the launch's own blocks are as many
   // or more: kSm90MhaSplitBlockKeys is the widest block_n).
   if (p.num_splits > 1) return key_blocks >= 2;
-  return sm90_key_splits(p.batch * p.nheads_kv, sms, key_blocks) > 1;
+  return sm90_key_splits(p.batch * p.nheads_kv, sms, key_blocks, p.headdim) > 1;
 }
 
 Status sm90_forward(const AttentionProblem& p) {

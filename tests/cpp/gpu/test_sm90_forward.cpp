@@ -1281,6 +1281,25 @@ TEST(Sm90KeySplitParam, HeadDim256RuleFillsTheWave) {
   EXPECT_EQ(sm90_split_combine_launches() - combined_before, kSm90CombineKernelBuilt ? 1 : 0);
 }
 
+// Head dim 256 with no setting: 40 packed tiles of 47 key blocks make 2 pieces a tile where the
+// device has 81 SMs or more (a wave of 2-3 pieces: 2, session 88), merged in the packed kernel;
+// on fewer, no split.
+TEST(Sm90KeySplitParam, HeadDim256TwoPiecesMergeInTheKernel) {
+  SKIP_UNLESS_SM90();
+  const ScopedEnv unforced("FLASHATTN_SM90_KEY_SPLITS", nullptr);
+  const ScopedEnv by_default("FLASHATTN_SM90_SPLIT_COMBINE", nullptr);
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const Case c = make("api_rule_g4_b5_q1_k3000_d256_bf16", DType::kBFloat16, 256, 5, 1, 3000, 32, 8);
+  const int64_t split_before = sm90_key_split_launches(), combined_before = sm90_split_combine_launches();
+  run_case(c, 17u, /*direct=*/false);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  const bool splits = kSm90CombineKernelBuilt && sms > 80;
+  EXPECT_EQ(sm90_key_splits(40, sms, 47, 256), splits ? 2 : 1);
+  EXPECT_EQ(sm90_key_split_launches() - split_before, splits ? 1 : 0);
+  EXPECT_EQ(sm90_split_combine_launches() - combined_before, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90KeySplits, ::testing::ValuesIn(key_split_cases()), case_name);
 
 // Which MHA problems go to the packed kernel for its key splits (kernel_choice.h), host-side.
@@ -1310,6 +1329,10 @@ TEST(Sm90KeySplitRule, MhaDecode) {
   EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "GQA: the packing rule's (sm90_picks_pack_gqa)";
   p.nheads_kv = 32;
   EXPECT_FALSE(sm90_picks_mha_key_splits(p, 0)) << "SM count unknown: no split";
+  p.batch = 2, p.seqlen_k = 8192;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "64 tiles at d128: half the SMs' tiles";
+  p.headdim = 256;
+  EXPECT_EQ(sm90_picks_mha_key_splits(p, sms), kSm90CombineKernelBuilt) << "64 tiles at d256: a wave of 2 pieces";
 }
 
 // The rule's arithmetic (kernel_choice.h), host-side.
@@ -1327,28 +1350,32 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(1, 132, 7), 1);
   EXPECT_EQ(sm90_key_splits(0, 132, 1024), 1);
   EXPECT_EQ(sm90_key_splits(30, 132, 1000), 2);
-  // Head dim 256 fills a wave where that gives the combine kernel 4 pieces or more.
+  // Head dim 256: the largest power of two of pieces within a wave, from 2 (session 88).
   const bool built = kSm90CombineKernelBuilt;
   EXPECT_EQ(sm90_key_splits(8, 132, 512, 256), built ? 16 : 8);   // (1, 32 / 8, 32k)
   EXPECT_EQ(sm90_key_splits(8, 132, 512, 128), 8);
   EXPECT_EQ(sm90_key_splits(5, 132, 1024, 256), built ? 16 : 13);  // the one-level cap
-  EXPECT_EQ(sm90_key_splits(14, 132, 1024, 256), built ? 9 : 4);
-  EXPECT_EQ(sm90_key_splits(11, 132, 1024, 256), built ? 11 : 6);  // 121 CTAs: an SM for the combine kernel
-  EXPECT_EQ(sm90_key_splits(12, 132, 1024, 256), built ? 10 : 5);
+  EXPECT_EQ(sm90_key_splits(14, 132, 1024, 256), built ? 8 : 4);   // a wave of 9
+  EXPECT_EQ(sm90_key_splits(11, 132, 1024, 256), built ? 8 : 6);   // a wave of 11
+  EXPECT_EQ(sm90_key_splits(12, 132, 1024, 256), built ? 8 : 5);
   EXPECT_EQ(sm90_key_splits(15, 132, 1024, 256), built ? 8 : 4);
   EXPECT_EQ(sm90_key_splits(16, 132, 256, 256), built ? 8 : 4);  // (2, 32 / 8, 16k)
-  EXPECT_EQ(sm90_key_splits(17, 132, 1024, 256), built ? 7 : 3);
-  EXPECT_EQ(sm90_key_splits(32, 132, 128, 256), built ? 4 : 2);  // (4, 32 / 8, 8k)
-  EXPECT_EQ(sm90_key_splits(33, 132, 1024, 256), 2);   // a wave of 3 pieces: half a wave's 2
+  EXPECT_EQ(sm90_key_splits(17, 132, 1024, 256), built ? 4 : 3);  // a wave of 7
+  EXPECT_EQ(sm90_key_splits(24, 132, 128, 256), built ? 4 : 2);   // (3, 32 / 8, 8k): a wave of 5
+  EXPECT_EQ(sm90_key_splits(32, 132, 128, 256), built ? 4 : 2);   // (4, 32 / 8, 8k)
+  EXPECT_EQ(sm90_key_splits(33, 132, 1024, 256), 2);   // a wave of 3 pieces
+  EXPECT_EQ(sm90_key_splits(40, 132, 128, 256), built ? 2 : 1);   // (5, 32 / 8, 8k)
   EXPECT_EQ(sm90_key_splits(32, 132, 128, 128), 2);
-  EXPECT_EQ(sm90_key_splits(64, 132, 64, 256), 1);
-  EXPECT_EQ(sm90_key_splits(8, 132, 20, 256), 5);     // the key blocks bound both
-  EXPECT_EQ(sm90_key_splits(14, 132, 32, 256), built ? 8 : 4);  // the key blocks bound the wave
-  EXPECT_EQ(sm90_key_splits(8, 132, 12, 256), 3);     // a wave of 3 pieces after that bound: half a wave
-  EXPECT_EQ(sm90_key_splits(9, 132, 40, 256), built ? 10 : 7);
-  // At d256, with the combine kernel built, a whole wave (less an SM) wherever it is 4 pieces or
-  // more after the cap and the key blocks' bound, and those pieces go to the combine kernel; half
-  // a wave elsewhere.
+  EXPECT_EQ(sm90_key_splits(64, 132, 64, 256), built ? 2 : 1);    // a wave of 2: 128 CTAs
+  EXPECT_EQ(sm90_key_splits(66, 132, 64, 256), 1);                // no wave of 2 pieces
+  EXPECT_EQ(sm90_key_splits(40, 132, 4, 256), 1);                 // one piece's worth of key blocks
+  EXPECT_EQ(sm90_key_splits(8, 132, 20, 256), built ? 4 : 5);     // the key blocks bound both
+  EXPECT_EQ(sm90_key_splits(14, 132, 32, 256), built ? 8 : 4);    // the key blocks bound the wave
+  EXPECT_EQ(sm90_key_splits(8, 132, 12, 256), built ? 2 : 3);     // 3 pieces' worth of key blocks
+  EXPECT_EQ(sm90_key_splits(9, 132, 40, 256), built ? 8 : 7);
+  // At d256, with the combine kernel built, the largest power of two of pieces at most a wave
+  // (less an SM), after the cap and the key blocks' bound, wherever that is 2 or more; from 4
+  // they go to the combine kernel. Half a wave without the combine kernel.
   for (int sms : {78, 114, 132}) {
     for (int tiles = 1; tiles < sms; ++tiles) {
       for (int key_blocks : {8, 12, 16, 20, 32, 36, 40, 64, 4096}) {
@@ -1358,10 +1385,14 @@ TEST(Sm90KeySplitRule, AsDocumented) {
         const int pieces = sm90_key_splits(tiles, sms, key_blocks, 256);
         const std::string where = std::to_string(sms) + " SMs, " + std::to_string(tiles) + " tiles, " +
                                   std::to_string(key_blocks) + " key blocks";
-        if (built && wave >= 4) {
-          EXPECT_EQ(pieces, wave) << where;
+        if (built && wave >= 2) {
+          EXPECT_LE(pieces, wave) << where;
+          EXPECT_GT(2 * pieces, wave) << where;
+          EXPECT_EQ(pieces & (pieces - 1), 0) << where << ": " << pieces << " pieces";
           EXPECT_LT(tiles * pieces, sms) << where;
-          EXPECT_TRUE(sm90_combines_pieces_after(pieces, tiles * pieces, sms, 256, nullptr)) << where;
+          EXPECT_EQ(sm90_combines_pieces_after(pieces, tiles * pieces, sms, 256, nullptr), pieces >= 4) << where;
+        } else if (built) {
+          EXPECT_EQ(pieces, 1) << where;
         } else {
           EXPECT_EQ(pieces, half_wave < 2 ? 1 : half_wave) << where;
         }
