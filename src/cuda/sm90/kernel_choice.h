@@ -224,7 +224,7 @@ constexpr int sm90_power_of_two_at_most(int n) {
   return p;
 }
 constexpr int sm90_key_splits(int tiles, int sms, int key_blocks, int head_dim = 128) {
-  if (tiles <= 0 || tiles >= sms) return 1;
+  if (tiles <= 0) return 1;  // past that, a wave (or half one) of fewer than 2 pieces is 1 below
   const int most_for_keys = key_blocks / kSm90KeySplitMinBlocks;
   const int cap = sm90_merges_in_two_levels(head_dim) ? kSm90KeySplitsMax : kSm90KeySplitsMaxOneLevel;
   if (sm90_key_splits_fill_wave(head_dim)) {
