@@ -151,10 +151,10 @@ double sm90_hbm_tbps(int device_index);
 int64_t sm90_split_tail_launches();
 
 // Key splits of the packed kernel (sm90/split_keys.h): where a packed launch has fewer tiles than
-// half the SMs (a decode step: one tile per KV head and batch; since session 89 up to half the
-// SMs' tiles less one, sm90_key_splits), each tile's key blocks are cut into S pieces that run as
-// work of their own and merge at the end, S = half the SMs over the tiles, at most the cap below (each piece's O, 32 KB a warpgroup at head dim 128, goes through
-// the L2 to the piece that merges) and at most the tile's key blocks over
+// half the SMs (a decode step: one tile per KV head and batch; since session 89 more, see
+// sm90_key_splits), each tile's key blocks are cut into S pieces that run as work of their own
+// and merge at the end, S = half the SMs over the tiles, at most the cap below (each piece's O,
+// 32 KB a warpgroup at head dim 128, goes through the L2 to the piece that merges) and at most the tile's key blocks over
 // kSm90KeySplitMinBlocks (a piece pays its own Q load, first S and merge). Half a wave, not a
 // wave: on the H100 (session 64, bench_decode, (1, 32 / 8, 128k), 8 tiles) S = 4 / 6 / 8 / 10 /
 // 12 / 16 / 24 / 32 gave 1.78 / 2.50 / 2.70 / 2.65 / 2.60 / 2.50 / 1.90 / 1.78 TB/s: 64-80 CTAs
@@ -164,8 +164,9 @@ int64_t sm90_split_tail_launches();
 // 64 / 128, session 66); with the merge in two levels (head dims up to 192, below) 64: the same
 // row read 0.72 / 1.04 / 1.18 / 1.06 at S = 16 / 32 / 64 / 128 (session 67, H100), and the
 // rows the cap does not reach (8 tiles and more) are unchanged. Head dim 256 takes the largest
-// power of two of pieces that fits a wave, from 2 (sm90_key_splits_fill_wave); the others that
-// power of two up to 8 where it is more than the half wave's (session 89, below). FLASHATTN_SM90_KEY_SPLITS=N
+// power of two of pieces that fits a wave, from 2 (sm90_key_splits_fill_wave); the others a
+// power of two up to 8 within sm90_key_split_reach where it is more than the half wave's (session
+// 89, below). FLASHATTN_SM90_KEY_SPLITS=N
 // forces N pieces (1: none; read at every launch, for tests and A/B).
 constexpr int kSm90KeySplitsMax = 64;
 constexpr int kSm90KeySplitsMaxOneLevel = 16;
@@ -224,25 +225,35 @@ constexpr int sm90_power_of_two_at_most(int n) {
   while (p <= n / 2) p *= 2;
   return p;
 }
-// Below head dim 256 the same wave's power of two, at most kSm90MergeGroupPieces (merged in the
-// packed kernel in one group), where that is more than half a wave's pieces: a packed decode tile
-// has G live rows of a warpgroup's 64, and every key block still costs the full m64 GEMMs, so a
-// CTA draws few bytes a cycle (d64: 64 x 128 x 64 twice, ~1024 tensor cycles, for 32 KB of K / V;
+// Below head dim 256 the largest power of two of pieces within sm90_key_split_reach's CTAs, at
+// most kSm90MergeGroupPieces (merged in the packed kernel in one group), where that is more than
+// half a wave's pieces: a packed decode tile has G live rows of a warpgroup's 64, and every key
+// block still costs the full m64 GEMMs, so a CTA draws few bytes a cycle (d64: 64 x 128 x 64 twice, ~1024 tensor cycles, for 32 KB of K / V;
 // d128 ~2048 for 64 KB) and half a wave does not reach HBM's rate. Session 89 (H100, bench_decode,
 // GQA 32 / 8, TB/s, half wave / this rule): d64 (2, 32k) 16 tiles 1.84 / 1.94, (3, 8k) 24 tiles
 // 1.18 / 1.34, (5, 8k) 40 tiles 1.25 / 1.62, (6, 8k) 48 tiles 1.49 / 1.69, (8, 8k) 64 tiles 1.93
 // / 1.98; d128 (5, 8k) 1.99 / 2.23, (3, 8k) 1.78 / 1.86. Past 8 pieces the second launch's merge
 // lost where half a wave already gave 8 (8 tiles, S = 8 / 16: d64 (1, 32k) 1.44 / 1.36, d128 (1,
 // 128k) 2.70 / 2.50 in session 64), so from there the half wave stays.
+// The CTAs those pieces may fill: at d64 the wave less an SM; from d96 three quarters of the SMs,
+// since a d128 CTA draws ~50 GB/s (a d64 one ~31) and 50-65 of them already ask for what HBM gives
+// at decode sizes, so a second piece there only adds its merge. Session 89 (H100, bench_decode,
+// d128, TB/s, S = 1 / 2): GQA 32 / 8 (5, 8k) 40 tiles 1.98 / 2.21, (6, 8k) 48 2.31 / 2.32, (7, 8k)
+// 56 2.50 / 2.43, (8, 8k) 64 2.59 / 2.52, MHA (2, 32 / 32, 8k) 64 2.58 / 2.52; at d64 (8, 8k) 64
+// tiles 1.93 / 1.98. d96 and d192 take d128's, untimed.
+constexpr int sm90_key_split_reach(int sms, int head_dim) { return head_dim <= 64 ? sms - 1 : 3 * sms / 4; }
 constexpr int sm90_key_splits(int tiles, int sms, int key_blocks, int head_dim = 128) {
   if (tiles <= 0) return 1;  // past that, a wave (or half one) of fewer than 2 pieces is 1 below
   const int most_for_keys = key_blocks / kSm90KeySplitMinBlocks;
   const int cap = sm90_merges_in_two_levels(head_dim) ? kSm90KeySplitsMax : kSm90KeySplitsMaxOneLevel;
-  const int wave = std::min({(sms - 1) / tiles, most_for_keys, cap});
-  const int wave_pieces = wave < 2 ? 1 : sm90_power_of_two_at_most(wave);
-  if (sm90_key_splits_fill_wave(head_dim)) return wave_pieces;
+  if (sm90_key_splits_fill_wave(head_dim)) {
+    const int wave = std::min({(sms - 1) / tiles, most_for_keys, cap});
+    return wave < 2 ? 1 : sm90_power_of_two_at_most(wave);
+  }
+  const int reach = std::min({sm90_key_split_reach(sms, head_dim) / tiles, most_for_keys, cap});
+  const int reach_pieces = reach < 2 ? 1 : sm90_power_of_two_at_most(reach);
   const int half_wave = std::min({sms / 2 / tiles, most_for_keys, cap});
-  return std::max({half_wave, std::min(wave_pieces, kSm90MergeGroupPieces), 1});
+  return std::max({half_wave, std::min(reach_pieces, kSm90MergeGroupPieces), 1});
 }
 constexpr int sm90_merge_groups(int pieces) {
   return (pieces + kSm90MergeGroupPieces - 1) / kSm90MergeGroupPieces;

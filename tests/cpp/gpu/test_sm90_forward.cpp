@@ -1330,9 +1330,11 @@ TEST(Sm90KeySplitRule, MhaDecode) {
   p.nheads_kv = 32;
   EXPECT_FALSE(sm90_picks_mha_key_splits(p, 0)) << "SM count unknown: no split";
   p.batch = 2, p.seqlen_k = 8192;
-  EXPECT_TRUE(sm90_picks_mha_key_splits(p, sms)) << "64 tiles at d128: a wave of 2 pieces (session 89)";
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "64 tiles at d128: 2 pieces pass 3/4 of the SMs";
+  p.headdim = 64;
+  EXPECT_TRUE(sm90_picks_mha_key_splits(p, sms)) << "64 tiles at d64: a wave of 2 pieces (session 89)";
   p.batch = 3;
-  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "96 tiles at d128: no wave of 2 pieces";
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "96 tiles at d64: no wave of 2 pieces";
   p.batch = 2, p.headdim = 256;
   EXPECT_EQ(sm90_picks_mha_key_splits(p, sms), kSm90CombineKernelBuilt) << "64 tiles at d256: a wave of 2 pieces";
 }
@@ -1345,15 +1347,18 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(1, 132, 1024, 192), kSm90KeySplitsMax);
   EXPECT_EQ(sm90_key_splits(2, 132, 1024), 33);
   EXPECT_EQ(sm90_key_splits(33, 132, 64), 2);
-  EXPECT_EQ(sm90_key_splits(34, 132, 64), 2);  // half a wave of tiles already, a wave of 2 pieces
-  EXPECT_EQ(sm90_key_splits(65, 132, 64), 2);
-  EXPECT_EQ(sm90_key_splits(66, 132, 64), 1);  // no wave of 2 pieces
+  EXPECT_EQ(sm90_key_splits(34, 132, 64), 2);  // half a wave of tiles already, 3/4 of one in 2 pieces
+  EXPECT_EQ(sm90_key_splits(49, 132, 64), 2);
+  EXPECT_EQ(sm90_key_splits(50, 132, 64), 1);  // 2 pieces pass 3/4 of the SMs (d128)
+  EXPECT_EQ(sm90_key_splits(65, 132, 64, 64), 2);  // d64: the wave less an SM
+  EXPECT_EQ(sm90_key_splits(66, 132, 64, 64), 1);  // no wave of 2 pieces
   EXPECT_EQ(sm90_key_splits(128, 132, 64), 1);  // (16, 32 / 8, 8k)
   EXPECT_EQ(sm90_key_splits(512, 132, 32), 1);
   EXPECT_EQ(sm90_key_splits(1, 132, 8), 2);  // bounded by the key blocks
   EXPECT_EQ(sm90_key_splits(1, 132, 7), 1);
   EXPECT_EQ(sm90_key_splits(0, 132, 1024), 1);
-  EXPECT_EQ(sm90_key_splits(30, 132, 1000), 4);  // half a wave 2, a wave 4
+  EXPECT_EQ(sm90_key_splits(30, 132, 1000), 2);  // half a wave 2, 3/4 of one 3
+  EXPECT_EQ(sm90_key_splits(30, 132, 1000, 64), 4);  // d64: a wave of 4
   // Below d256 the wave's power of two up to 8 where that passes the half wave (session 89).
   EXPECT_EQ(sm90_key_splits(8, 132, 256, 64), 8);    // (1, 32 / 8, 32k): the half wave's 8, not 16
   EXPECT_EQ(sm90_key_splits(16, 132, 256, 64), 8);   // (2, 32 / 8, 32k): a wave of 8, half of 4
@@ -1378,7 +1383,7 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(32, 132, 128, 256), built ? 4 : 2);   // (4, 32 / 8, 8k)
   EXPECT_EQ(sm90_key_splits(33, 132, 1024, 256), 2);   // a wave of 3 pieces
   EXPECT_EQ(sm90_key_splits(40, 132, 128, 256), built ? 2 : 1);   // (5, 32 / 8, 8k)
-  EXPECT_EQ(sm90_key_splits(32, 132, 128, 128), 4);
+  EXPECT_EQ(sm90_key_splits(32, 132, 128, 128), 2);
   EXPECT_EQ(sm90_key_splits(64, 132, 64, 256), built ? 2 : 1);    // a wave of 2: 128 CTAs
   EXPECT_EQ(sm90_key_splits(66, 132, 64, 256), 1);                // no wave of 2 pieces
   EXPECT_EQ(sm90_key_splits(40, 132, 4, 256), 1);                 // one piece's worth of key blocks
@@ -1413,25 +1418,27 @@ TEST(Sm90KeySplitRule, AsDocumented) {
     }
   }
   // Below d256, built or not: the half wave's count, or where more, the largest power of two up to
-  // 8 within the wave (the key blocks' bound may leave the half wave's 3, 5, 6 or 7); those merge
-  // in the packed kernel, and never past the wave.
+  // 8 within the reach (d64 the wave less an SM, from d96 3/4 of the SMs; the key blocks' bound
+  // may leave the half wave's 3, 5, 6 or 7); those merge in the packed kernel, and never pass the
+  // wave.
   for (int head_dim : {64, 128, 192}) {
     for (int sms : {78, 114, 132}) {
       for (int tiles = 1; tiles < sms; ++tiles) {
         for (int key_blocks : {8, 12, 16, 20, 32, 36, 40, 64, 4096}) {
           const int most_for_keys = key_blocks / kSm90KeySplitMinBlocks;
           const int half_wave = std::min({sms / 2 / tiles, kSm90KeySplitsMax, most_for_keys});
-          const int wave = std::min({(sms - 1) / tiles, kSm90KeySplitsMax, most_for_keys});
+          const int reach_ctas = head_dim == 64 ? sms - 1 : 3 * sms / 4;
+          const int reach = std::min({reach_ctas / tiles, kSm90KeySplitsMax, most_for_keys});
           const int pieces = sm90_key_splits(tiles, sms, key_blocks, head_dim);
           const std::string where = "d" + std::to_string(head_dim) + ", " + std::to_string(sms) + " SMs, " +
                                     std::to_string(tiles) + " tiles, " + std::to_string(key_blocks) + " key blocks";
           if (half_wave >= kSm90MergeGroupPieces) {
             EXPECT_EQ(pieces, half_wave) << where;
-          } else if (wave >= 2) {
+          } else if (reach >= 2) {
             EXPECT_TRUE(pieces == half_wave || (pieces & (pieces - 1)) == 0) << where << ": " << pieces << " pieces";
-            EXPECT_LE(pieces, wave) << where;
+            EXPECT_LE(pieces, reach) << where;
             EXPECT_GE(pieces, half_wave) << where;
-            EXPECT_GT(2 * pieces, std::min(wave, kSm90MergeGroupPieces)) << where << ": " << pieces << " pieces";
+            EXPECT_GT(2 * pieces, std::min(reach, kSm90MergeGroupPieces)) << where << ": " << pieces << " pieces";
             EXPECT_LT(tiles * pieces, sms) << where;
             EXPECT_FALSE(sm90_combines_pieces_after(pieces, tiles * pieces, sms, head_dim, nullptr)) << where;
           } else {
