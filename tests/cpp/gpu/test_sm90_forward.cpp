@@ -1359,7 +1359,7 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(0, 132, 1024), 1);
   EXPECT_EQ(sm90_key_splits(30, 132, 1000), 2);  // half a wave 2, 3/4 of one 3
   EXPECT_EQ(sm90_key_splits(30, 132, 1000, 64), 4);  // d64: a wave of 4
-  // Below d256 the wave's power of two up to 8 where that passes the half wave (session 89).
+  // Below d256 the reach's power of two up to 8 where that passes the half wave (session 89).
   EXPECT_EQ(sm90_key_splits(8, 132, 256, 64), 8);    // (1, 32 / 8, 32k): the half wave's 8, not 16
   EXPECT_EQ(sm90_key_splits(16, 132, 256, 64), 8);   // (2, 32 / 8, 32k): a wave of 8, half of 4
   EXPECT_EQ(sm90_key_splits(24, 132, 64, 64), 4);    // (3, 32 / 8, 8k)
