@@ -151,8 +151,8 @@ double sm90_hbm_tbps(int device_index);
 int64_t sm90_split_tail_launches();
 
 // Key splits of the packed kernel (sm90/split_keys.h): where a packed launch has fewer tiles than
-// half the SMs (a decode step: one tile per KV head and batch; since session 89 more, see
-// sm90_key_splits), each tile's key blocks are cut into S pieces that run as work of their own
+// half the SMs (a decode step: one tile per KV head and batch; before session 89 fewer than a
+// quarter, see sm90_key_splits), each tile's key blocks are cut into S pieces that run as work of their own
 // and merge at the end, S = half the SMs over the tiles, at most the cap below (each piece's O,
 // 32 KB a warpgroup at head dim 128, goes through the L2 to the piece that merges) and at most the tile's key blocks over
 // kSm90KeySplitMinBlocks (a piece pays its own Q load, first S and merge). Half a wave, not a
@@ -234,7 +234,7 @@ constexpr int sm90_power_of_two_at_most(int n) {
 // 1.18 / 1.34, (5, 8k) 40 tiles 1.25 / 1.62, (6, 8k) 48 tiles 1.49 / 1.69, (8, 8k) 64 tiles 1.93
 // / 1.98; d128 (5, 8k) 1.99 / 2.23, (3, 8k) 1.78 / 1.86. Past 8 pieces the second launch's merge
 // lost where half a wave already gave 8 (8 tiles, S = 8 / 16: d64 (1, 32k) 1.44 / 1.36, d128 (1,
-// 128k) 2.70 / 2.50 in session 64), so from there the half wave stays.
+// 32k / 128k) 1.98 / 1.86 and 2.73 / 2.67 in session 85, above), so from there the half wave stays.
 // The CTAs those pieces may fill: at d64 the wave less an SM; from d96 three quarters of the SMs,
 // since a d128 CTA draws ~50 GB/s (a d64 one ~31) and 50-65 of them already ask for what HBM gives
 // at decode sizes, so a second piece there only adds its merge. Session 89 (H100, bench_decode,
@@ -250,9 +250,11 @@ constexpr int sm90_key_splits(int tiles, int sms, int key_blocks, int head_dim =
     const int wave = std::min({(sms - 1) / tiles, most_for_keys, cap});
     return wave < 2 ? 1 : sm90_power_of_two_at_most(wave);
   }
+  const int half_wave = std::min({sms / 2 / tiles, most_for_keys, cap});
+  // d256 without the combine kernel: the half wave (its in-kernel merge is one level, session 86).
+  if (!sm90_merges_in_two_levels(head_dim)) return std::max(half_wave, 1);
   const int reach = std::min({sm90_key_split_reach(sms, head_dim) / tiles, most_for_keys, cap});
   const int reach_pieces = reach < 2 ? 1 : sm90_power_of_two_at_most(reach);
-  const int half_wave = std::min({sms / 2 / tiles, most_for_keys, cap});
   return std::max({half_wave, std::min(reach_pieces, kSm90MergeGroupPieces), 1});
 }
 constexpr int sm90_merge_groups(int pieces) {

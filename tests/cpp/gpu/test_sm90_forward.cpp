@@ -1364,10 +1364,10 @@ TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(16, 132, 256, 64), 8);   // (2, 32 / 8, 32k): a wave of 8, half of 4
   EXPECT_EQ(sm90_key_splits(24, 132, 64, 64), 4);    // (3, 32 / 8, 8k)
   EXPECT_EQ(sm90_key_splits(40, 132, 64, 128), 2);   // (5, 32 / 8, 8k)
-  EXPECT_EQ(sm90_key_splits(9, 132, 1024, 128), 8);  // a wave of 14, half of 7
+  EXPECT_EQ(sm90_key_splits(9, 132, 1024, 128), 8);  // 3/4 of a wave 11, half of one 7
   EXPECT_EQ(sm90_key_splits(17, 132, 1024, 192), 4);
   EXPECT_EQ(sm90_key_splits(5, 132, 1024, 64), 13);  // the half wave's 13 passes 8
-  EXPECT_EQ(sm90_key_splits(24, 132, 8, 128), 2);    // the key blocks bound both
+  EXPECT_EQ(sm90_key_splits(9, 132, 20, 128), 5);    // the key blocks bound both (5 pieces' worth)
   // Head dim 256: the largest power of two of pieces within a wave, from 2 (session 88).
   const bool built = kSm90CombineKernelBuilt;
   EXPECT_EQ(sm90_key_splits(8, 132, 512, 256), built ? 16 : 8);   // (1, 32 / 8, 32k)
