@@ -167,6 +167,8 @@ def main():
                          "(flashattn[used N]), the peers on the N keys")
     ap.add_argument("--headdim", type=int, default=0, help="head dim of q, k and v (128 if 0)")
     args = ap.parse_args()
+    if args.headdim < 0:
+        ap.error(f"--headdim: {args.headdim} is negative")
     if args.headdim:
         global HEADDIM
         HEADDIM = args.headdim

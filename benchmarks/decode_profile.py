@@ -65,6 +65,8 @@ def main():
                     help="also ours on a paged cache of PAGE-row pages (bench_decode.py's --paged)")
     ap.add_argument("--headdim", type=int, default=0, help="head dim of q, k and v (bench_decode.py's 128 if 0)")
     args = ap.parse_args()
+    if args.headdim < 0:
+        ap.error(f"--headdim: {args.headdim} is negative")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
     import bench_decode as bd

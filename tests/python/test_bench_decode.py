@@ -47,3 +47,13 @@ def test_names_of_ours_on_a_partly_filled_or_paged_cache():
     assert bench_decode.used_name("flashattn[X=1]", 4096) == "flashattn[X=1;used 4096]"
     assert bench_decode.paged_name("flashattn", 256) == "flashattn[paged 256]"
     assert bench_decode.paged_name("flashattn[X=1]", 256, graph=True) == "flashattn[X=1;paged 256 graph]"
+
+
+@pytest.mark.parametrize("script", ["bench_decode.py", "decode_profile.py", "ncu_decode.py"])
+def test_decode_scripts_refuse_a_negative_head_dim_before_touching_the_gpu(script):
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, str(BENCHMARKS / script), "--headdim", "-8"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "--headdim: -8 is negative" in run.stderr
