@@ -152,10 +152,11 @@ int64_t sm90_split_tail_launches();
 
 // Key splits of the packed kernel (sm90/split_keys.h): where a packed launch has fewer tiles than
 // half the SMs (a decode step: one tile per KV head and batch; before session 89 fewer than a
-// quarter, see sm90_key_splits), each tile's key blocks are cut into S pieces that run as work of their own
-// and merge at the end, S = half the SMs over the tiles, at most the cap below (each piece's O,
-// 32 KB a warpgroup at head dim 128, goes through the L2 to the piece that merges) and at most the tile's key blocks over
-// kSm90KeySplitMinBlocks (a piece pays its own Q load, first S and merge). Half a wave, not a
+// quarter, see sm90_key_splits), each tile's key blocks are cut into S pieces that run as work
+// of their own and merge at the end, S = half the SMs over the tiles, at most the cap below (each
+// piece's O, 32 KB a warpgroup at head dim 128, goes through the L2 to the piece that merges) and
+// at most the tile's key blocks over kSm90KeySplitMinBlocks (a piece pays its own Q load, first S
+// and merge). Half a wave, not a
 // wave: on the H100 (session 64, bench_decode, (1, 32 / 8, 128k), 8 tiles) S = 4 / 6 / 8 / 10 /
 // 12 / 16 / 24 / 32 gave 1.78 / 2.50 / 2.70 / 2.65 / 2.60 / 2.50 / 1.90 / 1.78 TB/s: 64-80 CTAs
 // already draw what HBM gives, and each further piece adds its merge and Q load. The 4-block
@@ -228,8 +229,9 @@ constexpr int sm90_power_of_two_at_most(int n) {
 // Below head dim 256 the largest power of two of pieces within sm90_key_split_reach's CTAs, at
 // most kSm90MergeGroupPieces (merged in the packed kernel in one group), where that is more than
 // half a wave's pieces: a packed decode tile has G live rows of a warpgroup's 64, and every key
-// block still costs the full m64 GEMMs, so a CTA draws few bytes a cycle (d64: 64 x 128 x 64 twice, ~1024 tensor cycles, for 32 KB of K / V;
-// d128 ~2048 for 64 KB) and half a wave does not reach HBM's rate. Session 89 (H100, bench_decode,
+// block still costs the full m64 GEMMs, so a CTA draws few bytes a cycle (d64: 64 x 128 x 64
+// twice, ~1024 tensor cycles, for 32 KB of K / V; d128 ~2048 for 64 KB) and half a wave does not
+// reach HBM's rate. Session 89 (H100, bench_decode,
 // GQA 32 / 8, TB/s, half wave / this rule): d64 (2, 32k) 16 tiles 1.84 / 1.94, (3, 8k) 24 tiles
 // 1.18 / 1.34, (5, 8k) 40 tiles 1.25 / 1.62, (6, 8k) 48 tiles 1.49 / 1.69, (8, 8k) 64 tiles 1.93
 // / 1.98; d128 (5, 8k) 1.99 / 2.23, (3, 8k) 1.78 / 1.86. Past 8 pieces the second launch's merge
