@@ -37,6 +37,21 @@ def kv_bytes(batch, nheads_kv, kv_len, headdim=None, element_bytes=2):
     return 2 * batch * kv_len * nheads_kv * (headdim or HEADDIM) * element_bytes
 
 
+def add_headdim_option(ap):
+    """--headdim, as every decode script (this one, decode_profile.py, ncu_decode.py) takes it."""
+    ap.add_argument("--headdim", type=int, default=0, help="head dim of q, k and v (128 if 0)")
+
+
+def take_headdim(args, ap):
+    """HEADDIM from --headdim (0 keeps 128; kv_tensor and kv_bytes read it at each call), a negative
+    one refused before anything touches the GPU."""
+    global HEADDIM
+    if args.headdim < 0:
+        ap.error(f"--headdim: {args.headdim} is negative")
+    if args.headdim:
+        HEADDIM = args.headdim
+
+
 def tbps(nbytes, ms):
     return nbytes / (ms * 1e-3) / 1e12
 
@@ -165,13 +180,9 @@ def main():
     ap.add_argument("--cache-used", type=int, default=0, metavar="N",
                     help="caches of kv_len rows filled to N: ours also on the whole cache with cache_seqlens N "
                          "(flashattn[used N]), the peers on the N keys")
-    ap.add_argument("--headdim", type=int, default=0, help="head dim of q, k and v (128 if 0)")
+    add_headdim_option(ap)
     args = ap.parse_args()
-    if args.headdim < 0:
-        ap.error(f"--headdim: {args.headdim} is negative")
-    if args.headdim:
-        global HEADDIM
-        HEADDIM = args.headdim
+    take_headdim(args, ap)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
     import bench_gpu as bg

@@ -57,19 +57,19 @@ def kernel_times(fn, calls):
 
 
 def main():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_decode as bd
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", action="append", default=[], metavar="BATCH,HQ,HKV,KV_LEN")
     ap.add_argument("--ours-env", action="append", default=[], metavar="NAME=VALUE[;NAME=VALUE...]")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--paged", type=int, default=0, metavar="PAGE",
                     help="also ours on a paged cache of PAGE-row pages (bench_decode.py's --paged)")
-    ap.add_argument("--headdim", type=int, default=0, help="head dim of q, k and v (bench_decode.py's 128 if 0)")
+    bd.add_headdim_option(ap)
     args = ap.parse_args()
-    if args.headdim < 0:
-        ap.error(f"--headdim: {args.headdim} is negative")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    bd.take_headdim(args, ap)
     import torch
-    import bench_decode as bd
     import bench_gpu as bg
     from clock_probe import host_us_per_call
     from host_exposure import back_to_back_ms
@@ -79,8 +79,6 @@ def main():
         shapes = [bd.parse_shape(t) for t in args.shape]
     except ValueError as e:
         ap.error(str(e))
-    if args.headdim:
-        bd.HEADDIM = args.headdim  # read by kv_tensor at each call
     torch.manual_seed(0)
     for batch, hq, hkv, kv_len in shapes:
         q = torch.randn(batch, 1, hq, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)

@@ -18,6 +18,9 @@ import sys
 
 
 def main():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_decode as bd
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="1,32,8,131072", metavar="BATCH,HQ,HKV,KV_LEN")
     ap.add_argument("--impls", default="flashattn,cudnn",
@@ -25,13 +28,10 @@ def main():
                          "ncu_flashattn and ncu_cudnn ranges only)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--kv-layout", choices=("bshd", "bhsd"), default="bshd", help="bench_decode.py's")
-    ap.add_argument("--headdim", type=int, default=0, help="head dim of q, k and v (bench_decode.py's 128 if 0)")
+    bd.add_headdim_option(ap)
     args = ap.parse_args()
-    if args.headdim < 0:
-        ap.error(f"--headdim: {args.headdim} is negative")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    bd.take_headdim(args, ap)
     import torch
-    import bench_decode as bd
     import bench_gpu as bg
 
     try:
@@ -42,8 +42,6 @@ def main():
     unknown = [n for n in names if n not in bg.IMPLS]
     if unknown:
         ap.error(f"--impls: unknown {', '.join(unknown)}; known: {', '.join(bg.IMPLS)}")
-    if args.headdim:
-        bd.HEADDIM = args.headdim  # read by kv_tensor and kv_bytes at each call
     torch.manual_seed(0)
     q = torch.randn(batch, 1, hq, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
     k, v = (bd.kv_tensor(batch, kv_len, hkv, args.kv_layout) for _ in range(2))

@@ -57,3 +57,16 @@ def test_decode_scripts_refuse_a_negative_head_dim_before_touching_the_gpu(scrip
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert "--headdim: -8 is negative" in run.stderr
+
+
+def test_take_headdim_sets_what_kv_bytes_reads():
+    import argparse
+    ap = argparse.ArgumentParser()
+    bench_decode.add_headdim_option(ap)
+    try:
+        bench_decode.take_headdim(ap.parse_args(["--headdim", "64"]), ap)
+        assert bench_decode.kv_bytes(1, 8, 1024) == 2 * 1024 * 8 * 64 * 2
+        bench_decode.take_headdim(ap.parse_args([]), ap)  # 0 keeps the head dim as it is
+        assert bench_decode.HEADDIM == 64
+    finally:
+        bench_decode.HEADDIM = 128
