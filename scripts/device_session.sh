@@ -12,6 +12,7 @@
 #   scripts/device_session.sh clock   # clock_probe.py per line of CLOCK_RUNS (in-process sustained A/B)
 #   scripts/device_session.sh gpubench  # bench_gpu.py with GPU_BENCH_ARGS only (e.g. an --ours-env A/B)
 #   scripts/device_session.sh sweep   # issue 4's protocol sweep: forward rows and decode rows, clocks sampled
+#   scripts/device_session.sh builds-ab  # bench_decode on reduced builds differing in one define (AB_BUILDS)
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -237,7 +238,7 @@ measure() {
   if [ -n "${MEASURE_NCU_DECODE:-}" ]; then
     PYTHONPATH="$PWD/python" timeout 180 ncu --clock-control none --nvtx --nvtx-include "ncu_flashattn/" \
       --nvtx-include "ncu_cudnn/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
-      --section MemoryWorkloadAnalysis_Tables --section LaunchStats --section Occupancy --section WarpStateStats \
+      --section MemoryWorkloadAnalysis_Tables --section LaunchStats --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis \
       --print-details all --metrics dram__bytes_read.sum,dram__bytes_read.sum.per_second,lts__t_sector_hit_rate.pct,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum \
       python3 benchmarks/ncu_decode.py $MEASURE_NCU_DECODE > "$OUT/ncu_decode.log" 2>&1
     echo "ncu decode exit $?"; grep -vE '^==PROF==|^\s*$|^    -{5}' "$OUT/ncu_decode.log" | cut -c1-150 | tail -150
@@ -374,6 +375,31 @@ pdl() {
   archive_logs './*.log'
 }
 
+# One benchmark on reduced builds of the extension that differ in one compiler define: AB_BUILDS
+# is space-separated NAME=FLAG entries (FLAG a -D option of the CUDA compiler, or empty for the
+# baseline), AB_CMAKE_ARGS the reduction (head dim 64, bf16 by default), AB_DECODE bench_decode.py's
+# arguments, run in the order of AB_BUILDS for AB_ROUNDS rounds (2), each in a process of its own
+# (its peers beside it). E.g. AB_BUILDS="whole=-DFLASHATTN_SM90_PACKED_WHOLE_SOFTMAX half=" (session 90).
+builds_ab() {
+  local entry name flag round built=()
+  for entry in ${AB_BUILDS:?builds-ab needs AB_BUILDS}; do
+    name=${entry%%=*} flag=${entry#*=}
+    rm -rf "/tmp/python-$name" && cp -r python "/tmp/python-$name" && rm -f "/tmp/python-$name"/flashattn/_C*.so || continue
+    ( BUILD=build-ab-$name BUILD_LOG=build-$name.log BUILD_PACKAGE="/tmp/python-$name/flashattn" BUILD_TARGETS=_C \
+      BUILD_CMAKE_ARGS="${AB_CMAKE_ARGS:--DFLASHATTN_HDIMS=64 -DFLASHATTN_DTYPES=bf16} -DFLASHATTN_BUILD_SM90_VARIANTS=OFF ${flag:+-DCMAKE_CUDA_FLAGS=$flag}" \
+      build ) && built+=("$name")
+  done
+  for round in $(seq "${AB_ROUNDS:-2}"); do
+    for name in "${built[@]}"; do
+      eval "set -- ${AB_DECODE:-}"
+      PYTHONPATH="/tmp/python-$name" timeout "${AB_TIMEOUT:-90}" python3 benchmarks/bench_decode.py "$@" \
+        --out "$OUT/ab_${name}_$round.json" > "$OUT/ab_${name}_$round.log" 2>&1
+      echo "$name, round $round: exit $?"; grep '^b=' "$OUT/ab_${name}_$round.log"
+    done
+  done
+  archive_logs './*.log'
+}
+
 cpu_bench() {
   # Two threads is what CI machines have; sixteen is this host. Longer sequences only at sixteen.
   for threads in 16 2; do
@@ -409,6 +435,7 @@ case "$what" in
     measure ;;
   sweep) : "${BUILD_TARGETS:=flashattn _C}"; build && sweep ;;
   pdl) pdl ;;
+  builds-ab) builds_ab ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;
