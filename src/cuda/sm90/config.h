@@ -295,6 +295,20 @@ struct KernelConfig {
   // since session 63 (MainloopMma::rowless counts packed rows): a decode step's tile holds
   // seqlen_q x G rows, 4 at (1, 32 / 8), so the second warpgroup computed 64 rows never stored.
   static constexpr bool kSkipRowlessWarpgroups = true;
+  // GQA packing: where a warpgroup's threads' second fragment rows (tile rows 8..15 of each warp)
+  // hold no query row, as in a decode step's tile of G <= 8 rows, its softmax takes the first
+  // rows alone (MainloopMma::second_rows_rowless): half the exp2s. Session 90 (H100, bench_decode,
+  // d64 GQA 32 / 8, against a build without it, two processes each): +1..+2% at (2, 32k), (8, 8k),
+  // (1, 32k) and (5, 8k); its trace had the softmax at a third of a key block's step, but the
+  // untraced kernel is bound elsewhere (the whole softmax left out gained only 4-9%).
+  // Head dim 64 only: d96 / d128 take the checked max (another softmax), d192 is untimed, and at
+  // d256 the packed kernel spilled with it (4 bytes). FLASHATTN_SM90_PACKED_WHOLE_SOFTMAX leaves
+  // it out of a build (the device script's A/B).
+#ifdef FLASHATTN_SM90_PACKED_WHOLE_SOFTMAX
+  static constexpr bool kSkipRowlessHalves = false;
+#else
+  static constexpr bool kSkipRowlessHalves = PackGqa_ && HeadDim_ == 64;
+#endif
   // The previous block's P V waited for, and its V stage released, right after this block's row
   // max instead of after its exp2s (MainloopMma::block_step, overlapped steps): session 18's
   // trace had the loading thread waiting ~2.2-2.5k cycles a block for a free V stage (d128

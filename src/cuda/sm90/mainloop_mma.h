@@ -313,6 +313,13 @@ struct MainloopMma {
     transform_scores<kN>(s, seq, t, n_block);
     constexpr bool kHookAfterMax = !std::is_same<AfterMax, NothingInTurn>::value;
     if constexpr (Cfg::kTurns == kTurnsAtGemms && !kHookAfterMax) {
+      if constexpr (kSkipsRowlessHalves) {
+        if (second_rows_rowless(seq, t)) {
+          softmax.template update_first_row<kN / 8>(s, p.score_log2);
+          in_exp_turn();
+          return;
+        }
+      }
       softmax.template update<kN / 8>(s, p.score_log2);
       in_exp_turn();
     } else {
@@ -386,6 +393,17 @@ struct MainloopMma {
     } else {
       return t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer >= seq.len_q;
     }
+  }
+
+  // Whether the second fragment rows of this warpgroup's threads (tile rows 8..15 of each warp's
+  // 16) hold no query row (Cfg::kSkipRowlessHalves): query rows grow with the tile row and the
+  // rows without one come last, so where its row 8 has none, none of those rows has. A decode
+  // step's packed tile holds seqlen_q x G rows, 4 at (1, 32 / 8): the softmax then takes row 0's
+  // exp2s alone, half the MUFU work of a block.
+  static constexpr bool kSkipsRowlessHalves = Cfg::kPackGqa && Cfg::kSkipRowlessHalves && !BaseSoftmax::kVote;
+  __device__ __forceinline__ bool second_rows_rowless(const SequenceInfo& seq, const TileCoord& t) const {
+    const int r = wg * kRowsPerConsumer + 8;
+    return !tile_row_holds_query<Cfg>(p, r) || tile_row_query<Cfg>(p, t, r) >= seq.len_q;
   }
 
   // A tile this warpgroup does not compute (rowless): every key block passed over, the turn of

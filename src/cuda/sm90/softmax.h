@@ -146,6 +146,18 @@ struct OnlineSoftmax {
     }
   }
 
+  // update for fragment row 0 alone, where row 1 holds no query row (MainloopMma::
+  // second_rows_rowless: a packed decode tile's live rows are its first eight or fewer). Row 1's
+  // scores become 0, so its P V adds 0 to an O nobody stores, and its max, sum and rescale stay as
+  // reset (max_moved reads rescale[1] == 1).
+  template <int kChunks = kBlockN / 8>
+  __device__ __forceinline__ void update_first_row(float (&s)[kAccum], float score_log2) {
+    static_assert(!kVote, "the vote settles both rows' maxes at once");
+    exponentiate_row<kChunks>(s, 0, score_log2, settle_row_max(thread_row_max<kChunks>(s, 0), 0, score_log2));
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) s[4 * i + 2] = s[4 * i + 3] = 0.0f;
+  }
+
   // update in two halves, for turns around the exp2s (KernelConfig::kTurns): first both rows'
   // max, then both rows' exp2s (m_scaled carries the max from one to the other).
   template <int kChunks = kBlockN / 8>

@@ -1092,6 +1092,19 @@ std::vector<Case> pack_gqa_cases() {
   c = make("g4_window_softcap_varlen_d96_bf16", bf, 96, 0, 0, 0, 8, 2);
   c.lens_q = {30, 1, 64}, c.lens_k = {400, 2, 130}, c.window_left = 25, c.window_right = 25, c.softcap = 8.0f;
   v.push_back(c);
+  // Decode tiles whose live rows are all first fragment rows (G x seqlen_q <= 8: tile rows 0..7),
+  // where the d64 softmax takes those rows alone (kSkipRowlessHalves): 8 rows exactly, 2 x 4,
+  // 6 of G = 3, 1 x 8 on a partial last block (masked scores in the rows left out), softcap, a
+  // window, scores that jump at the early keys (another piece's max); and 12 rows, one past it
+  // (tile row 8 holds a query row: the whole softmax).
+  c = make("first_rows_g4_q2_k515_softcap_d64_bf16", bf, 64, 2, 2, 515, 8, 2), c.softcap = 20.0f, v.push_back(c);
+  c = make("first_rows_g2_q4_k1000_window_d64_fp16", fp, 64, 1, 4, 1000, 4, 2), c.window_left = 300;
+  c.window_right = 1, v.push_back(c);
+  v.push_back(make("first_rows_g3_q2_k700_d64_fp16", fp, 64, 2, 2, 700, 6, 2));
+  c = make("first_rows_g8_q1_k97_causal_d64_fp16", fp, 64, 3, 1, 97, 16, 2), c.causal = true, v.push_back(c);
+  c = make("first_rows_g4_q1_k3000_rising_scores_d64_bf16", bf, 64, 1, 1, 3000, 8, 2), c.early_key_boost = 64.0f;
+  v.push_back(c);
+  c = make("whole_rows_g4_q3_k333_causal_d64_bf16", bf, 64, 2, 3, 333, 8, 2), c.causal = true, v.push_back(c);
   return v;
 }
 
