@@ -79,6 +79,16 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_pipe_probe.cu)
   target_include_directories(flashattn_sm90_pipe_probe PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(flashattn_sm90_pipe_probe PRIVATE CUDA::cudart)
 endif()
+# The TMA stream probe (benchmarks/cpp/sm90_tma_stream_probe.cu): the packed decode kernel's K / V
+# loads alone, with the library's tensor maps (session 90).
+if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_tma_stream_probe.cu)
+  add_executable(flashattn_sm90_tma_stream_probe ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_tma_stream_probe.cu)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_tma_stream_probe.cu PROPERTIES
+    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;-O3")
+  set_target_properties(flashattn_sm90_tma_stream_probe PROPERTIES CUDA_ARCHITECTURES OFF)
+  target_include_directories(flashattn_sm90_tma_stream_probe PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(flashattn_sm90_tma_stream_probe PRIVATE flashattn CUDA::cudart)
+endif()
 # The variant harness compiles a hundred-odd kernels in one translation unit (19 minutes on CI's
 # two cores in session 33): scripts/build.sh leaves it out where no GPU could run it.
 option(FLASHATTN_BUILD_SM90_VARIANTS "Build the sm90 variant harness (flashattn_sm90_variants)" ON)

@@ -13,6 +13,7 @@
 #   scripts/device_session.sh gpubench  # bench_gpu.py with GPU_BENCH_ARGS only (e.g. an --ours-env A/B)
 #   scripts/device_session.sh sweep   # issue 4's protocol sweep: forward rows and decode rows, clocks sampled
 #   scripts/device_session.sh builds-ab  # bench_decode on reduced builds differing in one define (AB_BUILDS)
+#   scripts/device_session.sh tma-probe  # the packed decode kernel's K / V loads alone (TMA stream probe)
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -400,6 +401,20 @@ builds_ab() {
   archive_logs './*.log'
 }
 
+# The TMA stream probe (benchmarks/cpp/sm90_tma_stream_probe.cu, session 90): the packed decode
+# kernel's K / V loads alone, every configuration once (TMA_PROBE_REPS launches each, 20); the
+# JSON lines to tma_probe.jsonl and one short line each to the log.
+tma_probe() {
+  timeout 120 "$BUILD/flashattn_sm90_tma_stream_probe" "${TMA_PROBE_REPS:-20}" > "$OUT/tma_probe.jsonl" 2> "$OUT/tma_probe.err"
+  echo "tma stream probe exit $?"; cat "$OUT/tma_probe.err"
+  python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print("d%(headdim)d %(layout)s b%(batch)d s%(seqlen)d p%(pieces)d ctas %(ctas)d stages %(stages)d consume %(consume_cycles)d: %(tb_s).2f TB/s, %(gb_s_a_cta).1f GB/s a CTA" % r)
+' "$OUT/tma_probe.jsonl"
+}
+
 cpu_bench() {
   # Two threads is what CI machines have; sixteen is this host. Longer sequences only at sixteen.
   for threads in 16 2; do
@@ -436,6 +451,7 @@ case "$what" in
   sweep) : "${BUILD_TARGETS:=flashattn _C}"; build && sweep ;;
   pdl) pdl ;;
   builds-ab) builds_ab ;;
+  tma-probe) : "${BUILD_TARGETS:=flashattn_sm90_tma_stream_probe}"; build && tma_probe ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;
