@@ -1105,6 +1105,11 @@ std::vector<Case> pack_gqa_cases() {
   c = make("first_rows_g4_q1_k3000_rising_scores_d64_bf16", bf, 64, 1, 1, 3000, 8, 2), c.early_key_boost = 64.0f;
   v.push_back(c);
   c = make("whole_rows_g4_q3_k333_causal_d64_bf16", bf, 64, 2, 3, 333, 8, 2), c.causal = true, v.push_back(c);
+  // The boundary itself: 9 rows (tile row 8 holds query row 2 of G = 3). And seqused_q, whose
+  // sequences of 2 / 16 / 0 used rows take the first rows alone / the whole softmax / neither.
+  v.push_back(make("whole_rows_g3_q3_k400_d64_fp16", fp, 64, 2, 3, 400, 6, 2));
+  c = make("first_rows_seqused_q_g4_q16_k300_d64_bf16", bf, 64, 3, 16, 300, 8, 2), c.used_q = {2, 16, 0};
+  v.push_back(c);
   return v;
 }
 
