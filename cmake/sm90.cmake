@@ -69,26 +69,25 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_bench.cpp)
   add_executable(flashattn_sm90_bench ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_bench.cpp)
   target_link_libraries(flashattn_sm90_bench PRIVATE flashattn CUDA::cudart)
 endif()
-# The pipe probe (benchmarks/cpp/sm90_pipe_probe.cu): the key loop's GEMMs, softmax and K / V ring
-# alone, without the library's kernels (session 51; builds in seconds).
-if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_pipe_probe.cu)
-  add_executable(flashattn_sm90_pipe_probe ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_pipe_probe.cu)
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_pipe_probe.cu PROPERTIES
-    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;-O3")
-  set_target_properties(flashattn_sm90_pipe_probe PROPERTIES CUDA_ARCHITECTURES OFF)
-  target_include_directories(flashattn_sm90_pipe_probe PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
-  target_link_libraries(flashattn_sm90_pipe_probe PRIVATE CUDA::cudart)
-endif()
-# The TMA stream probe (benchmarks/cpp/sm90_tma_stream_probe.cu): the packed decode kernel's K / V
-# loads alone, with the library's tensor maps (session 90).
-if(EXISTS ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_tma_stream_probe.cu)
-  add_executable(flashattn_sm90_tma_stream_probe ${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_tma_stream_probe.cu)
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/benchmarks/cpp/sm90_tma_stream_probe.cu PROPERTIES
-    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;-O3")
-  set_target_properties(flashattn_sm90_tma_stream_probe PROPERTIES CUDA_ARCHITECTURES OFF)
-  target_include_directories(flashattn_sm90_tma_stream_probe PRIVATE ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(flashattn_sm90_tma_stream_probe PRIVATE flashattn CUDA::cudart)
-endif()
+# A probe: one sm_90a-only source under benchmarks/cpp/ built into its own executable (where the
+# file exists), with the library's headers and whatever it links besides the CUDA runtime.
+function(flashattn_sm90_probe target source)
+  set(path ${PROJECT_SOURCE_DIR}/benchmarks/cpp/${source})
+  if(NOT EXISTS ${path})
+    return()
+  endif()
+  add_executable(${target} ${path})
+  set_source_files_properties(${path} PROPERTIES COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a;-O3")
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(${target} PRIVATE ${ARGN} CUDA::cudart)
+endfunction()
+# The pipe probe: the key loop's GEMMs, softmax and K / V ring alone, without the library's
+# kernels (session 51; builds in seconds).
+flashattn_sm90_probe(flashattn_sm90_pipe_probe sm90_pipe_probe.cu)
+# The TMA stream probe: the packed decode kernel's K / V loads alone, with the library's tensor
+# maps (session 90).
+flashattn_sm90_probe(flashattn_sm90_tma_stream_probe sm90_tma_stream_probe.cu flashattn)
 # The variant harness compiles a hundred-odd kernels in one translation unit (19 minutes on CI's
 # two cores in session 33): scripts/build.sh leaves it out where no GPU could run it.
 option(FLASHATTN_BUILD_SM90_VARIANTS "Build the sm90 variant harness (flashattn_sm90_variants)" ON)
