@@ -384,15 +384,10 @@ struct MainloopMma {
   }
 
   // Whether none of this warpgroup's rows is a row of the sequence (Cfg::kSkipRowlessWarpgroups).
+  // Query rows grow with the tile row, and packed rows without one come last (pack_gqa.h): the
+  // warpgroup's first row tells.
   __device__ __forceinline__ bool rowless(const SequenceInfo& seq, const TileCoord& t) const {
-    if constexpr (Cfg::kPackGqa) {
-      // Query rows grow with the tile row, and the rows without one come last (pack_gqa.h): the
-      // warpgroup's first row tells.
-      const int r = wg * kRowsPerConsumer;
-      return !tile_row_holds_query<Cfg>(p, r) || tile_row_query<Cfg>(p, t, r) >= seq.len_q;
-    } else {
-      return t.m_block * Cfg::kBlockM + wg * kRowsPerConsumer >= seq.len_q;
-    }
+    return tile_row_outside_sequence<Cfg>(p, t, seq, wg * kRowsPerConsumer);
   }
 
   // Whether the second fragment rows of this warpgroup's threads (tile rows 8..15 of each warp's
@@ -400,10 +395,9 @@ struct MainloopMma {
   // rows without one come last, so where its row 8 has none, none of those rows has. A decode
   // step's packed tile holds seqlen_q x G rows, 4 at (1, 32 / 8): the softmax then takes row 0's
   // exp2s alone, half the MUFU work of a block.
-  static constexpr bool kSkipsRowlessHalves = Cfg::kPackGqa && Cfg::kSkipRowlessHalves && !BaseSoftmax::kVote;
+  static constexpr bool kSkipsRowlessHalves = Cfg::kSkipRowlessHalves && !BaseSoftmax::kVote;
   __device__ __forceinline__ bool second_rows_rowless(const SequenceInfo& seq, const TileCoord& t) const {
-    const int r = wg * kRowsPerConsumer + 8;
-    return !tile_row_holds_query<Cfg>(p, r) || tile_row_query<Cfg>(p, t, r) >= seq.len_q;
+    return tile_row_outside_sequence<Cfg>(p, t, seq, wg * kRowsPerConsumer + 8);
   }
 
   // A tile this warpgroup does not compute (rowless): every key block passed over, the turn of

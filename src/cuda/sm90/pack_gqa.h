@@ -82,6 +82,13 @@ __device__ __forceinline__ int tile_row_query(const KernelParams& p, const TileC
     return t.m_block * Cfg::kBlockM + r;
   }
 }
+// Whether tile row r is no query row of the sequence: a row that holds none
+// (tile_row_holds_query), or one past the sequence's query rows.
+template <class Cfg>
+__device__ __forceinline__ bool tile_row_outside_sequence(const KernelParams& p, const TileCoord& t,
+                                                          const SequenceInfo& seq, int r) {
+  return !tile_row_holds_query<Cfg>(p, r) || tile_row_query<Cfg>(p, t, r) >= seq.len_q;
+}
 template <class Cfg>
 __device__ __forceinline__ int tile_row_head(const KernelParams& p, const TileCoord& t, int r) {
   if constexpr (Cfg::kPackGqa) {
