@@ -348,6 +348,15 @@ sweep() {
   archive_logs './*.log' './*.csv'
 }
 
+# package_build NAME CMAKE_ARGS: the extension alone, built in folder NAME (log NAME.log) with
+# CMAKE_ARGS, into /tmp/python-NAME: a copy of the package holding this build's extension only
+# (python/flashattn may hold another's).
+package_build() {
+  local name=$1
+  rm -rf "/tmp/python-$name" && cp -r python "/tmp/python-$name" && rm -f "/tmp/python-$name"/flashattn/_C*.so || return 1
+  ( BUILD=$name BUILD_LOG=$name.log BUILD_PACKAGE="/tmp/python-$name/flashattn" BUILD_TARGETS=_C BUILD_CMAKE_ARGS="$2" build )
+}
+
 # The programmatic-dependent-launch build (CMake option FLASHATTN_SM90_PDL, docs/design.md): two
 # reduced builds of the extension (head dims 64 and 128, bf16), one with the kernel's wait and one without
 # (FLASHATTN_SM90_UNSAFE_NO_GRID_WAIT, the control: tests/python/test_gpu_stream_order.py must fail
@@ -359,11 +368,8 @@ pdl() {
   for b in build-pdl build-pdl-nowait; do
     local flags=""
     [ "$b" = build-pdl-nowait ] && flags="-DCMAKE_CUDA_FLAGS=-DFLASHATTN_SM90_UNSAFE_NO_GRID_WAIT"
-    # A copy of the package holding this build's extension only (python/flashattn may hold another's).
-    rm -rf "/tmp/python-$b" && cp -r python "/tmp/python-$b" && rm -f "/tmp/python-$b"/flashattn/_C*.so || continue
-    ( BUILD=$b BUILD_LOG=$b.log BUILD_PACKAGE="/tmp/python-$b/flashattn" BUILD_TARGETS=_C \
-      BUILD_CMAKE_ARGS="-DFLASHATTN_HDIMS=64;128 -DFLASHATTN_DTYPES=bf16 -DFLASHATTN_BUILD_SM90_VARIANTS=OFF -DFLASHATTN_SM90_PDL=ON $flags" \
-      build ) || continue
+    package_build "$b" "-DFLASHATTN_HDIMS=64;128 -DFLASHATTN_DTYPES=bf16 -DFLASHATTN_BUILD_SM90_VARIANTS=OFF -DFLASHATTN_SM90_PDL=ON $flags" ||
+      continue
     [ "$b" = build-pdl ] && timed_build=$b
     PYTHONPATH="/tmp/python-$b" timeout 60 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_stream_order.py \
       -m gpu > "$OUT/stream_order_$b.log" 2>&1
@@ -385,15 +391,14 @@ builds_ab() {
   local entry name flag round built=()
   for entry in ${AB_BUILDS:?builds-ab needs AB_BUILDS}; do
     name=${entry%%=*} flag=${entry#*=}
-    rm -rf "/tmp/python-$name" && cp -r python "/tmp/python-$name" && rm -f "/tmp/python-$name"/flashattn/_C*.so || continue
-    ( BUILD=build-ab-$name BUILD_LOG=build-$name.log BUILD_PACKAGE="/tmp/python-$name/flashattn" BUILD_TARGETS=_C \
-      BUILD_CMAKE_ARGS="${AB_CMAKE_ARGS:--DFLASHATTN_HDIMS=64 -DFLASHATTN_DTYPES=bf16} -DFLASHATTN_BUILD_SM90_VARIANTS=OFF ${flag:+-DCMAKE_CUDA_FLAGS=$flag}" \
-      build ) && built+=("$name")
+    package_build "build-ab-$name" \
+      "${AB_CMAKE_ARGS:--DFLASHATTN_HDIMS=64 -DFLASHATTN_DTYPES=bf16} -DFLASHATTN_BUILD_SM90_VARIANTS=OFF ${flag:+-DCMAKE_CUDA_FLAGS=$flag}" &&
+      built+=("$name")
   done
   for round in $(seq "${AB_ROUNDS:-2}"); do
     for name in "${built[@]}"; do
       eval "set -- ${AB_DECODE:-}"
-      PYTHONPATH="/tmp/python-$name" timeout "${AB_TIMEOUT:-90}" python3 benchmarks/bench_decode.py "$@" \
+      PYTHONPATH="/tmp/python-build-ab-$name" timeout "${AB_TIMEOUT:-90}" python3 benchmarks/bench_decode.py "$@" \
         --out "$OUT/ab_${name}_$round.json" > "$OUT/ab_${name}_$round.log" 2>&1
       echo "$name, round $round: exit $?"; grep '^b=' "$OUT/ab_${name}_$round.log"
     done
