@@ -395,9 +395,9 @@ builds_ab() {
       "${AB_CMAKE_ARGS:--DFLASHATTN_HDIMS=64 -DFLASHATTN_DTYPES=bf16} -DFLASHATTN_BUILD_SM90_VARIANTS=OFF ${flag:+-DCMAKE_CUDA_FLAGS=$flag}" &&
       built+=("$name")
   done
+  eval "set -- ${AB_DECODE:-}"  # keeps quoted arguments (--rows '') whole
   for round in $(seq "${AB_ROUNDS:-2}"); do
     for name in "${built[@]}"; do
-      eval "set -- ${AB_DECODE:-}"
       PYTHONPATH="/tmp/python-build-ab-$name" timeout "${AB_TIMEOUT:-90}" python3 benchmarks/bench_decode.py "$@" \
         --out "$OUT/ab_${name}_$round.json" > "$OUT/ab_${name}_$round.log" 2>&1
       echo "$name, round $round: exit $?"; grep '^b=' "$OUT/ab_${name}_$round.log"
