@@ -106,7 +106,9 @@ struct Shape {
 
 int run(int reps) {
   constexpr int kHeads = 8;
-  const Shape shapes[] = {{1, 32768, 8}, {2, 32768, 8}, {8, 8192, 2}, {1, 32768, 16}};
+  // 64, 128 and 256 CTAs; at 256 two CTAs share an SM where the ring fits twice (d64 up to three
+  // stages), cuDNN's arrangement for this grid.
+  const Shape shapes[] = {{1, 32768, 8}, {2, 32768, 8}, {8, 8192, 2}, {1, 32768, 16}, {2, 32768, 16}};
   const long long consumes[] = {0, 1200, 2400};
   size_t most_elems = 0;
   for (const Shape& sh : shapes) most_elems = std::max(most_elems, size_t(sh.batch) * sh.seqlen * kHeads * 128);
@@ -160,6 +162,9 @@ int run(int reps) {
                 stream_kernel<2><<<ctas, 64, smem>>>(k_map, v_map, p);
               }
             };
+            int resident = 0;  // CTAs an SM holds at once
+            CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &resident, columns == 1 ? stream_kernel<1> : stream_kernel<2>, 64, smem));
             for (int i = 0; i < 3; ++i) launch();
             CHECK_CUDA(cudaGetLastError());
             CHECK_CUDA(cudaEventRecord(start));
@@ -173,8 +178,9 @@ int run(int reps) {
             const double bytes = double(ctas) * p.blocks * stage_bytes;
             std::printf(
                 "{\"headdim\": %d, \"layout\": \"%s\", \"batch\": %d, \"seqlen\": %d, \"pieces\": %d, \"ctas\": %d, "
-                "\"stages\": %d, \"consume_cycles\": %lld, \"us\": %.2f, \"tb_s\": %.3f, \"gb_s_a_cta\": %.1f}\n",
-                headdim, head_major ? "bhsd" : "bshd", sh.batch, sh.seqlen, sh.pieces, ctas, stages, consume, us,
+                "\"ctas_an_sm\": %d, \"stages\": %d, \"consume_cycles\": %lld, \"us\": %.2f, \"tb_s\": %.3f, "
+                "\"gb_s_a_cta\": %.1f}\n",
+                headdim, head_major ? "bhsd" : "bshd", sh.batch, sh.seqlen, sh.pieces, ctas, resident, stages, consume, us,
                 bytes / us / 1e6, bytes / us / 1e3 / ctas);
           }
         }
