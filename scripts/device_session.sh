@@ -416,7 +416,7 @@ tma_probe() {
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    print("d%(headdim)d %(layout)s b%(batch)d s%(seqlen)d p%(pieces)d ctas %(ctas)d (%(ctas_an_sm)d an SM) stages %(stages)d consume %(consume_cycles)d: %(tb_s).2f TB/s, %(gb_s_a_cta).1f GB/s a CTA" % r)
+    print("d%(headdim)d x%(heads_a_box)d %(layout)s b%(batch)d s%(seqlen)d p%(pieces)d ctas %(ctas)d (%(ctas_an_sm)d an SM) stages %(stages)d consume %(consume_cycles)d: %(tb_s).2f TB/s, %(gb_s_a_cta).1f GB/s a CTA" % r)
 ' "$OUT/tma_probe.jsonl"
 }
 

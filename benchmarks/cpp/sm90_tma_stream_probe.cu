@@ -7,7 +7,10 @@
 // or 127 others, and whether the ring's depth or the consumer's time sets it; against d128's boxes
 // and the head-major layout. Session 90 ruled out the ring's depth and the softmax in the kernel
 // (docs/perf.md): if the stream alone also stops near 2.0 TB/s at 128 CTAs, the loads' shape is
-// what holds d64 decode under cuDNN's 2.14.
+// what holds d64 decode under cuDNN's 2.14. Two more questions (session 91, before its first run):
+// whether two CTAs an SM (the 256-CTA shape, rings of 2-3 stages; cuDNN runs 256 CTAs, two an SM)
+// stream faster than one, and whether boxes of two heads' rows (256 contiguous bytes a row in bshd)
+// stream faster than one head's 128.
 //
 // Not a test: the cache holds a constant pattern and the words read are summed into one counter
 // so that the reads are not dead code.
@@ -42,8 +45,11 @@ struct StreamParams {
   unsigned* sink = nullptr;
 };
 
-// Threads 0..31: thread 0 loads; threads 32..63: the consumer warp.
-template <int kColumns>
+// Threads 0..31: thread 0 loads; threads 32..63: the consumer warp. kPairedHeads: each box is 64
+// key rows of two adjacent KV heads (the GQA-packed 5-D map, group 2) rather than 128 rows of one,
+// the same 16 KB; in a bshd cache its rows are 256 contiguous bytes instead of 128. p.heads then
+// counts head pairs.
+template <int kColumns, bool kPairedHeads>
 __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ CUtensorMap k_map,
                                                        const __grid_constant__ CUtensorMap v_map,
                                                        const StreamParams p) {
@@ -60,7 +66,8 @@ __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ C
   }
   __syncthreads();
   const int head = blockIdx.x % p.heads, batch = (blockIdx.x / p.heads) % p.batch;
-  const int row0 = blockIdx.x / (p.heads * p.batch) * p.blocks * kBlockRows;
+  constexpr int kRows = kPairedHeads ? kBlockRows / 2 : kBlockRows;  // key rows a block
+  const int row0 = blockIdx.x / (p.heads * p.batch) * p.blocks * kRows;
   if (threadIdx.x == 0) {
     prefetch_tensor_map(&k_map);
     prefetch_tensor_map(&v_map);
@@ -70,13 +77,22 @@ __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ C
       mbarrier_wait(empty(s), phase ^ 1);  // a fresh barrier passes parity 1 at once
       mbarrier_arrive_expect_tx(full(s), kStageBytes);
       const uint32_t stage = base + s * kStageBytes;
+      const int row = row0 + n * kRows;
 #pragma unroll
       for (int c = 0; c < kColumns; ++c) {
-        tma_load_4d(stage + c * kBoxBytes, &k_map, full(s), 64 * c, row0 + n * kBlockRows, head, batch);
+        if constexpr (kPairedHeads) {
+          tma_load_5d(stage + c * kBoxBytes, &k_map, full(s), 64 * c, 0, row, head, batch);
+        } else {
+          tma_load_4d(stage + c * kBoxBytes, &k_map, full(s), 64 * c, row, head, batch);
+        }
       }
 #pragma unroll
       for (int c = 0; c < kColumns; ++c) {
-        tma_load_4d(stage + (kColumns + c) * kBoxBytes, &v_map, full(s), 64 * c, row0 + n * kBlockRows, head, batch);
+        if constexpr (kPairedHeads) {
+          tma_load_5d(stage + (kColumns + c) * kBoxBytes, &v_map, full(s), 64 * c, 0, row, head, batch);
+        } else {
+          tma_load_4d(stage + (kColumns + c) * kBoxBytes, &v_map, full(s), 64 * c, row, head, batch);
+        }
       }
     }
   } else if (threadIdx.x >= 32) {
@@ -119,13 +135,17 @@ int run(int reps) {
   CHECK_CUDA(cudaMalloc(&sink, sizeof(unsigned)));
   CHECK_CUDA(cudaMemset(k, 0x3c, most_elems * 2));
   CHECK_CUDA(cudaMemset(v, 0x3d, most_elems * 2));
-  CHECK_CUDA(cudaFuncSetAttribute(stream_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-  CHECK_CUDA(cudaFuncSetAttribute(stream_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  for (auto kernel : {stream_kernel<1, false>, stream_kernel<2, false>, stream_kernel<1, true>}) {
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  }
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
-  for (int headdim : {64, 128}) {
+  // d64, d128, then d64 with boxes of two heads' rows (bshd: 256-byte rows).
+  for (int pass = 0; pass < 3; ++pass) {
+    const int headdim = pass == 1 ? 128 : 64;
     const int columns = headdim / 64;
+    const bool paired = pass == 2;
     for (bool head_major : {false, true}) {
       for (const Shape& sh : shapes) {
         const int64_t width = int64_t(kHeads) * headdim;
@@ -135,19 +155,25 @@ int run(int reps) {
         Operand op_v = op_k;
         op_v.data = v;
         CUtensorMap k_map, v_map;
-        Status st = encode_operand_map(&k_map, op_k, DType::kBFloat16, headdim, sh.seqlen, kHeads, sh.batch, false,
-                                       kBlockRows);
-        if (st.ok()) {
-          st = encode_operand_map(&v_map, op_v, DType::kBFloat16, headdim, sh.seqlen, kHeads, sh.batch, false,
-                                  kBlockRows);
-        }
+        auto encode = [&](CUtensorMap* map, const Operand& op) {
+          return paired ? encode_packed_operand_map(map, op, DType::kBFloat16, headdim, sh.seqlen, kHeads / 2, 2,
+                                                    sh.batch, false, kBlockRows / 2)
+                        : encode_operand_map(map, op, DType::kBFloat16, headdim, sh.seqlen, kHeads, sh.batch, false,
+                                             kBlockRows);
+        };
+        Status st = encode(&k_map, op_k);
+        if (st.ok()) st = encode(&v_map, op_v);
         if (!st.ok()) {
           std::fprintf(stderr, "tensor map: %s\n", st.message.c_str());
           return 1;
         }
         StreamParams p;
-        p.heads = kHeads, p.batch = sh.batch, p.blocks = sh.seqlen / kBlockRows / sh.pieces, p.sink = sink;
-        const int ctas = kHeads * sh.batch * sh.pieces;
+        // Paired: half the CTAs a piece, twice the pieces (the same CTAs, each the same bytes).
+        const int pieces = paired ? 2 * sh.pieces : sh.pieces;
+        p.heads = paired ? kHeads / 2 : kHeads, p.batch = sh.batch, p.sink = sink;
+        p.blocks = sh.seqlen / (paired ? kBlockRows / 2 : kBlockRows) / pieces;
+        const int ctas = p.heads * sh.batch * pieces;
+        const auto kernel = paired ? stream_kernel<1, true> : columns == 1 ? stream_kernel<1, false> : stream_kernel<2, false>;
         const uint32_t stage_bytes = 2 * columns * kBoxBytes;
         for (int stages = 2; stages <= kMaxStages; ++stages) {
           const uint32_t smem = stages * stage_bytes + 16 * stages + 1024;
@@ -155,16 +181,9 @@ int run(int reps) {
           p.stages = stages;
           for (long long consume : consumes) {
             p.consume = consume;
-            auto launch = [&]() {
-              if (columns == 1) {
-                stream_kernel<1><<<ctas, 64, smem>>>(k_map, v_map, p);
-              } else {
-                stream_kernel<2><<<ctas, 64, smem>>>(k_map, v_map, p);
-              }
-            };
+            auto launch = [&]() { kernel<<<ctas, 64, smem>>>(k_map, v_map, p); };
             int resident = 0;  // CTAs an SM holds at once
-            CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                &resident, columns == 1 ? stream_kernel<1> : stream_kernel<2>, 64, smem));
+            CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, 64, smem));
             for (int i = 0; i < 3; ++i) launch();
             CHECK_CUDA(cudaGetLastError());
             CHECK_CUDA(cudaEventRecord(start));
@@ -177,10 +196,10 @@ int run(int reps) {
             const double us = 1000.0 * ms / reps;
             const double bytes = double(ctas) * p.blocks * stage_bytes;
             std::printf(
-                "{\"headdim\": %d, \"layout\": \"%s\", \"batch\": %d, \"seqlen\": %d, \"pieces\": %d, \"ctas\": %d, "
+                "{\"headdim\": %d, \"heads_a_box\": %d, \"layout\": \"%s\", \"batch\": %d, \"seqlen\": %d, \"pieces\": %d, \"ctas\": %d, "
                 "\"ctas_an_sm\": %d, \"stages\": %d, \"consume_cycles\": %lld, \"us\": %.2f, \"tb_s\": %.3f, "
                 "\"gb_s_a_cta\": %.1f}\n",
-                headdim, head_major ? "bhsd" : "bshd", sh.batch, sh.seqlen, sh.pieces, ctas, resident, stages, consume, us,
+                headdim, paired ? 2 : 1, head_major ? "bhsd" : "bshd", sh.batch, sh.seqlen, pieces, ctas, resident, stages, consume, us,
                 bytes / us / 1e6, bytes / us / 1e3 / ctas);
           }
         }
