@@ -125,7 +125,8 @@ constexpr bool kDefaultDynamicSchedule = true;
 // PackGqa_: GQA head packing (see kPackGqa below).
 constexpr int kOutputAuto = 0, kOutputDirect = 1, kOutputViaQ = 2;
 
-// Consumers_: consumer warpgroups (2 to 4), 64 query rows each.
+// Consumers_: consumer warpgroups (2 to 4), 64 query rows each; one only in the packed d64
+// experiment below (FLASHATTN_SM90_PACK_GQA_ONE_WG), two CTAs an SM.
 // Turns_: where the consumer warpgroups take turns (kTurnsAtGemms ...), or kTurnsByRule.
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
           int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule,
@@ -135,9 +136,14 @@ template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kB
 struct KernelConfig {
   static constexpr int kConsumerWarpgroups = Consumers_;
   // Four only in d64's tall tiles (TallTilesConfig, session 23; the harness's since session 22).
-  static_assert(Consumers_ >= 2 && Consumers_ <= 4, "two to four consumer warpgroups");
-  static_assert(!(PackGqa_ && Consumers_ != 2), "GQA head packing assumes 128-row tiles");
+  static_assert(Consumers_ >= 1 && Consumers_ <= 4, "one to four consumer warpgroups");
+  static_assert(Consumers_ != 1 || (PackGqa_ && HeadDim_ == 64), "one consumer warpgroup: packed d64 only");
+  static_assert(!(PackGqa_ && Consumers_ > 2), "GQA head packing takes tiles of 64 or 128 rows");
   static constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
+  // CTAs an SM: two with one consumer warpgroup (cuDNN's arrangement of the decode grid: two
+  // streams of K / V an SM), one elsewhere. Sets the launch bounds, the register and
+  // shared-memory budgets, the grid and the key splits' count of slots.
+  static constexpr int kCtasPerSm = Consumers_ == 1 ? 2 : 1;
   static constexpr int kConsumerWarps = kConsumerWarpgroups * kWarpgroupThreads / 32;
   static constexpr int kBlockM = kRowsPerConsumer * kConsumerWarpgroups;
   // setmaxnreg moves registers within what the CTA got at launch (__launch_bounds__(kThreads, 1):
@@ -147,7 +153,7 @@ struct KernelConfig {
   // beside a producer of 32), 160 with three, 112 with four (the launch's 96 a thread, not the 120
   // the register file would leave, bound it there). Asking for more makes the consumers' increase
   // wait forever (two warpgroups: 32 / 240 hangs, which is why the producer stays at 24 elsewhere).
-  static constexpr int kLaunchRegisters = (65536 / kThreads) / 8 * 8;
+  static constexpr int kLaunchRegisters = (65536 / (kThreads * kCtasPerSm)) / 8 * 8;
   // The loading warpgroup's registers: 24, except in the packed kernels above head dim 128, where
   // the key-block loop with its page lookup (paged_blocks.h: 4 or 3 TMA boxes a block, the table
   // entry and the row in its page live beside the stage's) spilled at 24 (CUDA 13.0: 4 bytes
@@ -294,7 +300,7 @@ struct KernelConfig {
   // -0.8..+0.6%); outputs bit-identical (false: the harness's `_computerowless`). With GQA packing
   // since session 63 (MainloopMma::rowless counts packed rows): a decode step's tile holds
   // seqlen_q x G rows, 4 at (1, 32 / 8), so the second warpgroup computed 64 rows never stored.
-  static constexpr bool kSkipRowlessWarpgroups = true;
+  static constexpr bool kSkipRowlessWarpgroups = Consumers_ > 1;  // one warpgroup holds row 0
   // GQA packing: where a warpgroup's threads' second fragment rows (tile rows 8..15 of each warp)
   // hold no query row, as in a decode step's tile of G <= 8 rows, its softmax takes the first
   // rows alone (MainloopMma::second_rows_rowless): half the exp2s. Session 90 (H100, bench_decode,
@@ -506,7 +512,8 @@ struct KernelConfig {
   static constexpr int kQBytes = kQColumnBytes * kColumns;
   static constexpr int kKVStageBytes = kKVColumnBytes * kColumns;
 
-  static constexpr int kSmemLimit = 227 * 1024;
+  // Two CTAs an SM: each gets half of the SM's 228 KB less the 1 KB the SM reserves a CTA.
+  static constexpr int kSmemLimit = kCtasPerSm == 2 ? 113 * 1024 : 227 * 1024;
   // Q full/empty, K and V full/empty per stage, full/empty per tile mailbox slot, the V-tail
   // zeroing job's full/empty (mainloop_load.h) (+ 8 spare bytes).
   static constexpr int kBarrierCount = 2 + 4 * kStages + 2 * kMailboxSlots + 2;
@@ -774,9 +781,24 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
 };
 
 // The default tile shape and schedule with GQA head packing on (sm90_forward_pack_gqa only).
+// FLASHATTN_SM90_PACK_GQA_ONE_WG=S (an experiment, no build has it by default; the device
+// script's builds-ab): at head dim 64, one consumer warpgroup (64-row tiles) and S K/V stages,
+// two CTAs an SM, for every packed d64 problem. Session 90 found d64 decode's CTA waiting ~70% of
+// its time with neither the ring's depth nor the softmax the cause, and cuDNN reading the same
+// bytes 1.3x faster from two CTAs an SM; here each SM streams two tiles' keys instead of one,
+// and no rowless warpgroup takes turns beside the working one.
+#ifdef FLASHATTN_SM90_PACK_GQA_ONE_WG
+constexpr int kPackGqaOneWgStages = FLASHATTN_SM90_PACK_GQA_ONE_WG;
+#else
+constexpr int kPackGqaOneWgStages = 0;
+#endif
 template <int HeadDim_, typename Element_>
-using PackGqaConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
-                                   kDefaultDynamicSchedule, kOutputAuto, true, kDefaultConsumers>;
+using PackGqaConfig = std::conditional_t<
+    HeadDim_ == 64 && kPackGqaOneWgStages != 0,
+    KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, kPackGqaOneWgStages != 0 ? kPackGqaOneWgStages : 2,
+                 kDefaultDynamicSchedule, kOutputAuto, true, 1>,
+    KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
+                 kDefaultDynamicSchedule, kOutputAuto, true, kDefaultConsumers>>;
 
 }  // namespace sm90
 }  // namespace flashattn

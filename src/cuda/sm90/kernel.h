@@ -330,6 +330,7 @@ __device__ __forceinline__ void plain_tiles(const KernelParams& p, const Mainloo
 // exp2 ring on Cfg::kExpTurnBarrier0.
 template <class Cfg, class Visit>
 __device__ __forceinline__ void for_each_turn_ring(Visit visit) {
+  if constexpr (Cfg::kConsumerWarpgroups == 1) return;  // no turns
   visit(kSchedulerBarrier0);
   if constexpr (Cfg::kTurns == kTurnsAtBoth) visit(Cfg::kExpTurnBarrier0);
 }
@@ -360,7 +361,7 @@ __device__ void consumer_loop(const KernelParams& p, SharedTiles<Cfg> tiles, Sha
 }
 
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) forward_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm) forward_kernel(const __grid_constant__ KernelParams p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_address(smem_raw) + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1);
   const SharedTiles<Cfg> tiles{base};

@@ -149,6 +149,8 @@ template <class Cfg>
 Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
   const int key_blocks = sm90_visible_key_blocks(pb, Cfg::kBlockN);
   const size_t piece_bytes = size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes;
+  // The rule counts CTA slots: an SM holds Cfg::kCtasPerSm.
+  sms *= Cfg::kCtasPerSm;
   int splits = sm90_key_splits(kp.num_tiles, sms, key_blocks, Cfg::kHeadDim);
   if (pb.num_splits > 0) {
     splits = int(std::min<size_t>({size_t(pb.num_splits), size_t(key_blocks), kMaxCallerSplitBytes / piece_bytes}));
@@ -468,7 +470,13 @@ Status launch_forward(const AttentionProblem& pb) {
       }
     }
   } else if (!split) {
-    const int grid = std::min({kp.num_tiles, sms, Cfg::kDynamicSchedule ? kMailboxCtas : sms});
+    const int slots = sms * Cfg::kCtasPerSm;  // CTAs resident at once
+    if constexpr (Cfg::kCtasPerSm > 1) {
+      // Room for the CTAs an SM holds: the driver otherwise may size the carveout for one.
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+      if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
+    }
+    const int grid = std::min({kp.num_tiles, slots, Cfg::kDynamicSchedule ? kMailboxCtas : slots});
     err = launch_dependent(kernel, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, pb.stream, programmatic, kp);
   } else if constexpr (kLaunchesTailKernel<Cfg>) {
     // Whole waves (none where the tiles are fewer than the SMs: tests force the split there),

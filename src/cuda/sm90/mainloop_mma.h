@@ -80,11 +80,15 @@ struct MainloopMma {
   }
 
   // The turns of one ring of named barriers (ring0 + wg).
+  // A lone consumer warpgroup takes no turns.
   template <int ring0>
-  __device__ __forceinline__ void wait_turn_on() const { named_barrier_sync(ring0 + wg, kPairThreads); }
+  __device__ __forceinline__ void wait_turn_on() const {
+    if constexpr (Cfg::kConsumerWarpgroups > 1) named_barrier_sync(ring0 + wg, kPairThreads);
+  }
   template <int ring0>
   __device__ __forceinline__ void pass_turn_on() const {
-    if constexpr (Cfg::kConsumerWarpgroups == 2) {
+    if constexpr (Cfg::kConsumerWarpgroups == 1) {
+    } else if constexpr (Cfg::kConsumerWarpgroups == 2) {
       named_barrier_arrive(ring0 + (1 - wg), kPairThreads);
     } else {
       named_barrier_arrive(ring0 + (wg + 1 == Cfg::kConsumerWarpgroups ? 0 : wg + 1), kPairThreads);
