@@ -14,6 +14,7 @@
 #   scripts/device_session.sh sweep   # issue 4's protocol sweep: forward rows and decode rows, clocks sampled
 #   scripts/device_session.sh builds-ab  # bench_decode on reduced builds differing in one define (AB_BUILDS)
 #   scripts/device_session.sh tma-probe  # the packed decode kernel's K / V loads alone (TMA stream probe)
+#   scripts/device_session.sh one-wg  # the one-consumer-warpgroup packed d64 experiment: tests, sanitizers (, builds-ab)
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -406,6 +407,20 @@ builds_ab() {
   archive_logs './*.log'
 }
 
+# The one-consumer-warpgroup experiment (FLASHATTN_SM90_PACK_GQA_ONE_WG=S, config.h; session 91):
+# a reduced test build (head dim 64, both types) with it, S = ONE_WG_STAGES (3), its packed d64
+# tests and sanitizers on a subset; then, with AB_BUILDS set, builds-ab (its timing against the
+# default build). Cases of other head dims are not built there: their failures say "not built".
+one_wg() {
+  local stages=${ONE_WG_STAGES:-3}
+  local args="-DFLASHATTN_HDIMS=64 -DFLASHATTN_BUILD_SM90_VARIANTS=OFF -DCMAKE_CUDA_FLAGS=-DFLASHATTN_SM90_PACK_GQA_ONE_WG=$stages"
+  ( BUILD=build-one-wg BUILD_LOG=one-wg.log BUILD_TARGETS=flashattn_gpu_tests BUILD_CMAKE_ARGS="$args" BUILD_PACKAGE=/tmp build ) || return 1
+  BUILD=build-one-wg gtest_run one_wg_tests.log 240 "one-WG (S = $stages) packed tests" \
+    --gtest_filter='*Sm90GqaPacking*:*Sm90KeySplit*:*Paged*:*GraphCapture*'
+  BUILD=build-one-wg sanitize 150 '*Sm90GqaPacking*d64*' memcheck racecheck synccheck
+  [ -z "${AB_BUILDS:-}" ] || builds_ab
+}
+
 # The TMA stream probe (benchmarks/cpp/sm90_tma_stream_probe.cu, session 90): the packed decode
 # kernel's K / V loads alone, every configuration once (TMA_PROBE_REPS launches each, 20); the
 # JSON lines to tma_probe.jsonl and one short line each to the log.
@@ -457,6 +472,7 @@ case "$what" in
   pdl) pdl ;;
   builds-ab) builds_ab ;;
   tma-probe) : "${BUILD_TARGETS:=flashattn_sm90_tma_stream_probe}"; build && tma_probe ;;
+  one-wg) one_wg ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;
