@@ -789,6 +789,7 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
 // and no rowless warpgroup takes turns beside the working one.
 #ifdef FLASHATTN_SM90_PACK_GQA_ONE_WG
 constexpr int kPackGqaOneWgStages = FLASHATTN_SM90_PACK_GQA_ONE_WG;
+static_assert(kPackGqaOneWgStages == 2 || kPackGqaOneWgStages == 3, "FLASHATTN_SM90_PACK_GQA_ONE_WG: 2 or 3 stages");
 #else
 constexpr int kPackGqaOneWgStages = 0;
 #endif

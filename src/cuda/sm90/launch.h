@@ -145,13 +145,20 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
 // decode tiles at 256 pieces would ask for 9 GB.
 constexpr size_t kMaxCallerSplitBytes = size_t(1) << 30;
 
+// CTAs of Cfg resident at once on `sms` SMs: Cfg::kCtasPerSm an SM, and with two an SM at most
+// the mailbox's and the V-tail zeroing's per-CTA slots (kMailboxCtas), whichever the schedule.
+template <class Cfg>
+int cta_slots(int sms) {
+  return Cfg::kCtasPerSm > 1 ? std::min(sms * Cfg::kCtasPerSm, kMailboxCtas) : sms;
+}
+
 template <class Cfg>
 Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
   const int key_blocks = sm90_visible_key_blocks(pb, Cfg::kBlockN);
   const size_t piece_bytes = size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes;
-  // The rule counts CTA slots: an SM holds Cfg::kCtasPerSm.
-  sms *= Cfg::kCtasPerSm;
-  int splits = sm90_key_splits(kp.num_tiles, sms, key_blocks, Cfg::kHeadDim);
+  // The rule counts CTA slots (an SM holds Cfg::kCtasPerSm); the combine kernel's choice below
+  // the SMs themselves, which a second CTA leaves no room on.
+  int splits = sm90_key_splits(kp.num_tiles, cta_slots<Cfg>(sms), key_blocks, Cfg::kHeadDim);
   if (pb.num_splits > 0) {
     splits = int(std::min<size_t>({size_t(pb.num_splits), size_t(key_blocks), kMaxCallerSplitBytes / piece_bytes}));
   }
@@ -470,7 +477,7 @@ Status launch_forward(const AttentionProblem& pb) {
       }
     }
   } else if (!split) {
-    const int slots = sms * Cfg::kCtasPerSm;  // CTAs resident at once
+    const int slots = cta_slots<Cfg>(sms);
     if constexpr (Cfg::kCtasPerSm > 1) {
       // Room for the CTAs an SM holds: the driver otherwise may size the carveout for one.
       err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
