@@ -411,6 +411,7 @@ builds_ab() {
 # a reduced test build (head dim 64, both types) with it, S = ONE_WG_STAGES (3), its packed d64
 # tests and sanitizers on a subset; then, with AB_BUILDS set, builds-ab (its timing against the
 # default build). Cases of other head dims are not built there: their failures say "not built".
+# (No extension is built; BUILD_PACKAGE=/tmp keeps build() from touching python/flashattn.)
 one_wg() {
   local stages=${ONE_WG_STAGES:-3}
   local args="-DFLASHATTN_HDIMS=64 -DFLASHATTN_BUILD_SM90_VARIANTS=OFF -DCMAKE_CUDA_FLAGS=-DFLASHATTN_SM90_PACK_GQA_ONE_WG=$stages"

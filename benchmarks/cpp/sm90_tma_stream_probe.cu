@@ -78,22 +78,18 @@ __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ C
       mbarrier_arrive_expect_tx(full(s), kStageBytes);
       const uint32_t stage = base + s * kStageBytes;
       const int row = row0 + n * kRows;
-#pragma unroll
-      for (int c = 0; c < kColumns; ++c) {
+      // Column slice c of the block from `map` into the stage's box `box` (K's first, then V's).
+      auto load = [&](const CUtensorMap* map, int box, int c) {
         if constexpr (kPairedHeads) {
-          tma_load_5d(stage + c * kBoxBytes, &k_map, full(s), 64 * c, 0, row, head, batch);
+          tma_load_5d(stage + box * kBoxBytes, map, full(s), 64 * c, 0, row, head, batch);
         } else {
-          tma_load_4d(stage + c * kBoxBytes, &k_map, full(s), 64 * c, row, head, batch);
+          tma_load_4d(stage + box * kBoxBytes, map, full(s), 64 * c, row, head, batch);
         }
-      }
+      };
 #pragma unroll
-      for (int c = 0; c < kColumns; ++c) {
-        if constexpr (kPairedHeads) {
-          tma_load_5d(stage + (kColumns + c) * kBoxBytes, &v_map, full(s), 64 * c, 0, row, head, batch);
-        } else {
-          tma_load_4d(stage + (kColumns + c) * kBoxBytes, &v_map, full(s), 64 * c, row, head, batch);
-        }
-      }
+      for (int c = 0; c < kColumns; ++c) load(&k_map, c, c);
+#pragma unroll
+      for (int c = 0; c < kColumns; ++c) load(&v_map, kColumns + c, c);
     }
   } else if (threadIdx.x >= 32) {
     const int lane = threadIdx.x - 32;

@@ -796,8 +796,8 @@ constexpr int kPackGqaOneWgStages = 0;
 template <int HeadDim_, typename Element_>
 using PackGqaConfig = std::conditional_t<
     HeadDim_ == 64 && kPackGqaOneWgStages != 0,
-    KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, kPackGqaOneWgStages != 0 ? kPackGqaOneWgStages : 2,
-                 kDefaultDynamicSchedule, kOutputAuto, true, 1>,
+    KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, kPackGqaOneWgStages, kDefaultDynamicSchedule,
+                 kOutputAuto, true, 1>,
     KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
                  kDefaultDynamicSchedule, kOutputAuto, true, kDefaultConsumers>>;
 

@@ -87,10 +87,9 @@ struct MainloopMma {
   }
   template <int ring0>
   __device__ __forceinline__ void pass_turn_on() const {
-    if constexpr (Cfg::kConsumerWarpgroups == 1) {
-    } else if constexpr (Cfg::kConsumerWarpgroups == 2) {
+    if constexpr (Cfg::kConsumerWarpgroups == 2) {
       named_barrier_arrive(ring0 + (1 - wg), kPairThreads);
-    } else {
+    } else if constexpr (Cfg::kConsumerWarpgroups > 2) {
       named_barrier_arrive(ring0 + (wg + 1 == Cfg::kConsumerWarpgroups ? 0 : wg + 1), kPairThreads);
     }
   }
