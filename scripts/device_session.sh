@@ -14,7 +14,8 @@
 #   scripts/device_session.sh sweep   # issue 4's protocol sweep: forward rows and decode rows, clocks sampled
 #   scripts/device_session.sh builds-ab  # bench_decode on reduced builds differing in one define (AB_BUILDS)
 #   scripts/device_session.sh tma-probe  # the packed decode kernel's K / V loads alone (TMA stream probe)
-#   scripts/device_session.sh one-wg  # the one-consumer-warpgroup packed d64 experiment: tests, sanitizers (, builds-ab)
+#   scripts/device_session.sh one-wg  # the one-warpgroup packed d64 kernel: decode A/B, its tests
+#   scripts/device_session.sh one-wg-sanitize  # after one-wg, warm: the sanitizers on its cases
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -407,19 +408,26 @@ builds_ab() {
   archive_logs './*.log'
 }
 
-# The one-consumer-warpgroup experiment (FLASHATTN_SM90_PACK_GQA_ONE_WG=S, config.h; session 91):
-# a reduced test build (head dim 64, both types) with it, S = ONE_WG_STAGES (3), its packed d64
-# tests and sanitizers on a subset; then, with AB_BUILDS set, builds-ab (its timing against the
-# default build). Cases of other head dims are not built there: their failures say "not built".
-# (No extension is built; BUILD_PACKAGE=/tmp keeps build() from touching python/flashattn.)
+# The one-consumer-warpgroup packed kernel (sm90::PackGqaOneWgConfig, session 92): the library,
+# tests and extension; then its d64 decode timing against the two-warpgroup packed kernel
+# (FLASHATTN_SM90_PACK_GQA_ONE_WG=0) and cuDNN in one process (ONE_WG_DECODE: bench_decode.py's
+# arguments), then the packed, key-split, paged, graph-capture and rule tests, which run each d64
+# case on both packed kernels. `one-wg-sanitize` (after it, on the same warm machine: the build is
+# kept) runs the sanitizers on the d64 packed cases.
+ONE_WG_TESTS='*Sm90GqaPacking*:*PackGqaOneWg*:*Sm90KeySplit*:*Paged*:*GraphCapture*:*Sm90ApiPick*'
 one_wg() {
-  local stages=${ONE_WG_STAGES:-3}
-  local args="-DFLASHATTN_HDIMS=64 -DFLASHATTN_BUILD_SM90_VARIANTS=OFF -DCMAKE_CUDA_FLAGS=-DFLASHATTN_SM90_PACK_GQA_ONE_WG=$stages"
-  ( BUILD=build-one-wg BUILD_LOG=one-wg.log BUILD_TARGETS=flashattn_gpu_tests BUILD_CMAKE_ARGS="$args" BUILD_PACKAGE=/tmp build ) || return 1
-  BUILD=build-one-wg gtest_run one_wg_tests.log 240 "one-WG (S = $stages) packed tests" \
-    --gtest_filter='*Sm90GqaPacking*:*Sm90KeySplit*:*Paged*:*GraphCapture*'
-  BUILD=build-one-wg sanitize 150 '*Sm90GqaPacking*d64*' memcheck racecheck synccheck
-  [ -z "${AB_BUILDS:-}" ] || builds_ab
+  : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
+  build || return 1
+  eval "set -- ${ONE_WG_DECODE:---rows '' --headdim 64 --rounds 2 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 1,32,8,32768 --shape 5,32,8,8192 --shape 4,32,32,8192}"
+  PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py "$@" --ours-env FLASHATTN_SM90_PACK_GQA_ONE_WG=0 \
+    --out "$OUT/one_wg_decode.json" > "$OUT/one_wg_decode.log" 2>&1
+  echo "one-WG decode A/B exit $?"; tail -12 "$OUT/one_wg_decode.log"
+  gtest_run one_wg_tests.log 240 "packed tests (both packed kernels)" --gtest_filter="$ONE_WG_TESTS"
+}
+one_wg_sanitize() {
+  : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
+  build > /dev/null || return 1
+  sanitize 130 '*Sm90GqaPacking*d64*:*PackGqaOneWg*' memcheck racecheck synccheck
 }
 
 # The TMA stream probe (benchmarks/cpp/sm90_tma_stream_probe.cu, session 90): the packed decode
@@ -474,6 +482,7 @@ case "$what" in
   builds-ab) builds_ab ;;
   tma-probe) : "${BUILD_TARGETS:=flashattn_sm90_tma_stream_probe}"; build && tma_probe ;;
   one-wg) one_wg ;;
+  one-wg-sanitize) one_wg_sanitize ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;

@@ -8,7 +8,9 @@
                                           head dims 64 and 128 one for short rows (sm90_fwd_short_rows_*.cu),
                                           at 128 one with cluster pairs (sm90_fwd_cluster_*.cu), and
                                           at 64 and 128 one with a consumer warpgroup more
-                                          (sm90_fwd_tall_tiles_*.cu), and the default's twin for
+                                          (sm90_fwd_tall_tiles_*.cu), at 64 the packed kernel of one
+                                          consumer warpgroup (sm90_fwd_pack_gqa_one_wg_*.cu), and
+                                          the default's twin for
                                           the head dims between them (sm90_fwd_narrow_*.cu)
 
 wgmma takes its accumulators as individual register operands, so each shape needs its own
@@ -39,6 +41,8 @@ BACKWARD_HEAD_DIMS = head_dims("FLASHATTN_SM90_BACKWARD_HEAD_DIMS")
 SHORT_ROWS_HEAD_DIMS = [64, 128]  # keep in step with config.h ShortRowsConfig and cmake/sm90.cmake
 CLUSTER_HEAD_DIMS = [128]  # keep in step with kernel_choice.h sm90_has_cluster_pairs and cmake/sm90.cmake
 TALL_TILES_HEAD_DIMS = [64, 128]  # keep in step with kernel_choice.h sm90_has_tall_tiles and cmake/sm90.cmake
+# keep in step with kernel_choice.h sm90_has_pack_gqa_one_wg and cmake/sm90.cmake
+PACK_GQA_ONE_WG_HEAD_DIMS = [64]
 # N of S = Q K^T (the key block) and of O += P V (the head dim); keep in step with config.h.
 SS_WIDTHS = [64, 80, 112, 128, 144, 160, 176, 192]
 RS_WIDTHS = [64, 96, 128, 192, 256]
@@ -176,6 +180,11 @@ def write_instantiations():
             # (kernel_choice.h); FLASHATTN_SM90_VARIANT=tall reaches it too.
             if hd in TALL_TILES_HEAD_DIMS:
                 files[f"sm90_fwd_tall_tiles_{dt}_hdim{hd}.cu"] = instantiation(f"TallTilesConfig<{hd}, {ctype}>")
+            # Packed tiles of 64 rows, two CTAs an SM (config.h PackGqaOneWgConfig): picked by
+            # sm90_picks_pack_gqa_one_wg for packed problems of at most 64 rows.
+            if hd in PACK_GQA_ONE_WG_HEAD_DIMS:
+                files[f"sm90_fwd_pack_gqa_one_wg_{dt}_hdim{hd}.cu"] = instantiation(
+                    f"PackGqaOneWgConfig<{hd}, {ctype}>")
             # The default kernel's narrow twin (config.h NarrowHeadDimConfig): the head dims
             # between the instantiations, run on the next larger one (sm90_forward.cu,
             # runs_narrow), in its own object so that the default's machine code is untouched.

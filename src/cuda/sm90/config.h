@@ -2,6 +2,7 @@
 // shapes and the shared-memory layout. Nothing else in sm90/ hard-codes a size.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -53,6 +54,10 @@ constexpr int kTurnsByRule = -1;
 
 // Tile indices the dynamic schedule's mailbox holds per CTA (tile_scheduler.h, TileRing).
 constexpr int kMailboxSlots = 2;
+// CTAs of one launch the mailbox and the V-tail zeroing (mainloop_load.h) hold entries for: the
+// launch caps a dynamically scheduled grid, and any grid of two CTAs an SM, at this (cta_slots,
+// below). Two CTAs on each of an H100's or H200's 132 SMs fit.
+constexpr int kMailboxCtas = 320;
 
 // Key-block width and K/V ring depth per head dim: the largest that fits 227 KB of shared
 // memory with the register budget above (S is kBlockN/2, O is HeadDim/2 floats per thread),
@@ -125,8 +130,8 @@ constexpr bool kDefaultDynamicSchedule = true;
 // PackGqa_: GQA head packing (see kPackGqa below).
 constexpr int kOutputAuto = 0, kOutputDirect = 1, kOutputViaQ = 2;
 
-// Consumers_: consumer warpgroups (2 to 4), 64 query rows each; one only in the packed d64
-// experiment below (FLASHATTN_SM90_PACK_GQA_ONE_WG), two CTAs an SM.
+// Consumers_: consumer warpgroups (1 to 4), 64 query rows each; one only in the packed d64
+// kernel of PackGqaOneWgConfig (below), two CTAs an SM.
 // Turns_: where the consumer warpgroups take turns (kTurnsAtGemms ...), or kTurnsByRule.
 template <int HeadDim_, typename Element_, int BlockN_ = TileShape<HeadDim_>::kBlockN,
           int Stages_ = TileShape<HeadDim_>::kStages, bool Dynamic_ = kDefaultDynamicSchedule,
@@ -781,25 +786,35 @@ struct ClusterPairsConfig : KernelConfig<HeadDim_, Element_, BlockN_, TileShape<
 };
 
 // The default tile shape and schedule with GQA head packing on (sm90_forward_pack_gqa only).
-// FLASHATTN_SM90_PACK_GQA_ONE_WG=S (an experiment, no build has it by default; the device
-// script's builds-ab): at head dim 64, one consumer warpgroup (64-row tiles) and S K/V stages,
-// two CTAs an SM, for every packed d64 problem. Session 90 found d64 decode's CTA waiting ~70% of
-// its time with neither the ring's depth nor the softmax the cause, and cuDNN reading the same
-// bytes 1.3x faster from two CTAs an SM; here each SM streams two tiles' keys instead of one,
-// and no rowless warpgroup takes turns beside the working one.
-#ifdef FLASHATTN_SM90_PACK_GQA_ONE_WG
-constexpr int kPackGqaOneWgStages = FLASHATTN_SM90_PACK_GQA_ONE_WG;
-static_assert(kPackGqaOneWgStages == 2 || kPackGqaOneWgStages == 3, "FLASHATTN_SM90_PACK_GQA_ONE_WG: 2 or 3 stages");
-#else
-constexpr int kPackGqaOneWgStages = 0;
-#endif
 template <int HeadDim_, typename Element_>
-using PackGqaConfig = std::conditional_t<
-    HeadDim_ == 64 && kPackGqaOneWgStages != 0,
-    KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, kPackGqaOneWgStages, kDefaultDynamicSchedule,
-                 kOutputAuto, true, 1>,
-    KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
-                 kDefaultDynamicSchedule, kOutputAuto, true, kDefaultConsumers>>;
+using PackGqaConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
+                                   kDefaultDynamicSchedule, kOutputAuto, true, kDefaultConsumers>;
+
+// The packed kernel of one consumer warpgroup (64-row tiles) at two CTAs an SM, built at head
+// dim 64 (sm90_has_pack_gqa_one_wg) and picked for packed problems of at most 64 rows
+// (sm90_picks_pack_gqa_one_wg: decode). Session 90 found d64 decode's CTA waiting ~70% of its time
+// with neither the ring's depth nor the softmax the cause, and cuDNN reading the same bytes 1.3x
+// faster from two CTAs an SM; session 91's probe: the loads alone stream 2.96 TB/s at one CTA an
+// SM, and two CTAs an SM hide a long consumer step. Here each SM streams two tiles' keys instead
+// of one, and no rowless warpgroup takes turns beside the working one. Three K / V stages (the
+// output through Q's tile); FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES=2 builds two (its own O tile).
+#ifdef FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES
+constexpr int kPackGqaOneWgStages = FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES;
+#else
+constexpr int kPackGqaOneWgStages = 3;
+#endif
+static_assert(kPackGqaOneWgStages == 2 || kPackGqaOneWgStages == 3, "FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES: 2 or 3");
+template <int HeadDim_, typename Element_>
+using PackGqaOneWgConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, kPackGqaOneWgStages,
+                                        kDefaultDynamicSchedule, kOutputAuto, true, 1>;
+
+// CTAs of Cfg resident at once on `sms` SMs: Cfg::kCtasPerSm an SM, and with two an SM at most
+// the mailbox's and the V-tail zeroing's per-CTA slots (kMailboxCtas), whichever the schedule.
+// The grid and the key-split rule count these (launch.h; sm90_forward.cu for MHA decode).
+template <class Cfg>
+int cta_slots(int sms) {
+  return Cfg::kCtasPerSm > 1 ? std::min(sms * Cfg::kCtasPerSm, kMailboxCtas) : sms;
+}
 
 }  // namespace sm90
 }  // namespace flashattn

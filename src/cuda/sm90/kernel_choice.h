@@ -31,8 +31,24 @@ Status sm90_supports_forward_pack_gqa(const AttentionProblem& p);
 Status sm90_forward_pack_gqa(const AttentionProblem& p);
 // Whether sm90_forward runs a problem it supports with the packed kernel (the rule above).
 bool sm90_picks_pack_gqa(const AttentionProblem& p);
-// Packed launches so far in this process (tests check that the API path took the packed kernel).
+// Packed launches so far in this process, of either packed kernel (tests check that the API path
+// took the packed kernel).
 int64_t sm90_pack_gqa_launches();
+// The packed kernel of one consumer warpgroup (sm90::PackGqaOneWgConfig: 64-row tiles, two CTAs
+// an SM) at the head dims it is built for (sm90_has_pack_gqa_one_wg), for every problem the packed
+// kernel runs (the rule above, MHA decode's key splits, pages, the direct entry) with at most
+// kSm90PackGqaOneWgMaxRows packed rows, seqlen_q * G (varlen: the longest): one tile a KV head
+// and sequence, as in the two-warpgroup kernel, whose second warpgroup has no row there.
+// Session 90 found d64 decode's CTA waiting ~70% of its time on its consumer's step; session 91's
+// probe: the loads alone stream 2.96 TB/s at one CTA an SM and two CTAs an SM hide a long step
+// (docs/perf.md). FLASHATTN_SM90_PACK_GQA_ONE_WG=0 keeps those problems on the two-warpgroup
+// kernel (read at every call: a benchmark's A/B in one process).
+constexpr int64_t kSm90PackGqaOneWgMaxRows = 64;
+constexpr bool sm90_has_pack_gqa_one_wg(int head_dim) { return head_dim == 64; }
+bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p);
+// Launches of the one-warpgroup packed kernel so far in this process (sm90_pack_gqa_launches
+// counts them too).
+int64_t sm90_pack_gqa_one_wg_launches();
 // Paged k / v (AttentionParams::block_table): the packed kernel reads them (paged_blocks.h) at
 // every head dim it is built for, so sm90_forward runs every paged problem it supports there, the
 // group 1..64 (G = 1: MHA) and seqlen_q at most kSm90PackGqaMaxQuery (decode steps and short

@@ -145,13 +145,6 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
 // decode tiles at 256 pieces would ask for 9 GB.
 constexpr size_t kMaxCallerSplitBytes = size_t(1) << 30;
 
-// CTAs of Cfg resident at once on `sms` SMs: Cfg::kCtasPerSm an SM, and with two an SM at most
-// the mailbox's and the V-tail zeroing's per-CTA slots (kMailboxCtas), whichever the schedule.
-template <class Cfg>
-int cta_slots(int sms) {
-  return Cfg::kCtasPerSm > 1 ? std::min(sms * Cfg::kCtasPerSm, kMailboxCtas) : sms;
-}
-
 template <class Cfg>
 Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
   const int key_blocks = sm90_visible_key_blocks(pb, Cfg::kBlockN);

@@ -27,10 +27,11 @@ namespace {
 // Which instantiation of a (dtype, head dim) runs: the default one, GQA head packing
 // (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), short rows
 // (sm90::ShortRowsConfig: 128-row tiles at head dim 64, no checked max at 128), cluster pairs
-// (sm90::ClusterPairsConfig; built and picked by rule at head dim 128) or tall tiles
-// (sm90::TallTilesConfig; at head dims 64 and 128).
-enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles };
-constexpr int kVariantCount = int(Variant::kTallTiles) + 1;  // keep the last one named here
+// (sm90::ClusterPairsConfig; built and picked by rule at head dim 128), tall tiles
+// (sm90::TallTilesConfig; at head dims 64 and 128) or GQA head packing in 64-row tiles at two
+// CTAs an SM (sm90::PackGqaOneWgConfig; at head dim 64).
+enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles, kPackGqaOneWg };
+constexpr int kVariantCount = int(Variant::kPackGqaOneWg) + 1;  // keep the last one named here
 
 // Devices whose attributes the rules keep (asked_once: the HBM bandwidth, the SM count); past
 // it the query runs at every call.
@@ -52,7 +53,8 @@ Status launch_if_built(const AttentionProblem& p, const char* kernel, const char
   }
 }
 
-template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster, class Tall>
+template <int HeadDim, class Default, class Packed, class Static, class ShortRows, class Cluster, class Tall,
+          class PackedOneWg>
 Status launch_variant(const AttentionProblem& p, Variant variant) {
   // A smaller head dim (runs_narrow): the default kernel's narrow twin, whatever the variant.
   if (p.headdim < HeadDim) return sm90::launch_forward<sm90::NarrowHeadDimConfig<Default>>(p);
@@ -63,6 +65,10 @@ Status launch_variant(const AttentionProblem& p, Variant variant) {
     return launch_if_built<sm90_has_tall_tiles(HeadDim), Tall>(p, "tall-tile", "head dims 64 and 128", HeadDim);
   }
   if (variant == Variant::kPackGqa) return sm90::launch_forward<Packed>(p);
+  if (variant == Variant::kPackGqaOneWg) {
+    return launch_if_built<sm90_has_pack_gqa_one_wg(HeadDim), PackedOneWg>(p, "one-warpgroup packed", "head dim 64",
+                                                                            HeadDim);
+  }
   // Where the static schedule is the default, Static is Default (one instantiation of it), and
   // ShortRows is Static at head dims other than 64 and 128.
   if (variant == Variant::kStaticSchedule) return sm90::launch_forward<Static>(p);
@@ -122,8 +128,8 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
       if (!run) return Status::Ok();                                                                     \
       return launch_variant<HD, sm90::KernelConfig<HD, Element>, sm90::PackGqaConfig<HD, Element>,       \
                             sm90::StaticScheduleConfig<HD, Element>, sm90::ShortRowsConfig<HD, Element>, \
-                            sm90::ClusterPairsConfig<HD, Element>, sm90::TallTilesConfig<HD, Element>>(  \
-          p, variant);                                                                                   \
+                            sm90::ClusterPairsConfig<HD, Element>, sm90::TallTilesConfig<HD, Element>,   \
+                            sm90::PackGqaOneWgConfig<HD, Element>>(p, variant);                          \
     }                                                                                                    \
   }
   FLASHATTN_SM90_FORWARD_HEAD_DIMS(FLASHATTN_SM90_CASE)
@@ -261,6 +267,11 @@ Status launch_counted(const AttentionProblem& p, Variant variant) {
 
 int64_t launches_of(Variant variant) { return g_launches[int(variant)].load(std::memory_order_relaxed); }
 
+// The packed kernel that runs p: 64-row tiles at two CTAs an SM where their rule picks them.
+Variant packed_variant(const AttentionProblem& p) {
+  return sm90_picks_pack_gqa_one_wg(p) ? Variant::kPackGqaOneWg : Variant::kPackGqa;
+}
+
 // FLASHATTN_SM90_VARIANT (default, static, short_rows, cluster, tall) overrides the rules of
 // kernel_choice.h (GQA packing excepted) for the problems that variant can run, so that a benchmark times the variants
 // through the package on the same shapes (docs/perf.md, v8). Read at every call (well under a
@@ -293,7 +304,11 @@ bool sm90_picks_mha_key_splits(const AttentionProblem& p, int sms) {
   // The caller's count wherever a tile has two blocks to cut (the launch's own blocks are as many
   // or more: kSm90MhaSplitBlockKeys is the widest block_n).
   if (p.num_splits > 1) return key_blocks >= 2;
-  return sm90_key_splits(p.batch * p.nheads_kv, sms, key_blocks, p.headdim) > 1;
+  // The CTA slots of the kernel that would run it, as the launch counts them (sm90::cta_slots).
+  const int slots = sm90_picks_pack_gqa_one_wg(p)
+                        ? sm90::cta_slots<sm90::PackGqaOneWgConfig<64, __nv_bfloat16>>(sms)
+                        : sms;
+  return sm90_key_splits(p.batch * p.nheads_kv, slots, key_blocks, p.headdim) > 1;
 }
 
 Status sm90_forward(const AttentionProblem& p) {
@@ -301,13 +316,13 @@ Status sm90_forward(const AttentionProblem& p) {
   if (!s.ok()) return s;
   if (runs_narrow(p)) return launch_counted(p, Variant::kDefault);
   // Only the packed kernel reads pages (sm90_supports_forward has checked that it can).
-  if (p.paged()) return launch_counted(p, Variant::kPackGqa);
-  if (pack_gqa_allowed() && sm90_picks_pack_gqa(p)) return launch_counted(p, Variant::kPackGqa);
+  if (p.paged()) return launch_counted(p, packed_variant(p));
+  if (pack_gqa_allowed() && sm90_picks_pack_gqa(p)) return launch_counted(p, packed_variant(p));
   Variant variant = Variant::kDefault;
   if (forced_variant(&variant)) return launch_counted(p, variant);
   // After the forced variant: a benchmark that names an unpacked kernel times it on MHA decode too.
   if (pack_gqa_allowed() && sm90_picks_mha_key_splits(p, sm90_sm_count(p.device_index))) {
-    return launch_counted(p, Variant::kPackGqa);
+    return launch_counted(p, packed_variant(p));
   }
   if (sm90_picks_cluster_pairs(p)) variant = Variant::kClusterPairs;
   else if (sm90_picks_tall_tiles(p)) variant = Variant::kTallTiles;
@@ -431,9 +446,18 @@ Status sm90_supports_forward_pack_gqa(const AttentionProblem& p) {
 Status sm90_forward_pack_gqa(const AttentionProblem& p) {
   Status s = sm90_supports_forward_pack_gqa(p);
   if (!s.ok()) return s;
-  return launch_counted(p, Variant::kPackGqa);
+  return launch_counted(p, packed_variant(p));
 }
 
-int64_t sm90_pack_gqa_launches() { return launches_of(Variant::kPackGqa); }
+int64_t sm90_pack_gqa_launches() { return launches_of(Variant::kPackGqa) + launches_of(Variant::kPackGqaOneWg); }
+
+bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p) {
+  if (!sm90_has_pack_gqa_one_wg(p.headdim) || p.nheads_kv <= 0 || !env_switch_on("FLASHATTN_SM90_PACK_GQA_ONE_WG")) {
+    return false;
+  }
+  return int64_t(p.seqlen_q) * p.heads_per_kv() <= kSm90PackGqaOneWgMaxRows;
+}
+
+int64_t sm90_pack_gqa_one_wg_launches() { return launches_of(Variant::kPackGqaOneWg); }
 
 }  // namespace flashattn

@@ -171,7 +171,6 @@ __device__ __forceinline__ void retire_tile_counter(const KernelParams& p) {
 // Kept out of shared memory because compute-sanitizer's racecheck does not follow mbarriers for
 // ordinary shared-memory accesses (it reported the correct shared-memory version as racing), and
 // shared-memory atomics instead cost hdim 256 consumers spills.
-constexpr int kMailboxCtas = 256;  // the launch caps a dynamically scheduled grid at this
 namespace {
 __device__ int g_tile_mailbox[kCounterSlots][kMailboxCtas][kMailboxSlots];
 }  // namespace

@@ -1125,6 +1125,19 @@ TEST_P(Sm90GqaPacking, MatchesReferenceUnsplit) {
   EXPECT_EQ(sm90_key_split_launches(), before) << "FLASHATTN_SM90_KEY_SPLITS=1 split the keys";
 }
 
+// The head dims with a one-warpgroup packed kernel again on the two-warpgroup one
+// (FLASHATTN_SM90_PACK_GQA_ONE_WG=0), which the rule gives only the cases of more than
+// kSm90PackGqaOneWgMaxRows packed rows there. One seed.
+TEST_P(Sm90GqaPacking, TwoWarpgroupsMatchReference) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  if (!sm90_has_pack_gqa_one_wg(c.headdim)) GTEST_SKIP() << "one packed kernel at head dim " << c.headdim;
+  const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
+  const int64_t before = sm90_pack_gqa_one_wg_launches();
+  run_case(c, 19u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
+  EXPECT_EQ(sm90_pack_gqa_one_wg_launches(), before) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0 ran the one-warpgroup kernel";
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()), case_name);
 
 // FLASHATTN_SM90_L2_PROMOTION (tensor_map.cu) changes how much the L2 fetches on a TMA miss and
@@ -1886,6 +1899,49 @@ TEST(Sm90ApiPickOverride, PackGqaLeftOut) {
 
 INSTANTIATE_TEST_SUITE_P(GqaPacking, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(api_pick_cases(), sm90_pack_gqa_launches, "packed kernel", 17u)),
+                         api_pick_name);
+
+// The one-warpgroup packed kernel (sm90::PackGqaOneWgConfig) by sm90_picks_pack_gqa_one_wg: head
+// dim 64, packed, at most kSm90PackGqaOneWgMaxRows rows (seqlen_q x G). Picked: decode, the bound
+// itself (16 x 4) with a window and causal, G = 64 (one query row a tile), MHA decode that the key
+// splits bring to the packed kernel, varlen. Not picked: one row past the bound (two-warpgroup
+// packed kernel), head dim 128, a query too long to pack. The rest of its coverage is
+// Sm90GqaPacking's d64 cases (and its paged tests'), which it runs wherever the rule picks it.
+std::vector<ApiPick> one_wg_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  const int bound = int(kSm90PackGqaOneWgMaxRows);
+  std::vector<ApiPick> v;
+  Case c;
+  c = make("one_wg_decode_g4_k3000_bf16", bf, 64, 3, 1, 3000, 16, 4), v.push_back({c, true});
+  c = make("one_wg_bound_g4_q16_window_causal_fp16", fp, 64, 2, bound / 4, 700, 8, 2), c.causal = true;
+  c.window_left = 200, v.push_back({c, true});
+  c = make("one_wg_g64_q1_k500_fp16", fp, 64, 2, 1, 500, 64, 1), v.push_back({c, true});
+  c = make("one_wg_mha_decode_k20000_bf16", bf, 64, 1, 1, 20000, 2, 2), v.push_back({c, true});
+  c = make("one_wg_varlen_g8_softcap_bf16", bf, 64, 0, 0, 0, 16, 2);
+  c.lens_q = {8, 1, 3}, c.lens_k = {900, 70, 2}, c.softcap = 20.0f, v.push_back({c, true});
+  c = make("one_wg_past_bound_g4_q17_fp16", fp, 64, 2, bound / 4 + 1, 400, 8, 2), v.push_back({c, false});
+  c = make("one_wg_d128_decode_g4_bf16", bf, 128, 2, 1, 900, 8, 2), v.push_back({c, false});
+  c = make("one_wg_q100_g2_unpacked_fp16", fp, 64, 1, 100, 300, 4, 2), v.push_back({c, false});
+  return v;
+}
+
+// FLASHATTN_SM90_PACK_GQA_ONE_WG=0 (read at every call): a problem the rule gives the
+// one-warpgroup kernel runs on the two-warpgroup packed one.
+TEST(Sm90ApiPickOverride, PackGqaOneWgLeftOut) {
+  SKIP_UNLESS_SM90();
+  const Case c = make("api_decode_q1_g4_two_wg_fp16", DType::kFloat16, 64, 4, 1, 1500, 32, 8);
+  const int64_t one = sm90_pack_gqa_one_wg_launches(), packed = sm90_pack_gqa_launches();
+  {
+    const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
+    run_case(c, 23);
+  }
+  EXPECT_EQ(sm90_pack_gqa_one_wg_launches(), one) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0 ran the one-warpgroup kernel";
+  EXPECT_EQ(sm90_pack_gqa_launches() - packed, 1) << "the two-warpgroup packed kernel did not run";
+}
+
+INSTANTIATE_TEST_SUITE_P(PackGqaOneWg, Sm90ApiPick,
+                         ::testing::ValuesIn(for_variant(one_wg_cases(), sm90_pack_gqa_one_wg_launches,
+                                                         "one-warpgroup packed kernel", 79u)),
                          api_pick_name);
 
 // The static tile schedule by sm90_picks_static_schedule (kernel_choice.h), the dynamic one
