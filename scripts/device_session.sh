@@ -14,8 +14,8 @@
 #   scripts/device_session.sh sweep   # issue 4's protocol sweep: forward rows and decode rows, clocks sampled
 #   scripts/device_session.sh builds-ab  # bench_decode on reduced builds differing in one define (AB_BUILDS)
 #   scripts/device_session.sh tma-probe  # the packed decode kernel's K / V loads alone (TMA stream probe)
-#   scripts/device_session.sh one-wg  # the one-warpgroup packed d64 kernel: decode A/B, its tests
-#   scripts/device_session.sh one-wg-sanitize  # after one-wg, warm: the sanitizers on its cases
+#   scripts/device_session.sh one-wg  # the one-warpgroup packed d64 kernel: build, decode A/B
+#   scripts/device_session.sh one-wg-tests  # after one-wg, warm: its tests and sanitizers
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -408,26 +408,28 @@ builds_ab() {
   archive_logs './*.log'
 }
 
-# The one-consumer-warpgroup packed kernel (sm90::PackGqaOneWgConfig, session 92): the library,
-# tests and extension; then its d64 decode timing against the two-warpgroup packed kernel
+# The one-consumer-warpgroup packed kernel (sm90::PackGqaOneWgConfig, session 92). `one-wg`: the
+# library, tests and extension, then its d64 decode timing against the two-warpgroup packed kernel
 # (FLASHATTN_SM90_PACK_GQA_ONE_WG=0) and cuDNN in one process (ONE_WG_DECODE: bench_decode.py's
-# arguments), then the packed, key-split, paged, graph-capture and rule tests, which run each d64
-# case on both packed kernels. `one-wg-sanitize` (after it, on the same warm machine: the build is
-# kept) runs the sanitizers on the d64 packed cases.
+# arguments). `one-wg-tests` (after it, on the same warm machine, whose build is kept): the
+# packed, key-split, paged, graph-capture and rule tests, which run each d64 packed case on both
+# packed kernels, then the sanitizers on the d64 packed cases (two without d64 in their names).
 ONE_WG_TESTS='*Sm90GqaPacking*:*PackGqaOneWg*:*Sm90KeySplit*:*Paged*:*GraphCapture*:*Sm90ApiPick*'
+ONE_WG_SANITIZE='*Sm90GqaPacking*d64*:*Sm90GqaPacking*g8_persistent_q1_k1000_fp16*:*Sm90GqaPacking*g2_head_major_q17_k90_causal_fp16*:*PackGqaOneWg*'
 one_wg() {
   : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
   build || return 1
   eval "set -- ${ONE_WG_DECODE:---rows '' --headdim 64 --rounds 2 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 1,32,8,32768 --shape 5,32,8,8192 --shape 4,32,32,8192}"
   PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py "$@" --ours-env FLASHATTN_SM90_PACK_GQA_ONE_WG=0 \
     --out "$OUT/one_wg_decode.json" > "$OUT/one_wg_decode.log" 2>&1
-  echo "one-WG decode A/B exit $?"; tail -12 "$OUT/one_wg_decode.log"
-  gtest_run one_wg_tests.log 240 "packed tests (both packed kernels)" --gtest_filter="$ONE_WG_TESTS"
+  echo "one-WG decode A/B exit $?"; tail -14 "$OUT/one_wg_decode.log"
 }
-one_wg_sanitize() {
+one_wg_tests() {
   : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
-  build > /dev/null || return 1
-  sanitize 130 '*Sm90GqaPacking*d64*:*PackGqaOneWg*' memcheck racecheck synccheck
+  build > "$OUT/one_wg_rebuild.txt" || { cat "$OUT/one_wg_rebuild.txt"; return 1; }
+  head -1 "$OUT/one_wg_rebuild.txt"
+  gtest_run one_wg_tests.log 240 "packed tests (both packed kernels)" --gtest_filter="$ONE_WG_TESTS"
+  sanitize "${SANITIZE_SECONDS:-100}" "$ONE_WG_SANITIZE" memcheck racecheck synccheck
 }
 
 # The TMA stream probe (benchmarks/cpp/sm90_tma_stream_probe.cu, session 90): the packed decode
@@ -482,7 +484,7 @@ case "$what" in
   builds-ab) builds_ab ;;
   tma-probe) : "${BUILD_TARGETS:=flashattn_sm90_tma_stream_probe}"; build && tma_probe ;;
   one-wg) one_wg ;;
-  one-wg-sanitize) one_wg_sanitize ;;
+  one-wg-tests) one_wg_tests ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;

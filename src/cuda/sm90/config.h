@@ -798,6 +798,9 @@ using PackGqaConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlo
 // SM, and two CTAs an SM hide a long consumer step. Here each SM streams two tiles' keys instead
 // of one, and no rowless warpgroup takes turns beside the working one. Three K / V stages (the
 // output through Q's tile); FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES=2 builds two (its own O tile).
+#ifdef FLASHATTN_SM90_PACK_GQA_ONE_WG
+#error "FLASHATTN_SM90_PACK_GQA_ONE_WG (session 91's experiment) is now the variant PackGqaOneWgConfig, on in every build: FLASHATTN_SM90_PACK_GQA_ONE_WG=0 in the environment turns it off, FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES sets its stages"
+#endif
 #ifdef FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES
 constexpr int kPackGqaOneWgStages = FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES;
 #else

@@ -83,6 +83,10 @@ CaseSpec fixed_noncausal_d128() { return fixed_bf16(5104, 2, 256, 4200, 4, 2, 12
 // by keys into 8 pieces (kernel_choice.h, sm90_key_splits).
 CaseSpec decode_gqa_key_splits() { return fixed_bf16(5105, 1, 1, 8192, 32, 8, 128); }
 
+// The same step at head dim 64: on Hopper the one-warpgroup packed kernel (64-row tiles, two
+// CTAs an SM; kernel_choice.h, sm90_picks_pack_gqa_one_wg), its 8 tiles cut by keys.
+CaseSpec decode_gqa_key_splits_d64() { return fixed_bf16(5108, 1, 1, 8192, 32, 8, 64); }
+
 // An MQA decode step over 8192 keys: on Hopper one packed tile cut into 16 pieces, merged in two
 // levels (split_keys.h), with the captured workspace's counters for them.
 CaseSpec decode_mqa_key_splits() { return fixed_bf16(5107, 1, 1, 8192, 8, 1, 128); }
@@ -141,6 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuGraphCapture,
                                            GraphCase{"fixed_noncausal_d128_bf16", fixed_noncausal_d128()},
                                            GraphCase{"decode_gqa_key_splits_d128_bf16", decode_gqa_key_splits(), true},
                                            GraphCase{"decode_mqa_two_level_merge_d128_bf16", decode_mqa_key_splits(), true},
+                                           GraphCase{"decode_gqa_key_splits_one_wg_d64_bf16", decode_gqa_key_splits_d64(), true},
                                            GraphCase{"decode_gqa_combine_kernel_d128_bf16", decode_gqa_key_splits(), true,
                                                      false, true},
                                            GraphCase{"decode_mqa_combine_kernel_d128_bf16", decode_mqa_key_splits(), true,

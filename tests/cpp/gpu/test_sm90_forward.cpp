@@ -1364,10 +1364,39 @@ TEST(Sm90KeySplitRule, MhaDecode) {
   EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "64 tiles at d128: 2 pieces pass 3/4 of the SMs";
   p.headdim = 64;
   EXPECT_TRUE(sm90_picks_mha_key_splits(p, sms)) << "64 tiles at d64: a wave of 2 pieces (session 89)";
+  // d64 MHA decode runs the one-warpgroup packed kernel, two CTAs an SM: 264 slots.
   p.batch = 3;
-  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "96 tiles at d64: no wave of 2 pieces";
+  EXPECT_EQ(sm90_picks_mha_key_splits(p, sms), sm90_has_pack_gqa_one_wg(64)) << "96 tiles at d64: 2 pieces in 264 slots";
+  {
+    const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
+    EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "96 tiles at d64 on the two-warpgroup kernel: no wave of 2";
+  }
+  p.nheads_q = p.nheads_kv = 44;
+  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "132 tiles at d64: no wave of 2 pieces in 264 slots";
+  p.nheads_q = p.nheads_kv = 32;
   p.batch = 2, p.headdim = 256;
   EXPECT_EQ(sm90_picks_mha_key_splits(p, sms), kSm90CombineKernelBuilt) << "64 tiles at d256: a wave of 2 pieces";
+}
+
+// Which packed problems the one-warpgroup kernel takes (kernel_choice.h), host-side.
+TEST(Sm90PackGqaOneWgRule, AsDocumented) {
+  AttentionProblem p;
+  p.dtype = DType::kFloat16, p.headdim = 64, p.batch = 2, p.nheads_q = 32, p.nheads_kv = 8;
+  p.seqlen_q = int(kSm90PackGqaOneWgMaxRows) / 4, p.seqlen_k = 4096;
+  EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "16 x 4 rows: the bound";
+  p.seqlen_q += 1;
+  EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "17 x 4 rows: past it";
+  p.seqlen_q = 1, p.nheads_q = 64, p.nheads_kv = 1;
+  EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "G = 64, one query row";
+  p.nheads_q = p.nheads_kv = 8, p.seqlen_q = int(kSm90PackGqaOneWgMaxRows);
+  EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "MHA, 64 query rows";
+  p.seqlen_q += 1;
+  EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "MHA, 65 query rows";
+  p.seqlen_q = 1, p.headdim = 128;
+  EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "head dim 128: not built";
+  p.headdim = 64;
+  const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
+  EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0";
 }
 
 // The rule's arithmetic (kernel_choice.h), host-side.
@@ -1904,7 +1933,7 @@ INSTANTIATE_TEST_SUITE_P(GqaPacking, Sm90ApiPick,
 // The one-warpgroup packed kernel (sm90::PackGqaOneWgConfig) by sm90_picks_pack_gqa_one_wg: head
 // dim 64, packed, at most kSm90PackGqaOneWgMaxRows rows (seqlen_q x G). Picked: decode, the bound
 // itself (16 x 4) with a window and causal, G = 64 (one query row a tile), MHA decode that the key
-// splits bring to the packed kernel, varlen. Not picked: one row past the bound (two-warpgroup
+// splits bring to the packed kernel, varlen, more tiles than CTAs. Not picked: one row past the bound (two-warpgroup
 // packed kernel), head dim 128, a query too long to pack. The rest of its coverage is
 // Sm90GqaPacking's d64 cases (and its paged tests'), which it runs wherever the rule picks it.
 std::vector<ApiPick> one_wg_cases() {
@@ -1913,6 +1942,8 @@ std::vector<ApiPick> one_wg_cases() {
   std::vector<ApiPick> v;
   Case c;
   c = make("one_wg_decode_g4_k3000_bf16", bf, 64, 3, 1, 3000, 16, 4), v.push_back({c, true});
+  // 640 tiles on at most 264 CTAs, unsplit: each CTA walks several tiles (O out through Q's tile).
+  c = make("one_wg_persistent_g4_q1_k600_fp16", fp, 64, 80, 1, 600, 32, 8), v.push_back({c, true});
   c = make("one_wg_bound_g4_q16_window_causal_fp16", fp, 64, 2, bound / 4, 700, 8, 2), c.causal = true;
   c.window_left = 200, v.push_back({c, true});
   c = make("one_wg_g64_q1_k500_fp16", fp, 64, 2, 1, 500, 64, 1), v.push_back({c, true});
@@ -1935,6 +1966,7 @@ TEST(Sm90ApiPickOverride, PackGqaOneWgLeftOut) {
     const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
     run_case(c, 23);
   }
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(sm90_pack_gqa_one_wg_launches(), one) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0 ran the one-warpgroup kernel";
   EXPECT_EQ(sm90_pack_gqa_launches() - packed, 1) << "the two-warpgroup packed kernel did not run";
 }
