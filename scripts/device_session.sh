@@ -16,6 +16,7 @@
 #   scripts/device_session.sh tma-probe  # the packed decode kernel's K / V loads alone (TMA stream probe)
 #   scripts/device_session.sh one-wg  # the one-warpgroup packed d64 kernel: build, decode A/B
 #   scripts/device_session.sh one-wg-tests  # after one-wg, warm: its tests and sanitizers
+#   scripts/device_session.sh one-wg-all  # both in one call
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -485,6 +486,7 @@ case "$what" in
   tma-probe) : "${BUILD_TARGETS:=flashattn_sm90_tma_stream_probe}"; build && tma_probe ;;
   one-wg) one_wg ;;
   one-wg-tests) one_wg_tests ;;
+  one-wg-all) one_wg && one_wg_tests ;;  # one call: what the call's limit cuts off comes last
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;
