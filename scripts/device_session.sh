@@ -421,7 +421,8 @@ one_wg() {
   : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
   build || return 1
   eval "set -- ${ONE_WG_DECODE:---rows '' --headdim 64 --rounds 2 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 1,32,8,32768 --shape 5,32,8,8192 --shape 4,32,32,8192}"
-  PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py "$@" --ours-env FLASHATTN_SM90_PACK_GQA_ONE_WG=0 \
+  PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py "$@" --ours-env FLASHATTN_SM90_PACK_GQA_ONE_WG=1 \
+    --ours-env FLASHATTN_SM90_PACK_GQA_ONE_WG=0 \
     --out "$OUT/one_wg_decode.json" > "$OUT/one_wg_decode.log" 2>&1
   echo "one-WG decode A/B exit $?"; tail -14 "$OUT/one_wg_decode.log"
 }

@@ -42,8 +42,13 @@ int64_t sm90_pack_gqa_launches();
 // Session 90 found d64 decode's CTA waiting ~70% of its time on its consumer's step; session 91's
 // probe: the loads alone stream 2.96 TB/s at one CTA an SM and two CTAs an SM hide a long step
 // (docs/perf.md). FLASHATTN_SM90_PACK_GQA_ONE_WG=0 keeps those problems on the two-warpgroup
-// kernel (read at every call: a benchmark's A/B in one process).
+// kernel, =1 gives them this one, unset or empty kSm90PackGqaOneWgByDefault decides (read at
+// every call: a benchmark's A/B in one process).
 constexpr int64_t kSm90PackGqaOneWgMaxRows = 64;
+constexpr bool kSm90PackGqaOneWgByDefault = true;
+// The FLASHATTN_SM90_PACK_GQA_ONE_WG setting that gives the packed problems to the kernel the
+// default does not (tests run both).
+constexpr const char* kSm90PackGqaOneWgOther = kSm90PackGqaOneWgByDefault ? "0" : "1";
 constexpr bool sm90_has_pack_gqa_one_wg(int head_dim) { return head_dim == 64; }
 bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p);
 // Launches of the one-warpgroup packed kernel so far in this process (sm90_pack_gqa_launches

@@ -1125,16 +1125,17 @@ TEST_P(Sm90GqaPacking, MatchesReferenceUnsplit) {
   EXPECT_EQ(sm90_key_split_launches(), before) << "FLASHATTN_SM90_KEY_SPLITS=1 split the keys";
 }
 
-// The head dims with a one-warpgroup packed kernel again on the two-warpgroup one
-// (FLASHATTN_SM90_PACK_GQA_ONE_WG=0), which the rule gives only the cases of more than
-// kSm90PackGqaOneWgMaxRows packed rows there. One seed.
-TEST_P(Sm90GqaPacking, TwoWarpgroupsMatchReference) {
+// The head dims with a one-warpgroup packed kernel again with the other packed kernel
+// (FLASHATTN_SM90_PACK_GQA_ONE_WG set against kSm90PackGqaOneWgByDefault), so both run every
+// case of at most kSm90PackGqaOneWgMaxRows packed rows. One seed.
+TEST_P(Sm90GqaPacking, OtherPackedKernelMatchesReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
   if (!sm90_has_pack_gqa_one_wg(c.headdim)) GTEST_SKIP() << "one packed kernel at head dim " << c.headdim;
-  const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
+  const ScopedEnv other("FLASHATTN_SM90_PACK_GQA_ONE_WG", kSm90PackGqaOneWgOther);
   const int64_t before = sm90_pack_gqa_one_wg_launches();
   run_case(c, 19u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
+  if (!kSm90PackGqaOneWgByDefault) return;
   EXPECT_EQ(sm90_pack_gqa_one_wg_launches(), before) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0 ran the one-warpgroup kernel";
 }
 
@@ -1364,22 +1365,31 @@ TEST(Sm90KeySplitRule, MhaDecode) {
   EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "64 tiles at d128: 2 pieces pass 3/4 of the SMs";
   p.headdim = 64;
   EXPECT_TRUE(sm90_picks_mha_key_splits(p, sms)) << "64 tiles at d64: a wave of 2 pieces (session 89)";
-  // d64 MHA decode runs the one-warpgroup packed kernel, two CTAs an SM: 264 slots.
+  // d64 MHA decode on the one-warpgroup packed kernel, two CTAs an SM: 264 slots.
   p.batch = 3;
-  EXPECT_EQ(sm90_picks_mha_key_splits(p, sms), sm90_has_pack_gqa_one_wg(64)) << "96 tiles at d64: 2 pieces in 264 slots";
+  {
+    const ScopedEnv one("FLASHATTN_SM90_PACK_GQA_ONE_WG", "1");
+    EXPECT_TRUE(sm90_picks_mha_key_splits(p, sms)) << "96 tiles at d64: 2 pieces in 264 slots";
+    p.nheads_q = p.nheads_kv = 44;
+    EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "132 tiles at d64: no wave of 2 pieces in 264 slots";
+    p.nheads_q = p.nheads_kv = 32;
+  }
   {
     const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
     EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "96 tiles at d64 on the two-warpgroup kernel: no wave of 2";
   }
-  p.nheads_q = p.nheads_kv = 44;
-  EXPECT_FALSE(sm90_picks_mha_key_splits(p, sms)) << "132 tiles at d64: no wave of 2 pieces in 264 slots";
-  p.nheads_q = p.nheads_kv = 32;
   p.batch = 2, p.headdim = 256;
   EXPECT_EQ(sm90_picks_mha_key_splits(p, sms), kSm90CombineKernelBuilt) << "64 tiles at d256: a wave of 2 pieces";
 }
 
 // Which packed problems the one-warpgroup kernel takes (kernel_choice.h), host-side.
 TEST(Sm90PackGqaOneWgRule, AsDocumented) {
+  {
+    AttentionProblem p;
+    p.dtype = DType::kFloat16, p.headdim = 64, p.batch = 2, p.nheads_q = 32, p.nheads_kv = 8, p.seqlen_q = 1;
+    EXPECT_EQ(sm90_picks_pack_gqa_one_wg(p), kSm90PackGqaOneWgByDefault) << "decode, nothing in the environment";
+  }
+  const ScopedEnv one("FLASHATTN_SM90_PACK_GQA_ONE_WG", "1");
   AttentionProblem p;
   p.dtype = DType::kFloat16, p.headdim = 64, p.batch = 2, p.nheads_q = 32, p.nheads_kv = 8;
   p.seqlen_q = int(kSm90PackGqaOneWgMaxRows) / 4, p.seqlen_k = 4096;
@@ -1877,6 +1887,8 @@ class Sm90ApiPick : public ::testing::TestWithParam<ApiPick> {};
 TEST_P(Sm90ApiPick, PicksByRuleAndMatchesReference) {
   SKIP_UNLESS_SM90();
   const ApiPick& a = GetParam();
+  // The one-warpgroup packed kernel's suite runs with its rule on, whatever its default.
+  const ScopedEnv one_wg("FLASHATTN_SM90_PACK_GQA_ONE_WG", a.launches == sm90_pack_gqa_one_wg_launches ? "1" : nullptr);
   const int64_t before = a.launches();
   run_case(a.c, a.seed + uint32_t(a.c.name.size()));
   if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
