@@ -792,6 +792,7 @@ using PackGqaConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlo
 
 // The packed kernel of one consumer warpgroup (64-row tiles) at two CTAs an SM, built at head
 // dim 64 (sm90_has_pack_gqa_one_wg) and picked for packed problems of at most 64 rows
+// where its rule is on (kSm90PackGqaOneWgByDefault; FLASHATTN_SM90_PACK_GQA_ONE_WG=1)
 // (sm90_picks_pack_gqa_one_wg: decode). Session 90 found d64 decode's CTA waiting ~70% of its time
 // with neither the ring's depth nor the softmax the cause, and cuDNN reading the same bytes 1.3x
 // faster from two CTAs an SM; session 91's probe: the loads alone stream 2.96 TB/s at one CTA an
@@ -799,7 +800,7 @@ using PackGqaConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlo
 // of one, and no rowless warpgroup takes turns beside the working one. Three K / V stages (the
 // output through Q's tile); FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES=2 builds two (its own O tile).
 #ifdef FLASHATTN_SM90_PACK_GQA_ONE_WG
-#error "FLASHATTN_SM90_PACK_GQA_ONE_WG (session 91's experiment) is now the variant PackGqaOneWgConfig, on in every build: FLASHATTN_SM90_PACK_GQA_ONE_WG=0 in the environment turns it off, FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES sets its stages"
+#error "FLASHATTN_SM90_PACK_GQA_ONE_WG (session 91's experiment) is now the variant PackGqaOneWgConfig, in every build: FLASHATTN_SM90_PACK_GQA_ONE_WG=1 / 0 in the environment picks it or not (kernel_choice.h), FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES sets its stages"
 #endif
 #ifdef FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES
 constexpr int kPackGqaOneWgStages = FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES;
