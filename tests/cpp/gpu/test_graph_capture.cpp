@@ -29,6 +29,8 @@ struct GraphCase {
   // The key splits' pieces merged by the combine kernel (FLASHATTN_SM90_SPLIT_COMBINE=kernel), a
   // programmatic dependent of the packed launch, captured with it.
   bool combines = false;
+  // On Hopper: the one-warpgroup packed kernel's rule on (FLASHATTN_SM90_PACK_GQA_ONE_WG=1).
+  bool one_wg = false;
 };
 
 // A fixed-length bf16 case of these sizes (the fixed cases below differ by nothing else, bar a mask).
@@ -84,7 +86,8 @@ CaseSpec fixed_noncausal_d128() { return fixed_bf16(5104, 2, 256, 4200, 4, 2, 12
 CaseSpec decode_gqa_key_splits() { return fixed_bf16(5105, 1, 1, 8192, 32, 8, 128); }
 
 // The same step at head dim 64: on Hopper the one-warpgroup packed kernel (64-row tiles, two
-// CTAs an SM; kernel_choice.h, sm90_picks_pack_gqa_one_wg), its 8 tiles cut by keys.
+// CTAs an SM; kernel_choice.h, sm90_picks_pack_gqa_one_wg; its rule turned on), its 8 tiles cut
+// by keys.
 CaseSpec decode_gqa_key_splits_d64() { return fixed_bf16(5108, 1, 1, 8192, 32, 8, 64); }
 
 // An MQA decode step over 8192 keys: on Hopper one packed tile cut into 16 pieces, merged in two
@@ -108,6 +111,7 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   if (gc.combines && !flashattn::kSm90CombineKernelBuilt) GTEST_SKIP() << "built without FLASHATTN_SM90_COMBINE_KERNEL";
   const ScopedEnv forced("FLASHATTN_SM90_SPLIT_TAIL", gc.splits_tail ? "always" : nullptr);
   const ScopedEnv combine("FLASHATTN_SM90_SPLIT_COMBINE", gc.combines ? "kernel" : "merge");
+  const ScopedEnv one_wg("FLASHATTN_SM90_PACK_GQA_ONE_WG", gc.one_wg ? "1" : nullptr);
   const AttnCase c = make_case(s);
   const Reference ref = reference(c, true);
   const CallMode graph{2};
@@ -145,7 +149,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuGraphCapture,
                                            GraphCase{"fixed_noncausal_d128_bf16", fixed_noncausal_d128()},
                                            GraphCase{"decode_gqa_key_splits_d128_bf16", decode_gqa_key_splits(), true},
                                            GraphCase{"decode_mqa_two_level_merge_d128_bf16", decode_mqa_key_splits(), true},
-                                           GraphCase{"decode_gqa_key_splits_one_wg_d64_bf16", decode_gqa_key_splits_d64(), true},
+                                           GraphCase{"decode_gqa_key_splits_one_wg_d64_bf16", decode_gqa_key_splits_d64(), true,
+                                                     false, false, true},
                                            GraphCase{"decode_gqa_combine_kernel_d128_bf16", decode_gqa_key_splits(), true,
                                                      false, true},
                                            GraphCase{"decode_mqa_combine_kernel_d128_bf16", decode_mqa_key_splits(), true,
