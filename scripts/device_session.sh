@@ -430,7 +430,10 @@ one_wg_tests() {
   : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
   build > "$OUT/one_wg_rebuild.txt" || { cat "$OUT/one_wg_rebuild.txt"; return 1; }
   head -1 "$OUT/one_wg_rebuild.txt"
-  gtest_run one_wg_tests.log 240 "packed tests (both packed kernels)" --gtest_filter="$ONE_WG_TESTS"
+  gtest_run one_wg_tests.log 200 "packed tests (both packed kernels)" --gtest_filter="$ONE_WG_TESTS"
+  # The paged and key-split cases with the one-warpgroup kernel's rule on (off by default).
+  FLASHATTN_SM90_PACK_GQA_ONE_WG=1 gtest_run one_wg_on_tests.log 120 "paged and key-split tests, one-WG rule on" \
+    --gtest_filter='*Paged*:*Sm90KeySplits*'
   sanitize "${SANITIZE_SECONDS:-100}" "$ONE_WG_SANITIZE" memcheck racecheck synccheck
 }
 
