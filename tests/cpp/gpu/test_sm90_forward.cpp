@@ -1925,17 +1925,24 @@ std::vector<ApiPick> api_pick_cases() {
   return v;
 }
 
-// FLASHATTN_SM90_PACK_GQA=0 (read at every call): a shape the rule packs runs unpacked, on sm90.
+// Runs c with the environment switch `name` at "0" (read at every call): the kernel counted by
+// `left_out` must not run, the one counted by `ran` must, once.
+void expect_switched_off(const Case& c, uint32_t seed, const char* name, int64_t (*left_out)(), int64_t (*ran)()) {
+  const int64_t left_before = left_out(), ran_before = ran();
+  {
+    const ScopedEnv off(name, "0");
+    run_case(c, seed);
+  }
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(left_out(), left_before) << "a kernel " << name << "=0 leaves out ran";
+  EXPECT_EQ(ran() - ran_before, 1) << "the kernel left to run did not";
+}
+
+// FLASHATTN_SM90_PACK_GQA=0: a shape the rule packs runs unpacked, on sm90.
 TEST(Sm90ApiPickOverride, PackGqaLeftOut) {
   SKIP_UNLESS_SM90();
   const Case c = make("api_decode_q1_g4_unpacked_bf16", DType::kBFloat16, 128, 4, 1, 700, 32, 8);
-  const int64_t packed = sm90_pack_gqa_launches(), any = sm90_any_launches();
-  {
-    const ScopedEnv unpacked("FLASHATTN_SM90_PACK_GQA", "0");
-    run_case(c, 5);
-  }
-  EXPECT_EQ(sm90_pack_gqa_launches(), packed) << "the packed kernel ran with FLASHATTN_SM90_PACK_GQA=0";
-  EXPECT_EQ(sm90_any_launches() - any, 1) << "no sm90 kernel ran";
+  expect_switched_off(c, 5, "FLASHATTN_SM90_PACK_GQA", sm90_pack_gqa_launches, sm90_any_launches);
 }
 
 INSTANTIATE_TEST_SUITE_P(GqaPacking, Sm90ApiPick,
@@ -1945,9 +1952,10 @@ INSTANTIATE_TEST_SUITE_P(GqaPacking, Sm90ApiPick,
 // The one-warpgroup packed kernel (sm90::PackGqaOneWgConfig) by sm90_picks_pack_gqa_one_wg: head
 // dim 64, packed, at most kSm90PackGqaOneWgMaxRows rows (seqlen_q x G). Picked: decode, the bound
 // itself (16 x 4) with a window and causal, G = 64 (one query row a tile), MHA decode that the key
-// splits bring to the packed kernel, varlen, more tiles than CTAs. Not picked: one row past the bound (two-warpgroup
-// packed kernel), head dim 128, a query too long to pack. The rest of its coverage is
-// Sm90GqaPacking's d64 cases (and its paged tests'), which it runs wherever the rule picks it.
+// splits bring to the packed kernel, varlen, more tiles than CTAs. Not picked: one row past the
+// bound (two-warpgroup packed kernel), head dim 128, a query too long to pack. The suite runs
+// with the rule on (Sm90ApiPick); the rest of the kernel's coverage is Sm90GqaPacking's d64 cases
+// (OtherPackedKernelMatchesReference) and a captured decode step (test_graph_capture.cpp).
 std::vector<ApiPick> one_wg_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int bound = int(kSm90PackGqaOneWgMaxRows);
@@ -1968,19 +1976,12 @@ std::vector<ApiPick> one_wg_cases() {
   return v;
 }
 
-// FLASHATTN_SM90_PACK_GQA_ONE_WG=0 (read at every call): a problem the rule gives the
-// one-warpgroup kernel runs on the two-warpgroup packed one.
+// FLASHATTN_SM90_PACK_GQA_ONE_WG=0: a problem the rule would give the one-warpgroup kernel runs
+// on the two-warpgroup packed one.
 TEST(Sm90ApiPickOverride, PackGqaOneWgLeftOut) {
   SKIP_UNLESS_SM90();
   const Case c = make("api_decode_q1_g4_two_wg_fp16", DType::kFloat16, 64, 4, 1, 1500, 32, 8);
-  const int64_t one = sm90_pack_gqa_one_wg_launches(), packed = sm90_pack_gqa_launches();
-  {
-    const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
-    run_case(c, 23);
-  }
-  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-  EXPECT_EQ(sm90_pack_gqa_one_wg_launches(), one) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0 ran the one-warpgroup kernel";
-  EXPECT_EQ(sm90_pack_gqa_launches() - packed, 1) << "the two-warpgroup packed kernel did not run";
+  expect_switched_off(c, 23, "FLASHATTN_SM90_PACK_GQA_ONE_WG", sm90_pack_gqa_one_wg_launches, sm90_pack_gqa_launches);
 }
 
 INSTANTIATE_TEST_SUITE_P(PackGqaOneWg, Sm90ApiPick,
