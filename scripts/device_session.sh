@@ -430,6 +430,10 @@ one_wg_tests() {
   : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
   build > "$OUT/one_wg_rebuild.txt" || { cat "$OUT/one_wg_rebuild.txt"; return 1; }
   head -1 "$OUT/one_wg_rebuild.txt"
+  one_wg_checks
+}
+# The tests and sanitizers of one-wg-tests on the build there is.
+one_wg_checks() {
   gtest_run one_wg_tests.log 200 "packed tests (both packed kernels)" --gtest_filter="$ONE_WG_TESTS"
   # The paged and key-split cases with the one-warpgroup kernel's rule on (off by default).
   FLASHATTN_SM90_PACK_GQA_ONE_WG=1 gtest_run one_wg_on_tests.log 120 "paged and key-split tests, one-WG rule on" \
@@ -490,7 +494,7 @@ case "$what" in
   tma-probe) : "${BUILD_TARGETS:=flashattn_sm90_tma_stream_probe}"; build && tma_probe ;;
   one-wg) one_wg ;;
   one-wg-tests) one_wg_tests ;;
-  one-wg-all) one_wg && one_wg_tests ;;  # one call: what the call's limit cuts off comes last
+  one-wg-all) one_wg && one_wg_checks ;;  # one call: what the call's limit cuts off comes last
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;

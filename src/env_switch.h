@@ -1,7 +1,8 @@
 // The backends' on/off overrides from the environment, read at every call so that one
-// process can time both sides of an A/B (benchmarks/bench_gpu.py --ours-env): a switch is on
-// unless its variable is exactly "0". (In namespace flashattn, not flashattn::cuda: the sm90
-// code names CCCL's ::cuda::ptx as cuda::ptx.)
+// process can time both sides of an A/B (benchmarks/bench_gpu.py --ours-env): unset or empty, a
+// switch takes its default; set, it is off where its variable is exactly "0" and on otherwise.
+// (In namespace flashattn, not flashattn::cuda: the sm90 code names CCCL's ::cuda::ptx as
+// cuda::ptx.)
 #pragma once
 
 #include <cstdlib>
@@ -9,9 +10,13 @@
 
 namespace flashattn {
 
-inline bool env_switch_on(const char* name) {
+inline bool env_switch(const char* name, bool by_default) {
   const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  if (v == nullptr || *v == '\0') return by_default;
+  return std::strcmp(v, "0") != 0;
 }
+
+// A switch that is on by default.
+inline bool env_switch_on(const char* name) { return env_switch(name, true); }
 
 }  // namespace flashattn

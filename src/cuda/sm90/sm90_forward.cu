@@ -452,9 +452,8 @@ Status sm90_forward_pack_gqa(const AttentionProblem& p) {
 int64_t sm90_pack_gqa_launches() { return launches_of(Variant::kPackGqa) + launches_of(Variant::kPackGqaOneWg); }
 
 bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p) {
-  const char* setting = std::getenv("FLASHATTN_SM90_PACK_GQA_ONE_WG");
-  const bool on = setting == nullptr || *setting == '\0' ? kSm90PackGqaOneWgByDefault : std::strcmp(setting, "0") != 0;
-  if (!on || !sm90_has_pack_gqa_one_wg(p.headdim) || p.nheads_kv <= 0) return false;
+  if (!env_switch("FLASHATTN_SM90_PACK_GQA_ONE_WG", kSm90PackGqaOneWgByDefault)) return false;
+  if (!sm90_has_pack_gqa_one_wg(p.headdim) || p.nheads_kv <= 0) return false;
   return int64_t(p.seqlen_q) * p.heads_per_kv() <= kSm90PackGqaOneWgMaxRows;
 }
 
