@@ -17,6 +17,7 @@
 #   scripts/device_session.sh one-wg  # the one-warpgroup packed d64 kernel: build, decode A/B
 #   scripts/device_session.sh one-wg-tests  # after one-wg, warm: its tests and sanitizers
 #   scripts/device_session.sh one-wg-all  # both in one call
+#   scripts/device_session.sh one-wg-why  # its tie explained: equal splits, Nsight Compute beside cuDNN
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -441,6 +442,38 @@ one_wg_checks() {
   sanitize "${SANITIZE_SECONDS:-100}" "$ONE_WG_SANITIZE" memcheck racecheck synccheck
 }
 
+# Why the one-warpgroup kernel only tied the two-warpgroup one (session 93): the split count held
+# equal (FLASHATTN_SM90_KEY_SPLITS, both kernels at 8 and 16 pieces), then Nsight Compute on one d64
+# decode call of each packed kernel and of cuDNN at (2, 32 / 8, 32k): warp stalls, pipes, issue,
+# the SASS lines the stalls sit on. Builds the extension only; `sweep` can follow on its build
+# (whose archive then takes these logs too).
+one_wg_why() {
+  : "${BUILD_TARGETS:=_C}"
+  build || return 1
+  local s settings=()
+  for s in 8 16; do
+    settings+=(--ours-env "FLASHATTN_SM90_PACK_GQA_ONE_WG=1;FLASHATTN_SM90_KEY_SPLITS=$s"
+               --ours-env "FLASHATTN_SM90_PACK_GQA_ONE_WG=0;FLASHATTN_SM90_KEY_SPLITS=$s")
+  done
+  PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+    --shape 1,32,8,32768 --shape 2,32,8,32768 "${settings[@]}" --out "$OUT/one_wg_splits.json" \
+    > "$OUT/one_wg_splits.log" 2>&1
+  echo "one-WG at equal splits exit $?"; grep '^b=' "$OUT/one_wg_splits.log"
+  local one impl
+  for one in 1 0 cudnn; do
+    impl=flashattn; [ "$one" = cudnn ] && impl=cudnn
+    FLASHATTN_SM90_PACK_GQA_ONE_WG=${one/cudnn/0} PYTHONPATH="$PWD/python" timeout 120 ncu --clock-control none \
+      --nvtx --nvtx-include "ncu_$impl/" --section SpeedOfLight --section LaunchStats --section Occupancy \
+      --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+      --section InstructionStats --section SourceCounters --print-details all \
+      python3 benchmarks/ncu_decode.py --headdim 64 --shape 2,32,8,32768 --impls "$impl" \
+      > "$OUT/ncu_one_wg_$one.log" 2>&1
+    echo "ncu ($impl, one-WG switch $one) exit $?"
+    grep -E 'forward_kernel|combine|Duration|Issue Slots Busy|Executed Ipc Active|No Eligible|Warp Cycles Per Issued|Stall|Eligible Warps|Active Warps Per|Registers Per|Shared Memory Configuration|Block Size|Grid Size|Waves|Theoretical Occ|Achieved Occ|pipe' \
+      "$OUT/ncu_one_wg_$one.log" | grep -v '^==' | cut -c1-160 | head -60
+  done
+}
+
 # The TMA stream probe (benchmarks/cpp/sm90_tma_stream_probe.cu, session 90): the packed decode
 # kernel's K / V loads alone, every configuration once (TMA_PROBE_REPS launches each, 20); the
 # JSON lines to tma_probe.jsonl and one short line each to the log.
@@ -495,6 +528,7 @@ case "$what" in
   one-wg) one_wg ;;
   one-wg-tests) one_wg_tests ;;
   one-wg-all) one_wg && one_wg_checks ;;  # one call: what the call's limit cuts off comes last
+  one-wg-why) one_wg_why ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;
