@@ -18,6 +18,7 @@
 #   scripts/device_session.sh one-wg-tests  # after one-wg, warm: its tests and sanitizers
 #   scripts/device_session.sh one-wg-all  # both in one call
 #   scripts/device_session.sh one-wg-why  # its tie explained: equal splits, Nsight Compute beside cuDNN
+#   scripts/device_session.sh one-wg-rule  # its default rule (<= 16 GQA tiles): tests, decode, memcheck
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -474,6 +475,21 @@ one_wg_why() {
   done
 }
 
+# The one-warpgroup kernel's default rule (session 93: GQA packed problems of at most 16 tiles):
+# the library, tests and extension; the rule's and both kernels' tests; d64 decode by the rule
+# against the two-warpgroup kernel (=0) beside cuDNN; memcheck on the rule's cases.
+one_wg_rule() {
+  : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
+  build || return 1
+  gtest_run one_wg_rule_tests.log 150 "one-WG rule and packed tests" \
+    --gtest_filter='*PackGqaOneWg*:*Sm90GqaPacking*:*Sm90KeySplit*:*GraphCapture*:Sm90ApiPickOverride.*'
+  PYTHONPATH="$PWD/python" timeout 80 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+    --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 3,32,8,16384 --ours-env FLASHATTN_SM90_PACK_GQA_ONE_WG=0 \
+    --out "$OUT/one_wg_rule_decode.json" > "$OUT/one_wg_rule_decode.log" 2>&1
+  echo "one-WG rule decode exit $?"; grep '^b=' "$OUT/one_wg_rule_decode.log"
+  sanitize 60 '*PackGqaOneWgRule*:Sm90ApiPickOverride.PackGqaOneWg*' memcheck
+}
+
 # The TMA stream probe (benchmarks/cpp/sm90_tma_stream_probe.cu, session 90): the packed decode
 # kernel's K / V loads alone, every configuration once (TMA_PROBE_REPS launches each, 20); the
 # JSON lines to tma_probe.jsonl and one short line each to the log.
@@ -529,6 +545,7 @@ case "$what" in
   one-wg-tests) one_wg_tests ;;
   one-wg-all) one_wg && one_wg_checks ;;  # one call: what the call's limit cuts off comes last
   one-wg-why) one_wg_why ;;
+  one-wg-rule) one_wg_rule ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;

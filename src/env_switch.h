@@ -19,4 +19,13 @@ inline bool env_switch(const char* name, bool by_default) {
 // A switch that is on by default.
 inline bool env_switch_on(const char* name) { return env_switch(name, true); }
 
+// A switch whose default is a rule rather than a constant: unset or empty, the rule decides;
+// "0" turns it off and any other value on, whatever the rule says (for tests and A/B).
+enum class EnvSetting { kByRule, kOff, kOn };
+inline EnvSetting env_setting(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return EnvSetting::kByRule;
+  return std::strcmp(v, "0") == 0 ? EnvSetting::kOff : EnvSetting::kOn;
+}
+
 }  // namespace flashattn

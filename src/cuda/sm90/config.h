@@ -791,9 +791,9 @@ using PackGqaConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlo
                                    kDefaultDynamicSchedule, kOutputAuto, true, kDefaultConsumers>;
 
 // The packed kernel of one consumer warpgroup (64-row tiles) at two CTAs an SM, built at head
-// dim 64 (sm90_has_pack_gqa_one_wg) and picked for packed problems of at most 64 rows
-// where its rule is on (kSm90PackGqaOneWgByDefault; FLASHATTN_SM90_PACK_GQA_ONE_WG=1)
-// (sm90_picks_pack_gqa_one_wg: decode). Session 90 found d64 decode's CTA waiting ~70% of its time
+// dim 64 (sm90_has_pack_gqa_one_wg) and picked for GQA packed problems of at most 64 rows and
+// 16 tiles (sm90_picks_pack_gqa_one_wg: small-batch decode; session 93 timed it +2-5% there and
+// behind the two-warpgroup kernel past 40 tiles). Session 90 found d64 decode's CTA waiting ~70% of its time
 // with neither the ring's depth nor the softmax the cause, and cuDNN reading the same bytes 1.3x
 // faster from two CTAs an SM; session 91's probe: the loads alone stream 2.96 TB/s at one CTA an
 // SM, and two CTAs an SM hide a long consumer step. Here each SM streams two tiles' keys instead

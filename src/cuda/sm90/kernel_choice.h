@@ -34,24 +34,22 @@ bool sm90_picks_pack_gqa(const AttentionProblem& p);
 // Packed launches so far in this process, of either packed kernel (tests check that the API path
 // took the packed kernel).
 int64_t sm90_pack_gqa_launches();
-// The packed kernel of one consumer warpgroup (sm90::PackGqaOneWgConfig: 64-row tiles, two CTAs
-// an SM) at the head dims it is built for (sm90_has_pack_gqa_one_wg), for every problem the packed
-// kernel runs (the rule above, MHA decode's key splits, pages, the direct entry) with at most
-// kSm90PackGqaOneWgMaxRows packed rows, seqlen_q * G (varlen: the longest): one tile a KV head
-// and sequence, as in the two-warpgroup kernel, whose second warpgroup has no row there.
-// Session 90 found d64 decode's CTA waiting ~70% of its time on its consumer's step; session 91's
-// probe: the loads alone stream 2.96 TB/s at one CTA an SM and two CTAs an SM hide a long step
-// (docs/perf.md). FLASHATTN_SM90_PACK_GQA_ONE_WG=0 keeps those problems on the two-warpgroup
-// kernel, =1 gives them this one, unset or empty kSm90PackGqaOneWgByDefault decides (read at
-// every call: a benchmark's A/B in one process).
-// Off by default until it has run on a GPU: written in sessions 91-92, when the device refused
-// nearly every start; its tests and its A/B against the two-warpgroup kernel are
-// scripts/device_session.sh one-wg-all.
+// The packed kernel of one consumer warpgroup (sm90::PackGqaOneWgConfig: 64-row tiles, up to two
+// CTAs an SM) at the head dims it is built for (sm90_has_pack_gqa_one_wg). It can run every
+// problem the packed kernel runs (the rule above, MHA decode's key splits, pages, the direct entry)
+// with at most kSm90PackGqaOneWgMaxRows packed rows, seqlen_q * G (varlen: the longest): one tile a
+// KV head and sequence, as in the two-warpgroup kernel, whose second warpgroup has no row there.
+// By default it takes those with G >= 2 and at most kSm90PackGqaOneWgMaxTiles tiles (sequences x
+// KV heads). Session 93 (H100, d64 bf16 decode, GQA 32 / 8, two calls, TB/s against the two-
+// warpgroup kernel): (1, 32k) 8 tiles 1.50 / 1.43-1.44 (+4-5%), (2, 32k) 16 tiles 1.94 / 1.90-1.91
+// (+2%), at equal key pieces +2-3.5%; but (5, 8k) 40 tiles and (8, 8k) 64 tiles -2.5%, and MHA
+// decode (4, 32 / 32, 8k), 128 tiles whose key splits double in its 264 CTA slots, -12%. Its
+// premise (two CTAs an SM hide a long consumer step) did not hold: at 256 CTAs it lost 8% to 128
+// (docs/perf.md, session 93). FLASHATTN_SM90_PACK_GQA_ONE_WG=0 keeps every problem on the two-
+// warpgroup kernel, =1 gives this one every problem it can run, unset or empty the rule decides
+// (read at every call: a benchmark's A/B in one process, tests of both kernels).
 constexpr int64_t kSm90PackGqaOneWgMaxRows = 64;
-constexpr bool kSm90PackGqaOneWgByDefault = false;
-// The FLASHATTN_SM90_PACK_GQA_ONE_WG setting that gives the packed problems to the kernel the
-// default does not (tests run both).
-constexpr const char* kSm90PackGqaOneWgOther = kSm90PackGqaOneWgByDefault ? "0" : "1";
+constexpr int64_t kSm90PackGqaOneWgMaxTiles = 16;
 constexpr bool sm90_has_pack_gqa_one_wg(int head_dim) { return head_dim == 64; }
 bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p);
 // Launches of the one-warpgroup packed kernel so far in this process (sm90_pack_gqa_launches

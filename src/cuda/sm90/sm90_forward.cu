@@ -452,9 +452,12 @@ Status sm90_forward_pack_gqa(const AttentionProblem& p) {
 int64_t sm90_pack_gqa_launches() { return launches_of(Variant::kPackGqa) + launches_of(Variant::kPackGqaOneWg); }
 
 bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p) {
-  if (!env_switch("FLASHATTN_SM90_PACK_GQA_ONE_WG", kSm90PackGqaOneWgByDefault)) return false;
+  const EnvSetting setting = env_setting("FLASHATTN_SM90_PACK_GQA_ONE_WG");
+  if (setting == EnvSetting::kOff) return false;
   if (!sm90_has_pack_gqa_one_wg(p.headdim) || p.nheads_kv <= 0) return false;
-  return int64_t(p.seqlen_q) * p.heads_per_kv() <= kSm90PackGqaOneWgMaxRows;
+  if (int64_t(p.seqlen_q) * p.heads_per_kv() > kSm90PackGqaOneWgMaxRows) return false;
+  return setting == EnvSetting::kOn ||
+         (p.heads_per_kv() >= 2 && int64_t(p.batch) * p.nheads_kv <= kSm90PackGqaOneWgMaxTiles);
 }
 
 int64_t sm90_pack_gqa_one_wg_launches() { return launches_of(Variant::kPackGqaOneWg); }

@@ -1125,17 +1125,22 @@ TEST_P(Sm90GqaPacking, MatchesReferenceUnsplit) {
   EXPECT_EQ(sm90_key_split_launches(), before) << "FLASHATTN_SM90_KEY_SPLITS=1 split the keys";
 }
 
-// The head dims with a one-warpgroup packed kernel again with the other packed kernel
-// (FLASHATTN_SM90_PACK_GQA_ONE_WG set against kSm90PackGqaOneWgByDefault), so both run every
-// case of at most kSm90PackGqaOneWgMaxRows packed rows. One seed.
-TEST_P(Sm90GqaPacking, OtherPackedKernelMatchesReference) {
+// The head dims with a one-warpgroup packed kernel again on each packed kernel by name
+// (FLASHATTN_SM90_PACK_GQA_ONE_WG=1: the one-warpgroup kernel wherever it can run, =0: never), so
+// both run every case of at most kSm90PackGqaOneWgMaxRows packed rows, whichever the rule picks.
+// One seed each.
+TEST_P(Sm90GqaPacking, BothPackedKernelsMatchReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
   if (!sm90_has_pack_gqa_one_wg(c.headdim)) GTEST_SKIP() << "one packed kernel at head dim " << c.headdim;
-  const ScopedEnv other("FLASHATTN_SM90_PACK_GQA_ONE_WG", kSm90PackGqaOneWgOther);
+  {
+    const ScopedEnv one("FLASHATTN_SM90_PACK_GQA_ONE_WG", "1");
+    run_case(c, 19u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
+  }
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
   const int64_t before = sm90_pack_gqa_one_wg_launches();
-  run_case(c, 19u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
-  if (!kSm90PackGqaOneWgByDefault) return;
+  run_case(c, 23u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
   EXPECT_EQ(sm90_pack_gqa_one_wg_launches(), before) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0 ran the one-warpgroup kernel";
 }
 
@@ -1384,29 +1389,45 @@ TEST(Sm90KeySplitRule, MhaDecode) {
 
 // Which packed problems the one-warpgroup kernel takes (kernel_choice.h), host-side.
 TEST(Sm90PackGqaOneWgRule, AsDocumented) {
+  const int tiles = int(kSm90PackGqaOneWgMaxTiles), bound = int(kSm90PackGqaOneWgMaxRows);
+  AttentionProblem p;
+  p.dtype = DType::kFloat16, p.headdim = 64, p.nheads_q = 32, p.nheads_kv = 8, p.seqlen_q = 1, p.seqlen_k = 32768;
   {
-    AttentionProblem p;
-    p.dtype = DType::kFloat16, p.headdim = 64, p.batch = 2, p.nheads_q = 32, p.nheads_kv = 8, p.seqlen_q = 1;
-    EXPECT_EQ(sm90_picks_pack_gqa_one_wg(p), kSm90PackGqaOneWgByDefault) << "decode, nothing in the environment";
+    const ScopedEnv rule("FLASHATTN_SM90_PACK_GQA_ONE_WG", nullptr);
+    p.batch = tiles / 8;
+    EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "GQA decode, 16 tiles: the rule's bound";
+    p.batch = 1;
+    EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "GQA decode, 8 tiles";
+    p.nheads_q = 36, p.nheads_kv = tiles + 2;  // G = 2, one sequence
+    EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "18 tiles: past the rule's bound";
+    p.nheads_q = 32, p.nheads_kv = 8, p.batch = tiles / 8 + 1;
+    EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "24 tiles";
+    p.batch = 1, p.nheads_q = p.nheads_kv = 4;
+    EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "MHA decode (the key splits' packed problems): not by the rule";
+    p.nheads_q = 32, p.nheads_kv = 8, p.seqlen_q = bound / 4 + 1;
+    EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "17 x 4 rows, 8 tiles: past the row bound";
+    p.seqlen_q = 1, p.headdim = 128;
+    EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "head dim 128: not built";
+    p.headdim = 64;
   }
   const ScopedEnv one("FLASHATTN_SM90_PACK_GQA_ONE_WG", "1");
-  AttentionProblem p;
-  p.dtype = DType::kFloat16, p.headdim = 64, p.batch = 2, p.nheads_q = 32, p.nheads_kv = 8;
-  p.seqlen_q = int(kSm90PackGqaOneWgMaxRows) / 4, p.seqlen_k = 4096;
+  p.batch = 2, p.seqlen_q = bound / 4, p.seqlen_k = 4096;
   EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "16 x 4 rows: the bound";
   p.seqlen_q += 1;
   EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "17 x 4 rows: past it";
-  p.seqlen_q = 1, p.nheads_q = 64, p.nheads_kv = 1;
+  p.seqlen_q = 1, p.batch = 40;
+  EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "=1: 320 tiles too";
+  p.batch = 2, p.nheads_q = 64, p.nheads_kv = 1;
   EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "G = 64, one query row";
-  p.nheads_q = p.nheads_kv = 8, p.seqlen_q = int(kSm90PackGqaOneWgMaxRows);
-  EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "MHA, 64 query rows";
+  p.nheads_q = p.nheads_kv = 8, p.seqlen_q = bound;
+  EXPECT_TRUE(sm90_picks_pack_gqa_one_wg(p)) << "=1: MHA, 64 query rows";
   p.seqlen_q += 1;
   EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "MHA, 65 query rows";
   p.seqlen_q = 1, p.headdim = 128;
   EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "head dim 128: not built";
-  p.headdim = 64;
+  p.headdim = 64, p.nheads_q = 32, p.nheads_kv = 8, p.batch = 1;
   const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
-  EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0";
+  EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0, 8 GQA tiles";
 }
 
 // The rule's arithmetic (kernel_choice.h), host-side.
@@ -1874,6 +1895,7 @@ struct ApiPick {
   int64_t (*launches)() = nullptr;  // that variant's launch counter
   const char* variant = "";
   uint32_t seed = 0;  // added to the name's length: each suite keeps its own inputs
+  const char* one_wg_switch = nullptr;  // FLASHATTN_SM90_PACK_GQA_ONE_WG for the case (unset: the rule)
 };
 
 // Fills in the variant of a suite's cases.
@@ -1887,8 +1909,7 @@ class Sm90ApiPick : public ::testing::TestWithParam<ApiPick> {};
 TEST_P(Sm90ApiPick, PicksByRuleAndMatchesReference) {
   SKIP_UNLESS_SM90();
   const ApiPick& a = GetParam();
-  // The one-warpgroup packed kernel's suite runs with its rule on, whatever its default.
-  const ScopedEnv one_wg("FLASHATTN_SM90_PACK_GQA_ONE_WG", a.launches == sm90_pack_gqa_one_wg_launches ? "1" : nullptr);
+  const ScopedEnv one_wg("FLASHATTN_SM90_PACK_GQA_ONE_WG", a.one_wg_switch);
   const int64_t before = a.launches();
   run_case(a.c, a.seed + uint32_t(a.c.name.size()));
   if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
@@ -1949,13 +1970,13 @@ INSTANTIATE_TEST_SUITE_P(GqaPacking, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(api_pick_cases(), sm90_pack_gqa_launches, "packed kernel", 17u)),
                          api_pick_name);
 
-// The one-warpgroup packed kernel (sm90::PackGqaOneWgConfig) by sm90_picks_pack_gqa_one_wg: head
-// dim 64, packed, at most kSm90PackGqaOneWgMaxRows rows (seqlen_q x G). Picked: decode, the bound
-// itself (16 x 4) with a window and causal, G = 64 (one query row a tile), MHA decode that the key
-// splits bring to the packed kernel, varlen, more tiles than CTAs. Not picked: one row past the
-// bound (two-warpgroup packed kernel), head dim 128, a query too long to pack. The suite runs
-// with the rule on (Sm90ApiPick); the rest of the kernel's coverage is Sm90GqaPacking's d64 cases
-// (OtherPackedKernelMatchesReference) and a captured decode step (test_graph_capture.cpp).
+// The one-warpgroup packed kernel (sm90::PackGqaOneWgConfig) with FLASHATTN_SM90_PACK_GQA_ONE_WG=1,
+// which gives it every problem it can run: head dim 64, packed, at most kSm90PackGqaOneWgMaxRows
+// rows (seqlen_q x G). Picked: decode, the bound itself (16 x 4) with a window and causal, G = 64
+// (one query row a tile), MHA decode that the key splits bring to the packed kernel, varlen, more
+// tiles than CTAs. Not picked: one row past the bound (two-warpgroup packed kernel), head dim 128,
+// a query too long to pack. The rest of the kernel's coverage is Sm90GqaPacking's d64 cases
+// (BothPackedKernelsMatchReference) and a captured decode step (test_graph_capture.cpp).
 std::vector<ApiPick> one_wg_cases() {
   const DType bf = DType::kBFloat16, fp = DType::kFloat16;
   const int bound = int(kSm90PackGqaOneWgMaxRows);
@@ -1973,20 +1994,44 @@ std::vector<ApiPick> one_wg_cases() {
   c = make("one_wg_past_bound_g4_q17_fp16", fp, 64, 2, bound / 4 + 1, 400, 8, 2), v.push_back({c, false});
   c = make("one_wg_d128_decode_g4_bf16", bf, 128, 2, 1, 900, 8, 2), v.push_back({c, false});
   c = make("one_wg_q100_g2_unpacked_fp16", fp, 64, 1, 100, 300, 4, 2), v.push_back({c, false});
+  for (ApiPick& a : v) a.one_wg_switch = "1";
   return v;
 }
 
-// FLASHATTN_SM90_PACK_GQA_ONE_WG=0: a problem the rule would give the one-warpgroup kernel runs
-// on the two-warpgroup packed one.
+// The same kernel by the default rule (FLASHATTN_SM90_PACK_GQA_ONE_WG unset): GQA, at most
+// kSm90PackGqaOneWgMaxRows rows and kSm90PackGqaOneWgMaxTiles tiles (sequences x KV heads).
+// Picked: decode at the tile bound (key splits), a few rows of a short query, varlen. Not picked:
+// one sequence past the tile bound, MHA decode (key splits), rows past the row bound.
+std::vector<ApiPick> one_wg_rule_cases() {
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  const int tiles = int(kSm90PackGqaOneWgMaxTiles);
+  std::vector<ApiPick> v;
+  Case c;
+  c = make("one_wg_rule_decode_16_tiles_k9000_bf16", bf, 64, tiles / 4, 1, 9000, 16, 4), v.push_back({c, true});
+  c = make("one_wg_rule_q8_g8_causal_fp16", fp, 64, 1, 8, 333, 16, 2), c.causal = true, v.push_back({c, true});
+  c = make("one_wg_rule_varlen_g4_bf16", bf, 64, 0, 0, 0, 8, 2);
+  c.lens_q = {1, 2, 1}, c.lens_k = {1200, 9, 400}, v.push_back({c, true});
+  c = make("one_wg_rule_decode_20_tiles_fp16", fp, 64, tiles / 4 + 1, 1, 2000, 16, 4), v.push_back({c, false});
+  c = make("one_wg_rule_mha_decode_k20000_bf16", bf, 64, 1, 1, 20000, 2, 2), v.push_back({c, false});
+  c = make("one_wg_rule_q17_g4_fp16", fp, 64, 1, 17, 300, 8, 2), v.push_back({c, false});
+  return v;
+}
+
+// FLASHATTN_SM90_PACK_GQA_ONE_WG=0: a problem the rule gives the one-warpgroup kernel (16 tiles)
+// runs on the two-warpgroup packed one.
 TEST(Sm90ApiPickOverride, PackGqaOneWgLeftOut) {
   SKIP_UNLESS_SM90();
-  const Case c = make("api_decode_q1_g4_two_wg_fp16", DType::kFloat16, 64, 4, 1, 1500, 32, 8);
+  const Case c = make("api_decode_q1_g4_two_wg_fp16", DType::kFloat16, 64, 2, 1, 1500, 32, 8);
   expect_switched_off(c, 23, "FLASHATTN_SM90_PACK_GQA_ONE_WG", sm90_pack_gqa_one_wg_launches, sm90_pack_gqa_launches);
 }
 
 INSTANTIATE_TEST_SUITE_P(PackGqaOneWg, Sm90ApiPick,
                          ::testing::ValuesIn(for_variant(one_wg_cases(), sm90_pack_gqa_one_wg_launches,
                                                          "one-warpgroup packed kernel", 79u)),
+                         api_pick_name);
+INSTANTIATE_TEST_SUITE_P(PackGqaOneWgRule, Sm90ApiPick,
+                         ::testing::ValuesIn(for_variant(one_wg_rule_cases(), sm90_pack_gqa_one_wg_launches,
+                                                         "one-warpgroup packed kernel", 83u)),
                          api_pick_name);
 
 // The static tile schedule by sm90_picks_static_schedule (kernel_choice.h), the dynamic one
