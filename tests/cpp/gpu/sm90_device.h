@@ -43,23 +43,33 @@ inline int64_t sm90_any_launches() {
 }
 
 // One of the library's environment overrides (FLASHATTN_*, read at every call) set to `value`
-// for a scope, or unset there where `value` is null (the library's own rule); unset again when
-// the scope ends.
+// for a scope, or unset there where `value` is null (the library's own rule); as it was before
+// the scope when the scope ends, so a setting for the whole run (scripts/device_session.sh runs
+// suites with one) survives the tests that scope the same variable.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) had_ = true, old_ = old;
     if (value != nullptr) {
       setenv(name, value, 1);
     } else {
       unsetenv(name);
     }
   }
-  ~ScopedEnv() { unsetenv(name_.c_str()); }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
   std::string name_;
+  bool had_ = false;
+  std::string old_;
 };
 
 }  // namespace fa_test

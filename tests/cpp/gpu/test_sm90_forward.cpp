@@ -1387,6 +1387,24 @@ TEST(Sm90KeySplitRule, MhaDecode) {
   EXPECT_EQ(sm90_picks_mha_key_splits(p, sms), kSm90CombineKernelBuilt) << "64 tiles at d256: a wave of 2 pieces";
 }
 
+// ScopedEnv puts back what was there: a whole run's setting (device_session.sh runs suites with
+// FLASHATTN_SM90_PACK_GQA_ONE_WG=1) outlives the tests that scope the variable.
+TEST(ScopedEnvHelper, RestoresTheOuterSetting) {
+  const char* name = "FLASHATTN_TEST_SCOPED_ENV";
+  {
+    const ScopedEnv outer(name, "outer");
+    {
+      const ScopedEnv unset(name, nullptr);
+      EXPECT_EQ(std::getenv(name), nullptr);
+      const ScopedEnv inner(name, "inner");
+      EXPECT_STREQ(std::getenv(name), "inner");
+    }
+    ASSERT_NE(std::getenv(name), nullptr);
+    EXPECT_STREQ(std::getenv(name), "outer");
+  }
+  EXPECT_EQ(std::getenv(name), nullptr);
+}
+
 // Which packed problems the one-warpgroup kernel takes (kernel_choice.h), host-side.
 TEST(Sm90PackGqaOneWgRule, AsDocumented) {
   const int tiles = int(kSm90PackGqaOneWgMaxTiles), bound = int(kSm90PackGqaOneWgMaxRows);
