@@ -10,15 +10,6 @@
 
 namespace flashattn {
 
-inline bool env_switch(const char* name, bool by_default) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return by_default;
-  return std::strcmp(v, "0") != 0;
-}
-
-// A switch that is on by default.
-inline bool env_switch_on(const char* name) { return env_switch(name, true); }
-
 // A switch whose default is a rule rather than a constant: unset or empty, the rule decides;
 // "0" turns it off and any other value on, whatever the rule says (for tests and A/B).
 enum class EnvSetting { kByRule, kOff, kOn };
@@ -27,5 +18,13 @@ inline EnvSetting env_setting(const char* name) {
   if (v == nullptr || *v == '\0') return EnvSetting::kByRule;
   return std::strcmp(v, "0") == 0 ? EnvSetting::kOff : EnvSetting::kOn;
 }
+
+inline bool env_switch(const char* name, bool by_default) {
+  const EnvSetting setting = env_setting(name);
+  return setting == EnvSetting::kByRule ? by_default : setting == EnvSetting::kOn;
+}
+
+// A switch that is on by default.
+inline bool env_switch_on(const char* name) { return env_switch(name, true); }
 
 }  // namespace flashattn

@@ -21,6 +21,7 @@
 
 #include "cuda/kernel_sets.h"
 #include "cuda/sm90/kernel_choice.h"
+#include "env_switch.h"
 #include "flashattn/flashattn.h"
 #include "gpu/sm90_device.h"
 #include "problem.h"
@@ -1385,6 +1386,23 @@ TEST(Sm90KeySplitRule, MhaDecode) {
   }
   p.batch = 2, p.headdim = 256;
   EXPECT_EQ(sm90_picks_mha_key_splits(p, sms), kSm90CombineKernelBuilt) << "64 tiles at d256: a wave of 2 pieces";
+}
+
+// The environment switches' reading (env_switch.h): unset or empty the default (or the rule),
+// "0" off, anything else on.
+TEST(EnvSwitch, UnsetEmptyZeroAndOther) {
+  const char* name = "FLASHATTN_TEST_ENV_SWITCH";
+  const std::tuple<const char*, EnvSetting, bool> rows[] = {
+      {nullptr, EnvSetting::kByRule, true}, {"", EnvSetting::kByRule, true}, {"0", EnvSetting::kOff, false},
+      {"1", EnvSetting::kOn, true},         {"00", EnvSetting::kOn, true},   {"no", EnvSetting::kOn, true}};
+  for (const auto& [value, setting, on_by_default] : rows) {
+    const ScopedEnv env(name, value);
+    const std::string shown = value == nullptr ? "unset" : '"' + std::string(value) + '"';
+    EXPECT_EQ(env_setting(name), setting) << shown;
+    EXPECT_EQ(env_switch(name, true), on_by_default) << shown;
+    EXPECT_EQ(env_switch(name, false), setting == EnvSetting::kOn) << shown;
+    EXPECT_EQ(env_switch_on(name), on_by_default) << shown;
+  }
 }
 
 // ScopedEnv puts back what was there: a whole run's setting (device_session.sh runs suites with
