@@ -438,7 +438,7 @@ one_wg_tests() {
 one_wg_checks() {
   gtest_run one_wg_tests.log 200 "packed tests (both packed kernels)" --gtest_filter="$ONE_WG_TESTS"
   # The paged and key-split cases with the one-warpgroup kernel on wherever it can run (=1; the rule takes only small GQA grids).
-  FLASHATTN_SM90_PACK_GQA_ONE_WG=1 gtest_run one_wg_on_tests.log 120 "paged and key-split tests, one-WG rule on" \
+  FLASHATTN_SM90_PACK_GQA_ONE_WG=1 gtest_run one_wg_on_tests.log 120 "paged and key-split tests, one-WG kernel forced (=1)" \
     --gtest_filter='*Paged*:*Sm90KeySplits*'
   sanitize "${SANITIZE_SECONDS:-100}" "$ONE_WG_SANITIZE" memcheck racecheck synccheck
 }

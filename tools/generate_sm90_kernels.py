@@ -180,8 +180,8 @@ def write_instantiations():
             # (kernel_choice.h); FLASHATTN_SM90_VARIANT=tall reaches it too.
             if hd in TALL_TILES_HEAD_DIMS:
                 files[f"sm90_fwd_tall_tiles_{dt}_hdim{hd}.cu"] = instantiation(f"TallTilesConfig<{hd}, {ctype}>")
-            # Packed tiles of 64 rows, two CTAs an SM (config.h PackGqaOneWgConfig): picked by
-            # sm90_picks_pack_gqa_one_wg for packed problems of at most 64 rows.
+            # Packed tiles of 64 rows, one consumer warpgroup (config.h PackGqaOneWgConfig): picked by
+            # sm90_picks_pack_gqa_one_wg for GQA packed problems of at most 64 rows and 16 tiles.
             if hd in PACK_GQA_ONE_WG_HEAD_DIMS:
                 files[f"sm90_fwd_pack_gqa_one_wg_{dt}_hdim{hd}.cu"] = instantiation(
                     f"PackGqaOneWgConfig<{hd}, {ctype}>")

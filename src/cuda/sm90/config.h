@@ -790,15 +790,14 @@ template <int HeadDim_, typename Element_>
 using PackGqaConfig = KernelConfig<HeadDim_, Element_, TileShape<HeadDim_>::kBlockN, TileShape<HeadDim_>::kStages,
                                    kDefaultDynamicSchedule, kOutputAuto, true, kDefaultConsumers>;
 
-// The packed kernel of one consumer warpgroup (64-row tiles) at two CTAs an SM, built at head
-// dim 64 (sm90_has_pack_gqa_one_wg) and picked for GQA packed problems of at most 64 rows and
-// 16 tiles (sm90_picks_pack_gqa_one_wg: small-batch decode; session 93 timed it +2-5% there and
-// behind the two-warpgroup kernel past 40 tiles). Session 90 found d64 decode's CTA waiting ~70% of its time
-// with neither the ring's depth nor the softmax the cause, and cuDNN reading the same bytes 1.3x
-// faster from two CTAs an SM; session 91's probe: the loads alone stream 2.96 TB/s at one CTA an
-// SM, and two CTAs an SM hide a long consumer step. Here each SM streams two tiles' keys instead
-// of one, and no rowless warpgroup takes turns beside the working one. Three K / V stages (the
-// output through Q's tile); FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES=2 builds two (its own O tile).
+// The packed kernel of one consumer warpgroup (64-row tiles, room for two CTAs an SM), built at
+// head dim 64 (sm90_has_pack_gqa_one_wg) and picked for GQA packed problems of at most 64 rows and
+// 16 tiles (sm90_picks_pack_gqa_one_wg: small-batch decode). It was written for session 91's
+// reading that two CTAs an SM would hide the decode consumer's long step; session 93 found they do
+// not (256 CTAs two an SM lost 8% to 128 one an SM), but with no rowless warpgroup taking turns
+// the kernel is 2-3.5% ahead at equal key pieces, and the split rule's grids for it stay near one
+// CTA an SM. Three K / V stages (the output through Q's tile);
+// FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES=2 builds two (its own O tile).
 #ifdef FLASHATTN_SM90_PACK_GQA_ONE_WG
 #error "FLASHATTN_SM90_PACK_GQA_ONE_WG (session 91's experiment) is now the variant PackGqaOneWgConfig, in every build: FLASHATTN_SM90_PACK_GQA_ONE_WG=1 / 0 in the environment picks it or not (kernel_choice.h), FLASHATTN_SM90_PACK_GQA_ONE_WG_STAGES sets its stages"
 #endif

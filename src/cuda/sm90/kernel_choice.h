@@ -45,7 +45,10 @@ int64_t sm90_pack_gqa_launches();
 // (+2%), at equal key pieces +2-3.5%; but (5, 8k) 40 tiles and (8, 8k) 64 tiles -2.5%, and MHA
 // decode (4, 32 / 32, 8k), 128 tiles whose key splits double in its 264 CTA slots, -12%. Its
 // premise (two CTAs an SM hide a long consumer step) did not hold: at 256 CTAs it lost 8% to 128
-// (docs/perf.md, session 93). FLASHATTN_SM90_PACK_GQA_ONE_WG=0 keeps every problem on the two-
+// (docs/perf.md, session 93). Timed only at 8 and 16 tiles of one-row decode (and level at 24,
+// not picked); fewer tiles, where its 264 CTA slots give the key splits up to twice the pieces
+// (a grid still near 128 CTAs), and short GQA queries are the rule's extension, untimed.
+// FLASHATTN_SM90_PACK_GQA_ONE_WG=0 keeps every problem on the two-
 // warpgroup kernel, =1 gives this one every problem it can run, unset or empty the rule decides
 // (read at every call: a benchmark's A/B in one process, tests of both kernels).
 constexpr int64_t kSm90PackGqaOneWgMaxRows = 64;

@@ -29,8 +29,10 @@ struct GraphCase {
   // The key splits' pieces merged by the combine kernel (FLASHATTN_SM90_SPLIT_COMBINE=kernel), a
   // programmatic dependent of the packed launch, captured with it.
   bool combines = false;
-  // On Hopper: the one-warpgroup packed kernel's rule on (FLASHATTN_SM90_PACK_GQA_ONE_WG=1).
-  bool one_wg = false;
+  // FLASHATTN_SM90_PACK_GQA_ONE_WG for the case (null: unset, the rule), and on Hopper how many
+  // launches of the one-warpgroup packed kernel the capture makes (-1: not checked).
+  const char* one_wg_switch = nullptr;
+  int one_wg_launches = -1;
 };
 
 // A fixed-length bf16 case of these sizes (the fixed cases below differ by nothing else, bar a mask).
@@ -85,9 +87,9 @@ CaseSpec fixed_noncausal_d128() { return fixed_bf16(5104, 2, 256, 4200, 4, 2, 12
 // by keys into 8 pieces (kernel_choice.h, sm90_key_splits).
 CaseSpec decode_gqa_key_splits() { return fixed_bf16(5105, 1, 1, 8192, 32, 8, 128); }
 
-// The same step at head dim 64: on Hopper the one-warpgroup packed kernel (64-row tiles, two
-// CTAs an SM; kernel_choice.h, sm90_picks_pack_gqa_one_wg; its rule turned on), its 8 tiles cut
-// by keys.
+// The same step at head dim 64: 8 tiles, which on Hopper the rule gives the one-warpgroup packed
+// kernel (64-row tiles; kernel_choice.h, sm90_picks_pack_gqa_one_wg), cut by keys; captured
+// again with FLASHATTN_SM90_PACK_GQA_ONE_WG=0 on the two-warpgroup kernel.
 CaseSpec decode_gqa_key_splits_d64() { return fixed_bf16(5108, 1, 1, 8192, 32, 8, 64); }
 
 // An MQA decode step over 8192 keys: on Hopper one packed tile cut into 16 pieces, merged in two
@@ -111,13 +113,14 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   if (gc.combines && !flashattn::kSm90CombineKernelBuilt) GTEST_SKIP() << "built without FLASHATTN_SM90_COMBINE_KERNEL";
   const ScopedEnv forced("FLASHATTN_SM90_SPLIT_TAIL", gc.splits_tail ? "always" : nullptr);
   const ScopedEnv combine("FLASHATTN_SM90_SPLIT_COMBINE", gc.combines ? "kernel" : "merge");
-  const ScopedEnv one_wg("FLASHATTN_SM90_PACK_GQA_ONE_WG", gc.one_wg ? "1" : nullptr);
+  const ScopedEnv one_wg("FLASHATTN_SM90_PACK_GQA_ONE_WG", gc.one_wg_switch);
   const AttnCase c = make_case(s);
   const Reference ref = reference(c, true);
   const CallMode graph{2};
   const int64_t keys_before = flashattn::sm90_key_split_launches();
   const int64_t combine_before = flashattn::sm90_split_combine_launches();
   const int64_t tail_before = flashattn::sm90_split_tail_launches();
+  const int64_t one_wg_before = flashattn::sm90_pack_gqa_one_wg_launches();
   const ForwardResult f = gpu_forward(c, true, graph);
   ASSERT_TRUE(f.status.ok()) << f.status.message;
   // The capture is one launch whatever the replays; counted when the split is arranged.
@@ -129,6 +132,10 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   }
   if (hopper && gc.splits_tail) {
     EXPECT_EQ(flashattn::sm90_split_tail_launches() - tail_before, 1) << "the captured launch did not split its tail";
+  }
+  if (hopper && gc.one_wg_launches >= 0) {
+    EXPECT_EQ(flashattn::sm90_pack_gqa_one_wg_launches() - one_wg_before, gc.one_wg_launches)
+        << "one-warpgroup packed launches in the capture";
   }
   const BackwardResult g = gpu_backward(c, f, graph);
   ASSERT_TRUE(g.status.ok()) << g.status.message;
@@ -150,7 +157,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuGraphCapture,
                                            GraphCase{"decode_gqa_key_splits_d128_bf16", decode_gqa_key_splits(), true},
                                            GraphCase{"decode_mqa_two_level_merge_d128_bf16", decode_mqa_key_splits(), true},
                                            GraphCase{"decode_gqa_key_splits_one_wg_d64_bf16", decode_gqa_key_splits_d64(), true,
-                                                     false, false, true},
+                                                     false, false, nullptr, 1},
+                                           GraphCase{"decode_gqa_key_splits_two_wg_d64_bf16", decode_gqa_key_splits_d64(), true,
+                                                     false, false, "0", 0},
                                            GraphCase{"decode_gqa_combine_kernel_d128_bf16", decode_gqa_key_splits(), true,
                                                      false, true},
                                            GraphCase{"decode_mqa_combine_kernel_d128_bf16", decode_mqa_key_splits(), true,

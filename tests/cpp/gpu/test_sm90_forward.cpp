@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -1134,11 +1135,17 @@ TEST_P(Sm90GqaPacking, BothPackedKernelsMatchReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
   if (!sm90_has_pack_gqa_one_wg(c.headdim)) GTEST_SKIP() << "one packed kernel at head dim " << c.headdim;
+  int64_t longest_q = c.seqlen_q;
+  if (c.varlen()) longest_q = *std::max_element(c.lens_q.begin(), c.lens_q.end());
+  const bool fits_one_wg = longest_q * (c.heads_q / c.heads_kv) <= kSm90PackGqaOneWgMaxRows;
+  const int64_t one_before = sm90_pack_gqa_one_wg_launches();
   {
     const ScopedEnv one("FLASHATTN_SM90_PACK_GQA_ONE_WG", "1");
     run_case(c, 19u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
   }
   if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(sm90_pack_gqa_one_wg_launches() - one_before, fits_one_wg ? 1 : 0)
+      << "FLASHATTN_SM90_PACK_GQA_ONE_WG=1 with " << longest_q << " x " << c.heads_q / c.heads_kv << " rows";
   const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
   const int64_t before = sm90_pack_gqa_one_wg_launches();
   run_case(c, 23u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
