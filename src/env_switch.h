@@ -1,6 +1,7 @@
 // The backends' on/off overrides from the environment, read at every call so that one
 // process can time both sides of an A/B (benchmarks/bench_gpu.py --ours-env): unset or empty, a
-// switch takes its default; set, it is off where its variable is exactly "0" and on otherwise.
+// switch takes its default (on, or a rule's answer); set, it is off where its variable is exactly
+// "0" and on otherwise.
 // (In namespace flashattn, not flashattn::cuda: the sm90 code names CCCL's ::cuda::ptx as
 // cuda::ptx.)
 #pragma once
@@ -19,12 +20,7 @@ inline EnvSetting env_setting(const char* name) {
   return std::strcmp(v, "0") == 0 ? EnvSetting::kOff : EnvSetting::kOn;
 }
 
-inline bool env_switch(const char* name, bool by_default) {
-  const EnvSetting setting = env_setting(name);
-  return setting == EnvSetting::kByRule ? by_default : setting == EnvSetting::kOn;
-}
-
 // A switch that is on by default.
-inline bool env_switch_on(const char* name) { return env_switch(name, true); }
+inline bool env_switch_on(const char* name) { return env_setting(name) != EnvSetting::kOff; }
 
 }  // namespace flashattn

@@ -28,8 +28,8 @@ namespace {
 // (sm90::PackGqaConfig), the static schedule (sm90::StaticScheduleConfig), short rows
 // (sm90::ShortRowsConfig: 128-row tiles at head dim 64, no checked max at 128), cluster pairs
 // (sm90::ClusterPairsConfig; built and picked by rule at head dim 128), tall tiles
-// (sm90::TallTilesConfig; at head dims 64 and 128) or GQA head packing in 64-row tiles at two
-// CTAs an SM (sm90::PackGqaOneWgConfig; at head dim 64).
+// (sm90::TallTilesConfig; at head dims 64 and 128) or GQA head packing in 64-row tiles of one
+// consumer warpgroup (sm90::PackGqaOneWgConfig; at head dim 64).
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles, kPackGqaOneWg };
 constexpr int kVariantCount = int(Variant::kPackGqaOneWg) + 1;  // keep the last one named here
 
@@ -267,7 +267,7 @@ Status launch_counted(const AttentionProblem& p, Variant variant) {
 
 int64_t launches_of(Variant variant) { return g_launches[int(variant)].load(std::memory_order_relaxed); }
 
-// The packed kernel that runs p: 64-row tiles at two CTAs an SM where their rule picks them.
+// The packed kernel that runs p: the one-warpgroup kernel's 64-row tiles where its rule picks them.
 Variant packed_variant(const AttentionProblem& p) {
   return sm90_picks_pack_gqa_one_wg(p) ? Variant::kPackGqaOneWg : Variant::kPackGqa;
 }
