@@ -2,7 +2,7 @@
 # One generated instantiation per (dtype, head dim) that FLASHATTN_DTYPES x FLASHATTN_HDIMS selects;
 # sm90_forward.cu learns which exist through FLASHATTN_SM90_<DTYPE>_HDIM<D> definitions (0 or 1).
 set(FLASHATTN_SM90_SOURCES src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu src/cuda/sm90/tensor_map.cu
-    src/cuda/sm90/split_tail.cu)
+    src/cuda/sm90/split_tail.cu src/cuda/sm90/sliced_decode.cu)
 # The head dims of each kernel set: the X(<digits>) items of its line in src/cuda/sm90/head_dims.h.
 function(flashattn_sm90_head_dims macro out)
   file(STRINGS ${PROJECT_SOURCE_DIR}/src/cuda/sm90/head_dims.h line REGEX "^#define ${macro}\\(X\\)")
@@ -64,7 +64,7 @@ option(FLASHATTN_SM90_PDL "Launch the sm90 forward as a programmatic dependent l
 if(FLASHATTN_SM90_PDL)
   target_compile_definitions(flashattn PUBLIC FLASHATTN_SM90_PDL=1)
 endif()
-set_source_files_properties(src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu
+set_source_files_properties(src/cuda/sm90/sm90_forward.cu src/cuda/sm90/sm90_backward.cu src/cuda/sm90/sliced_decode.cu
   PROPERTIES COMPILE_DEFINITIONS "${FLASHATTN_SM90_DEFINITIONS}")
 
 # Side-by-side timing of the sm90 forward (benchmarks/cpp/sm90_bench.cpp), run by scripts/device_sm90.sh.

@@ -27,6 +27,8 @@ ARCH = re.compile(r"^\s*code for (sm_\w+)")
 MAIN_KERNELS = [
     (re.compile(r"flashattn4sm80\d+(forward_kernel|backward_kernel)I"), "HMMA"),
     (re.compile(r"flashattn4sm90\d+(forward_kernel|backward_kernel)I"), "HGMMA"),
+    # the sliced decode kernel's 16-row tiles are mma.sync (sliced_decode.h)
+    (re.compile(r"flashattn4sm90\d+sliced_decode_kernelI"), "HMMA"),
 ]
 
 

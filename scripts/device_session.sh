@@ -19,6 +19,7 @@
 #   scripts/device_session.sh one-wg-all  # both in one call
 #   scripts/device_session.sh one-wg-why  # its tie explained: equal splits, Nsight Compute beside cuDNN
 #   scripts/device_session.sh one-wg-rule  # its default rule (<= 16 GQA tiles): tests, decode, memcheck
+#   scripts/device_session.sh sliced  # the sliced decode kernel (16-row tiles): tests, d64 decode, sanitizers
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -475,6 +476,24 @@ one_wg_why() {
   done
 }
 
+# The sliced decode kernel (session 94: 16-row mma.sync tiles, warps across each key block; on
+# only with FLASHATTN_SM90_SLICED_DECODE=1): the library, tests and extension; its tests (packed
+# cases, key splits, pages, graph capture) and the one-WG rule's checks not yet run on a GPU; d64
+# decode with it against the rule's kernels beside cuDNN (the protocol's decode shapes at d64 and
+# session 93's); the sanitizers on its cases.
+sliced() {
+  : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
+  build || return 1
+  gtest_run sliced_tests.log 200 "sliced decode and one-WG rule tests" \
+    --gtest_filter='*SlicedDecode*:*PackGqaOneWg*:*Sm90GqaPacking.BothPacked*:*GraphCapture*:Sm90ApiPickOverride.*:Sm90Paged.*'
+  PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+    --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 16,32,8,8192 --shape 64,32,8,4096 \
+    --shape 1,32,8,131072 --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=1 \
+    --out "$OUT/sliced_decode.json" > "$OUT/sliced_decode.log" 2>&1
+  echo "sliced decode bench exit $?"; grep '^b=' "$OUT/sliced_decode.log"
+  sanitize 90 '*Sm90GqaPacking.SlicedDecode*:Sm90Paged.SlicedDecode*:*Sm90KeySplits.SlicedDecode*ks3*' memcheck racecheck synccheck
+}
+
 # The one-warpgroup kernel's default rule (session 93: GQA packed problems of at most 16 tiles):
 # the library, tests and extension; the rule's and both kernels' tests; d64 decode by the rule
 # against the two-warpgroup kernel (=0) beside cuDNN; memcheck on the rule's cases.
@@ -546,6 +565,7 @@ case "$what" in
   one-wg-all) one_wg && one_wg_checks ;;  # one call: what the call's limit cuts off comes last
   one-wg-why) one_wg_why ;;
   one-wg-rule) one_wg_rule ;;
+  sliced) sliced ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;

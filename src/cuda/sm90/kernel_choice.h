@@ -31,8 +31,8 @@ Status sm90_supports_forward_pack_gqa(const AttentionProblem& p);
 Status sm90_forward_pack_gqa(const AttentionProblem& p);
 // Whether sm90_forward runs a problem it supports with the packed kernel (the rule above).
 bool sm90_picks_pack_gqa(const AttentionProblem& p);
-// Packed launches so far in this process, of either packed kernel (tests check that the API path
-// took the packed kernel).
+// Packed launches so far in this process, of any packed kernel (the two wgmma ones, the sliced
+// decode one below; tests check that the API path took a packed kernel).
 int64_t sm90_pack_gqa_launches();
 // The packed kernel of one consumer warpgroup (sm90::PackGqaOneWgConfig: 64-row tiles, up to two
 // CTAs an SM) at the head dims it is built for (sm90_has_pack_gqa_one_wg). It can run every
@@ -58,6 +58,24 @@ bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p);
 // Launches of the one-warpgroup packed kernel so far in this process (sm90_pack_gqa_launches
 // counts them too).
 int64_t sm90_pack_gqa_one_wg_launches();
+// The sliced decode kernel (sliced_decode.h: 16-row tiles of mma.sync, four warps across each
+// 128-key block, two CTAs an SM) at the head dims it is built for (sm90_has_sliced_decode). It
+// runs what the packed kernels run with at most kSm90SlicedDecodeMaxRows packed rows, seqlen_q * G
+// (varlen: the longest), G in 1..16. FLASHATTN_SM90_SLICED_DECODE=0 or unset: never (untimed: no
+// rule yet); any other value: every problem it can run (read at every call, as the one-warpgroup
+// switch above). sm90_pack_gqa_launches counts it too (it packs the heads as they do).
+constexpr int64_t kSm90SlicedDecodeMaxRows = 16;
+constexpr bool sm90_has_sliced_decode(int head_dim) { return head_dim == 64; }
+bool sm90_picks_sliced_decode(const AttentionProblem& p);
+int64_t sm90_sliced_decode_launches();
+// Its key pieces a tile: enough for `slots` CTAs (two an SM) over `tiles` tiles, at least two key
+// blocks a piece, 1 where the tiles fill the slots already.
+constexpr int sm90_sliced_decode_splits(int tiles, int slots, int key_blocks) {
+  if (tiles <= 0) return 1;
+  const int by_slots = slots / tiles, by_keys = key_blocks / 2;
+  const int splits = by_slots < by_keys ? by_slots : by_keys;
+  return splits < 2 ? 1 : splits;
+}
 // Paged k / v (AttentionParams::block_table): the packed kernel reads them (paged_blocks.h) at
 // every head dim it is built for, so sm90_forward runs every paged problem it supports there, the
 // group 1..64 (G = 1: MHA) and seqlen_q at most kSm90PackGqaMaxQuery (decode steps and short

@@ -20,6 +20,8 @@ namespace flashattn {
 namespace sm90 {
 template <class Cfg>
 Status launch_forward(const AttentionProblem& p);
+template <typename Element>
+Status launch_sliced_decode(const AttentionProblem& p);
 }  // namespace sm90
 
 namespace {
@@ -29,9 +31,11 @@ namespace {
 // (sm90::ShortRowsConfig: 128-row tiles at head dim 64, no checked max at 128), cluster pairs
 // (sm90::ClusterPairsConfig; built and picked by rule at head dim 128), tall tiles
 // (sm90::TallTilesConfig; at head dims 64 and 128) or GQA head packing in 64-row tiles of one
-// consumer warpgroup (sm90::PackGqaOneWgConfig; at head dim 64).
-enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles, kPackGqaOneWg };
-constexpr int kVariantCount = int(Variant::kPackGqaOneWg) + 1;  // keep the last one named here
+// consumer warpgroup (sm90::PackGqaOneWgConfig; at head dim 64), or decode in 16-row mma.sync
+// tiles whose warps take slices of each key block (sm90::SlicedDecodeConfig; at head dim 64).
+enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles, kPackGqaOneWg,
+                     kSlicedDecode };
+constexpr int kVariantCount = int(Variant::kSlicedDecode) + 1;  // keep the last one named here
 
 // Devices whose attributes the rules keep (asked_once: the HBM bandwidth, the SM count); past
 // it the query runs at every call.
@@ -131,6 +135,13 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
                             sm90::ClusterPairsConfig<HD, Element>, sm90::TallTilesConfig<HD, Element>,   \
                             sm90::PackGqaOneWgConfig<HD, Element>>(p, variant);                          \
     }                                                                                                    \
+  }
+  if (variant == Variant::kSlicedDecode) {
+    if constexpr (FLASHATTN_SM90_BUILT(kBf16, 64)) {
+      if (head_dim == 64 && p.headdim == 64) return run ? sm90::launch_sliced_decode<Element>(p) : Status::Ok();
+    }
+    return Status::Unsupported("the sm90 sliced decode kernel is built for head dim 64 only, not " +
+                               std::to_string(p.headdim));
   }
   FLASHATTN_SM90_FORWARD_HEAD_DIMS(FLASHATTN_SM90_CASE)
 #undef FLASHATTN_SM90_CASE
@@ -268,7 +279,9 @@ Status launch_counted(const AttentionProblem& p, Variant variant) {
 int64_t launches_of(Variant variant) { return g_launches[int(variant)].load(std::memory_order_relaxed); }
 
 // The packed kernel that runs p: the one-warpgroup kernel's 64-row tiles where its rule picks them.
+// The sliced decode kernel before both where its switch picks it.
 Variant packed_variant(const AttentionProblem& p) {
+  if (sm90_picks_sliced_decode(p)) return Variant::kSlicedDecode;
   return sm90_picks_pack_gqa_one_wg(p) ? Variant::kPackGqaOneWg : Variant::kPackGqa;
 }
 
@@ -449,7 +462,9 @@ Status sm90_forward_pack_gqa(const AttentionProblem& p) {
   return launch_counted(p, packed_variant(p));
 }
 
-int64_t sm90_pack_gqa_launches() { return launches_of(Variant::kPackGqa) + launches_of(Variant::kPackGqaOneWg); }
+int64_t sm90_pack_gqa_launches() {
+  return launches_of(Variant::kPackGqa) + launches_of(Variant::kPackGqaOneWg) + launches_of(Variant::kSlicedDecode);
+}
 
 bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p) {
   const EnvSetting setting = env_setting("FLASHATTN_SM90_PACK_GQA_ONE_WG");
@@ -461,5 +476,14 @@ bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p) {
 }
 
 int64_t sm90_pack_gqa_one_wg_launches() { return launches_of(Variant::kPackGqaOneWg); }
+
+bool sm90_picks_sliced_decode(const AttentionProblem& p) {
+  const EnvSetting setting = env_setting("FLASHATTN_SM90_SLICED_DECODE");
+  if (setting != EnvSetting::kOn) return false;
+  if (!sm90_has_sliced_decode(p.headdim) || p.nheads_kv <= 0 || p.nheads_q % p.nheads_kv != 0) return false;
+  return int64_t(p.seqlen_q) * p.heads_per_kv() <= kSm90SlicedDecodeMaxRows;
+}
+
+int64_t sm90_sliced_decode_launches() { return launches_of(Variant::kSlicedDecode); }
 
 }  // namespace flashattn

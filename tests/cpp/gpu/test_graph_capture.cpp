@@ -33,6 +33,9 @@ struct GraphCase {
   // launches of the one-warpgroup packed kernel the capture makes (-1: not checked).
   const char* one_wg_switch = nullptr;
   int one_wg_launches = -1;
+  // FLASHATTN_SM90_SLICED_DECODE likewise, and the sliced decode kernel's launches (-1: not checked).
+  const char* sliced_switch = nullptr;
+  int sliced_launches = -1;
 };
 
 // A fixed-length bf16 case of these sizes (the fixed cases below differ by nothing else, bar a mask).
@@ -89,7 +92,8 @@ CaseSpec decode_gqa_key_splits() { return fixed_bf16(5105, 1, 1, 8192, 32, 8, 12
 
 // The same step at head dim 64: 8 tiles, which on Hopper the rule gives the one-warpgroup packed
 // kernel (64-row tiles; kernel_choice.h, sm90_picks_pack_gqa_one_wg), cut by keys; captured
-// again with FLASHATTN_SM90_PACK_GQA_ONE_WG=0 on the two-warpgroup kernel.
+// again with FLASHATTN_SM90_PACK_GQA_ONE_WG=0 on the two-warpgroup kernel, and with
+// FLASHATTN_SM90_SLICED_DECODE=1 on the sliced decode kernel (its pieces, the combine kernel).
 CaseSpec decode_gqa_key_splits_d64() { return fixed_bf16(5108, 1, 1, 8192, 32, 8, 64); }
 
 // An MQA decode step over 8192 keys: on Hopper one packed tile cut into 16 pieces, merged in two
@@ -114,6 +118,7 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   const ScopedEnv forced("FLASHATTN_SM90_SPLIT_TAIL", gc.splits_tail ? "always" : nullptr);
   const ScopedEnv combine("FLASHATTN_SM90_SPLIT_COMBINE", gc.combines ? "kernel" : "merge");
   const ScopedEnv one_wg("FLASHATTN_SM90_PACK_GQA_ONE_WG", gc.one_wg_switch);
+  const ScopedEnv sliced("FLASHATTN_SM90_SLICED_DECODE", gc.sliced_switch);
   const AttnCase c = make_case(s);
   const Reference ref = reference(c, true);
   const CallMode graph{2};
@@ -121,6 +126,7 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   const int64_t combine_before = flashattn::sm90_split_combine_launches();
   const int64_t tail_before = flashattn::sm90_split_tail_launches();
   const int64_t one_wg_before = flashattn::sm90_pack_gqa_one_wg_launches();
+  const int64_t sliced_before = flashattn::sm90_sliced_decode_launches();
   const ForwardResult f = gpu_forward(c, true, graph);
   ASSERT_TRUE(f.status.ok()) << f.status.message;
   // The capture is one launch whatever the replays; counted when the split is arranged.
@@ -136,6 +142,10 @@ TEST_P(GpuGraphCapture, ReplaysMatchReference) {
   if (hopper && gc.one_wg_launches >= 0) {
     EXPECT_EQ(flashattn::sm90_pack_gqa_one_wg_launches() - one_wg_before, gc.one_wg_launches)
         << "one-warpgroup packed launches in the capture";
+  }
+  if (hopper && gc.sliced_launches >= 0) {
+    EXPECT_EQ(flashattn::sm90_sliced_decode_launches() - sliced_before, gc.sliced_launches)
+        << "sliced decode launches in the capture";
   }
   const BackwardResult g = gpu_backward(c, f, graph);
   ASSERT_TRUE(g.status.ok()) << g.status.message;
@@ -160,6 +170,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuGraphCapture,
                                                      false, false, nullptr, 1},
                                            GraphCase{"decode_gqa_key_splits_two_wg_d64_bf16", decode_gqa_key_splits_d64(), true,
                                                      false, false, "0", 0},
+                                           GraphCase{"decode_gqa_sliced_d64_bf16", decode_gqa_key_splits_d64(), true,
+                                                     false, true, nullptr, -1, "1", 1},
                                            GraphCase{"decode_gqa_combine_kernel_d128_bf16", decode_gqa_key_splits(), true,
                                                      false, true},
                                            GraphCase{"decode_mqa_combine_kernel_d128_bf16", decode_mqa_key_splits(), true,

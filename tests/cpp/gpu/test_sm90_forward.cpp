@@ -1112,6 +1112,17 @@ std::vector<Case> pack_gqa_cases() {
   v.push_back(make("whole_rows_g3_q3_k400_d64_fp16", fp, 64, 2, 3, 400, 6, 2));
   c = make("first_rows_seqused_q_g4_q16_k300_d64_bf16", bf, 64, 3, 16, 300, 8, 2), c.used_q = {2, 16, 0};
   v.push_back(c);
+  // Decode steps of at most 16 packed rows at head dim 64 (the sliced decode kernel's, above):
+  // variable lengths with a sequence of no key and one of one key, seqused_k at G = 16 (a sequence
+  // of no used key), 16 rows exactly with a window and no L, a 32-key warp slice cut mid-way.
+  c = make("sliced_varlen_causal_g8_d64_bf16", bf, 64, 0, 0, 0, 16, 2);
+  c.lens_q = {1, 2, 0, 2, 1}, c.lens_k = {700, 1, 0, 129, 0}, c.causal = true, v.push_back(c);
+  c = make("sliced_seqused_k_g16_q1_k900_d64_fp16", fp, 64, 3, 1, 900, 32, 2), c.used_k = {900, 33, 0};
+  v.push_back(c);
+  c = make("sliced_g2_q8_k260_window_no_lse_d64_bf16", bf, 64, 2, 8, 260, 4, 2), c.window_left = 50;
+  c.window_right = 0, c.with_lse = false, v.push_back(c);
+  c = make("sliced_g4_q4_k4110_softcap_padded_d64_fp16", fp, 64, 2, 4, 4110, 8, 2), c.softcap = 15.0f;
+  c.layout = Layout::kPadded, v.push_back(c);
   return v;
 }
 
@@ -1150,6 +1161,31 @@ TEST_P(Sm90GqaPacking, BothPackedKernelsMatchReference) {
   const int64_t before = sm90_pack_gqa_one_wg_launches();
   run_case(c, 23u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
   EXPECT_EQ(sm90_pack_gqa_one_wg_launches(), before) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0 ran the one-warpgroup kernel";
+}
+
+// The longest query of a case (varlen: of its sequences) times its group: the packed rows of its
+// tiles, which the sliced decode kernel holds up to kSm90SlicedDecodeMaxRows of.
+int64_t packed_rows(const Case& c) {
+  int64_t longest_q = c.seqlen_q;
+  if (c.varlen()) longest_q = *std::max_element(c.lens_q.begin(), c.lens_q.end());
+  return longest_q * (c.heads_q / c.heads_kv);
+}
+
+// The sliced decode kernel (sliced_decode.h; FLASHATTN_SM90_SLICED_DECODE=1 gives it every problem
+// it can run) on every case it holds: head dim 64, at most kSm90SlicedDecodeMaxRows packed rows.
+// Its own key splits by its rule (two CTAs an SM over few tiles: most of these cases split), the
+// combine kernel merging them. One seed; the launch counted, so a case cannot pass on another kernel.
+TEST_P(Sm90GqaPacking, SlicedDecodeMatchesReference) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  if (!sm90_has_sliced_decode(c.headdim) || packed_rows(c) > kSm90SlicedDecodeMaxRows) {
+    GTEST_SKIP() << "not a sliced decode case (head dim " << c.headdim << ", " << packed_rows(c) << " rows)";
+  }
+  const ScopedEnv sliced("FLASHATTN_SM90_SLICED_DECODE", "1");
+  const int64_t before = sm90_sliced_decode_launches();
+  run_case(c, 29u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(sm90_sliced_decode_launches() - before, 1) << "FLASHATTN_SM90_SLICED_DECODE=1 did not run the sliced kernel";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()), case_name);
@@ -1343,6 +1379,23 @@ TEST(Sm90KeySplitParam, HeadDim256TwoPiecesMergeInTheKernel) {
   EXPECT_EQ(sm90_key_splits(40, sms, 47, 256), splits ? 2 : 1);
   EXPECT_EQ(sm90_key_split_launches() - split_before, splits ? 1 : 0);
   EXPECT_EQ(sm90_split_combine_launches() - combined_before, 0);
+}
+
+// The key-split cases the sliced decode kernel holds, on it: its pieces (the forced counts, or its
+// own rule for rule_ cases) merged by the combine kernel, twice, the second three more times, bit
+// for bit, as above.
+TEST_P(Sm90KeySplits, SlicedDecodeMatchesReference) {
+  SKIP_UNLESS_SM90();
+  const Case& c = GetParam();
+  if (!kSm90CombineKernelBuilt) GTEST_SKIP() << "built without FLASHATTN_SM90_COMBINE_KERNEL";
+  if (!sm90_has_sliced_decode(c.headdim) || packed_rows(c) > kSm90SlicedDecodeMaxRows) {
+    GTEST_SKIP() << "not a sliced decode case (head dim " << c.headdim << ", " << packed_rows(c) << " rows)";
+  }
+  const ScopedEnv sliced("FLASHATTN_SM90_SLICED_DECODE", "1");
+  const int64_t before = sm90_sliced_decode_launches();
+  run_key_split_case(c, "kernel", sm90_split_combine_launches, "the sliced kernel's pieces were not combined");
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(sm90_sliced_decode_launches() - before, 5) << "FLASHATTN_SM90_SLICED_DECODE=1 did not run the sliced kernel";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90KeySplits, ::testing::ValuesIn(key_split_cases()), case_name);
