@@ -118,6 +118,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
 
   // Q's A fragments straight from global memory (16 rows, read once): k-step kk holds columns
   // 16 kk + 2 tig (+1) and 16 kk + 8 + 2 tig (+1) of rows g and g + 8; rows without a query are 0.
+  // 4-byte loads: fill_params has encoded Q's tensor map, whose strides are multiples of 16 bytes.
   uint32_t q_frag[Cfg::kKSteps][4];
   {
     const Element* q = static_cast<const Element*>(p.q);
@@ -141,7 +142,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
   auto v_slice = [&](int stage) { return k_slice(stage) + uint32_t(Cfg::kSliceBytes); };
   const int slices = range.n_end - range.n_begin;  // one slice of each block is this warp's
   const int head_kv = t.head;
-  const int kv_batch_of_sequence = p.cu_seqlens_k != nullptr ? 0 : t.batch;
+  // Variable length: one batch of packed rows (as the packed kernel's producer, mainloop_load.h).
+  const int kv_batch_of_sequence = p.cu_seqlens_q != nullptr ? 0 : t.batch;
   const Element* k_base = static_cast<const Element*>(p.k) + int64_t(head_kv) * p.k_head_stride;
   const Element* v_base = static_cast<const Element*>(p.v) + int64_t(head_kv) * p.v_head_stride;
 
