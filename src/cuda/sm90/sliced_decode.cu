@@ -68,7 +68,8 @@ Status launch_sliced_decode(const AttentionProblem& pb) {
   if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
   const int64_t work = int64_t(kp.num_tiles) * kp.key_splits;
-  err = launch_dependent(kernel, dim3(unsigned(work)), dim3(Cfg::kThreads), Cfg::kSmemBytes, pb.stream, false, kp);
+  err = launch_dependent(kernel, dim3(unsigned(work)), dim3(Cfg::kThreads), Cfg::kSmemBytes, pb.stream,
+                         programmatic_launch_allowed(), kp);
   const cudaError_t last = cudaGetLastError();
   if (err == cudaSuccess) err = last;
   if (err == cudaSuccess && kp.key_splits > 1) {

@@ -93,6 +93,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int g = lane / 4, tig = lane % 4;  // fragment row (and row + 8), column pair
 
+  // A programmatic dependent of the stream's previous kernel (launch.h, FLASHATTN_SM90_PDL): the
+  // CTA is placed while that kernel ends, and reads nothing of the problem before it has.
+#if defined(FLASHATTN_SM90_PDL)
+  wait_for_prerequisite_grids();
+#endif
   int piece = 0;
   const int tile = split_tile_of<Cfg>(p, int(blockIdx.x), piece);
   const TileCoord t = tile_coord_of<Cfg>(p, tile);
