@@ -480,7 +480,7 @@ one_wg_why() {
 # only with FLASHATTN_SM90_SLICED_DECODE=1): the library, tests and extension; its tests (packed
 # cases, key splits, pages, graph capture) and the one-WG rule's checks not yet run on a GPU; d64
 # decode with it against the rule's kernels beside cuDNN (the protocol's decode shapes at d64 and
-# session 93's); the sanitizers on its cases.
+# session 93's), d128 at the protocol's decode rows; the sanitizers on its cases.
 sliced() {
   : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
   build || return 1
@@ -491,6 +491,9 @@ sliced() {
     --shape 1,32,8,131072 --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=1 \
     --out "$OUT/sliced_decode.json" > "$OUT/sliced_decode.log" 2>&1
   echo "sliced decode bench exit $?"; grep '^b=' "$OUT/sliced_decode.log"
+  PYTHONPATH="$PWD/python" timeout 120 python3 benchmarks/bench_decode.py --headdim 128 --rounds 2 \
+    --ours-env FLASHATTN_SM90_SLICED_DECODE=1 --out "$OUT/sliced_decode_d128.json" > "$OUT/sliced_decode_d128.log" 2>&1
+  echo "sliced decode d128 (protocol rows) exit $?"; grep '^b=' "$OUT/sliced_decode_d128.log"
   sanitize 90 '*Sm90GqaPacking.SlicedDecode*:Sm90Paged.SlicedDecode*:*Sm90KeySplits.SlicedDecode*ks3*' memcheck racecheck synccheck
 }
 

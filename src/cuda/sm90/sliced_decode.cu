@@ -13,15 +13,16 @@
 namespace flashattn {
 namespace sm90 {
 
-template <typename Element>
+template <int HeadDim, typename Element>
 Status launch_sliced_decode(const AttentionProblem& pb) {
-  using Cfg = SlicedDecodeConfig<64, Element>;
+  using Cfg = SlicedDecodeConfig<HeadDim, Element>;
+  using Packed = PackGqaConfig<HeadDim, Element>;
   // Everything but the tiles as the packed kernel would run pb: pointers, strides, lengths,
   // masks, pages (whose 128-key blocks are this kernel's too).
-  static_assert(PackGqaConfig<64, Element>::kBlockN == Cfg::kBlockN, "pages and pieces count the packed kernel's blocks");
+  static_assert(Packed::kBlockN == Cfg::kBlockN, "pages and pieces count the packed kernel's blocks");
   KernelParams kp;
   int sms = 0;
-  Status filled = fill_params<PackGqaConfig<64, Element>>(pb, kp, sms);
+  Status filled = fill_params<Packed>(pb, kp, sms);
   if (!filled.ok() || kp.num_tiles == 0) return filled;
   const int group = pb.heads_per_kv();
   if (group < 1 || int64_t(pb.seqlen_q) * group > Cfg::kBlockM) {
@@ -64,7 +65,7 @@ Status launch_sliced_decode(const AttentionProblem& pb) {
 
   auto kernel = sliced_decode_kernel<Cfg>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-  // Room for two CTAs an SM: the driver otherwise may size the carveout for one.
+  // Room for the CTAs an SM holds: the driver otherwise may size the carveout for one.
   if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
   if (err != cudaSuccess) return Status::Runtime(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(err));
   const int64_t work = int64_t(kp.num_tiles) * kp.key_splits;
@@ -87,10 +88,16 @@ Status launch_sliced_decode(const AttentionProblem& pb) {
 }
 
 #if FLASHATTN_SM90_BF16_HDIM64
-template Status launch_sliced_decode<__nv_bfloat16>(const AttentionProblem&);
+template Status launch_sliced_decode<64, __nv_bfloat16>(const AttentionProblem&);
 #endif
 #if FLASHATTN_SM90_FP16_HDIM64
-template Status launch_sliced_decode<__half>(const AttentionProblem&);
+template Status launch_sliced_decode<64, __half>(const AttentionProblem&);
+#endif
+#if FLASHATTN_SM90_BF16_HDIM128
+template Status launch_sliced_decode<128, __nv_bfloat16>(const AttentionProblem&);
+#endif
+#if FLASHATTN_SM90_FP16_HDIM128
+template Status launch_sliced_decode<128, __half>(const AttentionProblem&);
 #endif
 
 }  // namespace sm90

@@ -1,7 +1,7 @@
 // The sliced decode kernel: GQA-packed decode tiles of 16 rows, whose four warps split each key
 // block among them (docs/design.md, "Sliced decode tiles"; docs/perf.md, session 94).
 //
-// A decode step at head dim 64 packs G query heads (seqlen_q x G <= 16 rows) of one KV head into
+// A decode step packs G query heads (seqlen_q x G <= 16 rows) of one KV head into
 // a tile. The wgmma kernels pad such a tile to 64 rows a warpgroup: every 128-key block still
 // costs the full m64 products, and the scores of all real rows sit in warp 0, so one warp's
 // softmax paces the block (session 93: ours held DRAM at 63-65% where cuDNN's decode kernel,
@@ -16,7 +16,7 @@
 //    piece; a tile of one piece stores itself, the pieces of a split tile write the packed
 //    kernel's slots (PieceSlot: O's mma.sync fragment is warp 0's part of the wgmma one) and its
 //    combine kernel (split_combine.h) merges them.
-// Two CTAs an SM (3 stages x 4 warps x 8 KB of K and V).
+// Head dims 64 (two CTAs an SM: 3 stages x 4 warps x 8 KB of K and V) and 128 (one: 16 KB).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,8 +47,10 @@ struct SlicedDecodeConfig {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kWarpKeys = kBlockN / kWarps;  // a warp's slice of a block
   static constexpr int kStages = 3;
-  static constexpr int kCtasPerSm = 2;
+  // 96 KB of rings at head dim 64 (two CTAs an SM), 192 KB at 128 (one).
+  static constexpr int kCtasPerSm = kHeadDim == 64 ? 2 : 1;
   static constexpr int kRowBytes = kHeadDim * 2;
+  static constexpr int kRowChunks = kRowBytes / 16;  // 16-byte chunks a K / V row
   static constexpr int kSliceBytes = kWarpKeys * kRowBytes;            // K or V of one warp's slice
   static constexpr int kWarpRingBytes = kStages * 2 * kSliceBytes;     // a warp's ring of K and V
   static constexpr int kSmemBytes = kWarps * kWarpRingBytes;
@@ -61,7 +63,7 @@ struct SlicedDecodeConfig {
   static constexpr bool kFastTileDecode = false;
   static constexpr bool kNarrowHeadDim = false;
   static constexpr int kConsumerWarpgroups = 1;
-  static_assert(kHeadDim == 64, "the sliced decode kernel is built for head dim 64 (128-byte rows)");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the sliced decode kernel is built for head dims 64 and 128");
   static_assert(kWarpKeys % 16 == 0, "P V consumes keys 16 at a time");
   // The warps' end-of-tile exchange (m, l and O of each lane) fits in the rings.
   static_assert(kWarps * 32 * (2 * kDFrags * 2 + 4) * 4 <= kSmemBytes, "");
@@ -69,10 +71,12 @@ struct SlicedDecodeConfig {
 
 namespace sliced {
 
-// Byte offset of 16-byte chunk `chunk` of row `row` in a slice of 128-byte rows, XOR-swizzled
-// so that ldmatrix's eight rows of one chunk column fall in eight different bank groups.
+// Byte offset of 16-byte chunk `chunk` of row `row` in a slice of kRowBytes-byte rows (a multiple
+// of 128), XOR-swizzled in the chunk's low three bits so that ldmatrix's eight rows of one chunk
+// column fall in eight different bank groups.
+template <class Cfg>
 __device__ __forceinline__ uint32_t slice_offset(int row, int chunk) {
-  return uint32_t(row * 128 + ((chunk ^ (row & 7)) << 4));
+  return uint32_t(row * Cfg::kRowBytes + ((chunk ^ (row & 7)) << 4));
 }
 
 // Visible keys [lo, hi) of query row i (bottom-right aligned diagonal; window sides -1 = none).
@@ -152,26 +156,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
   const Element* k_base = static_cast<const Element*>(p.k) + int64_t(head_kv) * p.k_head_stride;
   const Element* v_base = static_cast<const Element*>(p.v) + int64_t(head_kv) * p.v_head_stride;
 
-  // The copies of slice `i` (block range.n_begin + i): lane l copies chunk l % 8 of rows
-  // l / 8 + 4 j; keys past the sequence are zero-filled (their scores are masked, and a zero V
-  // row keeps 0 x garbage out of O).
+  // The copies of slice `i` (block range.n_begin + i): lane l copies chunk l % C of rows
+  // l / C + (32 / C) j (C: a row's chunks); keys past the sequence are zero-filled (their scores
+  // are masked, and a zero V row keeps 0 x garbage out of O). The rows' sources are one pointer a
+  // tensor stepped row by row: offsets of every row kept across the loop cost d128 its registers.
   auto load_slice = [&](int i, int stage) {
     const int n = range.n_begin + i;
     int k_row = seq.k_row0 + n * Cfg::kBlockN, kv_batch = kv_batch_of_sequence;
     if (p.block_table != nullptr) place_paged_block<Cfg::kBlockN>(p, t.batch, n, k_row, kv_batch);
-    const int first_key = n * Cfg::kBlockN + warp * Cfg::kWarpKeys;  // within the sequence
-    k_row += warp * Cfg::kWarpKeys;
-    const int chunk = lane % 8;
+    constexpr int kRowsAPass = 32 / Cfg::kRowChunks;  // rows the warp's lanes copy at once
+    const int chunk = lane % Cfg::kRowChunks, row0 = lane / Cfg::kRowChunks;
+    const int first_key = n * Cfg::kBlockN + warp * Cfg::kWarpKeys + row0;  // within the sequence
+    k_row += warp * Cfg::kWarpKeys + row0;
+    const Element* k_src = k_base + int64_t(kv_batch) * p.k_batch_stride + int64_t(k_row) * p.k_row_stride + 8 * chunk;
+    const Element* v_src = v_base + int64_t(kv_batch) * p.v_batch_stride + int64_t(k_row) * p.v_row_stride + 8 * chunk;
+    const int64_t k_step = kRowsAPass * p.k_row_stride, v_step = kRowsAPass * p.v_row_stride;
+    const uint32_t k_dst = k_slice(stage), v_dst = v_slice(stage);
 #pragma unroll
-    for (int j = 0; j < Cfg::kWarpKeys / 4; ++j) {
-      const int row = lane / 8 + 4 * j;
-      const bool in_sequence = first_key + row < seq.len_k;
-      const int64_t kr = int64_t(kv_batch) * p.k_batch_stride + int64_t(k_row + row) * p.k_row_stride;
-      const int64_t vr = int64_t(kv_batch) * p.v_batch_stride + int64_t(k_row + row) * p.v_row_stride;
-      cuda::cp_async_16(k_slice(stage) + sliced::slice_offset(row, chunk), in_sequence ? k_base + kr + 8 * chunk : k_base,
-                  in_sequence);
-      cuda::cp_async_16(v_slice(stage) + sliced::slice_offset(row, chunk), in_sequence ? v_base + vr + 8 * chunk : v_base,
-                  in_sequence);
+    for (int j = 0; j < Cfg::kWarpKeys / kRowsAPass; ++j) {
+      const int row = row0 + kRowsAPass * j;
+      const bool in_sequence = first_key + kRowsAPass * j < seq.len_k;
+      cuda::cp_async_16(k_dst + sliced::slice_offset<Cfg>(row, chunk), in_sequence ? k_src : k_base, in_sequence);
+      cuda::cp_async_16(v_dst + sliced::slice_offset<Cfg>(row, chunk), in_sequence ? v_src : v_base, in_sequence);
+      k_src += k_step, v_src += v_step;
     }
   };
 
@@ -205,7 +212,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
       for (int kp = 0; kp < Cfg::kKSteps / 2; ++kp) {
         // Matrices: rows 8 nf .. 8 nf + 7, chunks 4 kp .. 4 kp + 3 (k-steps 2 kp and 2 kp + 1).
         uint32_t b[4];
-        cuda::ldmatrix_x4(b, k_slice(stage) + sliced::slice_offset(8 * nf + lane % 8, 4 * kp + lane / 8));
+        cuda::ldmatrix_x4(b, k_slice(stage) + sliced::slice_offset<Cfg>(8 * nf + lane % 8, 4 * kp + lane / 8));
         cuda::mma_16816<Element>(s[nf], q_frag[2 * kp], b[0], b[1]);
         cuda::mma_16816<Element>(s[nf], q_frag[2 * kp + 1], b[2], b[3]);
       }
@@ -263,7 +270,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
       for (int dp = 0; dp < Cfg::kDFrags / 2; ++dp) {
         // Matrices: keys 16 kk + 8 (lane / 8 % 2) .., chunk 2 dp + lane / 16.
         uint32_t b[4];
-        cuda::ldmatrix_x4_trans(b, v_slice(stage) + sliced::slice_offset(16 * kk + lane % 16, 2 * dp + lane / 16));
+        cuda::ldmatrix_x4_trans(b, v_slice(stage) + sliced::slice_offset<Cfg>(16 * kk + lane % 16, 2 * dp + lane / 16));
         cuda::mma_16816<Element>(o[2 * dp], a, b[0], b[1]);
         cuda::mma_16816<Element>(o[2 * dp + 1], a, b[2], b[3]);
       }

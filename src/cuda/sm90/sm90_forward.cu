@@ -20,7 +20,7 @@ namespace flashattn {
 namespace sm90 {
 template <class Cfg>
 Status launch_forward(const AttentionProblem& p);
-template <typename Element>
+template <int HeadDim, typename Element>
 Status launch_sliced_decode(const AttentionProblem& p);
 }  // namespace sm90
 
@@ -32,7 +32,7 @@ namespace {
 // (sm90::ClusterPairsConfig; built and picked by rule at head dim 128), tall tiles
 // (sm90::TallTilesConfig; at head dims 64 and 128) or GQA head packing in 64-row tiles of one
 // consumer warpgroup (sm90::PackGqaOneWgConfig; at head dim 64), or decode in 16-row mma.sync
-// tiles whose warps take slices of each key block (sm90::SlicedDecodeConfig; at head dim 64).
+// tiles whose warps take slices of each key block (sm90::SlicedDecodeConfig; at head dims 64, 128).
 enum class Variant { kDefault, kPackGqa, kStaticSchedule, kShortRows, kClusterPairs, kTallTiles, kPackGqaOneWg,
                      kSlicedDecode };
 constexpr int kVariantCount = int(Variant::kSlicedDecode) + 1;  // keep the last one named here
@@ -138,9 +138,12 @@ Status dispatch_head_dim(const AttentionProblem& p, bool run, Variant variant) {
   }
   if (variant == Variant::kSlicedDecode) {
     if constexpr (FLASHATTN_SM90_BUILT(kBf16, 64)) {
-      if (head_dim == 64 && p.headdim == 64) return run ? sm90::launch_sliced_decode<Element>(p) : Status::Ok();
+      if (head_dim == 64 && p.headdim == 64) return run ? sm90::launch_sliced_decode<64, Element>(p) : Status::Ok();
     }
-    return Status::Unsupported("the sm90 sliced decode kernel is built for head dim 64 only, not " +
+    if constexpr (FLASHATTN_SM90_BUILT(kBf16, 128)) {
+      if (head_dim == 128 && p.headdim == 128) return run ? sm90::launch_sliced_decode<128, Element>(p) : Status::Ok();
+    }
+    return Status::Unsupported("the sm90 sliced decode kernel is built for head dims 64 and 128 only, not " +
                                std::to_string(p.headdim));
   }
   FLASHATTN_SM90_FORWARD_HEAD_DIMS(FLASHATTN_SM90_CASE)

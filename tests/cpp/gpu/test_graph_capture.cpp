@@ -87,7 +87,8 @@ CaseSpec varlen_seqused_d256() {
 CaseSpec fixed_noncausal_d128() { return fixed_bf16(5104, 2, 256, 4200, 4, 2, 128); }
 
 // A decode step of GQA 32 / 8 over 8192 keys at head dim 128: on Hopper 8 packed tiles, each cut
-// by keys into 8 pieces (kernel_choice.h, sm90_key_splits).
+// by keys into 8 pieces (kernel_choice.h, sm90_key_splits); captured again with
+// FLASHATTN_SM90_SLICED_DECODE=1 on the sliced decode kernel (its pieces, the combine kernel).
 CaseSpec decode_gqa_key_splits() { return fixed_bf16(5105, 1, 1, 8192, 32, 8, 128); }
 
 // The same step at head dim 64: 8 tiles, which on Hopper the rule gives the one-warpgroup packed
@@ -171,6 +172,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuGraphCapture,
                                            GraphCase{"decode_gqa_key_splits_two_wg_d64_bf16", decode_gqa_key_splits_d64(), true,
                                                      false, false, "0", 0},
                                            GraphCase{"decode_gqa_sliced_d64_bf16", decode_gqa_key_splits_d64(), true,
+                                                     false, true, nullptr, -1, "1", 1},
+                                           GraphCase{"decode_gqa_sliced_d128_bf16", decode_gqa_key_splits(), true,
                                                      false, true, nullptr, -1, "1", 1},
                                            GraphCase{"decode_gqa_combine_kernel_d128_bf16", decode_gqa_key_splits(), true,
                                                      false, true},

@@ -1172,7 +1172,8 @@ int64_t packed_rows(const Case& c) {
 }
 
 // The sliced decode kernel (sliced_decode.h; FLASHATTN_SM90_SLICED_DECODE=1 gives it every problem
-// it can run) on every case it holds: head dim 64, at most kSm90SlicedDecodeMaxRows packed rows.
+// it can run) on every case it holds: head dims 64 and 128, at most kSm90SlicedDecodeMaxRows
+// packed rows.
 // Its own key splits by its rule (two CTAs an SM over few tiles: most of these cases split), the
 // combine kernel merging them. One seed; the launch counted, so a case cannot pass on another kernel.
 TEST_P(Sm90GqaPacking, SlicedDecodeMatchesReference) {

@@ -105,32 +105,34 @@ TEST(Sm90Paged, HeadLayoutsAndOptionsMatchReference) {
   check_paged(padded, 256, Route::kPacked);
 }
 
-// The sliced decode kernel (FLASHATTN_SM90_SLICED_DECODE=1) reading the pages at head dim 64:
-// decode steps and 4-query chunks (16 packed rows) by its own splits, none, and the caller's 3
-// (with a padded table), pages of one, two and four key blocks, a left window, rows and heads
-// apart in the pages. Each launch counted as the sliced kernel's.
+// The sliced decode kernel (FLASHATTN_SM90_SLICED_DECODE=1) reading the pages at head dims 64
+// and 128: decode steps and 4-query chunks (16 packed rows) by its own splits, none, and the
+// caller's 3 (with a padded table), pages of one, two and four key blocks, a left window, rows
+// and heads apart in the pages. Each launch counted as the sliced kernel's.
 TEST(Sm90Paged, SlicedDecodeMatchesReference) {
   SKIP_UNLESS_SM90();
   const ScopedEnv sliced("FLASHATTN_SM90_SLICED_DECODE", "1");
   uint64_t seed = 960;
-  for (int page_size : {128, 256, 512}) {
-    const DType dtype = page_size == 256 ? DType::kFloat16 : DType::kBFloat16;
-    for (int splits : {0, 1, 3}) {
-      for (int seqlen_q : {1, 4}) {
-        CaseSpec decode = paged_spec(++seed, dtype, 64, page_size, seqlen_q, true);
-        decode.num_splits = splits;
-        if (seqlen_q == 4) decode.window_left = 200;
-        const int64_t before = flashattn::sm90_sliced_decode_launches();
-        check_paged(decode, page_size, Route::kPacked, {}, splits == 3 ? 5 : 0);
-        if (compiled(dtype == DType::kBFloat16 ? "bf16" : "fp16", 64)) {
-          EXPECT_EQ(flashattn::sm90_sliced_decode_launches() - before, 1) << "the sliced kernel did not run";
+  for (int d : {64, 128}) {
+    for (int page_size : {128, 256, 512}) {
+      const DType dtype = (page_size == 256) == (d == 64) ? DType::kFloat16 : DType::kBFloat16;
+      for (int splits : {0, 1, 3}) {
+        for (int seqlen_q : {1, 4}) {
+          CaseSpec decode = paged_spec(++seed, dtype, d, page_size, seqlen_q, true);
+          decode.num_splits = splits;
+          if (seqlen_q == 4) decode.window_left = 200;
+          const int64_t before = flashattn::sm90_sliced_decode_launches();
+          check_paged(decode, page_size, Route::kPacked, {}, splits == 3 ? 5 : 0);
+          if (compiled(dtype == DType::kBFloat16 ? "bf16" : "fp16", d)) {
+            EXPECT_EQ(flashattn::sm90_sliced_decode_launches() - before, 1) << "the sliced kernel did not run";
+          }
         }
       }
     }
+    CaseSpec padded = paged_spec(++seed, DType::kFloat16, d, 256, 2, true);
+    padded.pad = 8, padded.softcap = 10.0f;
+    check_paged(padded, 256, Route::kPacked);
   }
-  CaseSpec padded = paged_spec(++seed, DType::kFloat16, 64, 256, 2, true);
-  padded.pad = 8, padded.softcap = 10.0f;
-  check_paged(padded, 256, Route::kPacked);
 }
 
 // Head dims 192 and 256, whose packed kernels' loading thread takes 32 registers for the table
