@@ -1525,6 +1525,43 @@ TEST(Sm90PackGqaOneWgRule, AsDocumented) {
   EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0, 8 GQA tiles";
 }
 
+// The sliced decode kernel's switch and key pieces (kernel_choice.h), host-side: off unless
+// FLASHATTN_SM90_SLICED_DECODE is set to other than 0; then head dims 64 and 128, at most 16
+// packed rows; pieces for the CTA slots over the tiles, two key blocks a piece at least.
+TEST(Sm90SlicedDecodeRule, AsDocumented) {
+  AttentionProblem p;
+  p.dtype = DType::kBFloat16, p.headdim = 64, p.batch = 2, p.nheads_q = 32, p.nheads_kv = 8, p.seqlen_q = 1;
+  p.seqlen_k = 32768;
+  {
+    const ScopedEnv unset("FLASHATTN_SM90_SLICED_DECODE", nullptr);
+    EXPECT_FALSE(sm90_picks_sliced_decode(p)) << "unset: no rule yet";
+    const ScopedEnv off("FLASHATTN_SM90_SLICED_DECODE", "0");
+    EXPECT_FALSE(sm90_picks_sliced_decode(p)) << "=0";
+  }
+  const ScopedEnv on("FLASHATTN_SM90_SLICED_DECODE", "1");
+  EXPECT_TRUE(sm90_picks_sliced_decode(p)) << "GQA 32 / 8 decode at d64";
+  p.seqlen_q = int(kSm90SlicedDecodeMaxRows) / 4;
+  EXPECT_TRUE(sm90_picks_sliced_decode(p)) << "4 x 4 rows: the bound";
+  p.seqlen_q += 1;
+  EXPECT_FALSE(sm90_picks_sliced_decode(p)) << "5 x 4 rows";
+  p.seqlen_q = 1, p.headdim = 128;
+  EXPECT_TRUE(sm90_picks_sliced_decode(p)) << "d128";
+  p.headdim = 96;
+  EXPECT_FALSE(sm90_picks_sliced_decode(p)) << "d96: not built";
+  p.headdim = 64, p.nheads_q = p.nheads_kv = 8;
+  EXPECT_TRUE(sm90_picks_sliced_decode(p)) << "MHA decode: one row a tile";
+  p.nheads_q = 32, p.nheads_kv = 1;
+  EXPECT_FALSE(sm90_picks_sliced_decode(p)) << "MQA, G = 32: past 16 rows";
+
+  EXPECT_EQ(sm90_sliced_decode_splits(16, 264, 256), 16);  // (2, 32 / 8, 32k) at d64: 256 CTAs
+  EXPECT_EQ(sm90_sliced_decode_splits(8, 264, 1024), 33);  // (1, 32 / 8, 128k)
+  EXPECT_EQ(sm90_sliced_decode_splits(128, 264, 64), 2);   // (16, 32 / 8, 8k)
+  EXPECT_EQ(sm90_sliced_decode_splits(133, 264, 64), 1);   // the slots hold fewer than two pieces a tile
+  EXPECT_EQ(sm90_sliced_decode_splits(1, 132, 9), 4);      // bounded by the key blocks (two a piece)
+  EXPECT_EQ(sm90_sliced_decode_splits(1, 132, 3), 1);
+  EXPECT_EQ(sm90_sliced_decode_splits(0, 132, 1024), 1);
+}
+
 // The rule's arithmetic (kernel_choice.h), host-side.
 TEST(Sm90KeySplitRule, AsDocumented) {
   EXPECT_EQ(sm90_key_splits(8, 132, 1024), 8);  // (1, 32 / 8, 128k): 8 tiles, 64 CTAs
