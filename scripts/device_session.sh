@@ -20,6 +20,7 @@
 #   scripts/device_session.sh one-wg-why  # its tie explained: equal splits, Nsight Compute beside cuDNN
 #   scripts/device_session.sh one-wg-rule  # its default rule (<= 16 GQA tiles): tests, decode, memcheck
 #   scripts/device_session.sh sliced  # the sliced decode kernel (16-row tiles): tests, d64 decode, sanitizers
+#   scripts/device_session.sh sliced-time  # its d64 / d128 decode timings alone
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -486,18 +487,35 @@ sliced() {
   build || return 1
   gtest_run sliced_tests.log 200 "sliced decode and one-WG rule tests" \
     --gtest_filter='*SlicedDecode*:*PackGqaOneWg*:*Sm90GqaPacking.BothPacked*:*GraphCapture*:Sm90ApiPickOverride.*:Sm90Paged.*'
+  sliced_decode_d64
+  # In order of need: a call cut short by the device's time left still brings back what ran.
+  local filter='*Sm90GqaPacking.SlicedDecode*:*Sm90KeySplits.SlicedDecode*ks3*'
+  sanitize 60 "$filter" memcheck
+  sliced_decode_d128
+  sanitize 60 "$filter" racecheck synccheck
+}
+
+# Its timings alone (session 94 ran its tests and sanitizers clean): the extension, then d64 and
+# d128 decode with it against the rule's kernels beside cuDNN.
+sliced_time() {
+  : "${BUILD_TARGETS:=_C}"
+  build || return 1
+  sliced_decode_d64
+  sliced_decode_d128
+}
+
+sliced_decode_d64() {
   PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
     --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 16,32,8,8192 --shape 64,32,8,4096 \
     --shape 1,32,8,131072 --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=1 \
     --out "$OUT/sliced_decode.json" > "$OUT/sliced_decode.log" 2>&1
   echo "sliced decode bench exit $?"; grep '^b=' "$OUT/sliced_decode.log"
-  # In order of need: a call cut short by the device's time left still brings back what ran.
-  local filter='*Sm90GqaPacking.SlicedDecode*:*Sm90KeySplits.SlicedDecode*ks3*'
-  sanitize 60 "$filter" memcheck
+}
+
+sliced_decode_d128() {
   PYTHONPATH="$PWD/python" timeout 120 python3 benchmarks/bench_decode.py --headdim 128 --rounds 2 \
     --ours-env FLASHATTN_SM90_SLICED_DECODE=1 --out "$OUT/sliced_decode_d128.json" > "$OUT/sliced_decode_d128.log" 2>&1
   echo "sliced decode d128 (protocol rows) exit $?"; grep '^b=' "$OUT/sliced_decode_d128.log"
-  sanitize 60 "$filter" racecheck synccheck
 }
 
 # The one-warpgroup kernel's default rule (session 93: GQA packed problems of at most 16 tiles):
@@ -572,6 +590,7 @@ case "$what" in
   one-wg-why) one_wg_why ;;
   one-wg-rule) one_wg_rule ;;
   sliced) sliced ;;
+  sliced-time) sliced_time ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;
