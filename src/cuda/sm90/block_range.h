@@ -32,17 +32,23 @@ struct BlockRange {
   }
 };
 
+// Keys [lo, hi) that some query row in [m_first, m_last] sees (one row: m_first = m_last).
+__device__ __forceinline__ void visible_key_span(const KernelParams& p, const SequenceInfo& s, int m_first, int m_last,
+                                                 int& lo, int& hi) {
+  hi = s.len_k;
+  if (p.window_right >= 0) hi = min(hi, m_last + s.diag() + p.window_right + 1);
+  lo = 0;
+  if (p.window_left >= 0) lo = max(0, m_first + s.diag() - p.window_left);
+}
+
 // Key blocks that some query row of the tile sees, and whether block n needs the per-element
 // mask; the tile holds query rows [m_first, m_first + rows): kBlockM rows of tile m_block, or
 // kBlockM / G rows with GQA packing (pack_gqa.h).
 template <int kBlockN>
 __device__ __forceinline__ BlockRange<kBlockN> key_block_range_rows(const KernelParams& p, const SequenceInfo& s,
                                                                     int m_first, int rows) {
-  const int m_last = min(m_first + rows, s.len_q) - 1;
-  int hi = s.len_k;
-  if (p.window_right >= 0) hi = min(hi, m_last + s.diag() + p.window_right + 1);
-  int lo = 0;
-  if (p.window_left >= 0) lo = max(0, m_first + s.diag() - p.window_left);
+  int lo, hi;
+  visible_key_span(p, s, m_first, min(m_first + rows, s.len_q) - 1, lo, hi);
   BlockRange<kBlockN> r;
   r.n_begin = lo / kBlockN;
   r.n_end = hi <= lo ? r.n_begin : (hi + kBlockN - 1) / kBlockN;

@@ -145,19 +145,28 @@ bool splits_tail(const AttentionProblem& pb, int num_tiles, int wave_ctas, int t
 // decode tiles at 256 pieces would ask for 9 GB.
 constexpr size_t kMaxCallerSplitBytes = size_t(1) << 30;
 
-template <class Cfg>
-Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
-  const int key_blocks = sm90_visible_key_blocks(pb, Cfg::kBlockN);
-  const size_t piece_bytes = size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes;
-  // The rule counts CTA slots (an SM holds Cfg::kCtasPerSm); the combine kernel's choice below
-  // the SMs themselves, which a second CTA leaves no room on.
-  int splits = sm90_key_splits(kp.num_tiles, cta_slots<Cfg>(sms), key_blocks, Cfg::kHeadDim);
+// The pieces a tile: the caller's num_splits where given (held to one a key block and to the
+// workspace bound, a piece of the tiles costing piece_bytes), else `by_rule`;
+// FLASHATTN_SM90_KEY_SPLITS overrides both.
+inline int key_splits_asked(const AttentionProblem& pb, int by_rule, int key_blocks, size_t piece_bytes) {
+  int splits = by_rule;
   if (pb.num_splits > 0) {
     splits = int(std::min<size_t>({size_t(pb.num_splits), size_t(key_blocks), kMaxCallerSplitBytes / piece_bytes}));
   }
   if (const char* forced = std::getenv("FLASHATTN_SM90_KEY_SPLITS")) {
     splits = std::clamp(std::atoi(forced), 1, kMaxNumSplits);
   }
+  return splits;
+}
+
+template <class Cfg>
+Status arrange_key_splits(const AttentionProblem& pb, KernelParams& kp, int sms, CapturedWorkspaces& captured) {
+  const int key_blocks = sm90_visible_key_blocks(pb, Cfg::kBlockN);
+  const size_t piece_bytes = size_t(kp.num_tiles) * Cfg::kConsumerWarpgroups * PieceSlot<Cfg::kHeadDim>::kBytes;
+  // The rule counts CTA slots (an SM holds Cfg::kCtasPerSm); the combine kernel's choice below
+  // the SMs themselves, which a second CTA leaves no room on.
+  const int splits = key_splits_asked(
+      pb, sm90_key_splits(kp.num_tiles, cta_slots<Cfg>(sms), key_blocks, Cfg::kHeadDim), key_blocks, piece_bytes);
   if (splits < 2 || int64_t(kp.num_tiles) * splits >= (int64_t(1) << 31)) return Status::Ok();
   int* counters = nullptr;
   float* slots = nullptr;

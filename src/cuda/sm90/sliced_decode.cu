@@ -2,9 +2,7 @@
 // 16-row tiles, its own key splits, and the packed kernel's combine kernel for split tiles.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "cuda/sm90/launch.h"
@@ -36,15 +34,12 @@ Status launch_sliced_decode(const AttentionProblem& pb) {
   kp.longest_first = 0;  // tile_coord_packed's plain numbering: (m block, kv head, batch)
   kp.div_m_blocks = FastDivisor::make(uint32_t(kp.num_m_blocks));
 
-  // Pieces: the caller's num_splits where given, else enough for two CTAs an SM (sm90_sliced_
-  // decode_splits); FLASHATTN_SM90_KEY_SPLITS (tests) overrides both, as for the packed kernel.
+  // Pieces: the caller's or FLASHATTN_SM90_KEY_SPLITS (key_splits_asked, as for the packed
+  // kernel), else enough for the CTAs the SMs hold (sm90_sliced_decode_splits).
   const int key_blocks = sm90_visible_key_blocks(pb, Cfg::kBlockN);
   const size_t piece_bytes = size_t(kp.num_tiles) * PieceSlot<Cfg::kHeadDim>::kBytes;
-  int splits = sm90_sliced_decode_splits(kp.num_tiles, Cfg::kCtasPerSm * sms, key_blocks);
-  if (pb.num_splits > 0) {
-    splits = int(std::min<size_t>({size_t(pb.num_splits), size_t(key_blocks), kMaxCallerSplitBytes / piece_bytes}));
-  }
-  if (const char* forced = std::getenv("FLASHATTN_SM90_KEY_SPLITS")) splits = std::clamp(std::atoi(forced), 1, kMaxNumSplits);
+  const int splits = key_splits_asked(pb, sm90_sliced_decode_splits(kp.num_tiles, Cfg::kCtasPerSm * sms, key_blocks),
+                                      key_blocks, piece_bytes);
   CapturedWorkspaces captured;
   kp.key_splits = 1;
   if (splits >= 2 && int64_t(kp.num_tiles) * splits < (int64_t(1) << 31)) {

@@ -79,14 +79,6 @@ __device__ __forceinline__ uint32_t slice_offset(int row, int chunk) {
   return uint32_t(row * Cfg::kRowBytes + ((chunk ^ (row & 7)) << 4));
 }
 
-// Visible keys [lo, hi) of query row i (bottom-right aligned diagonal; window sides -1 = none).
-__device__ __forceinline__ void visible_keys(const KernelParams& p, const SequenceInfo& s, int i, int& lo, int& hi) {
-  hi = s.len_k;
-  if (p.window_right >= 0) hi = min(hi, i + s.diag() + p.window_right + 1);
-  lo = 0;
-  if (p.window_left >= 0) lo = max(0, i + s.diag() - p.window_left);
-}
-
 }  // namespace sliced
 
 template <class Cfg>
@@ -122,7 +114,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
     live[h] = !tile_row_outside_sequence<Cfg>(p, t, seq, r);
     q_row[h] = live[h] ? tile_row_query<Cfg>(p, t, r) : 0;
     head[h] = tile_row_head<Cfg>(p, t, r);
-    sliced::visible_keys(p, seq, q_row[h], key_lo[h], key_hi[h]);
+    visible_key_span(p, seq, q_row[h], q_row[h], key_lo[h], key_hi[h]);
   }
 
   // Q's A fragments straight from global memory (16 rows, read once): k-step kk holds columns

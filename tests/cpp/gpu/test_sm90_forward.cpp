@@ -1138,6 +1138,14 @@ TEST_P(Sm90GqaPacking, MatchesReferenceUnsplit) {
   EXPECT_EQ(sm90_key_split_launches(), before) << "FLASHATTN_SM90_KEY_SPLITS=1 split the keys";
 }
 
+// The longest query of a case (varlen: of its sequences) times its group: the packed rows of its
+// tiles, which the one-warpgroup and sliced decode kernels hold up to their bounds.
+int64_t packed_rows(const Case& c) {
+  int64_t longest_q = c.seqlen_q;
+  if (c.varlen()) longest_q = *std::max_element(c.lens_q.begin(), c.lens_q.end());
+  return longest_q * (c.heads_q / c.heads_kv);
+}
+
 // The head dims with a one-warpgroup packed kernel again on each packed kernel by name
 // (FLASHATTN_SM90_PACK_GQA_ONE_WG=1: the one-warpgroup kernel wherever it can run, =0: never), so
 // both run every case of at most kSm90PackGqaOneWgMaxRows packed rows, whichever the rule picks.
@@ -1146,9 +1154,7 @@ TEST_P(Sm90GqaPacking, BothPackedKernelsMatchReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
   if (!sm90_has_pack_gqa_one_wg(c.headdim)) GTEST_SKIP() << "one packed kernel at head dim " << c.headdim;
-  int64_t longest_q = c.seqlen_q;
-  if (c.varlen()) longest_q = *std::max_element(c.lens_q.begin(), c.lens_q.end());
-  const bool fits_one_wg = longest_q * (c.heads_q / c.heads_kv) <= kSm90PackGqaOneWgMaxRows;
+  const bool fits_one_wg = packed_rows(c) <= kSm90PackGqaOneWgMaxRows;
   const int64_t one_before = sm90_pack_gqa_one_wg_launches();
   {
     const ScopedEnv one("FLASHATTN_SM90_PACK_GQA_ONE_WG", "1");
@@ -1156,19 +1162,11 @@ TEST_P(Sm90GqaPacking, BothPackedKernelsMatchReference) {
   }
   if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(sm90_pack_gqa_one_wg_launches() - one_before, fits_one_wg ? 1 : 0)
-      << "FLASHATTN_SM90_PACK_GQA_ONE_WG=1 with " << longest_q << " x " << c.heads_q / c.heads_kv << " rows";
+      << "FLASHATTN_SM90_PACK_GQA_ONE_WG=1 with " << packed_rows(c) << " packed rows";
   const ScopedEnv two("FLASHATTN_SM90_PACK_GQA_ONE_WG", "0");
   const int64_t before = sm90_pack_gqa_one_wg_launches();
   run_case(c, 23u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
   EXPECT_EQ(sm90_pack_gqa_one_wg_launches(), before) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0 ran the one-warpgroup kernel";
-}
-
-// The longest query of a case (varlen: of its sequences) times its group: the packed rows of its
-// tiles, which the sliced decode kernel holds up to kSm90SlicedDecodeMaxRows of.
-int64_t packed_rows(const Case& c) {
-  int64_t longest_q = c.seqlen_q;
-  if (c.varlen()) longest_q = *std::max_element(c.lens_q.begin(), c.lens_q.end());
-  return longest_q * (c.heads_q / c.heads_kv);
 }
 
 // The sliced decode kernel (sliced_decode.h; FLASHATTN_SM90_SLICED_DECODE=1 gives it every problem
