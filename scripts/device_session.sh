@@ -21,6 +21,7 @@
 #   scripts/device_session.sh one-wg-rule  # its default rule (<= 16 GQA tiles): tests, decode, memcheck
 #   scripts/device_session.sh sliced  # the sliced decode kernel (16-row tiles): tests, d64 decode, sanitizers
 #   scripts/device_session.sh sliced-time  # its d64 / d128 decode timings alone
+#   scripts/device_session.sh sliced-time-check  # those timings, then the tests over session 94's review
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -504,6 +505,17 @@ sliced_time() {
   sliced_decode_d128
 }
 
+# Its timings first, then (session 94's review came after its only call) the tests over the
+# refactored visible-key span and split count: sliced, packed, key-split, paged, masks.
+sliced_time_check() {
+  : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
+  build || return 1
+  sliced_decode_d64
+  sliced_decode_d128
+  gtest_run sliced_check_tests.log 200 "sliced, packed, key-split, paged and mask tests" \
+    --gtest_filter='*SlicedDecode*:*Sm90GqaPacking*:*Sm90KeySplit*:Sm90Paged.*:*Causal*:*Window*:*GraphCapture*'
+}
+
 sliced_decode_d64() {
   PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
     --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 16,32,8,8192 --shape 64,32,8,4096 \
@@ -591,6 +603,7 @@ case "$what" in
   one-wg-rule) one_wg_rule ;;
   sliced) sliced ;;
   sliced-time) sliced_time ;;
+  sliced-time-check) sliced_time_check ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;
