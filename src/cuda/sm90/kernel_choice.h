@@ -64,7 +64,7 @@ int64_t sm90_pack_gqa_one_wg_launches();
 // runs what the packed kernels run with at most kSm90SlicedDecodeMaxRows packed rows, seqlen_q * G
 // (varlen: the longest), G in 1..16. FLASHATTN_SM90_SLICED_DECODE=0 or unset: never (untimed: no
 // rule yet); any other value: every problem it can run (read at every call, as the one-warpgroup
-// switch above). sm90_pack_gqa_launches counts it too (it packs the heads as they do).
+// switch above), MHA decode included (sm90_forward sends it there before the MHA key-split rule). sm90_pack_gqa_launches counts it too (it packs the heads as they do).
 constexpr int64_t kSm90SlicedDecodeMaxRows = 16;
 constexpr bool sm90_has_sliced_decode(int head_dim) { return head_dim == 64 || head_dim == 128; }
 bool sm90_picks_sliced_decode(const AttentionProblem& p);

@@ -337,6 +337,12 @@ Status sm90_forward(const AttentionProblem& p) {
   Variant variant = Variant::kDefault;
   if (forced_variant(&variant)) return launch_counted(p, variant);
   // After the forced variant: a benchmark that names an unpacked kernel times it on MHA decode too.
+  // MHA decode goes to the sliced decode kernel wherever its switch gives it the problem (GQA
+  // reaches it above, through packed_variant), with its own key pieces, not the MHA split rule's:
+  // that rule counts the wgmma kernels' CTA slots and leaves 128+ tiles unsplit and unpacked.
+  if (pack_gqa_allowed() && p.nheads_q == p.nheads_kv && sm90_picks_sliced_decode(p)) {
+    return launch_counted(p, Variant::kSlicedDecode);
+  }
   if (pack_gqa_allowed() && sm90_picks_mha_key_splits(p, sm90_sm_count(p.device_index))) {
     return launch_counted(p, packed_variant(p));
   }

@@ -1189,6 +1189,38 @@ TEST_P(Sm90GqaPacking, SlicedDecodeMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()), case_name);
 
+// MHA decode through the API with FLASHATTN_SM90_SLICED_DECODE=1 (sm90_forward): the sliced kernel
+// whatever the tile count, where the MHA key-split rule would leave 128+ tiles to the unpacked
+// kernel: 256 tiles of one row (the protocol's (8, 32 / 32, 32k) row, shorter), 3 tiles (split),
+// 16 query rows causal, 7 with a window. Each case's launch counted; =0 then never runs it.
+TEST(Sm90SlicedDecode, MhaThroughTheApi) {
+  SKIP_UNLESS_SM90();
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  std::vector<Case> v;
+  Case c;
+  v.push_back(make("mha_b8_h32_q1_k3000_d64_bf16", bf, 64, 8, 1, 3000, 32, 32));
+  v.push_back(make("mha_b1_h3_q1_k5000_d128_fp16", fp, 128, 1, 1, 5000, 3, 3));
+  c = make("mha_b2_h5_q16_k700_causal_d64_fp16", fp, 64, 2, 16, 700, 5, 5), c.causal = true, v.push_back(c);
+  c = make("mha_b3_h2_q7_k900_window_d128_bf16", bf, 128, 3, 7, 900, 2, 2);
+  c.window_left = 100, c.window_right = 3, v.push_back(c);
+  uint32_t seed = 41u;
+  for (const Case& mha : v) {
+    SCOPED_TRACE(mha.name);
+    {
+      const ScopedEnv sliced("FLASHATTN_SM90_SLICED_DECODE", "1");
+      const int64_t before = sm90_sliced_decode_launches();
+      run_case(mha, ++seed);
+      if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+      EXPECT_EQ(sm90_sliced_decode_launches() - before, 1) << "=1: MHA decode did not run the sliced kernel";
+    }
+    const ScopedEnv off("FLASHATTN_SM90_SLICED_DECODE", "0");
+    const int64_t before = sm90_sliced_decode_launches();
+    run_case(mha, ++seed);
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(sm90_sliced_decode_launches(), before) << "=0 ran the sliced kernel";
+  }
+}
+
 // FLASHATTN_SM90_L2_PROMOTION (tensor_map.cu) changes how much the L2 fetches on a TMA miss and
 // nothing else: under each setting a packed decode case (split keys) and an unpacked one still
 // match the reference (outputs poisoned, fresh inputs).
