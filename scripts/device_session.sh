@@ -22,6 +22,7 @@
 #   scripts/device_session.sh sliced  # the sliced decode kernel (16-row tiles): tests, d64 decode, sanitizers
 #   scripts/device_session.sh sliced-time  # its d64 / d128 decode timings alone
 #   scripts/device_session.sh sliced-time-check  # those timings, then the tests over session 94's review
+#   scripts/device_session.sh sliced-why  # Nsight Compute on it, the rule's kernel and cuDNN (d64 decode)
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -516,6 +517,27 @@ sliced_time_check() {
     --gtest_filter='*SlicedDecode*:*Sm90GqaPacking*:*Sm90KeySplit*:Sm90Paged.*:*Causal*:*Window*:*GraphCapture*'
 }
 
+# If the sliced kernel misses its prediction: Nsight Compute on one d64 decode call of it, of the
+# rule's kernel and of cuDNN at (2, 32 / 8, 32k), as one_wg_why reads them (DRAM throughput, warp
+# stalls, issue, the SASS lines the stalls sit on). Builds the extension only.
+sliced_why() {
+  : "${BUILD_TARGETS:=_C}"
+  build || return 1
+  local which impl
+  for which in 1 0 cudnn; do
+    impl=flashattn; [ "$which" = cudnn ] && impl=cudnn
+    FLASHATTN_SM90_SLICED_DECODE=${which/cudnn/0} PYTHONPATH="$PWD/python" timeout 120 ncu --clock-control none \
+      --nvtx --nvtx-include "ncu_$impl/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
+      --section InstructionStats --section SourceCounters --print-details all \
+      python3 benchmarks/ncu_decode.py --headdim 64 --shape 2,32,8,32768 --impls "$impl" \
+      > "$OUT/ncu_sliced_$which.log" 2>&1
+    echo "ncu ($impl, sliced switch $which) exit $?"
+    grep -E 'sliced|forward_kernel|combine|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Stall|Eligible Warps|Registers Per|Block Size|Grid Size|Waves|Achieved Occ' \
+      "$OUT/ncu_sliced_$which.log" | grep -v '^==' | cut -c1-160 | head -50
+  done
+}
+
 sliced_decode_d64() {
   PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
     --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 16,32,8,8192 --shape 64,32,8,4096 \
@@ -604,6 +626,7 @@ case "$what" in
   sliced) sliced ;;
   sliced-time) sliced_time ;;
   sliced-time-check) sliced_time_check ;;
+  sliced-why) sliced_why ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;
