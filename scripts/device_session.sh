@@ -464,19 +464,7 @@ one_wg_why() {
     --shape 1,32,8,32768 --shape 2,32,8,32768 "${settings[@]}" --out "$OUT/one_wg_splits.json" \
     > "$OUT/one_wg_splits.log" 2>&1
   echo "one-WG at equal splits exit $?"; grep '^b=' "$OUT/one_wg_splits.log"
-  local one impl
-  for one in 1 0 cudnn; do
-    impl=flashattn; [ "$one" = cudnn ] && impl=cudnn
-    FLASHATTN_SM90_PACK_GQA_ONE_WG=${one/cudnn/0} PYTHONPATH="$PWD/python" timeout 120 ncu --clock-control none \
-      --nvtx --nvtx-include "ncu_$impl/" --section SpeedOfLight --section LaunchStats --section Occupancy \
-      --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
-      --section InstructionStats --section SourceCounters --print-details all \
-      python3 benchmarks/ncu_decode.py --headdim 64 --shape 2,32,8,32768 --impls "$impl" \
-      > "$OUT/ncu_one_wg_$one.log" 2>&1
-    echo "ncu ($impl, one-WG switch $one) exit $?"
-    grep -E 'forward_kernel|combine|Duration|Issue Slots Busy|Executed Ipc Active|No Eligible|Warp Cycles Per Issued|Stall|Eligible Warps|Active Warps Per|Registers Per|Shared Memory Configuration|Block Size|Grid Size|Waves|Theoretical Occ|Achieved Occ|pipe' \
-      "$OUT/ncu_one_wg_$one.log" | grep -v '^==' | cut -c1-160 | head -60
-  done
+  ncu_decode_switch FLASHATTN_SM90_PACK_GQA_ONE_WG one_wg "one-WG switch"
 }
 
 # The sliced decode kernel (session 94: 16-row mma.sync tiles, warps across each key block; on
@@ -523,18 +511,25 @@ sliced_time_check() {
 sliced_why() {
   : "${BUILD_TARGETS:=_C}"
   build || return 1
-  local which impl
+  ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE sliced "sliced switch"
+}
+
+# ncu_decode_switch VARIABLE NAME LABEL: Nsight Compute on one d64 decode call at (2, 32 / 8, 32k)
+# of ours with VARIABLE=1, of ours with VARIABLE=0 and of cuDNN, each to $OUT/ncu_NAME_<1|0|cudnn>.log;
+# the launch, memory, warp-stall and issue lines printed.
+ncu_decode_switch() {
+  local variable=$1 name=$2 label=$3 which impl
   for which in 1 0 cudnn; do
     impl=flashattn; [ "$which" = cudnn ] && impl=cudnn
-    FLASHATTN_SM90_SLICED_DECODE=${which/cudnn/0} PYTHONPATH="$PWD/python" timeout 120 ncu --clock-control none \
+    env "$variable=${which/cudnn/0}" PYTHONPATH="$PWD/python" timeout 120 ncu --clock-control none \
       --nvtx --nvtx-include "ncu_$impl/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
       --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
-      --section InstructionStats --section SourceCounters --print-details all \
+      --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters --print-details all \
       python3 benchmarks/ncu_decode.py --headdim 64 --shape 2,32,8,32768 --impls "$impl" \
-      > "$OUT/ncu_sliced_$which.log" 2>&1
-    echo "ncu ($impl, sliced switch $which) exit $?"
-    grep -E 'sliced|forward_kernel|combine|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Stall|Eligible Warps|Registers Per|Block Size|Grid Size|Waves|Achieved Occ' \
-      "$OUT/ncu_sliced_$which.log" | grep -v '^==' | cut -c1-160 | head -50
+      > "$OUT/ncu_${name}_$which.log" 2>&1
+    echo "ncu ($impl, $label $which) exit $?"
+    grep -E 'sliced|forward_kernel|combine|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Warp Cycles Per Issued|Stall|Eligible Warps|Active Warps Per|Registers Per|Shared Memory Configuration|Block Size|Grid Size|Waves|Theoretical Occ|Achieved Occ|pipe' \
+      "$OUT/ncu_${name}_$which.log" | grep -v '^==' | cut -c1-160 | head -60
   done
 }
 
