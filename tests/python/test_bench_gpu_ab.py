@@ -1,4 +1,7 @@
 """benchmarks/bench_gpu.py's A/B table: each --ours-env setting against plain ours, row by row."""
+import pathlib
+import re
+
 from benchmark_tools import BENCHMARKS, load
 
 bench_gpu = load("bench_gpu", BENCHMARKS)
@@ -34,3 +37,17 @@ def test_short_rows_take_at_least_the_short_rounds():
     assert bench_gpu.rounds_for(2048, 3) == 3  # from 2k the rows keep --rounds
     assert bench_gpu.rounds_for(512, 8) == 8  # never fewer than asked
     assert bench_gpu.rounds_for(512, 3, short_rounds=0) == 3  # --short-rounds 0: the same everywhere
+
+
+def test_every_kernel_switch_the_library_reads_is_settable_per_call():
+    # --ours-env refuses a name missing from PER_CALL_ENV; session 95's decode timings of
+    # FLASHATTN_SM90_SLICED_DECODE failed so. Every sm80 / sm90 switch the sources read (each is
+    # read at every call) must be there.
+    src = pathlib.Path(BENCHMARKS).parent / "src"
+    read = set()
+    for path in src.rglob("*"):
+        if path.suffix in (".h", ".cu", ".cpp"):
+            read |= set(re.findall(r'(?:getenv|env_setting|env_switch_on)\("(FLASHATTN_SM[0-9]+_[A-Z0-9_]+)"',
+                                   path.read_text()))
+    assert "FLASHATTN_SM90_SLICED_DECODE" in read  # the scan finds what it is meant to
+    assert read - set(bench_gpu.PER_CALL_ENV) == set()
