@@ -23,6 +23,8 @@
 #   scripts/device_session.sh sliced-time  # its d64 / d128 decode timings alone
 #   scripts/device_session.sh sliced-time-check  # those timings, then the tests over session 94's review
 #   scripts/device_session.sh sliced-why  # Nsight Compute on it, the rule's kernel and cuDNN (d64 decode)
+#   scripts/device_session.sh sliced-splits  # its d64 tile counts 136-512, and its split shapes at equal pieces
+#   scripts/device_session.sh sliced-next  # sliced-splits, then sliced-why's profiles (session 96's call)
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -533,6 +535,30 @@ ncu_decode_switch() {
   done
 }
 
+# Session 95 timed it (H100, one round): d64 +7-8% over the rule's kernels at 256 / 512 tiles
+# (no split), -7% / -16% at 128 / 8 tiles (split). Before a default rule: the tile counts between
+# (136, 160, 192, 320), two rounds; and the split shapes with the pieces held equal
+# (FLASHATTN_SM90_KEY_SPLITS) on both kernels, so what the split path costs shows apart from the
+# piece count its rule picks.
+sliced_splits() {
+  : "${BUILD_TARGETS:=_C}"
+  build || return 1
+  PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+    --shape 17,32,8,8192 --shape 5,32,32,32768 --shape 24,32,8,8192 --shape 40,32,8,4096 --shape 64,32,8,4096 \
+    --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=1 \
+    --out "$OUT/sliced_tiles.json" > "$OUT/sliced_tiles.log" 2>&1
+  echo "sliced decode between 128 and 512 tiles exit $?"; grep '^b=' "$OUT/sliced_tiles.log"
+  local n settings=()
+  for n in 2 8 16 33; do
+    settings+=(--ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_KEY_SPLITS=$n"
+               --ours-env "FLASHATTN_SM90_SLICED_DECODE=0;FLASHATTN_SM90_KEY_SPLITS=$n")
+  done
+  PYTHONPATH="$PWD/python" timeout 240 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+    --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 16,32,8,8192 "${settings[@]}" \
+    --out "$OUT/sliced_equal_splits.json" > "$OUT/sliced_equal_splits.log" 2>&1
+  echo "sliced against the rule's kernels at equal pieces exit $?"; grep '^b=' "$OUT/sliced_equal_splits.log"
+}
+
 sliced_decode_d64() {
   PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
     --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 16,32,8,8192 --shape 64,32,8,4096 \
@@ -622,6 +648,8 @@ case "$what" in
   sliced-time) sliced_time ;;
   sliced-time-check) sliced_time_check ;;
   sliced-why) sliced_why ;;
+  sliced-splits) sliced_splits ;;
+  sliced-next) sliced_splits && ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE sliced "sliced switch" ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
   *) echo "device_session.sh: unknown mode '$what'" >&2; exit 2 ;;
