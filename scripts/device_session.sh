@@ -500,9 +500,7 @@ sliced_time() {
 # refactored visible-key span and split count: sliced, packed, key-split, paged, masks.
 sliced_time_check() {
   : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
-  build || return 1
-  sliced_decode_d64
-  sliced_decode_d128
+  sliced_time || return 1
   gtest_run sliced_check_tests.log 200 "sliced, packed, key-split, paged and mask tests" \
     --gtest_filter='*SlicedDecode*:*Sm90GqaPacking*:*Sm90KeySplit*:Sm90Paged.*:*Causal*:*Window*:*GraphCapture*'
 }

@@ -60,11 +60,12 @@ bool sm90_picks_pack_gqa_one_wg(const AttentionProblem& p);
 int64_t sm90_pack_gqa_one_wg_launches();
 // The sliced decode kernel (sliced_decode.h: 16-row tiles of mma.sync, four warps across each
 // 128-key block; two CTAs an SM at d64, one at d128) at the head dims it is built for
-// (sm90_has_sliced_decode). It
-// runs what the packed kernels run with at most kSm90SlicedDecodeMaxRows packed rows, seqlen_q * G
-// (varlen: the longest), G in 1..16. FLASHATTN_SM90_SLICED_DECODE=0 or unset: never (untimed: no
-// rule yet); any other value: every problem it can run (read at every call, as the one-warpgroup
-// switch above), MHA decode included (sm90_forward sends it there before the MHA key-split rule). sm90_pack_gqa_launches counts it too (it packs the heads as they do).
+// (sm90_has_sliced_decode). It runs what the packed kernels run with at most
+// kSm90SlicedDecodeMaxRows packed rows, seqlen_q * G (varlen: the longest), G in 1..16.
+// FLASHATTN_SM90_SLICED_DECODE=0 or unset: never (no rule yet); any other value: every problem it
+// can run (read at every call, as the one-warpgroup switch above), MHA decode included
+// (sm90_forward sends it there before the MHA key-split rule). sm90_pack_gqa_launches counts it
+// too (it packs the heads as they do).
 constexpr int64_t kSm90SlicedDecodeMaxRows = 16;
 constexpr bool sm90_has_sliced_decode(int head_dim) { return head_dim == 64 || head_dim == 128; }
 bool sm90_picks_sliced_decode(const AttentionProblem& p);
