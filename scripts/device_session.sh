@@ -24,7 +24,8 @@
 #   scripts/device_session.sh sliced-time-check  # those timings, then the tests over session 94's review
 #   scripts/device_session.sh sliced-why  # Nsight Compute on it, the rule's kernel and cuDNN (d64 decode)
 #   scripts/device_session.sh sliced-splits  # its d64 tile counts 136-512, and its split shapes at equal pieces
-#   scripts/device_session.sh sliced-next  # sliced-splits, then sliced-why's profiles (session 96's call)
+#   scripts/device_session.sh sliced-next  # sliced-splits, then sliced-why's profiles
+#   scripts/device_session.sh sliced-rule  # the sliced kernel's default rule: timed against =0, tested (session 96)
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -557,6 +558,22 @@ sliced_splits() {
   echo "sliced against the rule's kernels at equal pieces exit $?"; grep '^b=' "$OUT/sliced_equal_splits.log"
 }
 
+# The sliced decode kernel's default rule (session 96: d64 decode steps of more tiles than SMs):
+# the library, tests and extension; d64 decode by the rule against =0 (the packed kernels) beside
+# cuDNN at 136-512 tiles, two rounds; the rule's, sliced and packed tests; memcheck on the rule's.
+sliced_rule() {
+  : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
+  build || return 1
+  PYTHONPATH="$PWD/python" timeout 170 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+    --shape 17,32,8,8192 --shape 20,32,8,8192 --shape 24,32,8,8192 --shape 40,32,8,4096 --shape 64,32,8,4096 \
+    --shape 5,32,32,32768 --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=0 \
+    --out "$OUT/sliced_rule.json" > "$OUT/sliced_rule.log" 2>&1
+  echo "sliced rule against =0 exit $?"; grep '^b=' "$OUT/sliced_rule.log"
+  gtest_run sliced_rule_tests.log 200 "sliced rule, sliced and packed tests" \
+    --gtest_filter='*SlicedDecode*:*Sm90GqaPacking*:*Sm90KeySplit*:*ApiPick*:Sm90Paged.*:*GraphCapture*'
+  sanitize 90 'Sm90SlicedDecode.ByRuleThroughTheApi:Sm90KeySplitParam.ThroughTheApi' memcheck
+}
+
 sliced_decode_d64() {
   PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
     --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 16,32,8,8192 --shape 64,32,8,4096 \
@@ -647,6 +664,7 @@ case "$what" in
   sliced-time-check) sliced_time_check ;;
   sliced-why) sliced_why ;;
   sliced-splits) sliced_splits ;;
+  sliced-rule) sliced_rule ;;
   sliced-next) sliced_splits && ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE sliced "sliced switch" ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
