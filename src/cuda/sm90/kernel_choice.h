@@ -62,13 +62,22 @@ int64_t sm90_pack_gqa_one_wg_launches();
 // 128-key block; two CTAs an SM at d64, one at d128) at the head dims it is built for
 // (sm90_has_sliced_decode). It runs what the packed kernels run with at most
 // kSm90SlicedDecodeMaxRows packed rows, seqlen_q * G (varlen: the longest), G in 1..16.
-// FLASHATTN_SM90_SLICED_DECODE=0 or unset: never (no rule yet); any other value: every problem it
-// can run (read at every call, as the one-warpgroup switch above), MHA decode included
-// (sm90_forward sends it there before the MHA key-split rule). sm90_pack_gqa_launches counts it
-// too (it packs the heads as they do).
+// FLASHATTN_SM90_SLICED_DECODE unset: its rule (sm90_sliced_decode_by_rule); 0: never; any other
+// value: every problem it can run (read at every call, as the one-warpgroup switch above), MHA
+// decode included (sm90_forward sends it there before the MHA key-split rule).
+// sm90_pack_gqa_launches counts it too (it packs the heads as they do).
 constexpr int64_t kSm90SlicedDecodeMaxRows = 16;
 constexpr bool sm90_has_sliced_decode(int head_dim) { return head_dim == 64 || head_dim == 128; }
 bool sm90_picks_sliced_decode(const AttentionProblem& p);
+// The rule, for a problem the kernel can run on `sms` SMs: d64 decode steps (one query row, fixed
+// length, keys in one tensor) whose tiles (one a sequence and KV head) outnumber the SMs (0 SMs: a
+// count that could not be read, so never). There it runs unsplit and took 1.07-1.08x the packed
+// kernels' bandwidth at 256-512 tiles on an H100 (docs/perf.md, sessions 95-96); where it splits
+// the keys it lost up to 16%, and at d128 it was level, so those stay with the packed kernels.
+inline bool sm90_sliced_decode_by_rule(const AttentionProblem& p, int sms) {
+  return p.headdim == 64 && p.seqlen_q == 1 && !p.varlen() && !p.paged() && p.seqused_q == nullptr &&
+         sms > 0 && int64_t(p.batch) * p.nheads_kv > sms;
+}
 int64_t sm90_sliced_decode_launches();
 // Its key pieces a tile: enough for `slots` CTAs (those the SMs hold) over `tiles` tiles, at least two key
 // blocks a piece, 1 where the tiles fill the slots already.

@@ -488,9 +488,10 @@ int64_t sm90_pack_gqa_one_wg_launches() { return launches_of(Variant::kPackGqaOn
 
 bool sm90_picks_sliced_decode(const AttentionProblem& p) {
   const EnvSetting setting = env_setting("FLASHATTN_SM90_SLICED_DECODE");
-  if (setting != EnvSetting::kOn) return false;
+  if (setting == EnvSetting::kOff) return false;
   if (!sm90_has_sliced_decode(p.headdim) || p.nheads_kv <= 0 || p.nheads_q % p.nheads_kv != 0) return false;
-  return int64_t(p.seqlen_q) * p.heads_per_kv() <= kSm90SlicedDecodeMaxRows;
+  if (int64_t(p.seqlen_q) * p.heads_per_kv() > kSm90SlicedDecodeMaxRows) return false;
+  return setting == EnvSetting::kOn || sm90_sliced_decode_by_rule(p, sm90_sm_count(p.device_index));
 }
 
 int64_t sm90_sliced_decode_launches() { return launches_of(Variant::kSlicedDecode); }

@@ -982,9 +982,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, Sm90UnusedKeyRows, ::testing::ValuesIn(unused_ke
 // and lse checks as above.
 class Sm90GqaPacking : public ::testing::TestWithParam<Case> {};
 
+// The wgmma packed kernels' tests keep those kernels on every case (FLASHATTN_SM90_SLICED_DECODE=0):
+// the sliced decode kernel's rule would take their d64 decode steps of more tiles than SMs, and it
+// runs every case it holds in tests of its own (SlicedDecodeMatchesReference, Sm90SlicedDecode).
+constexpr const char* kSlicedSwitch = "FLASHATTN_SM90_SLICED_DECODE";
+
 TEST_P(Sm90GqaPacking, MatchesReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
+  const ScopedEnv wgmma_packed(kSlicedSwitch, "0");
   for (uint32_t seed : {1u, 2u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     run_case(c, seed + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
@@ -1132,6 +1138,7 @@ std::vector<Case> pack_gqa_cases() {
 TEST_P(Sm90GqaPacking, MatchesReferenceUnsplit) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
+  const ScopedEnv wgmma_packed(kSlicedSwitch, "0");
   const ScopedEnv unsplit("FLASHATTN_SM90_KEY_SPLITS", "1");
   const int64_t before = sm90_key_split_launches();
   run_case(c, 7u + 131u * uint32_t(c.name.size()), /*direct=*/true, /*pack_gqa=*/true);
@@ -1154,6 +1161,7 @@ TEST_P(Sm90GqaPacking, BothPackedKernelsMatchReference) {
   SKIP_UNLESS_SM90();
   const Case& c = GetParam();
   if (!sm90_has_pack_gqa_one_wg(c.headdim)) GTEST_SKIP() << "one packed kernel at head dim " << c.headdim;
+  const ScopedEnv wgmma_packed(kSlicedSwitch, "0");
   const bool fits_one_wg = packed_rows(c) <= kSm90PackGqaOneWgMaxRows;
   const int64_t one_before = sm90_pack_gqa_one_wg_launches();
   {
@@ -1221,6 +1229,47 @@ TEST(Sm90SlicedDecode, MhaThroughTheApi) {
   }
 }
 
+// The sliced decode kernel by its rule (FLASHATTN_SM90_SLICED_DECODE unset) through the API: d64
+// decode steps of more tiles (sequences x KV heads) than the device has SMs, GQA and MHA; not 16
+// tiles, d128, two query rows, nor =0. Each case's launch counted, and checked against the reference.
+TEST(Sm90SlicedDecode, ByRuleThroughTheApi) {
+  SKIP_UNLESS_SM90();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const DType bf = DType::kBFloat16, fp = DType::kFloat16;
+  struct Expect {
+    Case c;
+    bool picked;
+  };
+  const int batch = sms / 8 + 1;  // GQA 32 / 8: 8 tiles a sequence, so batch * 8 > sms
+  std::vector<Expect> v;
+  Case c = make("rule_gqa_q1_k2500_d64_fp16", fp, 64, batch, 1, 2500, 32, 8);
+  v.push_back({c, true});
+  c = make("rule_mha_q1_k1500_d64_bf16", bf, 64, sms / 32 + 1, 1, 1500, 32, 32), c.causal = true;
+  v.push_back({c, true});
+  v.push_back({make("rule_16_tiles_q1_k3000_d64_bf16", bf, 64, 2, 1, 3000, 32, 8), false});
+  v.push_back({make("rule_d128_q1_k900_bf16", bf, 128, batch, 1, 900, 32, 8), false});
+  v.push_back({make("rule_q2_k700_d64_fp16", fp, 64, batch, 2, 700, 32, 8), false});
+  uint32_t seed = 61u;
+  for (const Expect& e : v) {
+    SCOPED_TRACE(e.c.name);
+    {
+      const ScopedEnv by_rule(kSlicedSwitch, nullptr);
+      const int64_t before = sm90_sliced_decode_launches();
+      run_case(e.c, ++seed);
+      if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+      EXPECT_EQ(sm90_sliced_decode_launches() - before, e.picked ? 1 : 0)
+          << (e.picked ? "the rule did not run the sliced kernel on " : "the rule ran the sliced kernel on ") << sms
+          << " SMs";
+    }
+    const ScopedEnv off(kSlicedSwitch, "0");
+    const int64_t before = sm90_sliced_decode_launches();
+    run_case(e.c, ++seed);
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(sm90_sliced_decode_launches(), before) << "=0 ran the sliced kernel";
+  }
+}
+
 // FLASHATTN_SM90_L2_PROMOTION (tensor_map.cu) changes how much the L2 fetches on a TMA miss and
 // nothing else: under each setting a packed decode case (split keys) and an unpacked one still
 // match the reference (outputs poisoned, fresh inputs).
@@ -1269,6 +1318,7 @@ void run_key_split_case(const Case& c, const char* combine, int64_t (*launches)(
 
 TEST_P(Sm90KeySplits, MatchesReference) {
   SKIP_UNLESS_SM90();
+  const ScopedEnv wgmma_packed(kSlicedSwitch, "0");
   run_key_split_case(GetParam(), "merge", sm90_key_split_launches, "the packed launch did not split its keys");
 }
 
@@ -1279,6 +1329,7 @@ TEST_P(Sm90KeySplits, MatchesReference) {
 TEST_P(Sm90KeySplits, MatchesReferenceCombinedAfter) {
   SKIP_UNLESS_SM90();
   if (!kSm90CombineKernelBuilt) GTEST_SKIP() << "built without FLASHATTN_SM90_COMBINE_KERNEL";
+  const ScopedEnv wgmma_packed(kSlicedSwitch, "0");
   run_key_split_case(GetParam(), "kernel", sm90_split_combine_launches, "the pieces were not combined by the kernel");
 }
 
@@ -1347,6 +1398,7 @@ std::vector<Case> key_split_cases() {
 // and 0 there is the rule's split (so the API did pack it).
 TEST(Sm90KeySplitParam, ThroughTheApi) {
   SKIP_UNLESS_SM90();
+  const ScopedEnv wgmma_packed(kSlicedSwitch, "0");  // api_mha_param6_b40's 160 tiles
   const DType bf = DType::kBFloat16;
   struct Expect {
     Case c;
@@ -1555,18 +1607,41 @@ TEST(Sm90PackGqaOneWgRule, AsDocumented) {
   EXPECT_FALSE(sm90_picks_pack_gqa_one_wg(p)) << "FLASHATTN_SM90_PACK_GQA_ONE_WG=0, 8 GQA tiles";
 }
 
-// The sliced decode kernel's switch and key pieces (kernel_choice.h), host-side: off unless
-// FLASHATTN_SM90_SLICED_DECODE is set to other than 0; then head dims 64 and 128, at most 16
-// packed rows; pieces for the CTA slots over the tiles, two key blocks a piece at least.
+// The sliced decode kernel's switch, rule and key pieces (kernel_choice.h), host-side: unset, the
+// rule (d64 decode steps of more tiles than SMs); 0, never; other values, head dims 64 and 128 at
+// most 16 packed rows; pieces for the CTA slots over the tiles, two key blocks a piece at least.
 TEST(Sm90SlicedDecodeRule, AsDocumented) {
   AttentionProblem p;
   p.dtype = DType::kBFloat16, p.headdim = 64, p.batch = 2, p.nheads_q = 32, p.nheads_kv = 8, p.seqlen_q = 1;
   p.seqlen_k = 32768;
   {
     const ScopedEnv unset("FLASHATTN_SM90_SLICED_DECODE", nullptr);
-    EXPECT_FALSE(sm90_picks_sliced_decode(p)) << "unset: no rule yet";
+    EXPECT_FALSE(sm90_picks_sliced_decode(p)) << "unset: 16 tiles, fewer than any H100 / H200 has SMs";
+    EXPECT_FALSE(sm90_sliced_decode_by_rule(p, 132)) << "16 tiles on 132 SMs";
+    p.batch = 17;  // 136 tiles
+    EXPECT_TRUE(sm90_sliced_decode_by_rule(p, 132)) << "136 tiles on 132 SMs";
+    EXPECT_FALSE(sm90_sliced_decode_by_rule(p, 136)) << "136 tiles on 136 SMs";
+    EXPECT_FALSE(sm90_sliced_decode_by_rule(p, 0)) << "an SM count that could not be read";
+    p.nheads_q = p.nheads_kv = 8;
+    EXPECT_TRUE(sm90_sliced_decode_by_rule(p, 132)) << "MHA, 136 tiles";
+    p.nheads_q = 32, p.headdim = 128;
+    EXPECT_FALSE(sm90_sliced_decode_by_rule(p, 132)) << "d128: level with the packed kernels";
+    p.headdim = 64, p.seqlen_q = 2;
+    EXPECT_FALSE(sm90_sliced_decode_by_rule(p, 132)) << "two query rows: not a decode step";
+    p.seqlen_q = 1;
+    int table = 0;
+    p.block_table = &table;
+    EXPECT_FALSE(sm90_sliced_decode_by_rule(p, 132)) << "paged: not timed";
+    p.block_table = nullptr, p.cu_seqlens_q = &table;
+    EXPECT_FALSE(sm90_sliced_decode_by_rule(p, 132)) << "varlen";
+    p.cu_seqlens_q = nullptr, p.seqused_q = &table;
+    EXPECT_FALSE(sm90_sliced_decode_by_rule(p, 132)) << "seqused_q";
+    p.seqused_q = nullptr, p.batch = 2;
     const ScopedEnv off("FLASHATTN_SM90_SLICED_DECODE", "0");
     EXPECT_FALSE(sm90_picks_sliced_decode(p)) << "=0";
+    p.batch = 4096;
+    EXPECT_FALSE(sm90_picks_sliced_decode(p)) << "=0, 32768 tiles";
+    p.batch = 2;
   }
   const ScopedEnv on("FLASHATTN_SM90_SLICED_DECODE", "1");
   EXPECT_TRUE(sm90_picks_sliced_decode(p)) << "GQA 32 / 8 decode at d64";
@@ -2072,6 +2147,7 @@ TEST_P(Sm90ApiPick, PicksByRuleAndMatchesReference) {
   SKIP_UNLESS_SM90();
   const ApiPick& a = GetParam();
   const ScopedEnv one_wg("FLASHATTN_SM90_PACK_GQA_ONE_WG", a.one_wg_switch);
+  const ScopedEnv wgmma_packed(kSlicedSwitch, "0");  // one_wg_persistent's 640 tiles; the sliced rule's own test below
   const int64_t before = a.launches();
   run_case(a.c, a.seed + uint32_t(a.c.name.size()));
   if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
