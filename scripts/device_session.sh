@@ -26,6 +26,7 @@
 #   scripts/device_session.sh sliced-splits  # its d64 tile counts 136-512, and its split shapes at equal pieces
 #   scripts/device_session.sh sliced-next  # sliced-splits, then sliced-why's profiles
 #   scripts/device_session.sh sliced-rule  # the sliced kernel's default rule: timed against =0, tested (session 96)
+#   scripts/device_session.sh decode-cost  # d64 split decode: do_bench, graph replay, back to back, host us a call
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -574,6 +575,19 @@ sliced_rule() {
   sanitize 90 'Sm90SlicedDecode.ByRuleThroughTheApi:Sm90KeySplitParam.ThroughTheApi' memcheck
 }
 
+# Where the sliced kernel's 8-tile call loses its time (session 96: 36.9 us of kernels under Nsight
+# against ~52 us in do_bench): the protocol figure, a CUDA-graph replay, back-to-back calls and
+# host time per call, sliced (=1) against the packed kernels (=0) beside cuDNN, at the split shapes.
+decode_cost() {
+  : "${BUILD_TARGETS:=_C}"
+  build || return 1
+  PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/host_exposure.py --headdim 64 \
+    --decode 1,32,8,32768 --decode 2,32,8,32768 --decode 16,32,8,8192 --decode 64,32,8,4096 \
+    --ours-env FLASHATTN_SM90_SLICED_DECODE=1 --ours-env FLASHATTN_SM90_SLICED_DECODE=0 \
+    > "$OUT/decode_cost.log" 2>&1
+  echo "decode call cost exit $?"; grep -E '^(b=|do_bench|  \()' "$OUT/decode_cost.log"
+}
+
 sliced_decode_d64() {
   PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
     --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 16,32,8,8192 --shape 64,32,8,4096 \
@@ -665,6 +679,7 @@ case "$what" in
   sliced-why) sliced_why ;;
   sliced-splits) sliced_splits ;;
   sliced-rule) sliced_rule ;;
+  decode-cost) decode_cost ;;
   sliced-next) sliced_splits && ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE sliced "sliced switch" ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
