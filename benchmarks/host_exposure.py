@@ -67,8 +67,7 @@ def graph_ms(fn):
 
 
 def decode_rows(shapes, names):
-    for text in shapes:
-        b, hq, hkv, kv_len = bd.parse_shape(text)
+    for b, hq, hkv, kv_len in shapes:
         q = torch.randn(b, 1, hq, bd.HEADDIM, device="cuda", dtype=torch.bfloat16)
         k, v = bd.kv_tensor(b, kv_len, hkv, "bshd"), bd.kv_tensor(b, kv_len, hkv, "bshd")
         tb = bd.kv_bytes(b, hkv, kv_len) / 1e6  # MB: MB / us = TB/s
@@ -92,18 +91,17 @@ def main():
     bd.add_headdim_option(ap)
     args = ap.parse_args()
     bd.take_headdim(args, ap)
-    for text in args.decode:
-        try:
-            bd.parse_shape(text)
-        except ValueError as e:
-            ap.error(str(e))
+    try:
+        shapes = [bd.parse_shape(text) for text in args.decode]
+    except ValueError as e:
+        ap.error(str(e))
     if args.ours_env and not args.decode:
         ap.error("--ours-env: only with --decode rows")
     bg.add_ours_with_env(args.ours_env, ap)
     cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
     print(f"do_bench's L2 clearing: {back_to_back_ms(cache.zero_, calls=20) * 1e3:.1f} us a call")
-    if args.decode:
-        decode_rows(args.decode, ["flashattn", *(f"flashattn[{s}]" for s in args.ours_env), "cudnn"])
+    if shapes:
+        decode_rows(shapes, ["flashattn", *(f"flashattn[{s}]" for s in args.ours_env), "cudnn"])
         return
     for b, h, n, d, causal in SHAPES:
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))

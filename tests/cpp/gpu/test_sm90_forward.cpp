@@ -1197,6 +1197,26 @@ TEST_P(Sm90GqaPacking, SlicedDecodeMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, Sm90GqaPacking, ::testing::ValuesIn(pack_gqa_cases()), case_name);
 
+// Runs c through the API with FLASHATTN_SM90_SLICED_DECODE at `setting` (nullptr: unset, its rule)
+// and expects the sliced kernel to have run once if `picked`, else not at all; then again with
+// seed + 1 at =0, where it must not run.
+void expect_sliced_pick(const Case& c, uint32_t seed, const char* setting, bool picked) {
+  {
+    const ScopedEnv sliced(kSlicedSwitch, setting);
+    const int64_t before = sm90_sliced_decode_launches();
+    run_case(c, seed);
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(sm90_sliced_decode_launches() - before, picked ? 1 : 0)
+        << "FLASHATTN_SM90_SLICED_DECODE=" << (setting ? setting : "(unset)")
+        << (picked ? ": the sliced kernel did not run" : ": the sliced kernel ran");
+  }
+  const ScopedEnv off(kSlicedSwitch, "0");
+  const int64_t before = sm90_sliced_decode_launches();
+  run_case(c, seed + 1);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(sm90_sliced_decode_launches(), before) << "=0 ran the sliced kernel";
+}
+
 // MHA decode through the API with FLASHATTN_SM90_SLICED_DECODE=1 (sm90_forward): the sliced kernel
 // whatever the tile count, where the MHA key-split rule would leave 128+ tiles to the unpacked
 // kernel: 256 tiles of one row (the protocol's (8, 32 / 32, 32k) row, shorter), 3 tiles (split),
@@ -1211,21 +1231,12 @@ TEST(Sm90SlicedDecode, MhaThroughTheApi) {
   c = make("mha_b2_h5_q16_k700_causal_d64_fp16", fp, 64, 2, 16, 700, 5, 5), c.causal = true, v.push_back(c);
   c = make("mha_b3_h2_q7_k900_window_d128_bf16", bf, 128, 3, 7, 900, 2, 2);
   c.window_left = 100, c.window_right = 3, v.push_back(c);
-  uint32_t seed = 41u;
+  uint32_t seed = 42u;
   for (const Case& mha : v) {
     SCOPED_TRACE(mha.name);
-    {
-      const ScopedEnv sliced("FLASHATTN_SM90_SLICED_DECODE", "1");
-      const int64_t before = sm90_sliced_decode_launches();
-      run_case(mha, ++seed);
-      if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-      EXPECT_EQ(sm90_sliced_decode_launches() - before, 1) << "=1: MHA decode did not run the sliced kernel";
-    }
-    const ScopedEnv off("FLASHATTN_SM90_SLICED_DECODE", "0");
-    const int64_t before = sm90_sliced_decode_launches();
-    run_case(mha, ++seed);
+    expect_sliced_pick(mha, seed, "1", true);
     if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-    EXPECT_EQ(sm90_sliced_decode_launches(), before) << "=0 ran the sliced kernel";
+    seed += 2;
   }
 }
 
@@ -1250,23 +1261,12 @@ TEST(Sm90SlicedDecode, ByRuleThroughTheApi) {
   v.push_back({make("rule_16_tiles_q1_k3000_d64_bf16", bf, 64, 2, 1, 3000, 32, 8), false});
   v.push_back({make("rule_d128_q1_k900_bf16", bf, 128, batch, 1, 900, 32, 8), false});
   v.push_back({make("rule_q2_k700_d64_fp16", fp, 64, batch, 2, 700, 32, 8), false});
-  uint32_t seed = 61u;
+  uint32_t seed = 62u;
   for (const Expect& e : v) {
-    SCOPED_TRACE(e.c.name);
-    {
-      const ScopedEnv by_rule(kSlicedSwitch, nullptr);
-      const int64_t before = sm90_sliced_decode_launches();
-      run_case(e.c, ++seed);
-      if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-      EXPECT_EQ(sm90_sliced_decode_launches() - before, e.picked ? 1 : 0)
-          << (e.picked ? "the rule did not run the sliced kernel on " : "the rule ran the sliced kernel on ") << sms
-          << " SMs";
-    }
-    const ScopedEnv off(kSlicedSwitch, "0");
-    const int64_t before = sm90_sliced_decode_launches();
-    run_case(e.c, ++seed);
+    SCOPED_TRACE(e.c.name + " on " + std::to_string(sms) + " SMs");
+    expect_sliced_pick(e.c, seed, nullptr, e.picked);
     if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-    EXPECT_EQ(sm90_sliced_decode_launches(), before) << "=0 ran the sliced kernel";
+    seed += 2;
   }
 }
 
