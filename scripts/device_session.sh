@@ -588,6 +588,20 @@ decode_cost() {
   echo "decode call cost exit $?"; grep -E '^(b=|do_bench|  \()' "$OUT/decode_cost.log"
 }
 
+# Session 97's first call: the sliced rule at short caches (many tiles of few keys) against the
+# packed kernels (=0) beside cuDNN, the sliced tests (rerun after session 96's test refactor), then
+# decode-cost (where the 8-tile sliced call's time goes outside its kernels).
+decode_next() {
+  : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
+  build || return 1
+  PYTHONPATH="$PWD/python" timeout 120 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+    --shape 256,32,8,512 --shape 128,32,8,1024 --shape 64,32,8,1024 --shape 32,32,8,2048 --shape 64,32,32,1024 \
+    --ours-env FLASHATTN_SM90_SLICED_DECODE=0 --out "$OUT/short_caches.json" > "$OUT/short_caches.log" 2>&1
+  echo "short caches, rule against =0 exit $?"; grep '^b=' "$OUT/short_caches.log"
+  gtest_run sliced_tests.log 90 "sliced decode tests" --gtest_filter='Sm90SlicedDecode*'
+  decode_cost
+}
+
 sliced_decode_d64() {
   PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
     --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 16,32,8,8192 --shape 64,32,8,4096 \
@@ -680,6 +694,7 @@ case "$what" in
   sliced-splits) sliced_splits ;;
   sliced-rule) sliced_rule ;;
   decode-cost) decode_cost ;;
+  decode-next) decode_next ;;
   sliced-next) sliced_splits && ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE sliced "sliced switch" ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
