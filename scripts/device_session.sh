@@ -600,6 +600,12 @@ decode_next() {
   echo "short caches, rule against =0 exit $?"; grep '^b=' "$OUT/short_caches.log"
   gtest_run sliced_tests.log 90 "sliced decode tests" --gtest_filter='Sm90SlicedDecode*'
   decode_cost
+  # The rule's unsplit grids at 136-192 tiles fill half the two-CTA slots: forced 2 / 3 pieces.
+  PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+    --shape 17,32,8,8192 --shape 20,32,8,8192 --shape 24,32,8,8192 \
+    --ours-env FLASHATTN_SM90_KEY_SPLITS=2 --ours-env FLASHATTN_SM90_KEY_SPLITS=3 \
+    --out "$OUT/rule_splits.json" > "$OUT/rule_splits.log" 2>&1
+  echo "rule tiles forced to 2 / 3 pieces exit $?"; grep '^b=' "$OUT/rule_splits.log"
 }
 
 sliced_decode_d64() {
