@@ -72,8 +72,9 @@ bool sm90_picks_sliced_decode(const AttentionProblem& p);
 // The rule, for a problem the kernel can run on `sms` SMs: d64 decode steps (one query row, fixed
 // length, keys in one tensor) whose tiles (one a sequence and KV head) outnumber the SMs (0 SMs: a
 // count that could not be read, so never). There it runs unsplit and took 1.02-1.29x the packed
-// kernels' bandwidth at 136-512 tiles on an H100 (docs/perf.md, sessions 95-96); where it splits
-// the keys it lost up to 16%, and at d128 it was level, so those stay with the packed kernels.
+// kernels' bandwidth at 136-512 tiles on an H100, and 1.05-1.16x at short caches (512-2k keys,
+// 256-2048 tiles; docs/perf.md, sessions 95-97); where it splits the keys it lost up to 16% (7% at
+// 128 tiles in session 97), and at d128 it was level, so those stay with the packed kernels.
 inline bool sm90_sliced_decode_by_rule(const AttentionProblem& p, int sms) {
   return p.headdim == 64 && p.seqlen_q == 1 && !p.varlen() && !p.paged() && p.seqused_q == nullptr &&
          sms > 0 && int64_t(p.batch) * p.nheads_kv > sms;
