@@ -516,9 +516,9 @@ sliced_why() {
   ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE sliced "sliced switch"
 }
 
-# ncu_decode_switch VARIABLE NAME LABEL: Nsight Compute on one d64 decode call at (2, 32 / 8, 32k)
-# of ours with VARIABLE=1, of ours with VARIABLE=0 and of cuDNN, each to $OUT/ncu_NAME_<1|0|cudnn>.log;
-# the launch, memory, warp-stall and issue lines printed.
+# ncu_decode_switch VARIABLE NAME LABEL: Nsight Compute on one d64 decode call at NCU_SHAPE (default
+# (2, 32 / 8, 32k)) of ours with VARIABLE=1, of ours with VARIABLE=0 and of cuDNN, each to
+# $OUT/ncu_NAME_<1|0|cudnn>.log; the launch, memory, warp-stall and issue lines printed.
 ncu_decode_switch() {
   local variable=$1 name=$2 label=$3 which impl
   for which in 1 0 cudnn; do
@@ -527,7 +527,7 @@ ncu_decode_switch() {
       --nvtx --nvtx-include "ncu_$impl/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
       --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
       --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters --print-details all \
-      python3 benchmarks/ncu_decode.py --headdim 64 --shape 2,32,8,32768 --impls "$impl" \
+      python3 benchmarks/ncu_decode.py --headdim 64 --shape "${NCU_SHAPE:-2,32,8,32768}" --impls "$impl" \
       > "$OUT/ncu_${name}_$which.log" 2>&1
     echo "ncu ($impl, $label $which) exit $?"
     grep -E 'sliced|forward_kernel|combine|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Warp Cycles Per Issued|Stall|Eligible Warps|Active Warps Per|Registers Per|Shared Memory Configuration|Block Size|Grid Size|Waves|Theoretical Occ|Achieved Occ|pipe' \
@@ -606,6 +606,24 @@ decode_next() {
     --ours-env FLASHATTN_SM90_KEY_SPLITS=2 --ours-env FLASHATTN_SM90_KEY_SPLITS=3 \
     --out "$OUT/rule_splits.json" > "$OUT/rule_splits.log" 2>&1
   echo "rule tiles forced to 2 / 3 pieces exit $?"; grep '^b=' "$OUT/rule_splits.log"
+}
+
+# Session 97's open question: at (1, 32 / 8, 32k) the sliced call at its own 33 pieces read 44.5 us
+# in host_exposure, but 51.6 us forced to 33 pieces in session 96's bench_decode. Both harnesses,
+# one call, the same three settings; then Nsight at 136 tiles (rule against =0 and cuDNN), where
+# cuDNN leads the rule by 8%.
+decode_settle() {
+  : "${BUILD_TARGETS:=_C}"
+  build || return 1
+  local envs=(--ours-env FLASHATTN_SM90_SLICED_DECODE=1 --ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_KEY_SPLITS=33"
+              --ours-env FLASHATTN_SM90_SLICED_DECODE=0)
+  PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+    --shape 1,32,8,32768 "${envs[@]}" --out "$OUT/settle_bench.json" > "$OUT/settle_bench.log" 2>&1
+  echo "8 tiles, bench_decode exit $?"; grep '^b=' "$OUT/settle_bench.log"
+  PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/host_exposure.py --headdim 64 --decode 1,32,8,32768 \
+    "${envs[@]}" > "$OUT/settle_host.log" 2>&1
+  echo "8 tiles, host_exposure exit $?"; grep -E '^(b=|do_bench)' "$OUT/settle_host.log"
+  NCU_SHAPE=17,32,8,8192 ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE rule136 "136 tiles, sliced switch"
 }
 
 sliced_decode_d64() {
@@ -701,6 +719,7 @@ case "$what" in
   sliced-rule) sliced_rule ;;
   decode-cost) decode_cost ;;
   decode-next) decode_next ;;
+  decode-settle) decode_settle ;;
   sliced-next) sliced_splits && ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE sliced "sliced switch" ;;
   all) build && cpp_tests && python_tests && cli_gpu && cpu_bench && gpu_bench ;;
   sweep-or) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then "$0" sweep; else "$0" "${2:?sweep-or needs the mode to run on other cards}"; fi ;;
