@@ -27,6 +27,8 @@
 #   scripts/device_session.sh sliced-next  # sliced-splits, then sliced-why's profiles
 #   scripts/device_session.sh sliced-rule  # the sliced kernel's default rule: timed against =0, tested (session 96)
 #   scripts/device_session.sh decode-cost  # d64 split decode: do_bench, graph replay, back to back, host us a call
+#   scripts/device_session.sh decode-next  # the sliced rule at short caches, its tests, decode-cost, forced pieces (session 97)
+#   scripts/device_session.sh decode-settle  # 8 tiles in both harnesses, pieces forced and not; Nsight at 136 tiles
 #   scripts/device_session.sh pdl     # the FLASHATTN_SM90_PDL build: its stream-order test and control, back_to_back
 #   scripts/device_session.sh all
 #   scripts/device_session.sh sweep-or MODE  # the sweep if the card is an H200 (issue 4 is judged
@@ -580,7 +582,10 @@ sliced_rule() {
 # host time per call, sliced (=1) against the packed kernels (=0) beside cuDNN, at the split shapes.
 decode_cost() {
   : "${BUILD_TARGETS:=_C}"
-  build || return 1
+  build && decode_cost_rows
+}
+
+decode_cost_rows() {
   PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/host_exposure.py --headdim 64 \
     --decode 1,32,8,32768 --decode 2,32,8,32768 --decode 16,32,8,8192 --decode 64,32,8,4096 \
     --ours-env FLASHATTN_SM90_SLICED_DECODE=1 --ours-env FLASHATTN_SM90_SLICED_DECODE=0 \
@@ -599,7 +604,7 @@ decode_next() {
     --ours-env FLASHATTN_SM90_SLICED_DECODE=0 --out "$OUT/short_caches.json" > "$OUT/short_caches.log" 2>&1
   echo "short caches, rule against =0 exit $?"; grep '^b=' "$OUT/short_caches.log"
   gtest_run sliced_tests.log 90 "sliced decode tests" --gtest_filter='Sm90SlicedDecode*'
-  decode_cost
+  decode_cost_rows
   # The rule's unsplit grids at 136-192 tiles fill half the two-CTA slots: forced 2 / 3 pieces.
   PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
     --shape 17,32,8,8192 --shape 20,32,8,8192 --shape 24,32,8,8192 \
