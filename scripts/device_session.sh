@@ -580,6 +580,7 @@ sliced_rule() {
 # Where the sliced kernel's 8-tile call loses its time (session 96: 36.9 us of kernels under Nsight
 # against ~52 us in do_bench): the protocol figure, a CUDA-graph replay, back-to-back calls and
 # host time per call, sliced (=1) against the packed kernels (=0) beside cuDNN, at the split shapes.
+# Session 97: at its own pieces the 8-tile call read 44.5 us here; the ~52 us was a forced-pieces run.
 decode_cost() {
   : "${BUILD_TARGETS:=_C}"
   build && decode_cost_rows
