@@ -529,10 +529,10 @@ ncu_decode_switch() {
       --nvtx --nvtx-include "ncu_$impl/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
       --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
       --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters --print-details all \
-      python3 benchmarks/ncu_decode.py --headdim 64 --shape "${NCU_SHAPE:-2,32,8,32768}" --impls "$impl" \
+      ${NCU_METRICS:+--metrics "$NCU_METRICS"} python3 benchmarks/ncu_decode.py --headdim 64 --shape "${NCU_SHAPE:-2,32,8,32768}" --impls "$impl" \
       > "$OUT/ncu_${name}_$which.log" 2>&1
     echo "ncu ($impl, $label $which) exit $?"
-    grep -E 'sliced|forward_kernel|combine|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Warp Cycles Per Issued|Stall|Eligible Warps|Active Warps Per|Registers Per|Shared Memory Configuration|Block Size|Grid Size|Waves|Theoretical Occ|Achieved Occ|pipe' \
+    grep -E 'sliced|forward_kernel|combine|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Warp Cycles Per Issued|Stall|Eligible Warps|Active Warps Per|Registers Per|Shared Memory Configuration|Block Size|Grid Size|Waves|Theoretical Occ|Achieved Occ|pipe|sm__ctas_launched|sm__cycles_active' \
       "$OUT/ncu_${name}_$which.log" | grep -v '^==' | cut -c1-160 | head -60
   done
 }
@@ -629,7 +629,9 @@ decode_settle() {
   PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/host_exposure.py --headdim 64 --decode 1,32,8,32768 \
     "${envs[@]}" > "$OUT/settle_host.log" 2>&1
   echo "8 tiles, host_exposure exit $?"; grep -E '^(b=|do_bench)' "$OUT/settle_host.log"
-  NCU_SHAPE=17,32,8,8192 ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE rule136 "136 tiles, sliced switch"
+  # Per-SM spread (session 98): whether 136 CTAs put two on a few SMs that then set the time.
+  NCU_SHAPE=17,32,8,8192 NCU_METRICS=sm__ctas_launched.min,sm__ctas_launched.max,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max \
+    ncu_decode_switch FLASHATTN_SM90_SLICED_DECODE rule136 "136 tiles, sliced switch"
 }
 
 sliced_decode_d64() {
