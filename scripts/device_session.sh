@@ -93,6 +93,16 @@ gtest_run() {
   grep -E "^\[  FAILED  \]" "$log" | head -20
 }
 
+# decode_bench NAME SECONDS LABEL ARGS...: benchmarks/bench_decode.py ARGS on the package built
+# here, JSON and log to $OUT/NAME.json / .log; its exit and row lines printed.
+decode_bench() {
+  local name=$1 seconds=$2 label=$3
+  shift 3
+  PYTHONPATH="$PWD/python" timeout "$seconds" python3 benchmarks/bench_decode.py "$@" --out "$OUT/$name.json" \
+    > "$OUT/$name.log" 2>&1
+  echo "$label exit $?"; grep '^b=' "$OUT/$name.log"
+}
+
 # sanitize SECONDS FILTER TOOL...: compute-sanitizer over the tests FILTER selects, per tool.
 sanitize() {
   local seconds=$1 filter=$2
@@ -468,10 +478,8 @@ one_wg_why() {
     settings+=(--ours-env "FLASHATTN_SM90_PACK_GQA_ONE_WG=1;FLASHATTN_SM90_KEY_SPLITS=$s"
                --ours-env "FLASHATTN_SM90_PACK_GQA_ONE_WG=0;FLASHATTN_SM90_KEY_SPLITS=$s")
   done
-  PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
-    --shape 1,32,8,32768 --shape 2,32,8,32768 "${settings[@]}" --out "$OUT/one_wg_splits.json" \
-    > "$OUT/one_wg_splits.log" 2>&1
-  echo "one-WG at equal splits exit $?"; grep '^b=' "$OUT/one_wg_splits.log"
+  decode_bench one_wg_splits 90 "one-WG at equal splits" --rows '' --headdim 64 --rounds 2 \
+    --shape 1,32,8,32768 --shape 2,32,8,32768 "${settings[@]}"
   ncu_decode_switch FLASHATTN_SM90_PACK_GQA_ONE_WG one_wg "one-WG switch"
 }
 
@@ -547,20 +555,16 @@ ncu_decode_switch() {
 sliced_splits() {
   : "${BUILD_TARGETS:=_C}"
   build || return 1
-  PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+  decode_bench sliced_tiles 150 "sliced decode between 128 and 512 tiles" --rows '' --headdim 64 --rounds 2 \
     --shape 17,32,8,8192 --shape 5,32,32,32768 --shape 24,32,8,8192 --shape 40,32,8,4096 --shape 64,32,8,4096 \
-    --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=1 \
-    --out "$OUT/sliced_tiles.json" > "$OUT/sliced_tiles.log" 2>&1
-  echo "sliced decode between 128 and 512 tiles exit $?"; grep '^b=' "$OUT/sliced_tiles.log"
+    --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=1
   local n settings=()
   for n in 2 8 16 33; do
     settings+=(--ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_KEY_SPLITS=$n"
                --ours-env "FLASHATTN_SM90_SLICED_DECODE=0;FLASHATTN_SM90_KEY_SPLITS=$n")
   done
-  PYTHONPATH="$PWD/python" timeout 240 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
-    --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 16,32,8,8192 "${settings[@]}" \
-    --out "$OUT/sliced_equal_splits.json" > "$OUT/sliced_equal_splits.log" 2>&1
-  echo "sliced against the rule's kernels at equal pieces exit $?"; grep '^b=' "$OUT/sliced_equal_splits.log"
+  decode_bench sliced_equal_splits 240 "sliced against the rule's kernels at equal pieces" --rows '' --headdim 64 --rounds 2 \
+    --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 16,32,8,8192 "${settings[@]}"
 }
 
 # The sliced decode kernel's default rule (session 96: d64 decode steps of more tiles than SMs):
@@ -569,11 +573,9 @@ sliced_splits() {
 sliced_rule() {
   : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
   build || return 1
-  PYTHONPATH="$PWD/python" timeout 170 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+  decode_bench sliced_rule 170 "sliced rule against =0" --rows '' --headdim 64 --rounds 2 \
     --shape 17,32,8,8192 --shape 20,32,8,8192 --shape 24,32,8,8192 --shape 40,32,8,4096 --shape 64,32,8,4096 \
-    --shape 5,32,32,32768 --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=0 \
-    --out "$OUT/sliced_rule.json" > "$OUT/sliced_rule.log" 2>&1
-  echo "sliced rule against =0 exit $?"; grep '^b=' "$OUT/sliced_rule.log"
+    --shape 5,32,32,32768 --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=0
   gtest_run sliced_rule_tests.log 200 "sliced rule, sliced and packed tests" \
     --gtest_filter='*SlicedDecode*:*Sm90GqaPacking*:*Sm90KeySplit*:*ApiPick*:Sm90Paged.*:*GraphCapture*'
   sanitize 90 'Sm90SlicedDecode.ByRuleThroughTheApi:Sm90KeySplitParam.ThroughTheApi' memcheck
@@ -602,18 +604,15 @@ decode_cost_rows() {
 decode_next() {
   : "${BUILD_TARGETS:=flashattn flashattn_gpu_tests _C}"
   build || return 1
-  PYTHONPATH="$PWD/python" timeout 120 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+  decode_bench short_caches 120 "short caches, rule against =0" --rows '' --headdim 64 --rounds 2 \
     --shape 256,32,8,512 --shape 128,32,8,1024 --shape 64,32,8,1024 --shape 32,32,8,2048 --shape 64,32,32,1024 \
-    --ours-env FLASHATTN_SM90_SLICED_DECODE=0 --out "$OUT/short_caches.json" > "$OUT/short_caches.log" 2>&1
-  echo "short caches, rule against =0 exit $?"; grep '^b=' "$OUT/short_caches.log"
+    --ours-env FLASHATTN_SM90_SLICED_DECODE=0
   gtest_run sliced_tests.log 90 "sliced decode tests" --gtest_filter='Sm90SlicedDecode*'
   decode_cost_rows
   # The rule's unsplit grids at 136-192 tiles fill half the two-CTA slots: forced 2 / 3 pieces.
-  PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+  decode_bench rule_splits 90 "rule tiles forced to 2 / 3 pieces" --rows '' --headdim 64 --rounds 2 \
     --shape 17,32,8,8192 --shape 20,32,8,8192 --shape 24,32,8,8192 \
-    --ours-env FLASHATTN_SM90_KEY_SPLITS=2 --ours-env FLASHATTN_SM90_KEY_SPLITS=3 \
-    --out "$OUT/rule_splits.json" > "$OUT/rule_splits.log" 2>&1
-  echo "rule tiles forced to 2 / 3 pieces exit $?"; grep '^b=' "$OUT/rule_splits.log"
+    --ours-env FLASHATTN_SM90_KEY_SPLITS=2 --ours-env FLASHATTN_SM90_KEY_SPLITS=3
 }
 
 # Session 97's open question: at (1, 32 / 8, 32k) the sliced call at its own 33 pieces read 44.5 us
@@ -625,9 +624,8 @@ decode_settle() {
   build || return 1
   local envs=(--ours-env FLASHATTN_SM90_SLICED_DECODE=1 --ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_KEY_SPLITS=33"
               --ours-env FLASHATTN_SM90_SLICED_DECODE=0)
-  PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
-    --shape 1,32,8,32768 "${envs[@]}" --out "$OUT/settle_bench.json" > "$OUT/settle_bench.log" 2>&1
-  echo "8 tiles, bench_decode exit $?"; grep '^b=' "$OUT/settle_bench.log"
+  decode_bench settle_bench 90 "8 tiles, bench_decode" --rows '' --headdim 64 --rounds 2 \
+    --shape 1,32,8,32768 "${envs[@]}"
   PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/host_exposure.py --headdim 64 --decode 1,32,8,32768 \
     "${envs[@]}" > "$OUT/settle_host.log" 2>&1
   echo "8 tiles, host_exposure exit $?"; grep -E '^(b=|do_bench)' "$OUT/settle_host.log"
@@ -657,35 +655,28 @@ shares() {
   build || return 1
   gtest_run shares_tests.log 150 "shares, sliced and split tests" \
     --gtest_filter='*SlicedDecode*:*SlicedKeyShares*:*Sm90GqaPacking.SlicedDecode*:*Sm90KeySplit*:*GraphCapture*'
-  PYTHONPATH="$PWD/python" timeout 170 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+  decode_bench shares_d64 170 "d64 decode, shares (rule) against =0" --rows '' --headdim 64 --rounds 2 \
     --shape 17,32,8,8192 --shape 20,32,8,8192 --shape 24,32,8,8192 --shape 40,32,8,4096 --shape 64,32,8,4096 \
-    --shape 5,32,32,32768 --shape 8,32,32,32768 --shape 256,32,8,512 --ours-env FLASHATTN_SM90_SLICED_SHARES=0 \
-    --out "$OUT/shares_d64.json" > "$OUT/shares_d64.log" 2>&1
-  echo "d64 decode, shares (rule) against =0 exit $?"; grep '^b=' "$OUT/shares_d64.log"
+    --shape 5,32,32,32768 --shape 8,32,32,32768 --shape 256,32,8,512 --ours-env FLASHATTN_SM90_SLICED_SHARES=0
 }
 
 shares_check() {
   apply_pending_shares
   sanitize 100 'Sm90SlicedDecode.KeySharesThroughTheApi' memcheck racecheck synccheck
-  PYTHONPATH="$PWD/python" timeout 90 python3 benchmarks/bench_decode.py --headdim 128 --rounds 2 \
+  decode_bench shares_d128 90 "d128 protocol decode rows, sliced with and without shares" --headdim 128 --rounds 2 \
     --ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_SLICED_SHARES=1" \
-    --ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_SLICED_SHARES=0" \
-    --out "$OUT/shares_d128.json" > "$OUT/shares_d128.log" 2>&1
-  echo "d128 protocol decode rows, sliced with and without shares exit $?"; grep '^b=' "$OUT/shares_d128.log"
+    --ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_SLICED_SHARES=0"
 }
 
 sliced_decode_d64() {
-  PYTHONPATH="$PWD/python" timeout 150 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
+  decode_bench sliced_decode 150 "sliced decode bench" --rows '' --headdim 64 --rounds 2 \
     --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 8,32,8,8192 --shape 16,32,8,8192 --shape 64,32,8,4096 \
-    --shape 1,32,8,131072 --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=1 \
-    --out "$OUT/sliced_decode.json" > "$OUT/sliced_decode.log" 2>&1
-  echo "sliced decode bench exit $?"; grep '^b=' "$OUT/sliced_decode.log"
+    --shape 1,32,8,131072 --shape 8,32,32,32768 --ours-env FLASHATTN_SM90_SLICED_DECODE=1
 }
 
 sliced_decode_d128() {
-  PYTHONPATH="$PWD/python" timeout 120 python3 benchmarks/bench_decode.py --headdim 128 --rounds 2 \
-    --ours-env FLASHATTN_SM90_SLICED_DECODE=1 --out "$OUT/sliced_decode_d128.json" > "$OUT/sliced_decode_d128.log" 2>&1
-  echo "sliced decode d128 (protocol rows) exit $?"; grep '^b=' "$OUT/sliced_decode_d128.log"
+  decode_bench sliced_decode_d128 120 "sliced decode d128 (protocol rows)" --headdim 128 --rounds 2 \
+    --ours-env FLASHATTN_SM90_SLICED_DECODE=1
 }
 
 # The one-warpgroup kernel's default rule (session 93: GQA packed problems of at most 16 tiles):
@@ -696,10 +687,8 @@ one_wg_rule() {
   build || return 1
   gtest_run one_wg_rule_tests.log 150 "one-WG rule and packed tests" \
     --gtest_filter='*PackGqaOneWg*:*Sm90GqaPacking*:*Sm90KeySplit*:*GraphCapture*:Sm90ApiPickOverride.*'
-  PYTHONPATH="$PWD/python" timeout 80 python3 benchmarks/bench_decode.py --rows '' --headdim 64 --rounds 2 \
-    --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 3,32,8,16384 --ours-env FLASHATTN_SM90_PACK_GQA_ONE_WG=0 \
-    --out "$OUT/one_wg_rule_decode.json" > "$OUT/one_wg_rule_decode.log" 2>&1
-  echo "one-WG rule decode exit $?"; grep '^b=' "$OUT/one_wg_rule_decode.log"
+  decode_bench one_wg_rule_decode 80 "one-WG rule decode" --rows '' --headdim 64 --rounds 2 \
+    --shape 1,32,8,32768 --shape 2,32,8,32768 --shape 3,32,8,16384 --ours-env FLASHATTN_SM90_PACK_GQA_ONE_WG=0
   sanitize 60 '*PackGqaOneWgRule*:Sm90ApiPickOverride.PackGqaOneWg*' memcheck
 }
 
