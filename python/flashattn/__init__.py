@@ -1,7 +1,7 @@
 """flashattn: exact attention without materialising the score matrix.
 
 With PyTorch installed, the flash_attn 2.x functions are available here and in
-flashattn.flash_attn_interface, `flashattn.torch.activate()` routes F.scaled_dot_product_attention
+flashattn.flash_attn_interface, FlashAttention-3's in flashattn.fa3_interface, `flashattn.torch.activate()` routes F.scaled_dot_product_attention
 to flashattn, and `import flashattn.transformers` registers the Hugging Face attention
 implementation "tiled_attention". flashattn.array works on any DLPack array (NumPy, CuPy, JAX)
 without PyTorch.
@@ -43,7 +43,7 @@ if importlib.util.find_spec("torch") is not None:
         "flash_attn_varlen_qkvpacked_func",
     ]
 
-_LAZY_SUBMODULES = ("array", "bert_padding", "transformers")
+_LAZY_SUBMODULES = ("array", "bert_padding", "fa3_interface", "transformers")
 
 
 def __getattr__(name):
