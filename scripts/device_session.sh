@@ -639,7 +639,7 @@ decode_settle() {
 # shares' tests, the sliced ones and the split suites (the combine kernel reads shares now);
 # d64 decode by the rule against =0 beside cuDNN at 136-2048 tiles, two rounds. `shares-check`,
 # warm after it: the sanitizers on the shares, and the protocol's d128 decode rows with the
-# sliced kernel forced, shares and not.
+# sliced kernel forced, shares and not; then flashattn.fa3_interface's GPU tests (session 99).
 # The key shares are not on main yet (no GPU came in session 98): both modes first apply
 # docs/pending/sliced-key-shares.patch to the device's copy of the tree where it still applies.
 apply_pending_shares() {
@@ -666,6 +666,9 @@ shares_check() {
   decode_bench shares_d128 90 "d128 protocol decode rows, sliced with and without shares" --headdim 128 --rounds 2 \
     --ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_SLICED_SHARES=1" \
     --ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_SLICED_SHARES=0"
+  # Session 99: flashattn.fa3_interface's GPU tests (its first GPU run; the extension `shares` built).
+  PYTEST_K='test_gpu_flash_attn_func_and_combine or test_gpu_varlen_seqused_and_kvcache_decode' PY_TIMEOUT=90 \
+    python_tests
 }
 
 sliced_decode_d64() {
