@@ -14,9 +14,11 @@ where its split tail or key pieces pay).
 
 Differences from FlashAttention-3:
   * qv (a second query part), FP8 (q_descale / k_descale / v_descale), attention_chunk != 0,
-    sm_margin != 0, scheduler_metadata, and in flash_attn_with_kvcache cu_seqlens_q /
-    cu_seqlens_k_new / max_seqlen_q / rotary_seqlens raise NotImplementedError naming the
-    argument; get_scheduler_metadata raises it too (flashattn schedules inside each call);
+    sm_margin != 0, scheduler_metadata, and in flash_attn_with_kvcache rotary_seqlens, appended
+    keys of variable length (cu_seqlens_k_new with k, v) and, with variable-length queries
+    (cu_seqlens_q), appending, rotary tables, cache_batch_idx and cache_leftpad raise
+    NotImplementedError naming the argument; get_scheduler_metadata raises it too (flashattn
+    schedules inside each call);
   * pack_gqa is taken as FlashAttention-3 documents it, a hint for speed alone: flashattn's rules
     decide where query heads are packed, with the same result either way;
   * v's head dimension must be q's; head dimensions are multiples of 8 up to 256;
@@ -35,6 +37,7 @@ from torch import Tensor
 
 from flashattn import _ext, ops
 from flashattn.kvcache import flash_attn_with_kvcache as _flash_attn2_with_kvcache
+from flashattn.kvcache_varlen import varlen_queries_with_kvcache
 
 __all__ = [
     "flash_attn_func",
@@ -192,31 +195,47 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                             window_size=(-1, -1), attention_chunk=0, softcap=0.0, rotary_interleaved=True,
                             scheduler_metadata=None, num_splits=0, pack_gqa=None, sm_margin=0,
                             return_softmax_lse=False):
-    """Attention of q against a KV cache, appending k and v to it first (in place), as
-    FlashAttention-3's flash_attn_with_kvcache: flashattn's (flashattn.kvcache, which documents
-    the cache, rotary, left-padding and paging arguments) with page_table for block_table.
+    """Attention of q against a KV cache, as FlashAttention-3's flash_attn_with_kvcache.
 
-    cu_seqlens_q, cu_seqlens_k_new, max_seqlen_q, rotary_seqlens and scheduler_metadata must be
-    None, like the arguments flash_attn_func refuses. No backward pass (as in FlashAttention-3).
-    Return: out (batch_size, seqlen_q, nheads, headdim), or (out, softmax_lse (batch_size, nheads,
-    seqlen_q)) with return_softmax_lse.
+    q (batch, seqlen_q, nheads, headdim): flashattn.kvcache's call (which documents the cache,
+    append, rotary, left-padding and paging arguments) with page_table for its block_table.
+    q (total_q, nheads, headdim) with cu_seqlens_q (batch + 1,) int32: variable-length queries
+    against the first cache_seqlens[b] rows of each sequence's cache, contiguous or paged
+    (flashattn.kvcache_varlen); appending k / v, rotary tables, cache_batch_idx and cache_leftpad
+    are not taken there (refused by name: write the new rows into the cache first), and
+    max_seqlen_q is needed under CUDA graph capture only. cu_seqlens_k_new is read only with k and
+    v, as in FlashAttention-3, where it is refused (appended keys of variable length are not
+    implemented); rotary_seqlens and scheduler_metadata must be None. No backward pass (as in
+    FlashAttention-3).
+    Return: out (q's shape), or (out, softmax_lse: (batch, nheads, seqlen_q), or (nheads, total_q)
+    with cu_seqlens_q) with return_softmax_lse.
     """
     _refuse_fa3_only(qv, q_descale, k_descale, v_descale, attention_chunk, sm_margin, pack_gqa)
+    appends = k is not None or v is not None
     for name, value, what in (
-            ("cu_seqlens_q", cu_seqlens_q, "variable-length queries against a KV cache are not implemented; "
-                                           "pass q as (batch, seqlen_q, nheads, headdim) and None"),
-            ("cu_seqlens_k_new", cu_seqlens_k_new, "variable-length appended keys are not implemented; pass k "
-                                                   "and v as (batch, seqlen_new, nheads_k, headdim) and None"),
-            ("max_seqlen_q", max_seqlen_q, "goes with cu_seqlens_q, which is not implemented; pass None"),
+            ("cu_seqlens_k_new", cu_seqlens_k_new if appends else None,
+             "appended keys of variable length are not implemented; pass k and v as (batch, seqlen_new, nheads_k, "
+             "headdim) and None"),
             ("rotary_seqlens", rotary_seqlens, "rotary positions other than the cache's rows are not "
                                                "implemented; pass None"),
             ("scheduler_metadata", scheduler_metadata, "flashattn schedules inside each call; pass None")):
         _refuse_unless(name, value, None, what)
-    out = _flash_attn2_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
-                                    cache_batch_idx, cache_leftpad, page_table, softmax_scale, causal, window_size,
-                                    softcap, rotary_interleaved, None, num_splits,
-                                    _ext.flag("return_softmax_lse", return_softmax_lse))
-    return out
+    lse_too = _ext.flag("return_softmax_lse", return_softmax_lse)
+    if cu_seqlens_q is None:
+        return _flash_attn2_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+                                         cache_batch_idx, cache_leftpad, page_table, softmax_scale, causal,
+                                         window_size, softcap, rotary_interleaved, None, num_splits, lse_too)
+    for name, value in (("k", k), ("v", v), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin),
+                        ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad)):
+        _refuse_unless(name, value, None, "not implemented with cu_seqlens_q (variable-length queries); write new "
+                                          "rows into the cache first (rotated), and pass None")
+    if not isinstance(q, Tensor):
+        raise TypeError(f"argument 'q': expected a torch.Tensor, got {type(q).__name__}")
+    out, lse = varlen_queries_with_kvcache(
+        q, k_cache, v_cache, cu_seqlens_q, max_seqlen_q, cache_seqlens, page_table,
+        _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q)), _ext.flag("causal", causal),
+        _ext.flash_attn_window(window_size), _ext.softcap(softcap), _splits(num_splits))
+    return (out, lse) if lse_too else out
 
 
 def flash_attn_combine(out_partial: Tensor, lse_partial: Tensor, out: Optional[Tensor] = None,

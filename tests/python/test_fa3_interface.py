@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import flashattn.fa3_interface as fa3
+from flashattn.kvcache_varlen import ops as fa3_ops
 from reference import assert_close_to_reference, attention, cu_seqlens, varlen_attention
 
 
@@ -231,16 +232,123 @@ def test_unimplemented_arguments_are_refused_by_name(argument):
                                    **REFUSED[argument])
 
 
-@pytest.mark.parametrize("argument", ["cu_seqlens_q", "cu_seqlens_k_new", "max_seqlen_q", "rotary_seqlens",
-                                      "scheduler_metadata", "qv", "k_descale"])
+@pytest.mark.parametrize("argument", ["cu_seqlens_k_new", "rotary_seqlens", "scheduler_metadata", "qv", "k_descale"])
 def test_kvcache_refuses_what_it_does_not_implement(argument):
     q = torch.randn(2, 1, 4, 32)
     cache = torch.randn(2, 16, 2, 32)
-    value = 1 if argument == "max_seqlen_q" else torch.zeros(3, dtype=torch.int32)
+    new = torch.randn(2, 1, 2, 32)  # appended: cu_seqlens_k_new is read (and refused) only with k and v
     with pytest.raises(NotImplementedError, match=f"argument '{argument}'"):
-        fa3.flash_attn_with_kvcache(q, cache, cache.clone(), cache_seqlens=4, **{argument: value})
+        fa3.flash_attn_with_kvcache(q, cache, cache.clone(), new, new.clone(), cache_seqlens=4,
+                                    **{argument: torch.zeros(3, dtype=torch.int32)})
     with pytest.raises(NotImplementedError, match="get_scheduler_metadata"):
         fa3.get_scheduler_metadata(2, 1, 16, 4, 2, 32, torch.tensor([4, 4], dtype=torch.int32))
+
+
+def _cache_rows(k_cache, v_cache, table, b, n):
+    """Sequence b's first n keys and values of a contiguous cache (table None) or a paged one."""
+    if table is None:
+        return k_cache[b, :n], v_cache[b, :n]
+    page = k_cache.shape[1]
+    rows = [(int(table[b, j // page]), j % page) for j in range(n)]
+    return (torch.stack([k_cache[p, r] for p, r in rows]) if rows else k_cache[:0, 0],
+            torch.stack([v_cache[p, r] for p, r in rows]) if rows else v_cache[:0, 0])
+
+
+def _check_varlen_step(q, cu_q, k_cache, v_cache, table, lengths, out, lse, **options):
+    for b in range(len(lengths)):
+        lo, hi = int(cu_q[b]), int(cu_q[b + 1])
+        keys, values = _cache_rows(k_cache, v_cache, table, b, int(lengths[b]))
+        if len(keys) == 0:  # no key: output 0, lse -inf
+            assert torch.all(out[lo:hi] == 0) and torch.all(lse[:, lo:hi] == float("-inf"))
+            continue
+        ref, ref_lse = attention(q[lo:hi].unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), **options)
+        assert_close_to_reference(out[lo:hi], ref[0], name=f"out of sequence {b}")
+        assert_close_to_reference(lse[:, lo:hi], ref_lse[0], name=f"lse of sequence {b}")
+
+
+VARLEN_KVCACHE = {
+    "paged_causal": dict(paged=True, causal=True),
+    "paged_window_softcap": dict(paged=True, window=(6, 2), softcap=4.0),
+    "contiguous_causal": dict(paged=False, causal=True),
+    "contiguous_int_lengths": dict(paged=False, lengths=19),
+}
+
+
+@pytest.mark.parametrize("case", VARLEN_KVCACHE.values(), ids=VARLEN_KVCACHE.keys())
+def test_kvcache_with_variable_length_queries(case):
+    lengths_q = [3, 1, 7, 0, 2]
+    lengths = case.get("lengths", torch.tensor([20, 0, 33, 9, 48], dtype=torch.int32))
+    batch, heads, heads_k, dim, page = len(lengths_q), 4, 2, 32, 16
+    cu_q = cu_seqlens(lengths_q)
+    q = torch.randn(sum(lengths_q), heads, dim)
+    if case["paged"]:
+        k_cache, v_cache = torch.randn(17, page, heads_k, dim), torch.randn(17, page, heads_k, dim)
+        table = torch.randperm(17, dtype=torch.int32)[:batch * 3].reshape(batch, 3)
+        table[1, 1:] = -1  # padding past a sequence's used pages is never read
+    else:
+        k_cache, v_cache, table = torch.randn(batch, 48, heads_k, dim), torch.randn(batch, 48, heads_k, dim), None
+    options = dict(causal=case.get("causal", False), window=case.get("window", (-1, -1)),
+                   softcap=case.get("softcap", 0.0))
+    out, lse = fa3.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, page_table=table,
+                                           cu_seqlens_q=cu_q, max_seqlen_q=max(lengths_q),
+                                           cu_seqlens_k_new=torch.zeros(batch + 1, dtype=torch.int32),
+                                           causal=options["causal"], window_size=options["window"],
+                                           softcap=options["softcap"], return_softmax_lse=True)
+    assert out.shape == q.shape and lse.shape == (heads, q.shape[0])
+    per_sequence = [lengths] * batch if isinstance(lengths, int) else lengths.tolist()
+    _check_varlen_step(q, cu_q, k_cache, v_cache, table, per_sequence, out, lse, **options)
+
+
+def test_kvcache_varlen_gathers_pages_the_kernels_cannot_read(monkeypatch):
+    # Where the library refuses a page size in place (CUDA kernels' key tiles cross pages), the
+    # used pages are gathered into a contiguous copy: forced here by refusing every paged call.
+    run_forward = fa3_ops._run_forward
+
+    def without_pages(*args):
+        if len(args) > 16 and args[16] is not None:
+            raise NotImplementedError("no paged kernel for this page size (test)")
+        return run_forward(*args)
+
+    monkeypatch.setattr(fa3_ops, "_run_forward", without_pages)
+    lengths_q, lengths = [2, 5, 1], torch.tensor([7, 28, 0], dtype=torch.int32)
+    cu_q = cu_seqlens(lengths_q)
+    q = torch.randn(sum(lengths_q), 4, 32)
+    k_cache, v_cache = torch.randn(9, 5, 2, 32), torch.randn(9, 5, 2, 32)
+    table = torch.tensor([[4, 2, -1, -1, -1, -1], [8, 0, 1, 3, 5, 6], [-1, -1, -1, -1, -1, -1]], dtype=torch.int32)
+    out, lse = fa3.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, page_table=table,
+                                           cu_seqlens_q=cu_q, causal=True, return_softmax_lse=True)
+    _check_varlen_step(q, cu_q, k_cache, v_cache, table, lengths.tolist(), out, lse, causal=True)
+    table[1, 5] = 9  # holds sequence 1's last three keys (of 28, pages of 5)
+    with pytest.raises(ValueError, match="argument 'page_table': row 1"):
+        fa3.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, page_table=table, cu_seqlens_q=cu_q)
+
+
+def test_kvcache_varlen_bad_arguments_name_themselves():
+    cu_q = cu_seqlens([2, 3])
+    q = torch.randn(5, 4, 32)
+    k_cache = torch.randn(6, 16, 2, 32)
+    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
+    lengths = torch.tensor([4, 33], dtype=torch.int32)  # 33 > 2 pages of 16
+    with pytest.raises(ValueError, match="argument 'cache_seqlens': entry 1 is 33"):
+        fa3.flash_attn_with_kvcache(q, k_cache, k_cache.clone(), cache_seqlens=lengths, page_table=table,
+                                    cu_seqlens_q=cu_q)
+    table[1, 1] = 6  # names a page past k_cache's 6: the library's check, in the caller's names
+    with pytest.raises(ValueError, match="argument 'page_table'"):
+        fa3.flash_attn_with_kvcache(q, k_cache, k_cache.clone(), cache_seqlens=20, page_table=table,
+                                    cu_seqlens_q=cu_q)
+    with pytest.raises(ValueError, match="argument 'k_cache'"):
+        fa3.flash_attn_with_kvcache(q, k_cache, k_cache.clone(), cache_seqlens=3, cu_seqlens_q=cu_q)
+    with pytest.raises(ValueError, match="argument 'q'"):
+        fa3.flash_attn_with_kvcache(q.unsqueeze(0), k_cache, k_cache.clone(), cache_seqlens=3, page_table=table,
+                                    cu_seqlens_q=cu_q)
+    new = torch.randn(2, 1, 2, 32)
+    for name, value in (("k", new), ("rotary_cos", torch.ones(40, 8)), ("cache_leftpad", torch.zeros(2)),
+                        ("cache_batch_idx", torch.zeros(2))):
+        extra = dict(v=new.clone()) if name == "k" else dict(rotary_sin=torch.zeros(40, 8)) if name == "rotary_cos" \
+            else {}
+        with pytest.raises(NotImplementedError, match=f"argument '{name}'"):
+            fa3.flash_attn_with_kvcache(q, k_cache, k_cache.clone(), cache_seqlens=3, page_table=table,
+                                        cu_seqlens_q=cu_q, **{name: value}, **extra)
 
 
 def test_bad_arguments_name_themselves():
@@ -326,3 +434,30 @@ def test_compiles_with_fullgraph():
     got = torch.autograd.grad(compiled(q, k, v), (q, k, v))
     for name, g, e in zip("qkv", got, expected):
         assert_close_to_reference(g, e, name="d" + name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", [128, 1])  # 128: read in place; 1 (SGLang's default): gathered
+def test_gpu_kvcache_variable_length_queries(page):
+    lengths_q, lengths = [1, 37, 130, 5], [300, 37, 700, 1000]
+    heads, heads_k, dim = 16, 4, 128
+    cu_q = cu_seqlens(lengths_q, device="cuda")
+    blocks = (max(lengths) + page - 1) // page
+    pages = len(lengths) * blocks + 3
+    k_cache = torch.randn(pages, page, heads_k, dim, device="cuda", dtype=torch.bfloat16)
+    v_cache = torch.randn_like(k_cache)
+    table = torch.randperm(pages, device="cuda", dtype=torch.int32)[:len(lengths) * blocks].reshape(len(lengths),
+                                                                                                    blocks)
+    q = torch.randn(sum(lengths_q), heads, dim, device="cuda", dtype=torch.bfloat16)
+    out, lse = fa3.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=torch.tensor(lengths, dtype=torch.int32,
+                                                                                           device="cuda"),
+                                           page_table=table, cu_seqlens_q=cu_q, max_seqlen_q=max(lengths_q),
+                                           causal=True, return_softmax_lse=True)
+    flat_k, flat_v = k_cache[table.long()].flatten(1, 2), v_cache[table.long()].flatten(1, 2)
+    for b, n in enumerate(lengths):
+        lo, hi = int(cu_q[b]), int(cu_q[b + 1])
+        args = (q[lo:hi].unsqueeze(0), flat_k[b:b + 1, :n], flat_v[b:b + 1, :n])
+        ref, ref_lse = attention(*args, causal=True, dtype=torch.float32)
+        lowp, _ = attention(*args, causal=True, dtype=torch.bfloat16)
+        assert_close_to_reference(out[lo:hi], ref[0], lowp[0], atol=8e-3, name=f"out of sequence {b}")
+        assert_close_to_reference(lse[:, lo:hi], ref_lse[0], atol=1e-3, rtol=1e-3, name=f"lse of sequence {b}")
