@@ -67,6 +67,18 @@ def _index_tensor(name: str, t: Optional[Tensor], batch: int, device, table: boo
     return t
 
 
+def _paging(name: str, table: Optional[Tensor], k_cache: Tensor, batch: int, device):
+    """(table checked as _index_tensor checks it, page size, rows a sequence's cache holds): a paged
+    cache's pages times the table's width, else the cache's second dimension (page size None)."""
+    table = _index_tensor(name, table, batch, device, table=True)
+    if table is None:
+        return None, None, k_cache.shape[1]
+    page = k_cache.shape[1]
+    if page < 1:
+        _fail("k_cache", f"pages of 0 rows (shape {tuple(k_cache.shape)}); expected page_size >= 1")
+    return table, page, table.shape[1] * page
+
+
 def _refuse_appends_into_held_rows(others, width: int, page: int, lengths, seqlen_new: int, used_blocks) -> None:
     """Entry blk of sequence b's table row (others, `width` entries a row) holds its rows
     [blk * page, (blk + 1) * page) up to its end, lengths[b] + seqlen_new, and it appends rows
@@ -181,14 +193,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         if v_cache.data_ptr() == k_cache.data_ptr() and v_cache.numel() > 0:
             _fail("v_cache", "is k_cache's memory: the appended v would overwrite the appended k")
 
-    block_table = _index_tensor("block_table", block_table, batch, device, table=True)
-    if block_table is not None:
-        page = k_cache.shape[1]
-        if page < 1:
-            _fail("k_cache", f"pages of 0 rows (shape {tuple(k_cache.shape)}); expected page_size >= 1")
-        capacity = block_table.shape[1] * page
-    else:
-        capacity = k_cache.shape[1]
+    block_table, page, capacity = _paging("block_table", block_table, k_cache, batch, device)
     cache_batch_idx = _index_tensor("cache_batch_idx", cache_batch_idx, batch, device)
     cache_leftpad = _index_tensor("cache_leftpad", cache_leftpad, batch, device)
     if cache_batch_idx is None and block_table is None and k_cache.shape[0] != batch:

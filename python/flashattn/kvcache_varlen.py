@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from flashattn import _ext, ops
-from flashattn.kvcache import _fail, _first_outside, _index_tensor
+from flashattn.kvcache import _fail, _first_outside, _index_tensor, _paging
 
 # The library's names for what this call builds from the caller's arguments.
 _CALLER_NAMES = {"'block_table'": "'page_table'", "'seqused_k'": "'cache_seqlens'", "'k'": "'k_cache'",
@@ -56,16 +56,9 @@ def varlen_queries_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cu_
     batch = cu_seqlens_q.shape[0] - 1
     device = q.device
     capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
-    page_table = _index_tensor("page_table", page_table, batch, device, table=True)
-    if page_table is not None:
-        page = k_cache.shape[1]
-        if page < 1:
-            _fail("k_cache", f"pages of 0 rows (shape {tuple(k_cache.shape)}); expected page_size >= 1")
-        capacity = page_table.shape[1] * page
-    else:
-        capacity = k_cache.shape[1]
-        if k_cache.shape[0] != batch:
-            _fail("k_cache", f"has {k_cache.shape[0]} sequences; expected one per sequence of cu_seqlens_q ({batch})")
+    page_table, page, capacity = _paging("page_table", page_table, k_cache, batch, device)
+    if page_table is None and k_cache.shape[0] != batch:
+        _fail("k_cache", f"has {k_cache.shape[0]} sequences; expected one per sequence of cu_seqlens_q ({batch})")
 
     if cache_seqlens is None:
         lengths = torch.full((batch,), capacity, dtype=torch.int32, device=device)

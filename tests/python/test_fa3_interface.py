@@ -17,6 +17,17 @@ def _grads(out, inputs, dout):
     return torch.autograd.grad(out, inputs, dout)
 
 
+def _check_with_grads(inputs, got, reference):
+    """(out, lse) against the reference's, then the gradients of out for one random dout."""
+    (out, lse), (ref, ref_lse) = got, reference
+    assert_close_to_reference(out, ref, name="out")
+    assert_close_to_reference(lse, ref_lse, name="lse")
+    dout = torch.randn_like(out)
+    expected = _grads(ref, inputs, dout.double())
+    for name, g, e in zip("qkv", _grads(out, inputs, dout), expected):
+        assert_close_to_reference(g, e, atol=1e-4, name="d" + name)
+
+
 def _inputs(batch=2, seqlen_q=37, seqlen_k=53, nheads=4, nheads_k=2, headdim=32, dtype=torch.float32,
             device="cpu"):
     shape_q, shape_k = (batch, seqlen_q, nheads, headdim), (batch, seqlen_k, nheads_k, headdim)
@@ -45,13 +56,9 @@ def test_flash_attn_func_matches_reference(case, num_splits):
     # FlashAttention-3's positions: softmax_scale and causal right after v.
     out, lse = fa3.flash_attn_func(q, k, v, scale, causal, window_size=window, softcap=softcap,
                                    num_splits=num_splits, return_attn_probs=True)
-    ref, ref_lse = attention(q, k, v, causal=causal, window=window, softcap=softcap, scale=scale)
     assert out.shape == q.shape and lse.shape == (q.shape[0], q.shape[2], q.shape[1])
-    assert_close_to_reference(out, ref, name="out")
-    assert_close_to_reference(lse, ref_lse, name="lse")
-    dout = torch.randn_like(out)
-    for name, got, expected in zip("qkv", _grads(out, (q, k, v), dout), _grads(ref, (q, k, v), dout.double())):
-        assert_close_to_reference(got, expected, atol=1e-4, name="d" + name)
+    _check_with_grads((q, k, v), (out, lse),
+                      attention(q, k, v, causal=causal, window=window, softcap=softcap, scale=scale))
 
 
 def test_flash_attn_func_returns_out_alone_by_default():
@@ -80,13 +87,9 @@ def test_varlen_with_seqused_in_position():
     # seqused_q, seqused_k, softmax_scale, causal: positions 8-11, as in FlashAttention-3.
     out, lse = fa3.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), used_q, used_k,
                                           None, True, return_attn_probs=True)
-    ref, ref_lse = varlen_attention(q, k, v, cu_q, cu_k, causal=True, seqused_q=used_q, seqused_k=used_k)
     assert lse.shape == (4, sum(lengths_q))
-    assert_close_to_reference(out, ref, name="out")
-    assert_close_to_reference(lse, ref_lse, name="lse")
-    dout = torch.randn_like(out)
-    for name, got, expected in zip("qkv", _grads(out, (q, k, v), dout), _grads(ref, (q, k, v), dout.double())):
-        assert_close_to_reference(got, expected, atol=1e-4, name="d" + name)
+    _check_with_grads((q, k, v), (out, lse),
+                      varlen_attention(q, k, v, cu_q, cu_k, causal=True, seqused_q=used_q, seqused_k=used_k))
 
 
 def test_seqused_on_fixed_length_batches():
