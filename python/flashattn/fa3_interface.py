@@ -170,7 +170,7 @@ def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=N
         left, right = _ext.flash_attn_window(window_size)
         scale = _ext.softmax_scale(softmax_scale, _ext.head_dim("qkv", qkv))
         out, lse = ops.attention_packed(qkv, None, None, None, 0, 0, scale, _ext.flag("causal", causal), left, right,
-                                        _ext.softcap(softcap), None, _ext.flag("deterministic", deterministic))
+                                        _ext.softcap(softcap), None, _ext.flag("deterministic", deterministic), 1)
         return (out, lse) if _ext.flag("return_attn_probs", return_attn_probs) else out
     if qkv.dim() != 4:
         raise ValueError(f"argument 'qkv': has {qkv.dim()} dimensions; expected (batch, seqlen, 3, nheads, headdim) "
@@ -249,7 +249,8 @@ def flash_attn_combine(out_partial: Tensor, lse_partial: Tensor, out: Optional[T
         out = sum_s exp(lse_s - L) * out_s,  softmax_lse = L,
     in float32, then out cast to out_dtype (float32, float16 or bfloat16; default out_partial's).
     `out`, where given, receives the result (its shape, dtype out_dtype) and is returned.
-    A row whose pieces all have lse -inf (no key in any piece) gets out 0 and softmax_lse -inf.
+    A piece whose lse is -inf (no key) is not read; a row whose pieces all have lse -inf gets out 0
+    and softmax_lse -inf.
     Return: (out (batch_size, seqlen, nheads, headdim), softmax_lse (batch_size, seqlen, nheads)).
     """
     for name, t in (("out_partial", out_partial), ("lse_partial", lse_partial)):
@@ -283,7 +284,11 @@ def flash_attn_combine(out_partial: Tensor, lse_partial: Tensor, out: Optional[T
     lse = torch.where(seen, torch.log(torch.where(seen, total, torch.ones_like(total))) + top,
                       torch.full_like(total, float("-inf")))
     weights = weights / torch.where(seen, total, torch.ones_like(total))
-    merged = (weights.unsqueeze(-1) * out_partial).sum(dim=0).to(out_type)
+    # A piece of weight 0 (no key) is not read, as FlashAttention-3's combine kernel skips it: its
+    # output may be anything (a buffer never written), and 0 x NaN would be NaN.
+    pieces = torch.where((weights > 0).unsqueeze(-1), out_partial, torch.zeros((), dtype=out_partial.dtype,
+                                                                                 device=out_partial.device))
+    merged = (weights.unsqueeze(-1) * pieces).sum(dim=0).to(out_type)
     if out is not None:
         if not isinstance(out, Tensor):
             raise TypeError(f"argument 'out': expected a torch.Tensor, got {type(out).__name__}")

@@ -206,7 +206,7 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
         if k is not None:
             _fail("cache_seqlens", "is needed where k and v are appended")
         known_length = capacity
-    elif isinstance(cache_seqlens, int):
+    elif isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
         known_length = cache_seqlens
     else:
         cache_seqlens = _index_tensor("cache_seqlens", cache_seqlens, batch, device)

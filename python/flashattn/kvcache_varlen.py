@@ -13,9 +13,10 @@ keys (bottom-right), as everywhere in flashattn. The library's varlen form runs 
     contiguous copy first;
   * a contiguous cache as rows (batch * seqlen_cache, nheads_k, headdim), a view where its first
     two dimensions merge, sequence b's keys from row b * seqlen_cache, counted by seqused_k.
-cache_seqlens (and a gathered table's used entries) are read back once a call and checked, so a bad
-one is an error naming it; under CUDA graph capture nothing is read back and the kernels clamp
-what they read (flashattn.h). Not taken here, each refused by name: appending k / v, rotary
+cache_seqlens is read back and checked here, a gathered table's used entries too, and the library
+reads back and checks cu_seqlens_q and a table it reads in place (flashattn.h), so a bad entry is an
+error naming the caller's argument; under CUDA graph capture nothing is read back and the kernels
+clamp what they read. Not taken here, each refused by name: appending k / v, rotary
 tables, cache_batch_idx, cache_leftpad (write new rows into the cache first, rotated).
 """
 
@@ -63,7 +64,7 @@ def varlen_queries_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cu_
     if cache_seqlens is None:
         lengths = torch.full((batch,), capacity, dtype=torch.int32, device=device)
         known = [capacity] * batch
-    elif isinstance(cache_seqlens, int):
+    elif isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
         if not 0 <= cache_seqlens <= capacity:
             _fail("cache_seqlens", f"is {cache_seqlens}; it must lie in [0, {capacity}] (the cache holds {capacity} "
                                    "rows a sequence)")
@@ -96,7 +97,7 @@ def varlen_queries_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cu_
             return run(k_cache, v_cache, cu_seqlens_k, None, page_table)
         except NotImplementedError:
             pass  # a page size the kernels cannot read in place: the used pages, gathered
-        blocks = page_table.shape[1] if known is None else max(max((n + page - 1) // page for n in known), 1)
+        blocks = page_table.shape[1] if known is None else max(max(((n + page - 1) // page for n in known), default=1), 1)
         if not capturing:
             used = page_table[:, :blocks].tolist()
             for b, n in enumerate(known):

@@ -283,23 +283,24 @@ def fwd_packed(
     softcap: float,
     alibi_slopes: Optional[Tensor],
     deterministic: bool,
+    num_splits: int = 0,
 ) -> Tuple[Tensor, Tensor]:
-    """fwd of the q, k, v views of packed (qkv, or kv with q given)."""
+    """fwd of the q, k, v views of packed (qkv, or kv with q given); num_splits as fwd's."""
     return _packed_forward(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                           window_left, window_right, softcap, alibi_slopes, deterministic)
+                           window_left, window_right, softcap, alibi_slopes, deterministic, num_splits)
 
 
 def _packed_forward(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                    window_left, window_right, softcap, alibi_slopes, deterministic):
+                    window_left, window_right, softcap, alibi_slopes, deterministic, num_splits=0):
     _check_packed(packed, q)
     q, k, v = _unpack(packed, q)
     return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                        window_left, window_right, softcap, alibi_slopes)
+                        window_left, window_right, softcap, alibi_slopes, num_splits=num_splits)
 
 
 @fwd_packed.register_fake
 def _fwd_packed_fake(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                     window_left, window_right, softcap, alibi_slopes, deterministic):
+                     window_left, window_right, softcap, alibi_slopes, deterministic, num_splits=0):
     _check_packed(packed, q)
     q = _unpack(packed, q)[0]
     return q.new_empty(q.shape), q.new_empty(lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
@@ -356,7 +357,7 @@ def _bwd_packed_fake(dout, packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, max_
 
 def _setup_packed_context(ctx, inputs, output):
     (packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-     window_right, softcap, alibi_slopes, deterministic) = inputs
+     window_right, softcap, alibi_slopes, deterministic) = inputs[:13]  # [13]: num_splits, the forward's only
     out, lse = output
     ctx.save_for_backward(packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes)
     ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
@@ -372,7 +373,7 @@ def _backward_packed_with(grads_of):
         grads = grads_of(dout, packed, q, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                          softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic)
         dpacked, dq = (grads[0], None) if q is None else (grads[1], grads[0])
-        return (dpacked, dq) + (None,) * 11
+        return (dpacked, dq) + (None,) * 12
     return backward
 
 
@@ -392,11 +393,11 @@ class _EagerPackedAttention(torch.autograd.Function):
 
 
 def attention_packed(packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                     window_left, window_right, softcap, alibi_slopes, deterministic):
+                     window_left, window_right, softcap, alibi_slopes, deterministic, num_splits=0):
     """flashattn::fwd_packed with its backward, through the custom op when compiling or tracing,
     else through _EagerPackedAttention."""
     inputs = (packed, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-              window_right, softcap, alibi_slopes, deterministic)
+              window_right, softcap, alibi_slopes, deterministic, num_splits)
     if _plain_eager((packed, q, cu_seqlens_q, cu_seqlens_k, alibi_slopes)):
         if not _records_grad((packed, q, alibi_slopes)):
             return _packed_forward(*inputs)

@@ -46,8 +46,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-@pytest.mark.parametrize("num_splits", [1, 0])
-def test_flash_attn_func_matches_reference(case, num_splits):
+def test_flash_attn_func_matches_reference(case):
     case = dict(case)
     q, k, v = _inputs(nheads_k=case.pop("nheads_k", 2), seqlen_q=case.pop("seqlen_q", 37),
                       seqlen_k=case.pop("seqlen_k", 53))
@@ -55,7 +54,7 @@ def test_flash_attn_func_matches_reference(case, num_splits):
                                       case.get("softcap", 0.0), case.get("scale"))
     # FlashAttention-3's positions: softmax_scale and causal right after v.
     out, lse = fa3.flash_attn_func(q, k, v, scale, causal, window_size=window, softcap=softcap,
-                                   num_splits=num_splits, return_attn_probs=True)
+                                   return_attn_probs=True)
     assert out.shape == q.shape and lse.shape == (q.shape[0], q.shape[2], q.shape[1])
     _check_with_grads((q, k, v), (out, lse),
                       attention(q, k, v, causal=causal, window=window, softcap=softcap, scale=scale))
@@ -66,6 +65,22 @@ def test_flash_attn_func_returns_out_alone_by_default():
     out = fa3.flash_attn_func(q, k, v, causal=True, pack_gqa=True, deterministic=True)
     assert isinstance(out, torch.Tensor)
     assert_close_to_reference(out, attention(q, k, v, causal=True)[0], name="out")
+
+
+def test_num_splits_and_deterministic_reach_the_library(monkeypatch):
+    # On the CPU neither changes a result, so what the library is asked is checked: FlashAttention-3's
+    # num_splits default of 1 (keys never cut) on every entry point, 0 where passed, and the flag.
+    asked = []
+    attention_op, packed_op = fa3_ops.attention, fa3_ops.attention_packed
+    monkeypatch.setattr(fa3_ops, "attention", lambda *a: asked.append((a[13], a[16])) or attention_op(*a))
+    monkeypatch.setattr(fa3_ops, "attention_packed", lambda *a: asked.append((a[12], a[13])) or packed_op(*a))
+    q, k, v = _inputs()
+    fa3.flash_attn_func(q, k, v)
+    fa3.flash_attn_func(q, k, v, num_splits=0, deterministic=True)
+    fa3.flash_attn_varlen_func(q, k, v, None, None, None, None, deterministic=True)
+    fa3.flash_attn_qkvpacked_func(torch.randn(1, 9, 3, 2, 16), deterministic=True)
+    fa3.flash_attn_qkvpacked_func(torch.randn(1, 9, 4, 16), num_heads_q=2)
+    assert asked == [(False, 1), (True, 0), (True, 1), (True, 1), (False, 1)]
 
 
 def test_deterministic_backward_is_bitwise_reproducible():
@@ -206,11 +221,14 @@ def test_combine_rows_without_keys_and_out_dtype():
     lse_partial = torch.randn(3, 2, 5, 4)
     lse_partial[:, 1, 2, 3] = float("-inf")  # no key in any piece
     lse_partial[0, 0, 0, 0] = float("-inf")  # no key in one piece
+    # Pieces without a key are never read (buffers nobody wrote): NaN and inf there change nothing.
+    out_partial[:, 1, 2, 3] = float("inf")
+    out_partial[0, 0, 0, 0] = float("nan")
     out = torch.full((2, 5, 4, 16), float("nan"), dtype=torch.bfloat16)
     merged, lse = fa3.flash_attn_combine(out_partial, lse_partial, out=out, out_dtype=torch.bfloat16)
     assert merged is out
     w = torch.softmax(lse_partial.double(), dim=0).nan_to_num(0.0)
-    expected = (w.unsqueeze(-1) * out_partial.double()).sum(0)
+    expected = (w.unsqueeze(-1) * out_partial.double().nan_to_num(0.0, 0.0, 0.0)).sum(0)
     assert_close_to_reference(out, expected, atol=1e-2, rtol=1e-2, name="out")
     assert torch.all(out[1, 2, 3] == 0) and lse[1, 2, 3] == float("-inf")
     assert_close_to_reference(lse, torch.logsumexp(lse_partial.double(), dim=0), name="lse")
@@ -321,6 +339,9 @@ def test_kvcache_varlen_gathers_pages_the_kernels_cannot_read(monkeypatch):
     out, lse = fa3.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, page_table=table,
                                            cu_seqlens_q=cu_q, causal=True, return_softmax_lse=True)
     _check_varlen_step(q, cu_q, k_cache, v_cache, table, lengths.tolist(), out, lse, causal=True)
+    empty = fa3.flash_attn_with_kvcache(q[:0], k_cache, v_cache, cache_seqlens=lengths[:0], page_table=table[:0],
+                                        cu_seqlens_q=cu_q[:1])
+    assert empty.shape == (0, 4, 32)
     table[1, 5] = 9  # holds sequence 1's last three keys (of 28, pages of 5)
     with pytest.raises(ValueError, match="argument 'page_table': row 1"):
         fa3.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, page_table=table, cu_seqlens_q=cu_q)
@@ -332,6 +353,9 @@ def test_kvcache_varlen_bad_arguments_name_themselves():
     k_cache = torch.randn(6, 16, 2, 32)
     table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
     lengths = torch.tensor([4, 33], dtype=torch.int32)  # 33 > 2 pages of 16
+    with pytest.raises(ValueError, match="argument 'cache_seqlens'"):  # a bool is not a length
+        fa3.flash_attn_with_kvcache(q, k_cache, k_cache.clone(), cache_seqlens=True, page_table=table,
+                                    cu_seqlens_q=cu_q)
     with pytest.raises(ValueError, match="argument 'cache_seqlens': entry 1 is 33"):
         fa3.flash_attn_with_kvcache(q, k_cache, k_cache.clone(), cache_seqlens=lengths, page_table=table,
                                     cu_seqlens_q=cu_q)
