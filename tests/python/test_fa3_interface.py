@@ -488,3 +488,40 @@ def test_gpu_kvcache_variable_length_queries(page):
         lowp, _ = attention(*args, causal=True, dtype=torch.bfloat16)
         assert_close_to_reference(out[lo:hi], ref[0], lowp[0], atol=8e-3, name=f"out of sequence {b}")
         assert_close_to_reference(lse[:, lo:hi], ref_lse[0], atol=1e-3, rtol=1e-3, name=f"lse of sequence {b}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", [128, 1])
+def test_gpu_kvcache_variable_length_queries_under_cuda_graph_capture(page):
+    # A captured extend step (SGLang captures its steps) replayed after the lengths, the queries'
+    # split (cu_seqlens_q, same total) and the table changed gives what an eager call on the new
+    # ones gives, bit for bit: nothing is read back or baked in at capture.
+    torch.manual_seed(12)
+    heads, heads_k, dim, blocks = 16, 4, 128, (512 + page - 1) // page
+    pages = 2 * blocks + 2
+    k_cache = torch.randn(pages, page, heads_k, dim, device="cuda", dtype=torch.bfloat16)
+    v_cache = torch.randn_like(k_cache)
+    table = torch.randperm(pages, device="cuda")[:2 * blocks].view(2, blocks).to(torch.int32)
+    lengths = torch.tensor([40, 300], dtype=torch.int32, device="cuda")
+    cu_q = cu_seqlens([3, 9], device="cuda")
+    q = torch.randn(12, heads, dim, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        return fa3.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, page_table=table,
+                                           cu_seqlens_q=cu_q, max_seqlen_q=12, causal=True)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()  # warm-up outside the graph
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    lengths.copy_(torch.tensor([512, 7], dtype=torch.int32))
+    cu_q.copy_(cu_seqlens([10, 2]))
+    table.copy_(table.flip(0))
+    graph.replay()
+    expected = step()
+    torch.cuda.synchronize()
+    assert torch.equal(out, expected)
