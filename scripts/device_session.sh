@@ -667,7 +667,7 @@ shares_check() {
     --ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_SLICED_SHARES=1" \
     --ours-env "FLASHATTN_SM90_SLICED_DECODE=1;FLASHATTN_SM90_SLICED_SHARES=0"
   # Session 99: flashattn.fa3_interface's GPU tests (its first GPU run; the extension `shares` built).
-  PYTEST_K='test_gpu_flash_attn_func_and_combine or test_gpu_varlen_seqused_and_kvcache_decode or test_gpu_kvcache_variable_length_queries' PY_TIMEOUT=90 \
+  PYTEST_K='test_gpu_flash_attn_func_and_combine or test_gpu_varlen_seqused_and_kvcache_decode or test_gpu_kvcache_variable_length_queries or test_gpu_attention_chunk' PY_TIMEOUT=90 \
     python_tests
 }
 

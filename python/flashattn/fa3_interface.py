@@ -13,8 +13,11 @@ each output's bits independent of how the batch is cut; 0 lets flashattn choose,
 where its split tail or key pieces pay).
 
 Differences from FlashAttention-3:
-  * qv (a second query part), FP8 (q_descale / k_descale / v_descale), attention_chunk != 0,
-    sm_margin != 0, scheduler_metadata, and in flash_attn_with_kvcache rotary_seqlens, appended
+  * attention_chunk runs as the library's varlen form, one sub-sequence a (sequence, chunk)
+    (flashattn.attention_chunk), laid out on the host: cu_seqlens and seqused on a GPU are read
+    back (one wait a call) and it is refused under CUDA graph capture and in flash_attn_with_kvcache;
+  * qv (a second query part), FP8 (q_descale / k_descale / v_descale), sm_margin != 0,
+    scheduler_metadata, and in flash_attn_with_kvcache attention_chunk, rotary_seqlens, appended
     keys of variable length (cu_seqlens_k_new with k, v) and, with variable-length queries
     (cu_seqlens_q), appending, rotary tables, cache_batch_idx and cache_leftpad raise
     NotImplementedError naming the argument; get_scheduler_metadata raises it too (flashattn
@@ -36,6 +39,7 @@ import torch
 from torch import Tensor
 
 from flashattn import _ext, ops
+from flashattn.attention_chunk import chunked_attention
 from flashattn.kvcache import flash_attn_with_kvcache as _flash_attn2_with_kvcache
 from flashattn.kvcache_varlen import varlen_queries_with_kvcache
 
@@ -61,13 +65,14 @@ def _refuse_unless(name: str, value, accepted, what: str) -> None:
 
 def _refuse_fa3_only(qv=None, q_descale=None, k_descale=None, v_descale=None, attention_chunk=0, sm_margin=0,
                      pack_gqa=None) -> None:
-    """The FlashAttention-3 arguments flashattn does not implement, each refused by name; pack_gqa,
-    a hint for speed, only type-checked."""
+    """The FlashAttention-3 arguments flashattn does not implement, each refused by name (the
+    attention calls pass attention_chunk 0 here and take it themselves); pack_gqa, a hint for
+    speed, only type-checked."""
     _refuse_unless("qv", qv, None, "a second query part (scores q.k + qv.v) is not implemented; pass None")
     for name, value in (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale)):
         _refuse_unless(name, value, None, _FP8)
     _refuse_unless("attention_chunk", _ext.integer("attention_chunk", attention_chunk), 0,
-                   "chunked attention (keys only in the query's chunk) is not implemented; pass 0")
+                   "chunked attention is not implemented against a KV cache; pass 0")
     _refuse_unless("sm_margin", _ext.integer("sm_margin", sm_margin), 0,
                    "SMs left free for other kernels are not implemented (flashattn's persistent kernels "
                    "size their grids to every SM); pass 0")
@@ -83,16 +88,25 @@ def _splits(num_splits) -> int:
 
 
 def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
-               softmax_scale, causal, window_size, softcap, num_splits, deterministic, return_attn_probs):
+               softmax_scale, causal, window_size, softcap, num_splits, deterministic, return_attn_probs,
+               attention_chunk=0):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, Tensor):
             raise TypeError(f"argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
     left, right = _ext.flash_attn_window(window_size)
     scale = _ext.softmax_scale(softmax_scale, _ext.head_dim("q", q))
-    out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
-                             _ext.integer("max_seqlen_k", max_seqlen_k), scale, _ext.flag("causal", causal), left,
-                             right, _ext.softcap(softcap), None, _ext.flag("deterministic", deterministic),
-                             seqused_q, seqused_k, _splits(num_splits))
+    chunk = _ext.integer("attention_chunk", attention_chunk)
+    if chunk < 0:
+        raise ValueError(f"argument 'attention_chunk': is {chunk}; expected 0 (no chunks) or a chunk's keys")
+    options = (scale, _ext.flag("causal", causal), (left, right), _ext.softcap(softcap),
+               _ext.flag("deterministic", deterministic), _splits(num_splits))
+    if chunk > 0:
+        out, lse = chunked_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, chunk, *options)
+    else:
+        scale, causal, (left, right), softcap, deterministic, splits = options
+        out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
+                                 _ext.integer("max_seqlen_k", max_seqlen_k), scale, causal, left, right, softcap,
+                                 None, deterministic, seqused_q, seqused_k, splits)
     return (out, lse) if _ext.flag("return_attn_probs", return_attn_probs) else out
 
 
@@ -114,14 +128,16 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
         pack_gqa: a hint, as in FlashAttention-3; flashattn's rules decide.
         deterministic: bitwise reproducible backward pass.
         return_attn_probs: also return softmax_lse (batch_size, nheads, seqlen_q).
-        qv, q_descale, k_descale, v_descale, attention_chunk, sm_margin: must stay at their
-            defaults (not implemented).
+        attention_chunk: > 0 lets query i see key j only where j // attention_chunk equals
+            (i + seqlen_k - seqlen_q) // attention_chunk, besides the masks above.
+        qv, q_descale, k_descale, v_descale, sm_margin: must stay at their defaults (not
+            implemented).
     Return:
         out (batch_size, seqlen_q, nheads, headdim), or (out, softmax_lse).
     """
-    _refuse_fa3_only(qv, q_descale, k_descale, v_descale, attention_chunk, sm_margin, pack_gqa)
+    _refuse_fa3_only(qv, q_descale, k_descale, v_descale, 0, sm_margin, pack_gqa)
     return _attention(q, k, v, None, None, 0, 0, None, None, softmax_scale, causal, window_size, softcap,
-                      num_splits, deterministic, return_attn_probs)
+                      num_splits, deterministic, return_attn_probs, attention_chunk)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None,
@@ -144,10 +160,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     Return:
         out (total_q, nheads, headdim), or (out, softmax_lse (nheads, total_q)).
     """
-    _refuse_fa3_only(qv, q_descale, k_descale, v_descale, attention_chunk, sm_margin, pack_gqa)
+    _refuse_fa3_only(qv, q_descale, k_descale, v_descale, 0, sm_margin, pack_gqa)
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, 0 if max_seqlen_q is None else max_seqlen_q,
                       0 if max_seqlen_k is None else max_seqlen_k, seqused_q, seqused_k, softmax_scale, causal,
-                      window_size, softcap, num_splits, deterministic, return_attn_probs)
+                      window_size, softcap, num_splits, deterministic, return_attn_probs, attention_chunk)
 
 
 def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=None, k_descale=None,
@@ -158,11 +174,15 @@ def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=N
     qkv: (batch_size, seqlen, 3, nheads, headdim), or (batch_size, seqlen, nheads_q + 2 * nheads_k,
     headdim) with num_heads_q given (MQA / GQA: q's heads, then k's, then v's). The gradient
     comes back as one tensor of qkv's shape; the 5-D form's backward writes it in place, with no
-    concatenation.
+    concatenation (with attention_chunk, autograd assembles it from the three views' gradients).
     """
-    _refuse_fa3_only(None, q_descale, k_descale, v_descale, attention_chunk, sm_margin)
+    _refuse_fa3_only(None, q_descale, k_descale, v_descale, 0, sm_margin)
     if not isinstance(qkv, Tensor):
         raise TypeError(f"argument 'qkv': expected a torch.Tensor, got {type(qkv).__name__}")
+    if qkv.dim() == 5 and qkv.shape[2] == 3 and attention_chunk != 0:
+        q, k, v = qkv.unbind(2)
+        return _attention(q, k, v, None, None, 0, 0, None, None, softmax_scale, causal, window_size, softcap, 1,
+                          deterministic, return_attn_probs, attention_chunk)
     if qkv.dim() == 5:
         if qkv.shape[2] != 3:
             raise ValueError(f"argument 'qkv': has shape {tuple(qkv.shape)}; expected (batch, seqlen, 3, nheads, "
@@ -185,7 +205,7 @@ def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=N
     heads_k = (heads - heads_q) // 2
     q, k, v = qkv.split([heads_q, heads_k, heads_k], dim=2)
     return _attention(q, k, v, None, None, 0, 0, None, None, softmax_scale, causal, window_size, softcap, 1,
-                      deterministic, return_attn_probs)
+                      deterministic, return_attn_probs, attention_chunk)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None, rotary_sin=None,

@@ -6,8 +6,11 @@ import math
 import torch
 
 
-def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, scale=None, dtype=torch.float64):
-    """q (B, Sq, H, D), k/v (B, Sk, Hk, D) -> out (B, Sq, H, D), lse (B, H, Sq), computed in dtype."""
+def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, scale=None, dtype=torch.float64,
+              chunk=0):
+    """q (B, Sq, H, D), k/v (B, Sk, Hk, D) -> out (B, Sq, H, D), lse (B, H, Sq), computed in dtype.
+    chunk > 0 (FlashAttention-3's attention_chunk): query i sees key j only where j // chunk equals
+    (i + Sk - Sq) // chunk."""
     batch, seqlen_q, nheads, headdim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(headdim) if scale is None else scale
@@ -29,6 +32,8 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, s
         visible &= j <= diagonal + right
     if window[0] >= 0:
         visible &= j >= diagonal - window[0]
+    if chunk > 0:
+        visible &= torch.div(j, chunk, rounding_mode="floor") == torch.div(diagonal, chunk, rounding_mode="floor")
     s = s.masked_fill(~visible, float("-inf"))
     row_max = s.amax(dim=-1, keepdim=True)
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))

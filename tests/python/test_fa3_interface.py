@@ -238,7 +238,6 @@ REFUSED = {
     "qv": dict(qv=torch.zeros(1)),
     "q_descale": dict(q_descale=torch.ones(1)),
     "v_descale": dict(v_descale=torch.ones(1)),
-    "attention_chunk": dict(attention_chunk=64),
     "sm_margin": dict(sm_margin=8),
 }
 
@@ -525,3 +524,93 @@ def test_gpu_kvcache_variable_length_queries_under_cuda_graph_capture(page):
     expected = step()
     torch.cuda.synchronize()
     assert torch.equal(out, expected)
+
+
+CHUNKS = {
+    # (seqlen_q, seqlen_k, chunk, causal, window)
+    "causal_self": (70, 70, 16, True, (-1, -1)),
+    "causal_extend": (9, 75, 32, True, (-1, -1)),       # the queries at the end of the keys
+    "causal_q_before_keys": (50, 20, 8, True, (-1, -1)),  # 30 queries before every key: 0, -inf
+    "causal_left_window": (64, 80, 24, True, (5, -1)),
+    "right_bound_zero": (40, 40, 12, False, (7, 0)),
+    "no_mask": (33, 50, 16, False, (-1, -1)),
+    "window_both_sides": (45, 60, 16, False, (4, 3)),
+    "window_left_alone_q_before_keys": (50, 30, 9, False, (6, -1)),
+    "chunk_past_keys": (20, 30, 64, True, (-1, -1)),
+}
+
+
+@pytest.mark.parametrize("case", CHUNKS.values(), ids=CHUNKS.keys())
+def test_attention_chunk_matches_reference(case):
+    seqlen_q, seqlen_k, chunk, causal, window = case
+    q, k, v = _inputs(seqlen_q=seqlen_q, seqlen_k=seqlen_k)
+    out, lse = fa3.flash_attn_func(q, k, v, causal=causal, window_size=window, attention_chunk=chunk, softcap=2.0,
+                                   return_attn_probs=True)
+    assert out.shape == q.shape and lse.shape == (2, 4, seqlen_q)
+    _check_with_grads((q, k, v), (out, lse),
+                      attention(q, k, v, causal=causal, window=window, chunk=chunk, softcap=2.0))
+
+
+def test_attention_chunk_varlen_with_seqused():
+    lengths_q, lengths_k = [5, 40, 0, 21], [9, 40, 6, 30]
+    used_q = torch.tensor([5, 33, 0, 12], dtype=torch.int32)
+    used_k = torch.tensor([0, 40, 6, 25], dtype=torch.int32)
+    q = torch.randn(sum(lengths_q) + 3, 4, 32, requires_grad=True)  # 3 rows past the last sequence
+    k = torch.randn(sum(lengths_k), 2, 32, requires_grad=True)
+    v = torch.randn(sum(lengths_k), 2, 32, requires_grad=True)
+    cu_q, cu_k = cu_seqlens(lengths_q), cu_seqlens(lengths_k)
+    out, lse = fa3.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 40, 40, used_q, used_k, causal=True,
+                                          attention_chunk=16, return_attn_probs=True)
+    # The reference per used sequence; every other row 0 (lse -inf), and no gradient reaches it.
+    rows, lses = [], []
+    for b in range(len(lengths_q)):
+        nq, nk, q0, k0 = int(used_q[b]), int(used_k[b]), int(cu_q[b]), int(cu_k[b])
+        o = torch.zeros(1, nq, 4, 32, dtype=torch.float64)
+        l = torch.full((1, 4, nq), float("-inf"), dtype=torch.float64)
+        if nq and nk:
+            o, l = attention(q[q0:q0 + nq].unsqueeze(0), k[k0:k0 + nk].unsqueeze(0), v[k0:k0 + nk].unsqueeze(0),
+                             causal=True, chunk=16)
+        unused = lengths_q[b] - nq
+        rows += [o[0], torch.zeros(unused, 4, 32, dtype=torch.float64)]
+        lses += [l[0], torch.full((4, unused), float("-inf"), dtype=torch.float64)]
+    rows.append(torch.zeros(3, 4, 32, dtype=torch.float64))
+    lses.append(torch.full((4, 3), float("-inf"), dtype=torch.float64))
+    _check_with_grads((q, k, v), (out, lse), (torch.cat(rows), torch.cat(lses, dim=1)))
+
+
+def test_attention_chunk_qkvpacked_both_forms():
+    qkv = torch.randn(2, 45, 3, 4, 16, requires_grad=True)
+    out = fa3.flash_attn_qkvpacked_func(qkv, causal=True, attention_chunk=10)
+    ref, _ = attention(*qkv.unbind(2), causal=True, chunk=10)
+    assert_close_to_reference(out, ref, name="out (5-D)")
+    dout = torch.randn_like(out)
+    (got,) = _grads(out, (qkv,), dout)
+    (expected,) = _grads(ref, (qkv,), dout.double())
+    assert_close_to_reference(got, expected, atol=1e-4, name="dqkv (5-D)")
+    packed = torch.randn(1, 30, 8, 16)
+    out = fa3.flash_attn_qkvpacked_func(packed, causal=True, attention_chunk=7, num_heads_q=4)
+    ref, _ = attention(*packed.split([4, 2, 2], dim=2), causal=True, chunk=7)
+    assert_close_to_reference(out, ref, name="out (4-D)")
+
+
+def test_attention_chunk_refusals_name_it():
+    q, k, v = _inputs()
+    with pytest.raises(ValueError, match="argument 'attention_chunk'"):
+        fa3.flash_attn_func(q, k, v, causal=True, attention_chunk=-8)
+    with pytest.raises(NotImplementedError, match="argument 'attention_chunk'"):
+        fa3.flash_attn_with_kvcache(q, k, v, cache_seqlens=10, attention_chunk=16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("headdim", [64, 128])
+def test_gpu_attention_chunk(headdim):
+    q, k, v = _inputs(seqlen_q=1000, seqlen_k=1200, nheads=8, nheads_k=2, headdim=headdim, dtype=torch.bfloat16,
+                      device="cuda")
+    out = fa3.flash_attn_func(q, k, v, causal=True, window_size=(300, -1), attention_chunk=256)
+    ref, _ = attention(q, k, v, causal=True, window=(300, -1), chunk=256, dtype=torch.float32)
+    lowp, _ = attention(q, k, v, causal=True, window=(300, -1), chunk=256, dtype=torch.bfloat16)
+    assert_close_to_reference(out, ref, lowp, atol=8e-3, name="out")
+    dout = torch.randn_like(out)
+    for name, g, e, low in zip("qkv", _grads(out, (q, k, v), dout), _grads(ref, (q, k, v), dout.float()),
+                               _grads(lowp, (q, k, v), dout)):
+        assert_close_to_reference(g, e, low, atol=8e-3, name="d" + name)
