@@ -57,19 +57,28 @@ def chunk_layout(first_q: int, spans_q: List[int], used_q: List[int], first_k: i
         before = min(max(-offset, 0), sq)  # queries before every key: no chunk
         if before:
             add(before, 0, 0)
-        for first_key in range(0, sk, chunk):
-            last_key = min(first_key + chunk, sk)
-            # Queries at positions first_key .. last_key - 1, none in a chunk before the first
-            # query's; last_key - offset <= seqlen_k - offset = sq, so the last chunk ends at the
-            # last query (a chunk's first query may sit past its first key: the alignment holds).
-            lo = max(first_key - offset, before)
-            hi = max(last_key - offset, lo)
-            add(hi - lo, last_key - first_key, last_key - first_key)
+        if before < sq:
+            # The queries sit at positions offset + before .. sk - 1, so from the chunk of the
+            # first one every chunk has queries, and the chunks before it form one sub-sequence
+            # without any (a query-less sub-sequence per chunk would multiply them: the kernels
+            # take at most 65535 sequences a call).
+            start = (offset + before) // chunk * chunk
+            if start:
+                add(0, start, 0)
+            for first_key in range(start, sk, chunk):
+                last_key = min(first_key + chunk, sk)
+                # last_key - offset <= sk - offset = sq: the last chunk ends at the last query (a
+                # chunk's first query may sit past its first key: the alignment holds).
+                add(last_key - offset - max(first_key - offset, before), last_key - first_key, last_key - first_key)
+        elif sk:
+            add(0, sk, 0)  # no query sees a key
         # The unused rows past seqused (nothing runs on them; the library leaves them as they are).
         if spans_q[b] > sq or spans_k[b] > sk:
             add(spans_q[b] - sq, spans_k[b] - sk, 0)
-    longest_q = max((b - a for a, b in zip(cu_q, cu_q[1:])), default=0)
-    longest_k = max((b - a for a, b in zip(cu_k, cu_k[1:])), default=0)
+    longest_q = longest_k = 0  # (a loop: torch.compile traces no max(..., default=))
+    for i in range(len(seqused)):
+        longest_q = max(longest_q, cu_q[i + 1] - cu_q[i])
+        longest_k = max(longest_k, cu_k[i + 1] - cu_k[i])
     return cu_q, cu_k, seqused, longest_q, longest_k
 
 
@@ -87,11 +96,21 @@ def chunked_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Te
     varlen = cu_seqlens_q is not None
     if varlen != (cu_seqlens_k is not None):
         raise ValueError("argument 'cu_seqlens_k': cu_seqlens_q and cu_seqlens_k are given together or not at all")
+    # q, k and v are cut into rows below, so the library sees their batch and lengths no more:
+    # checked here, each by name.
+    form = "rows (total, nheads, headdim) with cu_seqlens" if varlen else "(batch, seqlen, nheads, headdim)"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != (3 if varlen else 4):
+            raise ValueError(f"argument '{name}': has shape {tuple(t.shape)}; expected {form}")
+    if v.shape[:-1] != k.shape[:-1]:
+        raise ValueError(f"argument 'v': has shape {tuple(v.shape)}; expected k's {tuple(k.shape)} rows and heads")
+    if not varlen and k.shape[0] != q.shape[0]:
+        raise ValueError(f"argument 'k': batch {k.shape[0]} does not match q's batch {q.shape[0]}")
     if varlen:
-        if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
-            raise ValueError("argument 'q': expected rows (total, nheads, headdim) for q, k and v with cu_seqlens")
         cu_q, cu_k = _host_ints("cu_seqlens_q", cu_seqlens_q), _host_ints("cu_seqlens_k", cu_seqlens_k)
-        if len(cu_q) != len(cu_k) or len(cu_q) < 1:
+        if len(cu_q) < 1:
+            raise ValueError("argument 'cu_seqlens_q': has 0 entries; expected batch + 1 >= 1")
+        if len(cu_q) != len(cu_k):
             raise ValueError(f"argument 'cu_seqlens_k': has {len(cu_k)} entries; expected cu_seqlens_q's {len(cu_q)}")
         spans_q = [b - a for a, b in zip(cu_q, cu_q[1:])]
         spans_k = [b - a for a, b in zip(cu_k, cu_k[1:])]
@@ -102,8 +121,6 @@ def chunked_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Te
         first_q, first_k = cu_q[0], cu_k[0]
         q_rows, k_rows, v_rows = q, k, v
     else:
-        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-            raise ValueError("argument 'q': expected (batch, seqlen, nheads, headdim) for q, k and v")
         batch, seqlen_q, seqlen_k = q.shape[0], q.shape[1], k.shape[1]
         spans_q, spans_k = [seqlen_q] * batch, [seqlen_k] * batch
         first_q = first_k = 0
@@ -121,8 +138,17 @@ def chunked_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Te
                                                              chunk)
     device = q.device
     as_tensor = (lambda values: torch.tensor(values, dtype=torch.int32).to(device, non_blocking=True))
-    out, lse = ops.attention(q_rows, k_rows, v_rows, as_tensor(cu_q), as_tensor(cu_k), longest_q, longest_k, scale,
-                             causal, left, right, softcap, None, deterministic, None, as_tensor(seqused), num_splits)
+    try:
+        out, lse = ops.attention(q_rows, k_rows, v_rows, as_tensor(cu_q), as_tensor(cu_k), longest_q, longest_k,
+                                 scale, causal, left, right, softcap, None, deterministic, None, as_tensor(seqused),
+                                 num_splits)
+    except (NotImplementedError, ValueError) as error:
+        if "cu_seqlens" not in str(error) and "batch" not in str(error) and "seqused" not in str(error):
+            raise
+        # About the sub-sequences this layout made, not about the caller's arguments.
+        raise type(error)(f"argument 'attention_chunk': {chunk} cuts this call into {len(seqused)} sub-sequences, "
+                          f"which the library refused: {error}") from None
     if varlen:
         return out, lse
-    return out.view(q.shape), lse.view(q.shape[2], q.shape[0], q.shape[1]).transpose(0, 1).contiguous()
+    lse = lse.view(q.shape[2], q.shape[0], q.shape[1]).transpose(0, 1)
+    return out.view(q.shape), lse.clone(memory_format=torch.contiguous_format)

@@ -179,7 +179,7 @@ def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=N
     _refuse_fa3_only(None, q_descale, k_descale, v_descale, 0, sm_margin)
     if not isinstance(qkv, Tensor):
         raise TypeError(f"argument 'qkv': expected a torch.Tensor, got {type(qkv).__name__}")
-    if qkv.dim() == 5 and qkv.shape[2] == 3 and attention_chunk != 0:
+    if qkv.dim() == 5 and qkv.shape[2] == 3 and _ext.integer("attention_chunk", attention_chunk) != 0:
         q, k, v = qkv.unbind(2)
         return _attention(q, k, v, None, None, 0, 0, None, None, softmax_scale, causal, window_size, softcap, 1,
                           deterministic, return_attn_probs, attention_chunk)

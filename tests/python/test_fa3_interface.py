@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import flashattn.fa3_interface as fa3
+from flashattn.attention_chunk import chunk_layout
 from flashattn.kvcache_varlen import ops as fa3_ops
 from reference import assert_close_to_reference, attention, cu_seqlens, varlen_attention
 
@@ -614,3 +615,21 @@ def test_gpu_attention_chunk(headdim):
     for name, g, e, low in zip("qkv", _grads(out, (q, k, v), dout), _grads(ref, (q, k, v), dout.float()),
                                _grads(lowp, (q, k, v), dout)):
         assert_close_to_reference(g, e, low, atol=8e-3, name="d" + name)
+
+
+def test_attention_chunk_layout_and_shape_checks():
+    # One query against a long cache in chunks of 16: the chunks before the query's form one
+    # sub-sequence, not 65,535 (the kernels take at most 65,535 sequences a call).
+    cu_q, cu_k, seqused, longest_q, longest_k = chunk_layout(0, [1], [1], 0, [1 << 20], [1 << 20], 16)
+    assert (cu_q, cu_k, seqused) == ([0, 0, 1], [0, (1 << 20) - 16, 1 << 20], [0, 16])
+    assert (longest_q, longest_k) == (1, (1 << 20) - 16)
+    # q, k and v are cut into rows, so their batch and lengths are checked first, by name.
+    q, k, v = _inputs(seqlen_q=10, seqlen_k=12)
+    with pytest.raises(ValueError, match="argument 'k': batch 3"):
+        fa3.flash_attn_func(q, torch.randn(3, 12, 2, 32), torch.randn(3, 12, 2, 32), attention_chunk=4)
+    with pytest.raises(ValueError, match="argument 'v'"):
+        fa3.flash_attn_func(q, k, torch.randn(2, 11, 2, 32), attention_chunk=4)
+    with pytest.raises(ValueError, match="argument 'k'"):
+        fa3.flash_attn_func(q, k[0], v, attention_chunk=4)
+    lse = fa3.flash_attn_func(q[:1], k[:1], v[:1], attention_chunk=4, return_attn_probs=True)[1]
+    assert lse.stride() == (4 * 10, 10, 1)  # the strides of the call without chunks
