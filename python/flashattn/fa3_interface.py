@@ -98,12 +98,12 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     chunk = _ext.integer("attention_chunk", attention_chunk)
     if chunk < 0:
         raise ValueError(f"argument 'attention_chunk': is {chunk}; expected 0 (no chunks) or a chunk's keys")
-    options = (scale, _ext.flag("causal", causal), (left, right), _ext.softcap(softcap),
-               _ext.flag("deterministic", deterministic), _splits(num_splits))
+    causal, softcap = _ext.flag("causal", causal), _ext.softcap(softcap)
+    deterministic, splits = _ext.flag("deterministic", deterministic), _splits(num_splits)
     if chunk > 0:
-        out, lse = chunked_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, chunk, *options)
+        out, lse = chunked_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, chunk, scale, causal,
+                                     (left, right), softcap, deterministic, splits)
     else:
-        scale, causal, (left, right), softcap, deterministic, splits = options
         out, lse = ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, _ext.integer("max_seqlen_q", max_seqlen_q),
                                  _ext.integer("max_seqlen_k", max_seqlen_k), scale, causal, left, right, softcap,
                                  None, deterministic, seqused_q, seqused_k, splits)

@@ -79,6 +79,14 @@ def _paging(name: str, table: Optional[Tensor], k_cache: Tensor, batch: int, dev
     return table, page, table.shape[1] * page
 
 
+def _gather_pages(k_cache: Tensor, v_cache: Tensor, table: Tensor, blocks: int) -> Tuple[Tensor, Tensor]:
+    """The first `blocks` pages each table row names, as contiguous (batch, blocks * page, Hk, D)
+    copies. Entries past a sequence's used pages may be anything (pools pad tables with -1 or stale
+    pages): clamped, their rows are never read."""
+    pages = table[:, :blocks].long().clamp(0, k_cache.shape[0] - 1)
+    return k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
+
+
 def _refuse_appends_into_held_rows(others, width: int, page: int, lengths, seqlen_new: int, used_blocks) -> None:
     """Entry blk of sequence b's table row (others, `width` entries a row) holds its rows
     [blk * page, (blk + 1) * page) up to its end, lengths[b] + seqlen_new, and it appends rows
@@ -334,12 +342,9 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
 
         def copied_keys():
             if block_table is not None:
-                # (B, blocks * page, Hk, D), a copy of the blocks the longest sequence uses where
-                # the lengths are known (all max_blocks under capture with a tensor of lengths).
-                # Entries past a sequence's used blocks may be anything (pools pad tables with -1
-                # or stale pages): clamped, their rows are never read.
-                pages = block_table[:, :gathered_blocks].long().clamp(0, k_cache.shape[0] - 1)
-                return k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
+                # A copy of the blocks the longest sequence uses where the lengths are known (all
+                # max_blocks under capture with a tensor of lengths).
+                return _gather_pages(k_cache, v_cache, block_table, gathered_blocks)
             keys, values = (k_cache, v_cache) if sliced_rows is None else (k_cache[:, :sliced_rows],
                                                                            v_cache[:, :sliced_rows])
             if cache_batch_idx is not None:  # of the sliced rows only

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from flashattn import _ext, ops
-from flashattn.kvcache import _fail, _first_outside, _index_tensor, _paging
+from flashattn.kvcache import _fail, _first_outside, _gather_pages, _index_tensor, _paging
 
 # The library's names for what this call builds from the caller's arguments.
 _CALLER_NAMES = {"'block_table'": "'page_table'", "'seqused_k'": "'cache_seqlens'", "'k'": "'k_cache'",
@@ -61,15 +61,13 @@ def varlen_queries_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cu_
     if page_table is None and k_cache.shape[0] != batch:
         _fail("k_cache", f"has {k_cache.shape[0]} sequences; expected one per sequence of cu_seqlens_q ({batch})")
 
-    if cache_seqlens is None:
-        lengths = torch.full((batch,), capacity, dtype=torch.int32, device=device)
-        known = [capacity] * batch
-    elif isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
-        if not 0 <= cache_seqlens <= capacity:
-            _fail("cache_seqlens", f"is {cache_seqlens}; it must lie in [0, {capacity}] (the cache holds {capacity} "
-                                   "rows a sequence)")
-        lengths = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=device)
-        known = [cache_seqlens] * batch
+    if cache_seqlens is None or (isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool)):
+        length = capacity if cache_seqlens is None else cache_seqlens  # None: the whole cache
+        if not 0 <= length <= capacity:
+            _fail("cache_seqlens", f"is {length}; it must lie in [0, {capacity}] (the cache holds {capacity} rows a "
+                                   "sequence)")
+        lengths = torch.full((batch,), length, dtype=torch.int32, device=device)
+        known = [length] * batch
     else:
         lengths = _index_tensor("cache_seqlens", cache_seqlens, batch, device)
         known = None if capturing else lengths.tolist()
@@ -97,16 +95,17 @@ def varlen_queries_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cu_
             return run(k_cache, v_cache, cu_seqlens_k, None, page_table)
         except NotImplementedError:
             pass  # a page size the kernels cannot read in place: the used pages, gathered
-        blocks = page_table.shape[1] if known is None else max(max(((n + page - 1) // page for n in known), default=1), 1)
-        if not capturing:
-            used = page_table[:, :blocks].tolist()
-            for b, n in enumerate(known):
-                bad = _first_outside(used[b][:(n + page - 1) // page], k_cache.shape[0])
+        if known is None:  # under capture: every page of the table, trusted
+            blocks = page_table.shape[1]
+        else:
+            used_blocks = [(n + page - 1) // page for n in known]
+            blocks = max(max(used_blocks, default=1), 1)
+            entries = page_table[:, :blocks].tolist()
+            for b, n in enumerate(used_blocks):
+                bad = _first_outside(entries[b][:n], k_cache.shape[0])
                 if bad is not None:
                     _fail("page_table", f"row {b} names page {bad}; k_cache has {k_cache.shape[0]} pages")
-        # Entries past a sequence's used pages may be anything (-1 padding): clamped, never read.
-        pages = page_table[:, :blocks].long().clamp(0, k_cache.shape[0] - 1)
-        k_cache, v_cache = k_cache[pages].flatten(1, 2), v_cache[pages].flatten(1, 2)
+        k_cache, v_cache = _gather_pages(k_cache, v_cache, page_table, blocks)
         capacity = blocks * page
         longest_k = capacity if capturing else 0
     rows = k_cache.shape[1]
